@@ -1,0 +1,4 @@
+//! `sluice`: the one binary.
+fn main() {
+    println!("sluice {}", env!("CARGO_PKG_VERSION"));
+}

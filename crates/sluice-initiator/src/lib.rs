@@ -1,0 +1,1 @@
+//! iSCSI initiator: tokio driver around sluice-proto

@@ -1,0 +1,1 @@
+//! iSCSI performance lab: load generation, sweeps, models, simulation

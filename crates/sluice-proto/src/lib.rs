@@ -1,0 +1,16 @@
+//! The sans-IO iSCSI protocol core (RFC 7143).
+//!
+//! This crate decides everything about the protocol and performs no I/O: it never touches a
+//! socket, a file or the clock. Callers hand it bytes, typed PDUs and the current time (`now`),
+//! and it hands back PDUs, bytes to send, events and deadlines. The tokio drivers in
+//! `sluice-target` and `sluice-initiator` are thin loops around it.
+//!
+//! Module map:
+//! - [`seq`]: serial-number arithmetic (RFC 1982) and the identifier newtypes (ITT, TTT, ISID,
+//!   TSIH, LUN).
+//! - [`pdu`]: every PDU of RFC 7143 section 11: zero-copy header view plus typed values, parse and
+//!   emit.
+#![forbid(unsafe_code)]
+
+pub mod pdu;
+pub mod seq;

@@ -1,0 +1,47 @@
+//! PDUs of RFC 7143 section 11: typed values ([`types`]), and (in sibling modules) the
+//! zero-copy header view, parse and emit.
+
+pub mod types;
+
+pub use types::*;
+
+/// Any iSCSI PDU, in either direction.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub enum Pdu {
+    /// 0x00
+    NopOut(NopOut),
+    /// 0x01
+    ScsiCommand(ScsiCommand),
+    /// 0x02
+    TaskMgmtRequest(TaskMgmtRequest),
+    /// 0x03
+    LoginRequest(LoginRequest),
+    /// 0x04
+    TextRequest(TextRequest),
+    /// 0x05
+    DataOut(DataOut),
+    /// 0x06
+    LogoutRequest(LogoutRequest),
+    /// 0x10
+    SnackRequest(SnackRequest),
+    /// 0x20
+    NopIn(NopIn),
+    /// 0x21
+    ScsiResponse(ScsiResponse),
+    /// 0x22
+    TaskMgmtResponse(TaskMgmtResponse),
+    /// 0x23
+    LoginResponse(LoginResponse),
+    /// 0x24
+    TextResponse(TextResponse),
+    /// 0x25
+    DataIn(DataIn),
+    /// 0x26
+    LogoutResponse(LogoutResponse),
+    /// 0x31
+    R2t(R2t),
+    /// 0x32
+    AsyncMessage(AsyncMessage),
+    /// 0x3f
+    Reject(Reject),
+}

@@ -1,0 +1,1 @@
+//! SCSI (SPC/SBC) command emulation and CDB building, transport-agnostic

@@ -1,0 +1,1 @@
+//! iSCSI target: tokio driver around sluice-proto, sluice-scsi and sluice-storage
