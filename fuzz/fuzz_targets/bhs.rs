@@ -1,0 +1,5 @@
+#![no_main]
+// Placeholder: replaced by the real harness.
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let _ = data;
+});
