@@ -8,9 +8,11 @@
 //! Module map:
 //! - [`seq`]: serial-number arithmetic (RFC 1982) and the identifier newtypes (ITT, TTT, ISID,
 //!   TSIH, LUN).
+//! - [`params`]: the negotiated operational parameters as typed values.
 //! - [`pdu`]: every PDU of RFC 7143 section 11: zero-copy header view plus typed values, parse and
 //!   emit.
 #![forbid(unsafe_code)]
 
+pub mod params;
 pub mod pdu;
 pub mod seq;

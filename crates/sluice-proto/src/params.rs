@@ -1,0 +1,73 @@
+//! The operational parameters a login settles (RFC 7143 section 13), as typed values.
+//!
+//! Negotiation (`text`/`login`) produces these; framing and task bookkeeping consume them. The
+//! defaults are the RFC's defaults, which apply to any key that was not negotiated.
+
+/// Negotiated (or default) operational parameters of one connection and its session.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct SessionParams {
+    /// HeaderDigest=CRC32C (section 13.1).
+    pub header_digest: bool,
+    /// DataDigest=CRC32C (section 13.1).
+    pub data_digest: bool,
+    /// MaxConnections (section 13.2), 1..=65535, default 1.
+    pub max_connections: u16,
+    /// InitialR2T (section 13.10), default Yes.
+    pub initial_r2t: bool,
+    /// ImmediateData (section 13.11), default Yes.
+    pub immediate_data: bool,
+    /// MaxRecvDataSegmentLength the initiator declared: the most the target may put in one
+    /// PDU it sends (section 13.12), default 8192.
+    pub initiator_max_recv_data_segment_length: u32,
+    /// MaxRecvDataSegmentLength the target declared: the most the initiator may put in one PDU
+    /// it sends, default 8192.
+    pub target_max_recv_data_segment_length: u32,
+    /// MaxBurstLength (section 13.13), default 262144.
+    pub max_burst_length: u32,
+    /// FirstBurstLength (section 13.14), default 65536; never above MaxBurstLength.
+    pub first_burst_length: u32,
+    /// DefaultTime2Wait in seconds (section 13.15), default 2.
+    pub default_time2wait: u16,
+    /// DefaultTime2Retain in seconds (section 13.16), default 20.
+    pub default_time2retain: u16,
+    /// MaxOutstandingR2T (section 13.17), default 1.
+    pub max_outstanding_r2t: u16,
+    /// DataPDUInOrder (section 13.18), default Yes.
+    pub data_pdu_in_order: bool,
+    /// DataSequenceInOrder (section 13.19), default Yes.
+    pub data_sequence_in_order: bool,
+    /// ErrorRecoveryLevel (section 13.20), default 0.
+    pub error_recovery_level: u8,
+}
+
+impl Default for SessionParams {
+    fn default() -> Self {
+        Self {
+            header_digest: false,
+            data_digest: false,
+            max_connections: 1,
+            initial_r2t: true,
+            immediate_data: true,
+            initiator_max_recv_data_segment_length: 8192,
+            target_max_recv_data_segment_length: 8192,
+            max_burst_length: 262_144,
+            first_burst_length: 65_536,
+            default_time2wait: 2,
+            default_time2retain: 20,
+            max_outstanding_r2t: 1,
+            data_pdu_in_order: true,
+            data_sequence_in_order: true,
+            error_recovery_level: 0,
+        }
+    }
+}
+
+/// Whether a session carries SCSI traffic or only SendTargets (section 13.21).
+#[derive(Clone, Copy, Debug, Eq, PartialEq, Default)]
+pub enum SessionType {
+    /// SessionType=Normal.
+    #[default]
+    Normal,
+    /// SessionType=Discovery.
+    Discovery,
+}
