@@ -1,0 +1,262 @@
+//! What a target serves and how: plain values, built by the CLI from flags or a TOML file.
+//!
+//! Nothing here parses text; `sluice-cli` owns argv and TOML and hands the result over as these
+//! types. [`TargetConfig::validate`] checks what the types cannot express.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The whole target process: portals, targets and global limits.
+#[derive(Clone, Debug)]
+pub struct TargetConfig {
+    /// Addresses to listen on (IPv4 and IPv6). Loopback unless the user asks otherwise.
+    pub portals: Vec<SocketAddr>,
+    /// The targets served (at least one).
+    pub targets: Vec<TargetDef>,
+    /// Authentication required for SendTargets discovery sessions.
+    pub discovery_auth: Option<ChapCredentials>,
+    /// Operational keys the target offers and accepts.
+    pub offer: OperationalOffer,
+    /// Resource limits.
+    pub limits: Limits,
+    /// NOP-In keepalive: interval and how long to wait for the answering NOP-Out.
+    pub keepalive: Option<Keepalive>,
+}
+
+/// One iSCSI target (an IQN) and its logical units.
+#[derive(Clone, Debug)]
+pub struct TargetDef {
+    /// The target's iSCSI name, e.g. `iqn.2026-11.io.sluice:disk0`.
+    pub iqn: String,
+    /// Optional TargetAlias.
+    pub alias: Option<String>,
+    /// Logical units, numbered by `LunDef::number`.
+    pub luns: Vec<LunDef>,
+    /// Who may log in.
+    pub acl: Acl,
+    /// CHAP required for normal sessions to this target.
+    pub chap: Option<ChapCredentials>,
+}
+
+/// Who may log in to a target.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub enum Acl {
+    /// Any initiator. Only ever the result of an explicit choice (flag or `acl = "open"`).
+    Open,
+    /// Only these InitiatorNames (compared case-insensitively, RFC 3722 stringprep folds case).
+    Allow(Vec<String>),
+}
+
+/// CHAP secrets for one direction or both.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct ChapCredentials {
+    /// The name the initiator sends in CHAP_N.
+    pub user: String,
+    /// The secret the initiator proves it knows.
+    pub secret: String,
+    /// For mutual CHAP: the name and secret the target answers with.
+    pub mutual: Option<(String, String)>,
+}
+
+/// A logical unit: a backend plus the SCSI identity it is exported with.
+#[derive(Clone, Debug)]
+pub struct LunDef {
+    /// LUN number (0-based, below 16384).
+    pub number: u16,
+    /// Where the blocks live.
+    pub backend: Backend,
+    /// Logical block size: 512 or 4096.
+    pub block_size: u32,
+    /// Refuse writes (DATA PROTECT).
+    pub read_only: bool,
+    /// Unit serial number (VPD 0x80); generated from the target and LUN when absent.
+    pub serial: Option<String>,
+}
+
+/// The storage behind a LUN.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub enum Backend {
+    /// RAM, sparse, lost on exit.
+    Memory {
+        /// Size in bytes.
+        size: u64,
+    },
+    /// A regular file (created sparse when missing and a size is given) or a block device.
+    File {
+        /// Path of the file or device.
+        path: PathBuf,
+        /// Size in bytes when the file must be created or grown.
+        size: Option<u64>,
+        /// Open with O_DIRECT.
+        direct: bool,
+    },
+    /// Discards writes, reads zeros: for protocol benchmarks.
+    Null {
+        /// Size in bytes.
+        size: u64,
+    },
+}
+
+/// The operational keys the target offers (RFC 7143 section 13), and per-session queue depth.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct OperationalOffer {
+    /// MaxRecvDataSegmentLength the target declares (what it can receive per PDU).
+    pub max_recv_data_segment_length: u32,
+    /// MaxBurstLength the target accepts at most.
+    pub max_burst_length: u32,
+    /// FirstBurstLength the target accepts at most.
+    pub first_burst_length: u32,
+    /// ImmediateData the target allows.
+    pub immediate_data: bool,
+    /// InitialR2T the target wants.
+    pub initial_r2t: bool,
+    /// MaxOutstandingR2T the target accepts at most.
+    pub max_outstanding_r2t: u16,
+    /// DataPDUInOrder the target wants.
+    pub data_pdu_in_order: bool,
+    /// DataSequenceInOrder the target wants.
+    pub data_sequence_in_order: bool,
+    /// Allow HeaderDigest=CRC32C.
+    pub header_digest: DigestPolicy,
+    /// Allow DataDigest=CRC32C.
+    pub data_digest: DigestPolicy,
+    /// DefaultTime2Wait (seconds).
+    pub default_time2wait: u16,
+    /// DefaultTime2Retain (seconds).
+    pub default_time2retain: u16,
+    /// Highest ErrorRecoveryLevel accepted.
+    pub error_recovery_level: u8,
+    /// Commands a session may have outstanding (sets MaxCmdSN - ExpCmdSN + 1).
+    pub queue_depth: u32,
+}
+
+/// How the target answers a digest offer.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum DigestPolicy {
+    /// Accept CRC32C or None, whichever the initiator prefers.
+    Allow,
+    /// Insist on CRC32C.
+    Require,
+    /// Refuse CRC32C.
+    Forbid,
+}
+
+impl Default for OperationalOffer {
+    fn default() -> Self {
+        Self {
+            max_recv_data_segment_length: 262_144,
+            max_burst_length: 1_048_576,
+            first_burst_length: 262_144,
+            immediate_data: true,
+            initial_r2t: false,
+            max_outstanding_r2t: 8,
+            data_pdu_in_order: true,
+            data_sequence_in_order: true,
+            header_digest: DigestPolicy::Allow,
+            data_digest: DigestPolicy::Allow,
+            default_time2wait: 2,
+            default_time2retain: 20,
+            error_recovery_level: 0,
+            queue_depth: 128,
+        }
+    }
+}
+
+/// Bounds on what initiators can make the target hold.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct Limits {
+    /// Sessions across all targets.
+    pub max_sessions: usize,
+    /// TCP connections, logged in or not.
+    pub max_connections: usize,
+    /// Bytes of write data a connection may have buffered for commands in flight.
+    pub max_outstanding_bytes_per_connection: usize,
+    /// A login that has not reached full feature phase by then is dropped.
+    pub login_timeout: Duration,
+    /// How long shutdown waits for in-flight commands and logouts.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_sessions: 1024,
+            max_connections: 4096,
+            max_outstanding_bytes_per_connection: 64 << 20,
+            login_timeout: Duration::from_secs(15),
+            shutdown_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// NOP-In keepalive settings.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct Keepalive {
+    /// Idle time before the target pings.
+    pub interval: Duration,
+    /// How long the initiator has to answer before the connection is dropped.
+    pub timeout: Duration,
+}
+
+impl Default for Keepalive {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(30),
+            timeout: Duration::from_secs(15),
+        }
+    }
+}
+
+/// A configuration the types allow but the target cannot serve.
+#[derive(Debug, thiserror::Error, Eq, PartialEq)]
+pub enum ConfigError {
+    /// Nothing to serve.
+    #[error("no targets configured")]
+    NoTargets,
+    /// No address to listen on.
+    #[error("no portals (listen addresses) configured")]
+    NoPortals,
+    /// A target without LUNs.
+    #[error("target {0}: no LUNs")]
+    NoLuns(String),
+    /// Two targets with the same name.
+    #[error("target {0} is defined twice")]
+    DuplicateTarget(String),
+    /// Bad IQN/EUI/NAA name.
+    #[error("target name {0:?} is not a valid iSCSI name (iqn., eui. or naa.)")]
+    BadName(String),
+    /// Two LUNs with the same number.
+    #[error("target {0}: LUN {1} is defined twice")]
+    DuplicateLun(String, u16),
+    /// LUN number out of range.
+    #[error("target {0}: LUN {1} is above 16383")]
+    LunNumber(String, u16),
+    /// Unsupported block size.
+    #[error("target {0}: LUN {1}: block size {2} (use 512 or 4096)")]
+    BlockSize(String, u16, u32),
+    /// Size not a positive multiple of the block size.
+    #[error("target {0}: LUN {1}: size {2} is not a positive multiple of the block size {3}")]
+    Size(String, u16, u64, u32),
+    /// A key outside its RFC 7143 range.
+    #[error("{key} = {value} is outside {min}..={max} (RFC 7143 section 13)")]
+    KeyRange {
+        /// Key name.
+        key: &'static str,
+        /// Value given.
+        value: u64,
+        /// Smallest allowed.
+        min: u64,
+        /// Largest allowed.
+        max: u64,
+    },
+    /// FirstBurstLength above MaxBurstLength.
+    #[error("FirstBurstLength {0} exceeds MaxBurstLength {1}")]
+    FirstBurst(u32, u32),
+    /// CHAP secret length outside what initiators accept.
+    #[error("CHAP secret for {0} must be 12 to 255 characters (Windows and open-iscsi refuse shorter)")]
+    ChapSecret(String),
+    /// Mutual secret equal to the initiator's secret.
+    #[error("CHAP for {0}: the mutual secret must differ from the initiator's (RFC 7143 section 12.1.3)")]
+    ChapSameSecret(String),
+}
