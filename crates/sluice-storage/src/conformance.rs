@@ -1,0 +1,360 @@
+//! The backend contract, checked against every backend.
+//!
+//! Each check is a function over a [`Subject`]; [`conformance!`] turns the one list of checks
+//! into `#[test]`s for each backend, so adding a check covers every backend and adding a backend
+//! runs every check.
+
+use std::thread;
+
+use tempfile::TempDir;
+
+use crate::memory::CHUNK_BYTES;
+use crate::{BlockDevice, FileDevice, FileOptions, MemoryDevice, NullDevice, StorageError};
+
+/// A fresh device under test, and what it promises.
+struct Subject {
+    dev: Box<dyn BlockDevice>,
+    /// Whether written data reads back (false for the null device, which reads zeros).
+    stores_data: bool,
+    /// Keeps a file backend's directory alive for the duration of the test.
+    _dir: Option<TempDir>,
+}
+
+impl Subject {
+    fn memory(block_size: u32, num_blocks: u64) -> Self {
+        let dev = Box::new(MemoryDevice::new(block_size, num_blocks));
+        Self {
+            dev,
+            stores_data: true,
+            _dir: None,
+        }
+    }
+
+    fn null(block_size: u32, num_blocks: u64) -> Self {
+        let dev = Box::new(NullDevice::new(block_size, num_blocks));
+        Self {
+            dev,
+            stores_data: false,
+            _dir: None,
+        }
+    }
+
+    fn file(block_size: u32, num_blocks: u64, direct: bool) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let options = FileOptions {
+            size: Some(u64::from(block_size) * num_blocks),
+            block_size,
+            read_only: false,
+            direct,
+            create: true,
+        };
+        let dev = Box::new(FileDevice::open(dir.path().join("lun.img"), options).unwrap());
+        Self {
+            dev,
+            stores_data: true,
+            _dir: Some(dir),
+        }
+    }
+
+    /// What a read of a range written with `data` must return.
+    fn expected(&self, data: &[u8]) -> Vec<u8> {
+        if self.stores_data {
+            data.to_vec()
+        } else {
+            vec![0; data.len()]
+        }
+    }
+
+    fn read(&self, offset: u64, len: usize) -> Vec<u8> {
+        let mut buf = vec![0xee; len];
+        self.dev.read_at(offset, &mut buf).unwrap();
+        buf
+    }
+}
+
+/// Four chunks plus three blocks, so that the last chunk is short.
+const NUM_CHUNKS: u64 = 4;
+
+fn num_blocks(block_size: u32) -> u64 {
+    NUM_CHUNKS * CHUNK_BYTES as u64 / u64::from(block_size) + 3
+}
+
+/// Bytes that differ from block to block and from seed to seed, so misplaced data shows.
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    (0..len as u64)
+        .map(|i| (seed.wrapping_mul(131).wrapping_add(i * 7 + i / 512)) as u8)
+        .collect()
+}
+
+macro_rules! conformance {
+    ($($backend:ident => $make:expr),+ $(,)?) => {
+        $(
+            mod $backend {
+                use super::*;
+
+                #[test]
+                fn geometry_is_consistent() {
+                    super::geometry_is_consistent(&$make);
+                }
+
+                #[test]
+                fn read_after_write_returns_the_data() {
+                    super::read_after_write_returns_the_data(&$make);
+                }
+
+                #[test]
+                fn writes_spanning_chunks_read_back() {
+                    super::writes_spanning_chunks_read_back(&$make);
+                }
+
+                #[test]
+                fn untouched_blocks_read_as_zeros() {
+                    super::untouched_blocks_read_as_zeros(&$make);
+                }
+
+                #[test]
+                fn access_outside_the_device_is_out_of_range() {
+                    super::access_outside_the_device_is_out_of_range(&$make);
+                }
+
+                #[test]
+                fn zero_length_access_is_allowed() {
+                    super::zero_length_access_is_allowed(&$make);
+                }
+
+                #[test]
+                fn concurrent_writers_to_distinct_ranges_all_land() {
+                    super::concurrent_writers_to_distinct_ranges_all_land(&$make);
+                }
+
+                #[test]
+                fn flush_succeeds() {
+                    super::flush_succeeds(&$make);
+                }
+
+                #[test]
+                fn fua_write_is_visible() {
+                    super::fua_write_is_visible(&$make);
+                }
+
+                #[test]
+                fn write_zeroes_clears_exactly_the_range() {
+                    super::write_zeroes_clears_exactly_the_range(&$make);
+                }
+
+                #[test]
+                fn discarded_blocks_read_as_old_data_or_zeros() {
+                    super::discarded_blocks_read_as_old_data_or_zeros(&$make);
+                }
+            }
+        )+
+    };
+}
+
+conformance! {
+    memory_512 => Subject::memory(512, num_blocks(512)),
+    memory_4096 => Subject::memory(4096, num_blocks(4096)),
+    null_512 => Subject::null(512, num_blocks(512)),
+    null_4096 => Subject::null(4096, num_blocks(4096)),
+    file_512 => Subject::file(512, num_blocks(512), false),
+    file_4096 => Subject::file(4096, num_blocks(4096), false),
+    file_direct_4096 => Subject::file(4096, num_blocks(4096), true),
+}
+
+fn geometry_is_consistent(s: &Subject) {
+    let bs = s.dev.block_size();
+    assert!(bs == 512 || bs == 4096);
+    assert_eq!(s.dev.num_blocks(), num_blocks(bs));
+    assert_eq!(s.dev.size_bytes(), u64::from(bs) * s.dev.num_blocks());
+    assert!(!s.dev.read_only());
+}
+
+fn read_after_write_returns_the_data(s: &Subject) {
+    let bs = u64::from(s.dev.block_size());
+    let data = pattern(1, 2 * bs as usize);
+    s.dev.write_at(3 * bs, &data, false).unwrap();
+    assert_eq!(s.read(3 * bs, data.len()), s.expected(&data));
+
+    // Overwrite the second block only; the first keeps its data.
+    let second = pattern(2, bs as usize);
+    s.dev.write_at(4 * bs, &second, false).unwrap();
+    let mut both = data[..bs as usize].to_vec();
+    both.extend_from_slice(&second);
+    assert_eq!(s.read(3 * bs, both.len()), s.expected(&both));
+
+    // The very last block of the device.
+    let last = s.dev.size_bytes() - bs;
+    s.dev.write_at(last, &second, false).unwrap();
+    assert_eq!(s.read(last, second.len()), s.expected(&second));
+}
+
+fn writes_spanning_chunks_read_back(s: &Subject) {
+    let bs = u64::from(s.dev.block_size());
+    let chunk = CHUNK_BYTES as u64;
+    // From two blocks before the first boundary to two blocks past the second: three chunks.
+    let offset = chunk - 2 * bs;
+    let data = pattern(3, (chunk + 4 * bs) as usize);
+    s.dev.write_at(offset, &data, false).unwrap();
+    assert_eq!(s.read(offset, data.len()), s.expected(&data));
+    // Reads that straddle each boundary on their own.
+    for boundary in [chunk, 2 * chunk] {
+        let at = (boundary - bs - offset) as usize;
+        let want = s.expected(&data[at..at + 2 * bs as usize]);
+        assert_eq!(
+            s.read(boundary - bs, 2 * bs as usize),
+            want,
+            "boundary {boundary}"
+        );
+    }
+    // Into the short last chunk.
+    let tail_offset = NUM_CHUNKS * chunk - bs;
+    let tail = pattern(4, (s.dev.size_bytes() - tail_offset) as usize);
+    s.dev.write_at(tail_offset, &tail, false).unwrap();
+    assert_eq!(s.read(tail_offset, tail.len()), s.expected(&tail));
+}
+
+fn untouched_blocks_read_as_zeros(s: &Subject) {
+    let size = s.dev.size_bytes();
+    let bs = u64::from(s.dev.block_size());
+    assert!(s.read(0, CHUNK_BYTES).iter().all(|&b| b == 0));
+    assert!(s
+        .read(size - 4 * bs, 4 * bs as usize)
+        .iter()
+        .all(|&b| b == 0));
+    // Near data, but not under it.
+    s.dev
+        .write_at(8 * bs, &pattern(5, bs as usize), false)
+        .unwrap();
+    assert!(s.read(7 * bs, bs as usize).iter().all(|&b| b == 0));
+    assert!(s.read(9 * bs, bs as usize).iter().all(|&b| b == 0));
+}
+
+fn access_outside_the_device_is_out_of_range(s: &Subject) {
+    let size = s.dev.size_bytes();
+    let bs = u64::from(s.dev.block_size());
+    let block = vec![0u8; bs as usize];
+    let two = vec![0u8; 2 * bs as usize];
+    let is_out_of_range = |r: Result<(), StorageError>, offset: u64, len: u64| match r {
+        Err(StorageError::OutOfRange {
+            offset: o,
+            len: l,
+            size: sz,
+        }) => {
+            assert_eq!((o, l, sz), (offset, len, size));
+        }
+        other => panic!("{offset}+{len}: expected OutOfRange, got {other:?}"),
+    };
+    for (offset, len) in [(size, bs), (size - bs, 2 * bs), (u64::MAX - bs + 1, bs)] {
+        let buf = if len == bs { &block } else { &two };
+        let mut out = buf.clone();
+        is_out_of_range(s.dev.read_at(offset, &mut out), offset, len);
+        is_out_of_range(s.dev.write_at(offset, buf, false), offset, len);
+        is_out_of_range(s.dev.write_at(offset, buf, true), offset, len);
+        is_out_of_range(s.dev.write_zeroes(offset, len, false), offset, len);
+        is_out_of_range(s.dev.discard(offset, len), offset, len);
+    }
+    // An overflowing length, which no buffer could have.
+    is_out_of_range(s.dev.write_zeroes(bs, u64::MAX, false), bs, u64::MAX);
+    is_out_of_range(s.dev.discard(bs, u64::MAX), bs, u64::MAX);
+    // A refused write left nothing behind.
+    assert!(s.read(size - bs, bs as usize).iter().all(|&b| b == 0));
+}
+
+fn zero_length_access_is_allowed(s: &Subject) {
+    let size = s.dev.size_bytes();
+    for offset in [0, size] {
+        s.dev.read_at(offset, &mut []).unwrap();
+        s.dev.write_at(offset, &[], false).unwrap();
+        s.dev.write_zeroes(offset, 0, false).unwrap();
+        s.dev.discard(offset, 0).unwrap();
+    }
+}
+
+fn concurrent_writers_to_distinct_ranges_all_land(s: &Subject) {
+    const WRITERS: u64 = 6;
+    const ROUNDS: u64 = 2;
+    let bs = u64::from(s.dev.block_size());
+    // Seven-block slots: not a divisor of the chunk size, so some slots straddle a boundary.
+    let slot = 7 * bs;
+    let slots = s.dev.size_bytes() / slot;
+    let dev = &*s.dev;
+    thread::scope(|scope| {
+        for writer in 0..WRITERS {
+            scope.spawn(move || {
+                for round in 0..ROUNDS {
+                    for k in (writer..slots).step_by(WRITERS as usize) {
+                        let fua = k % 97 == 0;
+                        dev.write_at(k * slot, &pattern(k * 10 + round, slot as usize), fua)
+                            .unwrap();
+                    }
+                }
+            });
+        }
+        // A reader racing the writers must never fail, whatever it sees.
+        scope.spawn(move || {
+            let mut buf = vec![0u8; 3 * slot as usize];
+            for k in 0..slots - 3 {
+                dev.read_at(k * slot, &mut buf).unwrap();
+            }
+        });
+    });
+    for k in 0..slots {
+        let want = pattern(k * 10 + ROUNDS - 1, slot as usize);
+        assert!(
+            s.read(k * slot, slot as usize) == s.expected(&want),
+            "slot {k}"
+        );
+    }
+}
+
+fn flush_succeeds(s: &Subject) {
+    s.dev.flush().unwrap();
+    s.dev
+        .write_at(0, &pattern(6, s.dev.block_size() as usize), false)
+        .unwrap();
+    s.dev.flush().unwrap();
+    s.dev.flush().unwrap();
+}
+
+fn fua_write_is_visible(s: &Subject) {
+    let bs = u64::from(s.dev.block_size());
+    let data = pattern(7, 3 * bs as usize);
+    let offset = CHUNK_BYTES as u64 - bs;
+    s.dev.write_at(offset, &data, true).unwrap();
+    assert_eq!(s.read(offset, data.len()), s.expected(&data));
+}
+
+fn write_zeroes_clears_exactly_the_range(s: &Subject) {
+    let bs = u64::from(s.dev.block_size());
+    let chunk = CHUNK_BYTES as u64;
+    let data = pattern(8, 3 * CHUNK_BYTES);
+    s.dev.write_at(0, &data, false).unwrap();
+    // A partial chunk, a whole chunk, and a partial chunk.
+    let (start, end) = (chunk - 2 * bs, 2 * chunk + 3 * bs);
+    s.dev.write_zeroes(start, end - start, false).unwrap();
+    let mut want = data.clone();
+    want[start as usize..end as usize].fill(0);
+    assert!(s.read(0, want.len()) == s.expected(&want));
+    // With FUA, and a single block.
+    s.dev.write_zeroes(bs, bs, true).unwrap();
+    want[bs as usize..2 * bs as usize].fill(0);
+    assert!(s.read(0, want.len()) == s.expected(&want));
+}
+
+fn discarded_blocks_read_as_old_data_or_zeros(s: &Subject) {
+    let bs = s.dev.block_size() as usize;
+    let offset = CHUNK_BYTES as u64 / 2;
+    let data = pattern(9, 2 * CHUNK_BYTES);
+    s.dev.write_at(offset, &data, false).unwrap();
+    s.dev
+        .discard(offset + bs as u64, (2 * CHUNK_BYTES - 2 * bs) as u64)
+        .unwrap();
+    let got = s.read(offset, data.len());
+    let want = s.expected(&data);
+    for (i, (g, w)) in got.chunks(bs).zip(want.chunks(bs)).enumerate() {
+        assert!(g == w || g.iter().all(|&b| b == 0), "block {i}");
+    }
+    // The blocks on either side of the discarded range are untouched.
+    assert_eq!(got[..bs], want[..bs]);
+    assert_eq!(got[got.len() - bs..], want[want.len() - bs..]);
+}

@@ -1,0 +1,323 @@
+//! A regular file or a block device, through `pread`/`pwrite`.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Seek, SeekFrom};
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::{check_range, checked_size, invalid_input, read_only_error, BlockDevice, StorageError};
+
+/// Memory alignment of buffers handed to the kernel with `O_DIRECT`.
+///
+/// Linux requires the logical block size of the underlying device (512 or 4096); 4096 satisfies
+/// both.
+const DIRECT_ALIGN: usize = 4096;
+
+/// How to open a [`FileDevice`].
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct FileOptions {
+    /// Size of the LUN in bytes; a multiple of `block_size`.
+    ///
+    /// `None` uses the whole file or device. With a size, a shorter regular file is extended
+    /// (sparsely: no data blocks are allocated) and a longer one is exported only up to `size`
+    /// (the rest is left alone); a block device must be at least this large.
+    pub size: Option<u64>,
+    /// Logical block size in bytes: a power of two of at least 512.
+    pub block_size: u32,
+    /// Open the file read-only; writes then fail (see [`BlockDevice::read_only`]).
+    pub read_only: bool,
+    /// Open with `O_DIRECT`, bypassing the page cache (Linux only).
+    ///
+    /// Offsets and lengths must then be multiples of the logical block size of the underlying
+    /// device, which holds when `block_size` is at least that. Buffers need not be aligned:
+    /// unaligned ones go through an aligned bounce buffer.
+    pub direct: bool,
+    /// Create the file if it is missing; `size` is then required.
+    pub create: bool,
+}
+
+impl Default for FileOptions {
+    /// Whole existing file, 512-byte blocks, read-write, through the page cache, not created.
+    fn default() -> Self {
+        Self {
+            size: None,
+            block_size: 512,
+            read_only: false,
+            direct: false,
+            create: false,
+        }
+    }
+}
+
+/// A LUN backed by a regular file or a block device.
+///
+/// Every call is a positional `pread`/`pwrite` on one shared descriptor, so threads never
+/// contend on a file position and need no lock. Calls block, so [`BlockDevice::blocks`] is
+/// `true`.
+///
+/// Durability: a write is reported durable only once it is. With FUA the write is followed by
+/// `fdatasync` before returning; [`flush`](BlockDevice::flush) is `fdatasync` too. Without FUA a
+/// completed write may still sit in the page cache (or the disk's cache), as SCSI allows.
+#[derive(Debug)]
+pub struct FileDevice {
+    file: File,
+    path: PathBuf,
+    block_size: u32,
+    num_blocks: u64,
+    size_bytes: u64,
+    read_only: bool,
+    direct: bool,
+}
+
+impl FileDevice {
+    /// Opens (or creates) the file or block device at `path` as a LUN.
+    ///
+    /// Fails with [`io::ErrorKind::InvalidInput`] (inside [`StorageError::Io`]) when the block
+    /// size is not a power of two of at least 512, the size is zero or not a multiple of it,
+    /// `create` comes without a size or with `read_only`, a block device is smaller than
+    /// `size`, a read-only file is shorter than `size`, or the path is neither a regular file
+    /// nor a block device. A file this call created is removed again if opening fails later.
+    pub fn open(path: impl AsRef<Path>, options: FileOptions) -> Result<Self, StorageError> {
+        let path = path.as_ref();
+        let mut created = false;
+        let result = Self::open_inner(path, &options, &mut created);
+        if result.is_err() && created {
+            // Best effort: the open already failed, and that error is the one to report.
+            let _ = std::fs::remove_file(path);
+        }
+        result
+    }
+
+    fn open_inner(
+        path: &Path,
+        options: &FileOptions,
+        created: &mut bool,
+    ) -> Result<Self, StorageError> {
+        let block_size = options.block_size;
+        checked_size(block_size, 0)?;
+        if let Some(size) = options.size {
+            check_lun_size(size, block_size)?;
+        }
+        if options.create && options.read_only {
+            return Err(invalid_input("cannot create a read-only file".into()).into());
+        }
+        if options.create && options.size.is_none() {
+            return Err(invalid_input("creating a file needs a size".into()).into());
+        }
+
+        let mut open = OpenOptions::new();
+        open.read(true).write(!options.read_only);
+        if options.direct {
+            open.custom_flags(direct_flag()?);
+        }
+        let file = if options.create {
+            match open.clone().create_new(true).open(path) {
+                Ok(file) => {
+                    *created = true;
+                    file
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => open.open(path)?,
+                Err(e) => return Err(e.into()),
+            }
+        } else {
+            open.open(path)?
+        };
+
+        let file_type = file.metadata()?.file_type();
+        let current_len = if file_type.is_file() {
+            file.metadata()?.len()
+        } else if file_type.is_block_device() {
+            // A block device's size is where its end is; pread/pwrite ignore the file position,
+            // so moving it is harmless.
+            (&file).seek(SeekFrom::End(0))?
+        } else {
+            let msg = format!(
+                "{} is neither a regular file nor a block device",
+                path.display()
+            );
+            return Err(invalid_input(msg).into());
+        };
+
+        let size_bytes = match options.size {
+            None => {
+                check_lun_size(current_len, block_size)?;
+                current_len
+            }
+            Some(size) if size <= current_len => size,
+            Some(size) if file_type.is_file() && !options.read_only => {
+                // Extending with ftruncate allocates no data blocks: the file stays sparse.
+                file.set_len(size)?;
+                size
+            }
+            Some(size) => {
+                let msg = format!(
+                    "{} has {current_len} bytes, fewer than {size}",
+                    path.display()
+                );
+                return Err(invalid_input(msg).into());
+            }
+        };
+
+        Ok(Self {
+            file,
+            path: path.to_owned(),
+            block_size,
+            num_blocks: size_bytes / u64::from(block_size),
+            size_bytes,
+            read_only: options.read_only,
+            direct: options.direct,
+        })
+    }
+
+    /// The path this device was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the device was opened with `O_DIRECT`.
+    pub fn direct(&self) -> bool {
+        self.direct
+    }
+
+    fn needs_bounce(&self, buf: &[u8]) -> bool {
+        self.direct && buf.as_ptr().addr() % DIRECT_ALIGN != 0
+    }
+}
+
+impl BlockDevice for FileDevice {
+    fn block_size(&self) -> u32 {
+        self.block_size
+    }
+
+    fn num_blocks(&self) -> u64 {
+        self.num_blocks
+    }
+
+    fn blocks(&self) -> bool {
+        true
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        check_range(offset, buf.len() as u64, self.size_bytes)?;
+        if self.needs_bounce(buf) {
+            let mut bounce = AlignedBuf::zeroed(buf.len());
+            self.file.read_exact_at(bounce.as_mut_slice(), offset)?;
+            buf.copy_from_slice(bounce.as_slice());
+        } else {
+            self.file.read_exact_at(buf, offset)?;
+        }
+        Ok(())
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8], fua: bool) -> Result<(), StorageError> {
+        check_range(offset, data.len() as u64, self.size_bytes)?;
+        if self.read_only {
+            return Err(read_only_error());
+        }
+        if self.needs_bounce(data) {
+            let mut bounce = AlignedBuf::zeroed(data.len());
+            bounce.as_mut_slice().copy_from_slice(data);
+            self.file.write_all_at(bounce.as_slice(), offset)?;
+        } else {
+            self.file.write_all_at(data, offset)?;
+        }
+        if fua {
+            // Even with O_DIRECT the data may sit in the disk's volatile cache: fdatasync
+            // flushes it, so FUA is not reported before the data is durable.
+            self.file.sync_data()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<(), StorageError> {
+        if self.read_only {
+            // Nothing was written through this descriptor, so nothing can be pending.
+            return Ok(());
+        }
+        self.file.sync_data()?;
+        Ok(())
+    }
+
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> Result<(), StorageError> {
+        // Checked here so a read-only device reports a bad range before it reports read-only,
+        // as write_at does; then the provided implementation.
+        check_range(offset, len, self.size_bytes)?;
+        if self.read_only {
+            return Err(read_only_error());
+        }
+        let zeros = AlignedBuf::zeroed(len.min(crate::ZERO_BUFFER_BYTES as u64) as usize);
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(zeros.as_slice().len() as u64) as usize;
+            self.file
+                .write_all_at(&zeros.as_slice()[..n], offset + done)?;
+            done += n as u64;
+        }
+        if fua {
+            self.file.sync_data()?;
+        }
+        Ok(())
+    }
+}
+
+/// Refuses a LUN size that is zero or not a whole number of blocks.
+fn check_lun_size(size: u64, block_size: u32) -> io::Result<()> {
+    if size == 0 || size % u64::from(block_size) != 0 {
+        return Err(invalid_input(format!(
+            "size {size} is not a positive multiple of the block size {block_size}"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(target_os = "linux")]
+fn direct_flag() -> io::Result<i32> {
+    Ok(libc::O_DIRECT)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn direct_flag() -> io::Result<i32> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "O_DIRECT is only supported on Linux",
+    ))
+}
+
+/// A zeroed byte buffer whose start is aligned to [`DIRECT_ALIGN`], as `O_DIRECT` requires.
+///
+/// It over-allocates a `Vec` by one alignment unit and uses the aligned window inside it, which
+/// needs no `unsafe` (unlike `std::alloc` with a `Layout`), at the cost of 4 KiB per buffer.
+/// Moving the `Vec` does not move its heap allocation, so the window stays aligned.
+struct AlignedBuf {
+    storage: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl AlignedBuf {
+    fn zeroed(len: usize) -> Self {
+        let storage = vec![0u8; len + DIRECT_ALIGN];
+        let misalignment = storage.as_ptr().addr() % DIRECT_ALIGN;
+        let start = (DIRECT_ALIGN - misalignment) % DIRECT_ALIGN;
+        Self {
+            storage,
+            start,
+            len,
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.storage[self.start..self.start + self.len]
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.storage[self.start..self.start + self.len]
+    }
+}
+
+#[cfg(test)]
+mod tests;

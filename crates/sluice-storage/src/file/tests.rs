@@ -1,0 +1,211 @@
+//! Tests of what only the file backend promises; the shared contract is in `conformance.rs`.
+
+use std::os::unix::fs::MetadataExt;
+
+use super::*;
+
+fn options(size: Option<u64>, block_size: u32) -> FileOptions {
+    FileOptions {
+        size,
+        block_size,
+        create: true,
+        ..FileOptions::default()
+    }
+}
+
+fn io_kind(r: Result<impl std::fmt::Debug, StorageError>) -> io::ErrorKind {
+    match r {
+        Err(StorageError::Io(e)) => e.kind(),
+        other => panic!("expected an I/O error, got {other:?}"),
+    }
+}
+
+#[test]
+fn data_persists_after_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lun.img");
+    let dev = FileDevice::open(&path, options(Some(1 << 20), 512)).unwrap();
+    dev.write_at(4096, &[0x5a; 1024], false).unwrap();
+    dev.flush().unwrap();
+    drop(dev);
+
+    // Reopened without a size or create: the size comes from the file.
+    let dev = FileDevice::open(&path, FileOptions::default()).unwrap();
+    assert_eq!(dev.size_bytes(), 1 << 20);
+    assert_eq!(dev.num_blocks(), 2048);
+    let mut buf = [0; 1024];
+    dev.read_at(4096, &mut buf).unwrap();
+    assert_eq!(buf, [0x5a; 1024]);
+    // Reopened with create and the same size: the existing data is kept.
+    drop(dev);
+    let dev = FileDevice::open(&path, options(Some(1 << 20), 4096)).unwrap();
+    dev.read_at(4096, &mut buf).unwrap();
+    assert_eq!(buf, [0x5a; 1024]);
+}
+
+#[test]
+fn creating_a_gibibyte_file_allocates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.img");
+    let dev = FileDevice::open(&path, options(Some(1 << 30), 4096)).unwrap();
+    let meta = std::fs::metadata(&path).unwrap();
+    assert_eq!(meta.len(), 1 << 30);
+    assert!(
+        meta.blocks() * 512 < 64 * 1024,
+        "st_blocks {}",
+        meta.blocks()
+    );
+    let mut buf = vec![0xaa; 4096];
+    dev.read_at((1 << 30) - 4096, &mut buf).unwrap();
+    assert!(buf.iter().all(|&b| b == 0));
+}
+
+#[test]
+fn read_only_refuses_writes_but_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lun.img");
+    let dev = FileDevice::open(&path, options(Some(64 * 1024), 512)).unwrap();
+    dev.write_at(0, &[1; 512], true).unwrap();
+    drop(dev);
+
+    let ro = FileOptions {
+        read_only: true,
+        ..FileOptions::default()
+    };
+    let dev = FileDevice::open(&path, ro).unwrap();
+    assert!(dev.read_only());
+    let kind = io::ErrorKind::ReadOnlyFilesystem;
+    assert_eq!(io_kind(dev.write_at(0, &[2; 512], false)), kind);
+    assert_eq!(io_kind(dev.write_at(512, &[2; 512], true)), kind);
+    assert_eq!(io_kind(dev.write_zeroes(0, 512, false)), kind);
+    dev.flush().unwrap();
+    let mut buf = [0; 512];
+    dev.read_at(0, &mut buf).unwrap();
+    assert_eq!(buf, [1; 512]);
+    // Out of range still wins over read-only.
+    assert!(matches!(
+        dev.write_at(64 * 1024, &[2; 512], false),
+        Err(StorageError::OutOfRange { .. })
+    ));
+    // The descriptor itself is read-only.
+    assert!(dev.file.write_at(&[2; 512], 0).is_err());
+}
+
+#[test]
+fn sizes_that_are_not_whole_blocks_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lun.img");
+    let r = FileDevice::open(&path, options(Some(4096 + 512), 4096));
+    assert_eq!(io_kind(r), io::ErrorKind::InvalidInput);
+    assert!(!path.exists(), "nothing is created for a refused size");
+    assert_eq!(
+        io_kind(FileDevice::open(&path, options(Some(0), 512))),
+        io::ErrorKind::InvalidInput
+    );
+
+    // An existing file whose length is not whole blocks, opened at its own size.
+    std::fs::write(&path, [0u8; 1000]).unwrap();
+    let r = FileDevice::open(&path, FileOptions::default());
+    assert_eq!(io_kind(r), io::ErrorKind::InvalidInput);
+}
+
+#[test]
+fn bad_options_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lun.img");
+    let invalid = io::ErrorKind::InvalidInput;
+    assert_eq!(
+        io_kind(FileDevice::open(&path, options(Some(4096), 1000))),
+        invalid
+    );
+    assert_eq!(
+        io_kind(FileDevice::open(&path, options(None, 512))),
+        invalid
+    );
+    let ro_create = FileOptions {
+        read_only: true,
+        ..options(Some(4096), 512)
+    };
+    assert_eq!(io_kind(FileDevice::open(&path, ro_create)), invalid);
+    let missing = FileDevice::open(&path, FileOptions::default());
+    assert_eq!(io_kind(missing), io::ErrorKind::NotFound);
+    assert!(!path.exists());
+    // A character device is neither a file nor a block device.
+    assert_eq!(
+        io_kind(FileDevice::open("/dev/null", FileOptions::default())),
+        invalid
+    );
+}
+
+#[test]
+fn a_size_grows_a_short_file_and_bounds_a_long_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lun.img");
+    std::fs::write(&path, [7u8; 8192]).unwrap();
+
+    let dev = FileDevice::open(&path, options(Some(4096), 512)).unwrap();
+    assert_eq!(dev.size_bytes(), 4096);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        8192,
+        "never truncated"
+    );
+    drop(dev);
+
+    let ro = FileOptions {
+        size: Some(16384),
+        read_only: true,
+        ..FileOptions::default()
+    };
+    assert_eq!(
+        io_kind(FileDevice::open(&path, ro)),
+        io::ErrorKind::InvalidInput
+    );
+
+    let dev = FileDevice::open(&path, options(Some(16384), 512)).unwrap();
+    assert_eq!(dev.size_bytes(), 16384);
+    let mut buf = [0xaa; 512];
+    dev.read_at(8192, &mut buf).unwrap();
+    assert_eq!(buf, [0; 512]);
+    dev.read_at(0, &mut buf).unwrap();
+    assert_eq!(buf, [7; 512]);
+}
+
+#[test]
+fn direct_io_takes_aligned_and_unaligned_buffers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lun.img");
+    let opts = FileOptions {
+        direct: true,
+        ..options(Some(1 << 20), 4096)
+    };
+    let dev = FileDevice::open(&path, opts).unwrap();
+    assert!(dev.direct());
+
+    // Aligned: straight to the kernel.
+    let mut aligned = AlignedBuf::zeroed(8192);
+    aligned.as_mut_slice().fill(0x11);
+    assert!(!dev.needs_bounce(aligned.as_slice()));
+    dev.write_at(0, aligned.as_slice(), true).unwrap();
+
+    // Unaligned (one byte into an allocation): through the bounce buffer.
+    let mut backing = vec![0x22u8; 8192 + 1];
+    assert!(dev.needs_bounce(&backing[1..]));
+    dev.write_at(8192, &backing[1..], false).unwrap();
+
+    dev.read_at(0, &mut backing[1..]).unwrap();
+    assert!(backing[1..].iter().all(|&b| b == 0x11));
+    dev.read_at(8192, aligned.as_mut_slice()).unwrap();
+    assert!(aligned.as_slice().iter().all(|&b| b == 0x22));
+    dev.flush().unwrap();
+}
+
+#[test]
+fn aligned_buffers_are_aligned() {
+    for len in [0, 1, 512, 4095, 4096, 1 << 20] {
+        let mut buf = AlignedBuf::zeroed(len);
+        assert_eq!(buf.as_slice().as_ptr().addr() % DIRECT_ALIGN, 0);
+        assert_eq!(buf.as_mut_slice().len(), len);
+        assert!(buf.as_slice().iter().all(|&b| b == 0));
+    }
+}

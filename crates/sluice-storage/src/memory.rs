@@ -1,0 +1,246 @@
+//! A sparse RAM disk.
+
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::{check_range, checked_size, BlockDevice, StorageError};
+
+/// Bytes per chunk: the unit in which memory is committed and locked.
+///
+/// 1 MiB keeps the chunk table small (a 1 TiB LUN needs a million empty slots, about 16 MiB)
+/// while one small write commits little memory. Most SCSI transfers (up to 256 KiB) then touch
+/// one chunk and take one lock.
+pub(crate) const CHUNK_BYTES: usize = 1 << 20;
+
+/// A RAM disk whose memory is committed only for chunks that have been written.
+///
+/// The device is cut into 1 MiB chunks, each behind its own [`RwLock`]. A chunk
+/// that was never written holds nothing and reads as zeros, so a 1 GiB LUN costs a few kilobytes
+/// until it is used. Readers of one chunk run in parallel; writers to different chunks too. An
+/// access that spans chunks takes their locks one after the other, so it is not atomic as a
+/// whole (SCSI does not require it to be; each chunk's part is).
+///
+/// [`write_zeroes`](BlockDevice::write_zeroes) and [`discard`](BlockDevice::discard) release
+/// whole chunks and zero partial ones: discarded blocks read as zeros.
+#[derive(Debug)]
+pub struct MemoryDevice {
+    block_size: u32,
+    num_blocks: u64,
+    size_bytes: u64,
+    chunks: Vec<RwLock<Option<Box<[u8]>>>>,
+}
+
+impl MemoryDevice {
+    /// A zero-filled device of `num_blocks` blocks of `block_size` bytes. Commits no data memory.
+    ///
+    /// # Panics
+    ///
+    /// If `block_size` is not a power of two of at least 512, or the size does not fit in
+    /// memory addresses (`u64` bytes, or a chunk table larger than `usize`).
+    pub fn new(block_size: u32, num_blocks: u64) -> Self {
+        let size_bytes = match checked_size(block_size, num_blocks) {
+            Ok(size) => size,
+            Err(e) => panic!("MemoryDevice::new: {e}"),
+        };
+        let num_chunks = size_bytes.div_ceil(CHUNK_BYTES as u64);
+        let Ok(num_chunks) = usize::try_from(num_chunks) else {
+            panic!("MemoryDevice::new: {size_bytes} bytes do not fit in memory");
+        };
+        let chunks = (0..num_chunks).map(|_| RwLock::new(None)).collect();
+        Self {
+            block_size,
+            num_blocks,
+            size_bytes,
+            chunks,
+        }
+    }
+
+    /// Bytes of data memory committed so far (written chunks times their size).
+    pub fn resident_bytes(&self) -> u64 {
+        (0..self.chunks.len())
+            .filter(|&i| self.read_chunk(i).is_some())
+            .map(|i| self.chunk_len(i) as u64)
+            .sum()
+    }
+
+    /// Length of chunk `index`: [`CHUNK_BYTES`], except the last one, which may be shorter.
+    fn chunk_len(&self, index: usize) -> usize {
+        let start = index as u64 * CHUNK_BYTES as u64;
+        // At most CHUNK_BYTES, so it fits in usize.
+        (self.size_bytes - start).min(CHUNK_BYTES as u64) as usize
+    }
+
+    // Poisoning cannot leave a chunk half-valid: a chunk is plain bytes, and every state of
+    // them is a state the device may be in. So a poisoned lock is simply taken over.
+    fn read_chunk(&self, index: usize) -> RwLockReadGuard<'_, Option<Box<[u8]>>> {
+        self.chunks[index]
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write_chunk(&self, index: usize) -> RwLockWriteGuard<'_, Option<Box<[u8]>>> {
+        self.chunks[index]
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Calls `f(chunk index, offset in chunk, range in the caller's buffer)` for each chunk that
+    /// `len` bytes from `offset` touch. The range must have been checked.
+    fn for_each_chunk(
+        offset: u64,
+        len: usize,
+        mut f: impl FnMut(usize, usize, std::ops::Range<usize>),
+    ) {
+        let mut done = 0;
+        while done < len {
+            let pos = offset + done as u64;
+            // The device size fits in usize chunks (checked in `new`), so both casts are exact.
+            let index = (pos / CHUNK_BYTES as u64) as usize;
+            let in_chunk = (pos % CHUNK_BYTES as u64) as usize;
+            let n = (len - done).min(CHUNK_BYTES - in_chunk);
+            f(index, in_chunk, done..done + n);
+            done += n;
+        }
+    }
+
+    fn read_piece(&self, index: usize, in_chunk: usize, out: &mut [u8]) {
+        match &*self.read_chunk(index) {
+            Some(data) => out.copy_from_slice(&data[in_chunk..in_chunk + out.len()]),
+            None => out.fill(0),
+        }
+    }
+
+    fn write_piece(&self, index: usize, in_chunk: usize, data: &[u8]) {
+        let mut chunk = self.write_chunk(index);
+        let bytes = chunk.get_or_insert_with(|| vec![0; self.chunk_len(index)].into_boxed_slice());
+        bytes[in_chunk..in_chunk + data.len()].copy_from_slice(data);
+    }
+
+    fn zero_piece(&self, index: usize, in_chunk: usize, len: usize) {
+        let mut chunk = self.write_chunk(index);
+        if len == self.chunk_len(index) {
+            *chunk = None;
+        } else if let Some(bytes) = chunk.as_mut() {
+            bytes[in_chunk..in_chunk + len].fill(0);
+        }
+    }
+}
+
+impl BlockDevice for MemoryDevice {
+    fn block_size(&self) -> u32 {
+        self.block_size
+    }
+
+    fn num_blocks(&self) -> u64 {
+        self.num_blocks
+    }
+
+    fn blocks(&self) -> bool {
+        false
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        check_range(offset, buf.len() as u64, self.size_bytes)?;
+        let in_chunk = (offset % CHUNK_BYTES as u64) as usize;
+        if in_chunk + buf.len() <= CHUNK_BYTES {
+            // Fast path: one chunk, one lock.
+            self.read_piece((offset / CHUNK_BYTES as u64) as usize, in_chunk, buf);
+            return Ok(());
+        }
+        Self::for_each_chunk(offset, buf.len(), |index, in_chunk, range| {
+            self.read_piece(index, in_chunk, &mut buf[range]);
+        });
+        Ok(())
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8], _fua: bool) -> Result<(), StorageError> {
+        // Memory is as durable as it gets once the copy is done, so FUA needs nothing more.
+        check_range(offset, data.len() as u64, self.size_bytes)?;
+        let in_chunk = (offset % CHUNK_BYTES as u64) as usize;
+        if in_chunk + data.len() <= CHUNK_BYTES {
+            // Fast path: one chunk, one lock.
+            self.write_piece((offset / CHUNK_BYTES as u64) as usize, in_chunk, data);
+            return Ok(());
+        }
+        Self::for_each_chunk(offset, data.len(), |index, in_chunk, range| {
+            self.write_piece(index, in_chunk, &data[range]);
+        });
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<(), StorageError> {
+        Ok(())
+    }
+
+    fn write_zeroes(&self, offset: u64, len: u64, _fua: bool) -> Result<(), StorageError> {
+        check_range(offset, len, self.size_bytes)?;
+        // The range is inside the device, whose chunk table fits in memory, but `len` itself
+        // may exceed usize on 32-bit targets: walk it in usize-sized steps.
+        let mut done = 0u64;
+        while done < len {
+            let step = (len - done).min(usize::MAX as u64 / 2) as usize;
+            Self::for_each_chunk(offset + done, step, |index, in_chunk, range| {
+                self.zero_piece(index, in_chunk, range.len());
+            });
+            done += step as u64;
+        }
+        Ok(())
+    }
+
+    fn discard(&self, offset: u64, len: u64) -> Result<(), StorageError> {
+        self.write_zeroes(offset, len, false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gibibyte_lun_commits_nothing_until_written() {
+        let dev = MemoryDevice::new(512, 2 * 1024 * 1024);
+        assert_eq!(dev.size_bytes(), 1 << 30);
+        assert_eq!(dev.resident_bytes(), 0);
+        let mut buf = vec![0xaa; 4096];
+        dev.read_at(123 * 4096, &mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 0));
+        assert_eq!(dev.resident_bytes(), 0, "reads commit nothing");
+
+        dev.write_at(5 * CHUNK_BYTES as u64 + 512, &[1; 512], false)
+            .unwrap();
+        assert_eq!(dev.resident_bytes(), CHUNK_BYTES as u64);
+        dev.write_at(CHUNK_BYTES as u64 - 512, &[2; 1024], false)
+            .unwrap();
+        assert_eq!(dev.resident_bytes(), 3 * CHUNK_BYTES as u64);
+    }
+
+    #[test]
+    fn zeroing_whole_chunks_releases_them() {
+        let dev = MemoryDevice::new(4096, 1024);
+        dev.write_at(0, &vec![7; 2 * CHUNK_BYTES], false).unwrap();
+        assert_eq!(dev.resident_bytes(), 2 * CHUNK_BYTES as u64);
+        // Zero chunk 0 entirely and the first 4 KiB of chunk 1.
+        dev.write_zeroes(0, CHUNK_BYTES as u64 + 4096, false)
+            .unwrap();
+        assert_eq!(dev.resident_bytes(), CHUNK_BYTES as u64);
+        let mut buf = vec![0xaa; 8192];
+        dev.read_at(CHUNK_BYTES as u64, &mut buf).unwrap();
+        assert!(buf[..4096].iter().all(|&b| b == 0));
+        assert!(buf[4096..].iter().all(|&b| b == 7));
+        dev.discard(CHUNK_BYTES as u64, CHUNK_BYTES as u64).unwrap();
+        assert_eq!(dev.resident_bytes(), 0);
+    }
+
+    #[test]
+    fn the_last_chunk_may_be_short() {
+        let dev = MemoryDevice::new(512, 2048 + 3);
+        let last = dev.size_bytes() - 512;
+        dev.write_at(last, &[9; 512], false).unwrap();
+        assert_eq!(dev.resident_bytes(), 1536);
+    }
+
+    #[test]
+    #[should_panic(expected = "block size")]
+    fn a_bad_block_size_is_refused() {
+        let _ = MemoryDevice::new(1000, 8);
+    }
+}
