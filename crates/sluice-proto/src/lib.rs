@@ -11,8 +11,11 @@
 //! - [`params`]: the negotiated operational parameters as typed values.
 //! - [`pdu`]: every PDU of RFC 7143 section 11: zero-copy header view plus typed values, parse and
 //!   emit.
+//! - [`framing`]: the incremental framer (whole PDUs from any split of the byte stream, digest
+//!   checks, bounded buffering) and the encoder for sending.
 #![forbid(unsafe_code)]
 
+pub mod framing;
 pub mod params;
 pub mod pdu;
 pub mod seq;

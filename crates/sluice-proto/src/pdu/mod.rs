@@ -1,8 +1,20 @@
-//! PDUs of RFC 7143 section 11: typed values ([`types`]), and (in sibling modules) the
-//! zero-copy header view, parse and emit.
+//! PDUs of RFC 7143 section 11: typed values ([`types`]), the zero-copy header view ([`bhs`]),
+//! parse ([`Pdu::parse`]) and emit ([`Pdu::emit_header`]), and the named field codes
+//! ([`codes`]).
 
+#[cfg(any(test, feature = "proptest"))]
+pub mod arbitrary;
+pub mod bhs;
+pub mod codes;
+mod emit;
+mod parse;
+#[cfg(test)]
+mod tests;
 pub mod types;
 
+pub use bhs::{Bhs, BHS_LEN, MAX_DATA_SEGMENT_LEN};
+pub use emit::MAX_CDB_LEN;
+pub use parse::{ahs_type, ParseError};
 pub use types::*;
 
 /// Any iSCSI PDU, in either direction.

@@ -1,0 +1,213 @@
+//! Numeric codes carried in PDU fields, named as RFC 7143 section 11 lists them.
+//!
+//! They are plain `u8`/`u16` constants rather than enums because the typed PDU values keep the raw
+//! code (so that unknown and vendor-specific values round-trip); match on these names.
+
+/// Reject reasons (RFC 7143 section 11.17.1).
+pub mod reject {
+    /// 0x02: Data (payload) digest error. "The original PDU can be resent."
+    pub const DATA_DIGEST_ERROR: u8 = 0x02;
+    /// 0x03: SNACK Reject. "The original PDU can be resent."
+    pub const SNACK_REJECT: u8 = 0x03;
+    /// 0x04: Protocol Error (e.g., SNACK Request for a status that was already acknowledged).
+    pub const PROTOCOL_ERROR: u8 = 0x04;
+    /// 0x05: Command not supported.
+    pub const COMMAND_NOT_SUPPORTED: u8 = 0x05;
+    /// 0x06: Immediate command reject - too many immediate commands.
+    pub const IMMEDIATE_COMMAND_REJECT: u8 = 0x06;
+    /// 0x07: Task in progress.
+    pub const TASK_IN_PROGRESS: u8 = 0x07;
+    /// 0x08: Invalid data ack.
+    pub const INVALID_DATA_ACK: u8 = 0x08;
+    /// 0x09: Invalid PDU field.
+    pub const INVALID_PDU_FIELD: u8 = 0x09;
+    /// 0x0a: Long op reject - can't generate Target Transfer Tag - out of resources.
+    pub const LONG_OP_REJECT: u8 = 0x0a;
+    /// 0x0b: Deprecated; MUST NOT be used (was Negotiation Reset in RFC 3720).
+    pub const DEPRECATED_NEGOTIATION_RESET: u8 = 0x0b;
+    /// 0x0c: Waiting for Logout.
+    pub const WAITING_FOR_LOGOUT: u8 = 0x0c;
+}
+
+/// Login Response Status-Class and Status-Detail (RFC 7143 section 11.13.5), as
+/// `(class << 8) | detail`. Use [`login_status::class`] and [`login_status::detail`] to split.
+pub mod login_status {
+    /// Class 0: success.
+    pub const CLASS_SUCCESS: u8 = 0x00;
+    /// Class 1: redirection.
+    pub const CLASS_REDIRECTION: u8 = 0x01;
+    /// Class 2: initiator error (not a format error; do not retry unchanged).
+    pub const CLASS_INITIATOR_ERROR: u8 = 0x02;
+    /// Class 3: target error (the initiator may retry later).
+    pub const CLASS_TARGET_ERROR: u8 = 0x03;
+
+    /// 0x0000 Success.
+    pub const SUCCESS: u16 = 0x0000;
+    /// 0x0101 Target moved temporarily (TargetAddress in the response).
+    pub const TARGET_MOVED_TEMPORARILY: u16 = 0x0101;
+    /// 0x0102 Target moved permanently.
+    pub const TARGET_MOVED_PERMANENTLY: u16 = 0x0102;
+    /// 0x0200 Initiator error (miscellaneous).
+    pub const INITIATOR_ERROR: u16 = 0x0200;
+    /// 0x0201 Authentication failure.
+    pub const AUTHENTICATION_FAILURE: u16 = 0x0201;
+    /// 0x0202 Authorization failure.
+    pub const AUTHORIZATION_FAILURE: u16 = 0x0202;
+    /// 0x0203 Not found.
+    pub const NOT_FOUND: u16 = 0x0203;
+    /// 0x0204 Target removed.
+    pub const TARGET_REMOVED: u16 = 0x0204;
+    /// 0x0205 Unsupported version.
+    pub const UNSUPPORTED_VERSION: u16 = 0x0205;
+    /// 0x0206 Too many connections.
+    pub const TOO_MANY_CONNECTIONS: u16 = 0x0206;
+    /// 0x0207 Missing parameter.
+    pub const MISSING_PARAMETER: u16 = 0x0207;
+    /// 0x0208 Can't include in session.
+    pub const CANT_INCLUDE_IN_SESSION: u16 = 0x0208;
+    /// 0x0209 Session type not supported.
+    pub const SESSION_TYPE_NOT_SUPPORTED: u16 = 0x0209;
+    /// 0x020a Session does not exist.
+    pub const SESSION_DOES_NOT_EXIST: u16 = 0x020a;
+    /// 0x020b Invalid request during login.
+    pub const INVALID_DURING_LOGIN: u16 = 0x020b;
+    /// 0x0300 Target error (miscellaneous).
+    pub const TARGET_ERROR: u16 = 0x0300;
+    /// 0x0301 Service unavailable.
+    pub const SERVICE_UNAVAILABLE: u16 = 0x0301;
+    /// 0x0302 Out of resources.
+    pub const OUT_OF_RESOURCES: u16 = 0x0302;
+
+    /// The Status-Class byte of a combined status.
+    pub const fn class(status: u16) -> u8 {
+        (status >> 8) as u8
+    }
+
+    /// The Status-Detail byte of a combined status.
+    pub const fn detail(status: u16) -> u8 {
+        (status & 0xff) as u8
+    }
+
+    /// Combines Status-Class and Status-Detail.
+    pub const fn combine(class: u8, detail: u8) -> u16 {
+        ((class as u16) << 8) | detail as u16
+    }
+}
+
+/// Task management function codes (RFC 7143 section 11.5.1).
+pub mod tmf {
+    /// 1: ABORT TASK.
+    pub const ABORT_TASK: u8 = 1;
+    /// 2: ABORT TASK SET.
+    pub const ABORT_TASK_SET: u8 = 2;
+    /// 3: CLEAR ACA.
+    pub const CLEAR_ACA: u8 = 3;
+    /// 4: CLEAR TASK SET.
+    pub const CLEAR_TASK_SET: u8 = 4;
+    /// 5: LOGICAL UNIT RESET.
+    pub const LOGICAL_UNIT_RESET: u8 = 5;
+    /// 6: TARGET WARM RESET.
+    pub const TARGET_WARM_RESET: u8 = 6;
+    /// 7: TARGET COLD RESET.
+    pub const TARGET_COLD_RESET: u8 = 7;
+    /// 8: TASK REASSIGN.
+    pub const TASK_REASSIGN: u8 = 8;
+}
+
+/// Task management response codes (RFC 7143 section 11.6.1).
+pub mod tmf_response {
+    /// 0: Function complete.
+    pub const FUNCTION_COMPLETE: u8 = 0;
+    /// 1: Task does not exist.
+    pub const TASK_DOES_NOT_EXIST: u8 = 1;
+    /// 2: LUN does not exist.
+    pub const LUN_DOES_NOT_EXIST: u8 = 2;
+    /// 3: Task still allegiant.
+    pub const TASK_STILL_ALLEGIANT: u8 = 3;
+    /// 4: Task allegiance reassignment not supported.
+    pub const REASSIGNMENT_NOT_SUPPORTED: u8 = 4;
+    /// 5: Task management function not supported.
+    pub const NOT_SUPPORTED: u8 = 5;
+    /// 6: Function authorization failed.
+    pub const AUTHORIZATION_FAILED: u8 = 6;
+    /// 255: Function rejected.
+    pub const FUNCTION_REJECTED: u8 = 255;
+}
+
+/// Logout Request reason codes (RFC 7143 section 11.14.1).
+pub mod logout_reason {
+    /// 0: close the session.
+    pub const CLOSE_SESSION: u8 = 0;
+    /// 1: close the connection.
+    pub const CLOSE_CONNECTION: u8 = 1;
+    /// 2: remove the connection for recovery.
+    pub const REMOVE_FOR_RECOVERY: u8 = 2;
+}
+
+/// Logout Response codes (RFC 7143 section 11.15.1).
+pub mod logout_response {
+    /// 0: connection or session closed successfully.
+    pub const CLOSED: u8 = 0;
+    /// 1: CID not found.
+    pub const CID_NOT_FOUND: u8 = 1;
+    /// 2: connection recovery is not supported.
+    pub const RECOVERY_NOT_SUPPORTED: u8 = 2;
+    /// 3: cleanup failed for various reasons.
+    pub const CLEANUP_FAILED: u8 = 3;
+}
+
+/// AsyncEvent codes of the Asynchronous Message (RFC 7143 section 11.9.1).
+pub mod async_event {
+    /// 0: a SCSI asynchronous event is reported in the sense data.
+    pub const SCSI_EVENT: u8 = 0;
+    /// 1: the target requests a logout (Parameter3 = seconds to wait).
+    pub const LOGOUT_REQUESTED: u8 = 1;
+    /// 2: the target will drop this connection (Parameter1 = CID).
+    pub const DROP_CONNECTION: u8 = 2;
+    /// 3: the target will drop all connections of the session.
+    pub const DROP_ALL_CONNECTIONS: u8 = 3;
+    /// 4: the target requests parameter negotiation on this connection.
+    pub const NEGOTIATION_REQUESTED: u8 = 4;
+    /// 255: vendor-specific iSCSI event (AsyncVCode says which).
+    pub const VENDOR_SPECIFIC: u8 = 255;
+}
+
+/// SCSI Response "Response" field (RFC 7143 section 11.4.3).
+pub mod scsi_response {
+    /// 0x00: Command Completed at Target.
+    pub const COMPLETED: u8 = 0x00;
+    /// 0x01: Target Failure.
+    pub const TARGET_FAILURE: u8 = 0x01;
+}
+
+/// SCSI status values the transport carries (SAM-5, listed in RFC 7143 section 11.4.2).
+pub mod scsi_status {
+    /// GOOD.
+    pub const GOOD: u8 = 0x00;
+    /// CHECK CONDITION: sense data follows in the data segment.
+    pub const CHECK_CONDITION: u8 = 0x02;
+    /// CONDITION MET.
+    pub const CONDITION_MET: u8 = 0x04;
+    /// BUSY.
+    pub const BUSY: u8 = 0x08;
+    /// RESERVATION CONFLICT.
+    pub const RESERVATION_CONFLICT: u8 = 0x18;
+    /// TASK SET FULL.
+    pub const TASK_SET_FULL: u8 = 0x28;
+    /// ACA ACTIVE.
+    pub const ACA_ACTIVE: u8 = 0x30;
+    /// TASK ABORTED.
+    pub const TASK_ABORTED: u8 = 0x40;
+}
+
+/// SNACK types (RFC 7143 section 11.16.1).
+pub mod snack_type {
+    /// 0: Data/R2T SNACK.
+    pub const DATA_R2T: u8 = 0;
+    /// 1: Status SNACK.
+    pub const STATUS: u8 = 1;
+    /// 2: DataACK.
+    pub const DATA_ACK: u8 = 2;
+    /// 3: R-Data SNACK.
+    pub const R_DATA: u8 = 3;
+}
