@@ -13,9 +13,15 @@
 //!   emit.
 //! - [`framing`]: the incremental framer (whole PDUs from any split of the byte stream, digest
 //!   checks, bounded buffering) and the encoder for sending.
+//! - [`window`]: the command window: CmdSN ordering on the target, CmdSN allocation on the
+//!   initiator (RFC 7143 section 4.2.2.1).
+//! - [`task`]: per-task data transfer: R2T issuance and Data-Out collection, Data-In
+//!   segmentation, initiator-side Data-Out planning and Data-In reassembly.
 #![forbid(unsafe_code)]
 
 pub mod framing;
 pub mod params;
 pub mod pdu;
 pub mod seq;
+pub mod task;
+pub mod window;

@@ -1,0 +1,103 @@
+//! Which byte ranges of a buffer have arrived: a sorted list of disjoint, merged ranges.
+//!
+//! Used to accept data PDUs in any order (DataPDUInOrder=No, RFC 7143 section 13.18) while
+//! refusing overlays and recognising exact duplicates. In-order data keeps the list at one
+//! range, so no allocation happens per PDU.
+
+/// Outcome of [`Coverage::insert`].
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub(crate) enum Insert {
+    /// The range was new and is now recorded.
+    New,
+    /// The range was already fully covered: a duplicate.
+    Duplicate,
+    /// The range partly overlaps data already received; nothing was recorded.
+    Overlap,
+}
+
+/// Disjoint half-open ranges `[start, end)`, sorted and merged when adjacent.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Coverage {
+    ranges: Vec<(u32, u32)>,
+    bytes: u32,
+}
+
+impl Coverage {
+    /// Total bytes covered.
+    pub(crate) fn bytes(&self) -> u32 {
+        self.bytes
+    }
+
+    /// End of the contiguous range starting at `base`, or `base` if nothing starts there.
+    pub(crate) fn contiguous_end(&self, base: u32) -> u32 {
+        match self.ranges.first() {
+            Some(&(start, end)) if start == base => end,
+            _ => base,
+        }
+    }
+
+    /// Records `[start, end)`. Empty ranges are always [`Insert::Duplicate`].
+    pub(crate) fn insert(&mut self, start: u32, end: u32) -> Insert {
+        if start >= end {
+            return Insert::Duplicate;
+        }
+        // First range whose end reaches `start` (touching counts, for merging).
+        let i = self.ranges.partition_point(|&(_, e)| e < start);
+        if let Some(&(s, e)) = self.ranges.get(i) {
+            if s <= start && end <= e {
+                return Insert::Duplicate;
+            }
+            // Overlap (not mere adjacency) with this range or the following ones.
+            if s < end && start < e {
+                return Insert::Overlap;
+            }
+        }
+        if let Some(&(s, _)) = self.ranges.get(i + 1) {
+            if s < end {
+                return Insert::Overlap;
+            }
+        }
+        self.bytes += end - start;
+        let merge_prev = self.ranges.get(i).is_some_and(|&(_, e)| e == start);
+        let merge_next_at = if merge_prev { i + 1 } else { i };
+        let merge_next = self
+            .ranges
+            .get(merge_next_at)
+            .is_some_and(|&(s, _)| s == end);
+        match (merge_prev, merge_next) {
+            (true, true) => {
+                self.ranges[i].1 = self.ranges[i + 1].1;
+                self.ranges.remove(i + 1);
+            }
+            (true, false) => self.ranges[i].1 = end,
+            (false, true) => self.ranges[i].0 = start,
+            (false, false) => self.ranges.insert(i, (start, end)),
+        }
+        Insert::New
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merges_adjacent_and_refuses_overlays() {
+        let mut c = Coverage::default();
+        assert_eq!(c.insert(10, 20), Insert::New);
+        assert_eq!(c.insert(30, 40), Insert::New);
+        assert_eq!(c.insert(20, 30), Insert::New);
+        assert_eq!(c.ranges, vec![(10, 40)]);
+        assert_eq!(c.insert(15, 25), Insert::Duplicate);
+        assert_eq!(c.insert(35, 45), Insert::Overlap);
+        assert_eq!(c.insert(0, 11), Insert::Overlap);
+        assert_eq!(c.insert(0, 10), Insert::New);
+        assert_eq!(c.insert(50, 60), Insert::New);
+        assert_eq!(c.insert(40, 55), Insert::Overlap);
+        assert_eq!(c.insert(45, 50), Insert::New);
+        assert_eq!(c.ranges, vec![(0, 40), (45, 60)]);
+        assert_eq!(c.bytes(), 55);
+        assert_eq!(c.contiguous_end(0), 40);
+        assert_eq!(c.insert(5, 5), Insert::Duplicate);
+    }
+}

@@ -1,0 +1,1 @@
+//! Initiator-side unit tests.

@@ -1,0 +1,239 @@
+//! Target side of a SCSI read: cutting the read data into Data-In PDUs (RFC 7143 sections
+//! 11.7, 4.2.5.1), with phase collapse and residuals (section 11.4.5.1).
+//!
+//! A target driver, per read command, once the SCSI layer produced `data` and `status`:
+//! ```text
+//! let mut data_in = DataInSequence::new(cmd.itt, data, cmd.expected_data_transfer_length,
+//!                                       status, &params);
+//! for pdu in &mut data_in { send(stamp(pdu)) }          // S=1 on the last one if GOOD
+//! if data_in.needs_response() { send(stamp(data_in.response(&sense))) }
+//! ```
+//! The iterator slices the one `Bytes` it was given: no data is copied.
+
+use bytes::Bytes;
+
+use super::{scsi_response, Residual, STATUS_GOOD};
+use crate::params::SessionParams;
+use crate::pdu::{DataIn, ScsiResponse};
+use crate::seq::{Itt, Lun, Ttt};
+
+/// An iterator over the Data-In PDUs of one read command.
+#[derive(Clone, Debug)]
+pub struct DataInSequence {
+    itt: Itt,
+    /// The data actually sent: at most EDTL bytes.
+    data: Bytes,
+    status: u8,
+    residual: Residual,
+    max_segment_len: u32,
+    max_burst_len: u32,
+    /// Offset of the next PDU.
+    offset: u32,
+    /// Bytes already sent in the current sequence (burst).
+    burst_sent: u32,
+    next_data_sn: u32,
+}
+
+impl DataInSequence {
+    /// Plans the Data-In PDUs for `data` (what the SCSI layer produced) against the command's
+    /// `edtl`, ending with SCSI `status`.
+    ///
+    /// Section 11.4.5.1: data shorter than EDTL is an underflow (residual EDTL - len); data
+    /// longer is an overflow (residual len - EDTL) and only EDTL bytes are sent.
+    pub fn new(itt: Itt, data: Bytes, edtl: u32, status: u8, params: &SessionParams) -> Self {
+        let produced = u32::try_from(data.len()).unwrap_or(u32::MAX);
+        let residual = Residual::from_lengths(edtl, produced);
+        let sent = produced.min(edtl) as usize;
+        Self {
+            itt,
+            data: data.slice(..sent),
+            status,
+            residual,
+            // Section 13.12: the initiator's MaxRecvDataSegmentLength bounds each Data-In.
+            max_segment_len: params.initiator_max_recv_data_segment_length.max(1),
+            // Section 13.13: MaxBurstLength bounds each Data-In sequence.
+            max_burst_len: params.max_burst_length.max(1),
+            offset: 0,
+            burst_sent: 0,
+            next_data_sn: 0,
+        }
+    }
+
+    /// Whether the status goes in the last Data-In (phase collapse, S bit, section 11.7.3).
+    ///
+    /// Only GOOD status may travel in a Data-In (no sense data can), and only if there is at
+    /// least one Data-In to carry it.
+    pub fn collapses_status(&self) -> bool {
+        self.status == STATUS_GOOD && !self.data.is_empty()
+    }
+
+    /// Whether a separate SCSI Response must follow the Data-In PDUs.
+    pub fn needs_response(&self) -> bool {
+        !self.collapses_status()
+    }
+
+    /// The SCSI Response to send after the Data-In PDUs when [`Self::needs_response`]:
+    /// ExpDataSN counts the Data-In PDUs (section 11.4.6). Call it after the iterator is done.
+    pub fn response(&self, sense: &[u8]) -> ScsiResponse {
+        scsi_response(self.itt, self.status, self.residual, self.next_data_sn, sense)
+    }
+
+    /// The residual reported to the initiator.
+    pub fn residual(&self) -> Residual {
+        self.residual
+    }
+
+    /// Number of Data-In PDUs yielded so far.
+    pub fn data_in_count(&self) -> u32 {
+        self.next_data_sn
+    }
+
+    /// Number of Data-In PDUs the whole command takes.
+    pub fn total_pdus(&self) -> u32 {
+        let len = self.data.len() as u32;
+        let full = len / self.max_burst_len;
+        let tail = len % self.max_burst_len;
+        full * self.max_burst_len.div_ceil(self.max_segment_len)
+            + tail.div_ceil(self.max_segment_len)
+    }
+}
+
+impl Iterator for DataInSequence {
+    type Item = DataIn;
+
+    fn next(&mut self) -> Option<DataIn> {
+        let total = self.data.len() as u32;
+        if self.offset >= total {
+            return None;
+        }
+        let burst_left = self.max_burst_len - self.burst_sent;
+        let len = (total - self.offset)
+            .min(self.max_segment_len)
+            .min(burst_left);
+        let start = self.offset as usize;
+        let chunk = self.data.slice(start..start + len as usize);
+        let last = self.offset + len == total;
+        // Section 11.7.1: F is set on the last PDU of each sequence.
+        let final_bit = last || len == burst_left;
+        let status_present = last && self.collapses_status();
+        let (overflow, underflow, residual) = if status_present {
+            self.residual.to_flags()
+        } else {
+            (false, false, 0)
+        };
+        let pdu = DataIn {
+            final_bit,
+            ack: false,
+            overflow,
+            underflow,
+            status_present,
+            status: if status_present { self.status } else { 0 },
+            // Section 11.7.4: LUN and TTT are reserved unless the A bit is set.
+            lun: Lun::default(),
+            itt: self.itt,
+            ttt: Ttt::RESERVED,
+            stat_sn: Default::default(),
+            exp_cmd_sn: Default::default(),
+            max_cmd_sn: Default::default(),
+            // Section 11.7.5: DataSN counts the Data-In PDUs of the command from 0.
+            data_sn: self.next_data_sn,
+            buffer_offset: self.offset,
+            residual,
+            data: chunk,
+        };
+        self.offset += len;
+        self.burst_sent = if final_bit { 0 } else { self.burst_sent + len };
+        self.next_data_sn += 1;
+        Some(pdu)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::{STATUS_CHECK_CONDITION, STATUS_GOOD};
+
+    fn params(mrdsl: u32, mbl: u32) -> SessionParams {
+        SessionParams {
+            initiator_max_recv_data_segment_length: mrdsl,
+            max_burst_length: mbl,
+            ..SessionParams::default()
+        }
+    }
+
+    fn data(len: usize) -> Bytes {
+        (0..len).map(|i| i as u8).collect::<Vec<u8>>().into()
+    }
+
+    #[test]
+    fn segments_by_mrdsl_and_bursts_by_max_burst_length() {
+        let mut seq = DataInSequence::new(Itt(7), data(10_000), 10_000, STATUS_GOOD, &params(1024, 4096));
+        assert_eq!(seq.total_pdus(), 10);
+        let pdus: Vec<DataIn> = seq.by_ref().collect();
+        assert_eq!(pdus.len(), 10);
+        let finals: Vec<u32> = pdus.iter().filter(|p| p.final_bit).map(|p| p.data_sn).collect();
+        // Bursts of 4096 bytes = 4 PDUs each, then 1808 bytes in 2 PDUs.
+        assert_eq!(finals, vec![3, 7, 9]);
+        assert_eq!(pdus[4].buffer_offset, 4096);
+        assert_eq!(pdus[9].data.len(), 784);
+        assert!(pdus.iter().enumerate().all(|(i, p)| p.data_sn == i as u32));
+        let last = &pdus[9];
+        assert!(last.status_present && !last.underflow && last.status == STATUS_GOOD);
+        assert!(pdus[..9].iter().all(|p| !p.status_present));
+        assert!(!seq.needs_response());
+        assert_eq!(seq.data_in_count(), 10);
+    }
+
+    #[test]
+    fn burst_boundary_inside_a_segment_shortens_the_pdu() {
+        let seq = DataInSequence::new(Itt(1), data(3000), 3000, STATUS_GOOD, &params(1000, 1500));
+        let lens: Vec<(usize, bool)> = seq.map(|p| (p.data.len(), p.final_bit)).collect();
+        assert_eq!(lens, vec![(1000, false), (500, true), (1000, false), (500, true)]);
+    }
+
+    #[test]
+    fn short_data_is_an_underflow_in_the_last_data_in() {
+        let seq = DataInSequence::new(Itt(1), data(1000), 4096, STATUS_GOOD, &params(8192, 8192));
+        let pdus: Vec<DataIn> = seq.collect();
+        assert_eq!(pdus.len(), 1);
+        assert!(pdus[0].underflow && pdus[0].residual == 3096 && pdus[0].status_present);
+    }
+
+    #[test]
+    fn long_data_is_an_overflow_and_only_edtl_is_sent() {
+        let seq = DataInSequence::new(Itt(1), data(5000), 4096, STATUS_GOOD, &params(8192, 8192));
+        let pdus: Vec<DataIn> = seq.collect();
+        assert_eq!(pdus[0].data.len(), 4096);
+        assert!(pdus[0].overflow && pdus[0].residual == 904);
+    }
+
+    #[test]
+    fn check_condition_needs_a_response_with_exp_data_sn() {
+        let mut seq =
+            DataInSequence::new(Itt(1), data(3000), 3000, STATUS_CHECK_CONDITION, &params(1024, 8192));
+        assert!(seq.by_ref().all(|p| !p.status_present));
+        assert!(seq.needs_response());
+        let rsp = seq.response(&[0x70]);
+        assert_eq!(rsp.exp_data_sn, 3);
+        assert_eq!(rsp.status, STATUS_CHECK_CONDITION);
+    }
+
+    #[test]
+    fn no_data_means_no_data_in_and_a_response() {
+        let mut seq = DataInSequence::new(Itt(1), Bytes::new(), 512, STATUS_GOOD, &params(1024, 8192));
+        assert!(seq.next().is_none());
+        assert!(seq.needs_response());
+        let rsp = seq.response(&[]);
+        assert!(rsp.underflow && rsp.residual == 512 && rsp.exp_data_sn == 0);
+    }
+
+    #[test]
+    fn slices_share_the_buffer() {
+        let source = data(4096);
+        let seq = DataInSequence::new(Itt(1), source.clone(), 4096, STATUS_GOOD, &params(1024, 8192));
+        for pdu in seq {
+            let at = pdu.buffer_offset as usize;
+            assert_eq!(pdu.data.as_ptr(), source[at..].as_ptr());
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! Target side of a SCSI write: immediate data, unsolicited Data-Out, R2Ts and solicited
+//! Data-Out, all copied straight into one preallocated buffer (RFC 7143 sections 4.2.5.2,
+//! 11.7, 11.8).
+//!
+//! A target driver, per write command:
+//! 1. `let (task, progress) = TargetWrite::new(&cmd, &params, wanted_len, &mut ttts)?;`
+//!    where `wanted_len` is how many bytes the SCSI layer will consume (normally the EDTL).
+//! 2. On [`WriteProgress::NeedR2ts`] send those R2Ts (stamping StatSN/ExpCmdSN/MaxCmdSN).
+//! 3. For each Data-Out routed to this task by ITT: `task.handle_data_out(&pdu, &mut ttts)`.
+//! 4. On [`WriteProgress::Complete`] hand the buffer to the SCSI layer, then answer with
+//!    [`TargetWrite::response`] (ExpDataSN = R2Ts sent, residual per section 11.4.5.1).
+//! 5. On `Err(e)` do what `e.action()` says and drop the task.
+
+use bytes::{Bytes, BytesMut};
+
+use super::coverage::{Coverage, Insert};
+use super::{scsi_response, Residual, TaskCounters, TaskError, TttAllocator};
+use crate::params::SessionParams;
+use crate::pdu::{DataOut, R2t, ScsiCommand, ScsiResponse};
+use crate::seq::{Itt, Lun, Ttt};
+
+/// What the driver does next for a write task.
+#[derive(Debug, Eq, PartialEq)]
+pub enum WriteProgress {
+    /// Send these R2Ts; more data will follow.
+    NeedR2ts(Vec<R2t>),
+    /// Nothing to send; wait for more Data-Out.
+    Waiting,
+    /// All data arrived: the buffer holds `wanted_len.min(EDTL)` bytes.
+    Complete(BytesMut),
+}
+
+/// One data sequence being received: the unsolicited burst or the answer to one R2T.
+#[derive(Debug)]
+struct Burst {
+    /// TTT of the R2T, [`Ttt::RESERVED`] for the unsolicited burst.
+    ttt: Ttt,
+    offset: u32,
+    len: u32,
+    received: Coverage,
+    /// PDUs accepted (also the next expected DataSN when in order).
+    pdus: u32,
+    /// Highest DataSN seen (any-order mode).
+    max_data_sn: u32,
+    final_seen: bool,
+}
+
+impl Burst {
+    fn new(ttt: Ttt, offset: u32, len: u32) -> Self {
+        Self {
+            ttt,
+            offset,
+            len,
+            received: Coverage::default(),
+            pdus: 0,
+            max_data_sn: 0,
+            final_seen: false,
+        }
+    }
+
+    fn end(&self) -> u32 {
+        self.offset + self.len
+    }
+
+    fn is_done(&self) -> bool {
+        self.final_seen && self.received.bytes() == self.len
+    }
+}
+
+/// Target-side state of one write command.
+#[derive(Debug)]
+pub struct TargetWrite {
+    itt: Itt,
+    lun: Lun,
+    edtl: u32,
+    /// Bytes the SCSI layer consumes: `min(wanted_len, edtl)`; solicitation stops there.
+    collect_len: u32,
+    residual: Residual,
+    params: SessionParams,
+    buffer: BytesMut,
+    unsolicited: Option<Burst>,
+    /// Outstanding R2T bursts in offset order (section 13.17: at most MaxOutstandingR2T).
+    bursts: Vec<Burst>,
+    next_r2t_offset: u32,
+    next_r2t_sn: u32,
+    counters: TaskCounters,
+    done: bool,
+}
+
+impl TargetWrite {
+    /// Starts a write from its command PDU and takes in its immediate data.
+    ///
+    /// `wanted_len` is the number of bytes the SCSI layer wants; fewer than EDTL means only
+    /// that many are solicited and the response reports an underflow, more means overflow
+    /// (section 11.4.5.1). Returns the first progress: R2Ts to send at once, waiting for
+    /// unsolicited Data-Out, or already complete.
+    pub fn new(
+        cmd: &ScsiCommand,
+        params: &SessionParams,
+        wanted_len: u32,
+        ttts: &mut dyn TttAllocator,
+    ) -> Result<(Self, WriteProgress), TaskError> {
+        let edtl = cmd.expected_data_transfer_length;
+        if !cmd.write && (edtl != 0 || !cmd.data.is_empty()) {
+            return Err(TaskError::NotAWrite);
+        }
+        let imm_len = seg_len(&cmd.data)?;
+        let collect_len = wanted_len.min(edtl);
+        let mut task = Self {
+            itt: cmd.itt,
+            lun: cmd.lun,
+            edtl,
+            collect_len,
+            residual: Residual::from_lengths(edtl, wanted_len),
+            params: *params,
+            buffer: BytesMut::zeroed(collect_len as usize),
+            unsolicited: None,
+            bursts: Vec::new(),
+            next_r2t_offset: 0,
+            next_r2t_sn: 0,
+            counters: TaskCounters::default(),
+            done: false,
+        };
+        if imm_len > 0 {
+            // Section 13.11: immediate data only with ImmediateData=Yes.
+            if !params.immediate_data {
+                return Err(TaskError::UnexpectedUnsolicited);
+            }
+            let max = params.target_max_recv_data_segment_length;
+            if imm_len > max {
+                return Err(TaskError::SegmentTooLong { len: imm_len, max });
+            }
+            if imm_len > edtl {
+                return Err(TaskError::BeyondEdtl { offset: 0, len: imm_len, edtl });
+            }
+            // Section 13.14: FirstBurstLength covers the immediate data too.
+            if imm_len > params.first_burst_length {
+                return Err(TaskError::IncorrectUnsolicitedAmount);
+            }
+            task.copy_in(0, &cmd.data);
+            task.counters.immediate_bytes = imm_len;
+        }
+        // Section 11.3.1 (F bit): F=0 announces unsolicited Data-Out; section 11.4.7.2: when
+        // unsolicited Data-Out is sent, the unsolicited total is min(FirstBurstLength, EDTL).
+        let mut unsolicited_end = imm_len;
+        if !cmd.final_bit {
+            if params.initial_r2t {
+                return Err(TaskError::UnexpectedUnsolicited);
+            }
+            unsolicited_end = params.first_burst_length.min(edtl);
+            if unsolicited_end <= imm_len {
+                return Err(TaskError::IncorrectUnsolicitedAmount);
+            }
+            task.unsolicited = Some(Burst::new(
+                Ttt::RESERVED,
+                imm_len,
+                unsolicited_end - imm_len,
+            ));
+        }
+        task.next_r2t_offset = unsolicited_end;
+        let progress = task.progress(ttts);
+        Ok((task, progress))
+    }
+
+    /// Takes in one Data-Out PDU for this task and says what to do next.
+    pub fn handle_data_out(
+        &mut self,
+        pdu: &DataOut,
+        ttts: &mut dyn TttAllocator,
+    ) -> Result<WriteProgress, TaskError> {
+        if self.done {
+            return Err(TaskError::AfterCompletion);
+        }
+        if pdu.itt != self.itt {
+            return Err(TaskError::WrongTask(pdu.itt));
+        }
+        let len = seg_len(&pdu.data)?;
+        let max = self.params.target_max_recv_data_segment_length;
+        if len > max {
+            return Err(TaskError::SegmentTooLong { len, max });
+        }
+        let offset = pdu.buffer_offset;
+        let end = offset
+            .checked_add(len)
+            .filter(|&end| end <= self.edtl)
+            .ok_or(TaskError::BeyondEdtl { offset, len, edtl: self.edtl })?;
+        let unsolicited = pdu.ttt == Ttt::RESERVED;
+        let in_order = self.params.data_pdu_in_order;
+        let sequence_in_order = self.params.data_sequence_in_order;
+        let burst = if unsolicited {
+            self.unsolicited
+                .as_mut()
+                .ok_or(TaskError::UnexpectedUnsolicited)?
+        } else {
+            let index = self
+                .bursts
+                .iter()
+                .position(|b| b.ttt == pdu.ttt)
+                .ok_or(TaskError::UnknownTtt(pdu.ttt))?;
+            // Section 11.7.4 (LUN): solicited Data-Out echoes the R2T's LUN.
+            if pdu.lun != self.lun {
+                return Err(TaskError::WrongTask(pdu.itt));
+            }
+            // Section 13.19: with DataSequenceInOrder=Yes sequences use non-decreasing offsets,
+            // so a sequence starts only when every earlier one has ended.
+            if sequence_in_order && (index > 0 || self.unsolicited.is_some()) {
+                return Err(TaskError::SequenceOrder);
+            }
+            &mut self.bursts[index]
+        };
+        check_pdu(burst, pdu, offset, end, in_order)?;
+        match burst.received.insert(offset, end) {
+            Insert::Overlap => return Err(TaskError::Overlap(offset)),
+            Insert::Duplicate if len > 0 => {
+                self.counters.duplicates += 1;
+                return Ok(WriteProgress::Waiting);
+            }
+            Insert::Duplicate | Insert::New => {}
+        }
+        // Section 11.7.1: one F bit per sequence.
+        if !in_order && pdu.final_bit && burst.final_seen {
+            return Err(burst_error(unsolicited));
+        }
+        burst.pdus += 1;
+        burst.max_data_sn = burst.max_data_sn.max(pdu.data_sn);
+        burst.final_seen |= pdu.final_bit;
+        let full = burst.received.bytes() == burst.len;
+        // Section 11.7.1: F marks the last PDU of the sequence; with in-order data it must be
+        // exactly the PDU that fills the burst.
+        if in_order && pdu.final_bit != full {
+            return Err(burst_error(unsolicited));
+        }
+        if burst.is_done() && burst.pdus != burst.max_data_sn.wrapping_add(1) {
+            return Err(TaskError::Inconsistent);
+        }
+        let burst_done = burst.is_done();
+        self.counters.data_out += 1;
+        self.copy_in(offset, &pdu.data);
+        if burst_done {
+            if unsolicited {
+                self.unsolicited = None;
+            } else {
+                self.bursts.retain(|b| !b.is_done());
+            }
+        }
+        Ok(self.progress(ttts))
+    }
+
+    /// The SCSI Response for this write with `status` (and optional sense data): ExpDataSN is
+    /// the number of R2Ts sent (section 11.4.6), the residual that of section 11.4.5.1.
+    pub fn response(&self, status: u8, sense: &[u8]) -> ScsiResponse {
+        scsi_response(self.itt, status, self.residual, self.next_r2t_sn, sense)
+    }
+
+    /// The residual the response reports.
+    pub fn residual(&self) -> Residual {
+        self.residual
+    }
+
+    /// PDU counters so far.
+    pub fn counters(&self) -> TaskCounters {
+        self.counters
+    }
+
+    /// The task's ITT.
+    pub fn itt(&self) -> Itt {
+        self.itt
+    }
+
+    /// Issues R2Ts while slots are free, or completes.
+    fn progress(&mut self, ttts: &mut dyn TttAllocator) -> WriteProgress {
+        let mut r2ts = Vec::new();
+        let max_outstanding = usize::from(self.params.max_outstanding_r2t.max(1));
+        while self.bursts.len() < max_outstanding && self.next_r2t_offset < self.collect_len {
+            // Section 11.8.3: each R2T asks for at most MaxBurstLength bytes.
+            let len = (self.collect_len - self.next_r2t_offset).min(self.params.max_burst_length);
+            let ttt = ttts.allocate();
+            r2ts.push(R2t {
+                lun: self.lun,
+                itt: self.itt,
+                ttt,
+                stat_sn: Default::default(),
+                exp_cmd_sn: Default::default(),
+                max_cmd_sn: Default::default(),
+                // Section 11.8.4: R2TSN numbers the R2Ts of the task from 0.
+                r2t_sn: self.next_r2t_sn,
+                buffer_offset: self.next_r2t_offset,
+                desired_data_transfer_length: len,
+            });
+            self.bursts.push(Burst::new(ttt, self.next_r2t_offset, len));
+            self.next_r2t_offset += len;
+            self.next_r2t_sn += 1;
+            self.counters.r2t += 1;
+        }
+        if !r2ts.is_empty() {
+            return WriteProgress::NeedR2ts(r2ts);
+        }
+        if self.unsolicited.is_none() && self.bursts.is_empty() {
+            self.done = true;
+            return WriteProgress::Complete(std::mem::take(&mut self.buffer));
+        }
+        WriteProgress::Waiting
+    }
+
+    /// Copies the part of `data` at `offset` that the SCSI layer wants.
+    fn copy_in(&mut self, offset: u32, data: &Bytes) {
+        let start = offset as usize;
+        let end = (start + data.len()).min(self.collect_len as usize);
+        if start < end {
+            self.buffer[start..end].copy_from_slice(&data[..end - start]);
+        }
+    }
+}
+
+/// Checks one Data-Out against its burst, before it is recorded.
+fn check_pdu(
+    burst: &Burst,
+    pdu: &DataOut,
+    offset: u32,
+    end: u32,
+    in_order: bool,
+) -> Result<(), TaskError> {
+    let unsolicited = burst.ttt == Ttt::RESERVED;
+    if offset < burst.offset || end > burst.end() || burst.is_done() {
+        return Err(burst_error(unsolicited));
+    }
+    if in_order {
+        let expected = burst.received.contiguous_end(burst.offset);
+        let duplicate = end <= expected && pdu.data_sn < burst.pdus && end > offset;
+        if duplicate {
+            return Ok(());
+        }
+        // Section 13.18: DataPDUInOrder=Yes means continuously increasing offsets; section
+        // 11.7.5: DataSN counts the PDUs of the sequence from 0.
+        if offset != expected {
+            return Err(TaskError::Sequence { expected, got: offset });
+        }
+        if pdu.data_sn != burst.pdus {
+            return Err(TaskError::Sequence { expected: burst.pdus, got: pdu.data_sn });
+        }
+    }
+    Ok(())
+}
+
+fn burst_error(unsolicited: bool) -> TaskError {
+    if unsolicited {
+        TaskError::IncorrectUnsolicitedAmount
+    } else {
+        TaskError::BurstMismatch
+    }
+}
+
+fn seg_len(data: &Bytes) -> Result<u32, TaskError> {
+    u32::try_from(data.len()).map_err(|_| TaskError::SegmentTooLong {
+        len: u32::MAX,
+        max: 0,
+    })
+}
+
+#[cfg(test)]
+#[path = "target_write_tests.rs"]
+mod tests;

@@ -1,0 +1,337 @@
+//! The command window (RFC 7143 section 4.2.2.1): CmdSN ordering on the target, CmdSN
+//! allocation on the initiator.
+//!
+//! Target: each command goes through [`CommandWindow::handle_command`]; commands are delivered
+//! to the SCSI layer in CmdSN order (section 3.2.2.1: "commands ... are delivered in order"),
+//! commands ahead of ExpCmdSN wait until the gap fills, and the window slides as commands
+//! complete ([`CommandWindow::complete`]). Initiator: [`CmdSnAllocator`] numbers commands and
+//! stops when the target's window is full.
+
+use std::collections::HashMap;
+
+use crate::seq::SeqNum;
+
+/// Why a command was dropped without delivery.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum Ignored {
+    /// CmdSN below ExpCmdSN: already delivered (a duplicate or a stale retry).
+    Stale,
+    /// CmdSN above MaxCmdSN (or exactly 2^31 away): outside the window.
+    OutOfWindow,
+    /// A command with this CmdSN is already waiting.
+    Duplicate,
+}
+
+/// What happened to a command handed to [`CommandWindow::handle_command`].
+#[derive(Debug, Eq, PartialEq)]
+pub enum Admission<T> {
+    /// Run it now. Afterwards call [`CommandWindow::poll_ready`] for commands it unblocked.
+    Deliver(T),
+    /// Kept until the commands before it arrive.
+    Held,
+    /// Dropped silently (section 4.2.2.1: "The target MUST silently ignore any non-immediate
+    /// command outside of this range or non-immediate duplicates within the range").
+    Ignored(Ignored, T),
+}
+
+/// Target-side command window of one session.
+///
+/// Invariant: `depth` = commands delivered and not yet completed + free slots in
+/// `[exp_cmd_sn, max_cmd_sn]`. MaxCmdSN never goes backwards: a slot once advertised stays
+/// usable, and a slot is freed (MaxCmdSN + 1) only when a command completes.
+#[derive(Debug)]
+pub struct CommandWindow<T> {
+    exp_cmd_sn: SeqNum,
+    max_cmd_sn: SeqNum,
+    depth: u32,
+    active: u32,
+    held: HashMap<u32, T>,
+}
+
+impl<T> CommandWindow<T> {
+    /// A window expecting `first_cmd_sn` next (from the leading login) that accepts `depth`
+    /// (at least 1, below 2^31) non-immediate commands at once:
+    /// MaxCmdSN = ExpCmdSN + depth - 1.
+    pub fn new(first_cmd_sn: SeqNum, depth: u32) -> Self {
+        let depth = depth.clamp(1, 0x7fff_ffff);
+        Self {
+            exp_cmd_sn: first_cmd_sn,
+            max_cmd_sn: first_cmd_sn.add(depth - 1),
+            depth,
+            active: 0,
+            held: HashMap::new(),
+        }
+    }
+
+    /// ExpCmdSN to advertise.
+    pub fn exp_cmd_sn(&self) -> SeqNum {
+        self.exp_cmd_sn
+    }
+
+    /// MaxCmdSN to advertise. Never less than ExpCmdSN - 1 (section 4.2.2.1).
+    pub fn max_cmd_sn(&self) -> SeqNum {
+        self.max_cmd_sn
+    }
+
+    /// Commands delivered (non-immediate) and not yet completed.
+    pub fn active(&self) -> u32 {
+        self.active
+    }
+
+    /// Commands held waiting for a gap to fill.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Where a command with `cmd_sn` would go, without taking it.
+    pub fn classify(&self, cmd_sn: SeqNum, immediate: bool) -> Result<bool, Ignored> {
+        // Section 4.2.2.1: immediate commands carry the current CmdSN and are not ordered by
+        // the window; they are delivered at once and do not advance ExpCmdSN.
+        if immediate {
+            return Ok(true);
+        }
+        if self.held.contains_key(&cmd_sn.get()) {
+            return Err(Ignored::Duplicate);
+        }
+        if cmd_sn == self.exp_cmd_sn && self.window_open() {
+            return Ok(true);
+        }
+        if cmd_sn.serial_cmp(self.exp_cmd_sn).is_none() || cmd_sn.lt(self.exp_cmd_sn) {
+            return Err(Ignored::Stale);
+        }
+        if !cmd_sn.in_window(self.exp_cmd_sn, self.max_cmd_sn) {
+            return Err(Ignored::OutOfWindow);
+        }
+        Ok(false)
+    }
+
+    /// Takes in a command: deliver it, hold it, or drop it.
+    pub fn handle_command(&mut self, cmd_sn: SeqNum, immediate: bool, cmd: T) -> Admission<T> {
+        match self.classify(cmd_sn, immediate) {
+            Ok(true) => {
+                if !immediate {
+                    self.accept();
+                }
+                Admission::Deliver(cmd)
+            }
+            Ok(false) => {
+                self.held.insert(cmd_sn.get(), cmd);
+                Admission::Held
+            }
+            Err(why) => Admission::Ignored(why, cmd),
+        }
+    }
+
+    /// The next held command that is now in order, if any. Call until `None` after each
+    /// delivery.
+    pub fn poll_ready(&mut self) -> Option<T> {
+        let cmd = self.held.remove(&self.exp_cmd_sn.get())?;
+        self.accept();
+        Some(cmd)
+    }
+
+    /// A delivered non-immediate command completed: its slot is free again (MaxCmdSN + 1).
+    /// Extra calls (more completions than deliveries) are ignored.
+    pub fn complete(&mut self) {
+        if self.active > 0 {
+            self.active -= 1;
+            self.max_cmd_sn = self.max_cmd_sn.next();
+        }
+    }
+
+    fn window_open(&self) -> bool {
+        self.exp_cmd_sn.in_window(self.exp_cmd_sn, self.max_cmd_sn)
+    }
+
+    fn accept(&mut self) {
+        self.exp_cmd_sn = self.exp_cmd_sn.next();
+        self.active += 1;
+        debug_assert!(self.active <= self.depth);
+    }
+}
+
+/// Initiator-side CmdSN numbering within the target's window (section 4.2.2.1).
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct CmdSnAllocator {
+    cmd_sn: SeqNum,
+    exp_cmd_sn: SeqNum,
+    max_cmd_sn: SeqNum,
+}
+
+impl CmdSnAllocator {
+    /// Starts from the login: the first CmdSN to use and the target's ExpCmdSN/MaxCmdSN.
+    pub fn new(cmd_sn: SeqNum, exp_cmd_sn: SeqNum, max_cmd_sn: SeqNum) -> Self {
+        Self { cmd_sn, exp_cmd_sn, max_cmd_sn }
+    }
+
+    /// The CmdSN the next command carries.
+    pub fn current(&self) -> SeqNum {
+        self.cmd_sn
+    }
+
+    /// The target's ExpCmdSN as last learnt.
+    pub fn exp_cmd_sn(&self) -> SeqNum {
+        self.exp_cmd_sn
+    }
+
+    /// The target's MaxCmdSN as last learnt.
+    pub fn max_cmd_sn(&self) -> SeqNum {
+        self.max_cmd_sn
+    }
+
+    /// Whether a non-immediate command may be sent now: CmdSN within [ExpCmdSN, MaxCmdSN].
+    pub fn can_send(&self) -> bool {
+        self.cmd_sn.le(self.max_cmd_sn) && self.exp_cmd_sn.le(self.cmd_sn)
+    }
+
+    /// Numbers a non-immediate command and advances, or `None` when the window is closed.
+    pub fn next(&mut self) -> Option<SeqNum> {
+        if !self.can_send() {
+            return None;
+        }
+        let sn = self.cmd_sn;
+        self.cmd_sn = sn.next();
+        Some(sn)
+    }
+
+    /// The CmdSN of an immediate command: the current one, not advanced (section 4.2.2.1).
+    pub fn immediate(&self) -> SeqNum {
+        self.cmd_sn
+    }
+
+    /// Applies the ExpCmdSN/MaxCmdSN of a PDU from the target. Returns whether anything
+    /// changed.
+    ///
+    /// Section 4.2.2.1: "If the PDU MaxCmdSN is less than the PDU ExpCmdSN-1 (in Serial
+    /// Arithmetic Sense), they are both ignored. If the PDU MaxCmdSN is greater than the local
+    /// MaxCmdSN (in Serial Arithmetic Sense), it updates the local MaxCmdSN; otherwise, it is
+    /// ignored. If the PDU ExpCmdSN is greater than the local ExpCmdSN (in Serial Arithmetic
+    /// Sense), it updates the local ExpCmdSN; otherwise, it is ignored." An ExpCmdSN beyond
+    /// the next CmdSN would acknowledge commands never sent, so it is ignored too.
+    pub fn update(&mut self, exp_cmd_sn: SeqNum, max_cmd_sn: SeqNum) -> bool {
+        let exp_minus_one = SeqNum::new(exp_cmd_sn.get().wrapping_sub(1));
+        if max_cmd_sn.lt(exp_minus_one) || max_cmd_sn.serial_cmp(exp_minus_one).is_none() {
+            return false;
+        }
+        let mut changed = false;
+        if max_cmd_sn.gt(self.max_cmd_sn) {
+            self.max_cmd_sn = max_cmd_sn;
+            changed = true;
+        }
+        if exp_cmd_sn.gt(self.exp_cmd_sn) && exp_cmd_sn.le(self.cmd_sn) {
+            self.exp_cmd_sn = exp_cmd_sn;
+            changed = true;
+        }
+        changed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deliver<T: std::fmt::Debug>(a: Admission<T>) -> T {
+        match a {
+            Admission::Deliver(t) => t,
+            other => panic!("expected delivery, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn in_order_commands_are_delivered_and_fill_the_window() {
+        let mut w = CommandWindow::new(SeqNum(1), 3);
+        assert_eq!((w.exp_cmd_sn(), w.max_cmd_sn()), (SeqNum(1), SeqNum(3)));
+        for sn in 1..=3 {
+            assert_eq!(deliver(w.handle_command(SeqNum(sn), false, sn)), sn);
+        }
+        // Window full: MaxCmdSN = ExpCmdSN - 1.
+        assert_eq!((w.exp_cmd_sn(), w.max_cmd_sn()), (SeqNum(4), SeqNum(3)));
+        assert_eq!(w.handle_command(SeqNum(4), false, 4), Admission::Ignored(Ignored::OutOfWindow, 4));
+        w.complete();
+        assert_eq!(w.max_cmd_sn(), SeqNum(4));
+        assert_eq!(deliver(w.handle_command(SeqNum(4), false, 4)), 4);
+        assert_eq!(w.active(), 3);
+    }
+
+    #[test]
+    fn a_gap_holds_later_commands_until_it_fills() {
+        let mut w = CommandWindow::new(SeqNum(10), 8);
+        assert_eq!(w.handle_command(SeqNum(12), false, 12), Admission::Held);
+        assert_eq!(w.handle_command(SeqNum(11), false, 11), Admission::Held);
+        assert_eq!(w.handle_command(SeqNum(12), false, 99), Admission::Ignored(Ignored::Duplicate, 99));
+        assert_eq!(w.poll_ready(), None);
+        assert_eq!(deliver(w.handle_command(SeqNum(10), false, 10)), 10);
+        assert_eq!(w.poll_ready(), Some(11));
+        assert_eq!(w.poll_ready(), Some(12));
+        assert_eq!(w.poll_ready(), None);
+        assert_eq!(w.exp_cmd_sn(), SeqNum(13));
+        assert_eq!(w.handle_command(SeqNum(11), false, 11), Admission::Ignored(Ignored::Stale, 11));
+        assert_eq!(w.handle_command(SeqNum(18), false, 18), Admission::Ignored(Ignored::OutOfWindow, 18));
+    }
+
+    #[test]
+    fn immediate_commands_do_not_advance_exp_cmd_sn() {
+        let mut w = CommandWindow::new(SeqNum(5), 1);
+        assert_eq!(deliver(w.handle_command(SeqNum(5), true, 'i')), 'i');
+        assert_eq!(w.exp_cmd_sn(), SeqNum(5));
+        assert_eq!(w.active(), 0);
+        deliver(w.handle_command(SeqNum(5), false, 'n'));
+        // Window closed, but an immediate command still goes through.
+        deliver(w.handle_command(SeqNum(6), true, 'j'));
+        w.complete();
+        w.complete(); // extra completion ignored
+        assert_eq!(w.max_cmd_sn(), SeqNum(6));
+    }
+
+    #[test]
+    fn window_wraps_at_2_pow_32() {
+        let mut w = CommandWindow::new(SeqNum(u32::MAX - 1), 4);
+        assert_eq!(w.max_cmd_sn(), SeqNum(1));
+        assert_eq!(w.handle_command(SeqNum(0), false, 0), Admission::Held);
+        assert_eq!(w.handle_command(SeqNum(1), false, 1), Admission::Held);
+        assert_eq!(w.handle_command(SeqNum(2), false, 2), Admission::Ignored(Ignored::OutOfWindow, 2));
+        deliver(w.handle_command(SeqNum(u32::MAX - 1), false, 7));
+        assert_eq!(w.handle_command(SeqNum(u32::MAX), false, 8), Admission::Deliver(8));
+        assert_eq!(w.poll_ready(), Some(0));
+        assert_eq!(w.poll_ready(), Some(1));
+        assert_eq!(w.exp_cmd_sn(), SeqNum(2));
+        assert_eq!(
+            w.handle_command(SeqNum(u32::MAX - 3), false, 9),
+            Admission::Ignored(Ignored::Stale, 9)
+        );
+        // Exactly 2^31 away is undefined in RFC 1982: never accepted.
+        assert!(w.classify(SeqNum(0x8000_0002), false).is_err());
+    }
+
+    #[test]
+    fn allocator_respects_the_window_and_wraps() {
+        let mut a = CmdSnAllocator::new(SeqNum(u32::MAX), SeqNum(u32::MAX), SeqNum(0));
+        assert_eq!(a.next(), Some(SeqNum(u32::MAX)));
+        assert_eq!(a.immediate(), SeqNum(0));
+        assert_eq!(a.next(), Some(SeqNum(0)));
+        assert!(!a.can_send());
+        assert_eq!(a.next(), None);
+        assert!(a.update(SeqNum(1), SeqNum(2)));
+        assert_eq!(a.next(), Some(SeqNum(1)));
+        assert_eq!(a.next(), Some(SeqNum(2)));
+        assert_eq!(a.next(), None);
+    }
+
+    #[test]
+    fn allocator_ignores_stale_and_invalid_updates() {
+        let mut a = CmdSnAllocator::new(SeqNum(10), SeqNum(10), SeqNum(20));
+        // MaxCmdSN < ExpCmdSN - 1: both ignored.
+        assert!(!a.update(SeqNum(12), SeqNum(10)));
+        // MaxCmdSN = ExpCmdSN - 1 (window closed) is valid, but not an increase of MaxCmdSN.
+        for _ in 0..3 {
+            a.next();
+        }
+        assert!(a.update(SeqNum(13), SeqNum(12)));
+        assert_eq!((a.exp_cmd_sn(), a.max_cmd_sn()), (SeqNum(13), SeqNum(20)));
+        // Older values do not move anything back.
+        assert!(!a.update(SeqNum(11), SeqNum(15)));
+        // ExpCmdSN beyond the next CmdSN acknowledges unsent commands: ignored.
+        assert!(a.update(SeqNum(30), SeqNum(29)));
+        assert_eq!((a.exp_cmd_sn(), a.max_cmd_sn()), (SeqNum(13), SeqNum(29)));
+    }
+}
