@@ -161,7 +161,11 @@ pub struct CmdSnAllocator {
 impl CmdSnAllocator {
     /// Starts from the login: the first CmdSN to use and the target's ExpCmdSN/MaxCmdSN.
     pub fn new(cmd_sn: SeqNum, exp_cmd_sn: SeqNum, max_cmd_sn: SeqNum) -> Self {
-        Self { cmd_sn, exp_cmd_sn, max_cmd_sn }
+        Self {
+            cmd_sn,
+            exp_cmd_sn,
+            max_cmd_sn,
+        }
     }
 
     /// The CmdSN the next command carries.
@@ -185,6 +189,8 @@ impl CmdSnAllocator {
     }
 
     /// Numbers a non-immediate command and advances, or `None` when the window is closed.
+    // Not an iterator: `None` means "not now", and a later `update` can reopen the window.
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<SeqNum> {
         if !self.can_send() {
             return None;
@@ -246,7 +252,10 @@ mod tests {
         }
         // Window full: MaxCmdSN = ExpCmdSN - 1.
         assert_eq!((w.exp_cmd_sn(), w.max_cmd_sn()), (SeqNum(4), SeqNum(3)));
-        assert_eq!(w.handle_command(SeqNum(4), false, 4), Admission::Ignored(Ignored::OutOfWindow, 4));
+        assert_eq!(
+            w.handle_command(SeqNum(4), false, 4),
+            Admission::Ignored(Ignored::OutOfWindow, 4)
+        );
         w.complete();
         assert_eq!(w.max_cmd_sn(), SeqNum(4));
         assert_eq!(deliver(w.handle_command(SeqNum(4), false, 4)), 4);
@@ -258,15 +267,24 @@ mod tests {
         let mut w = CommandWindow::new(SeqNum(10), 8);
         assert_eq!(w.handle_command(SeqNum(12), false, 12), Admission::Held);
         assert_eq!(w.handle_command(SeqNum(11), false, 11), Admission::Held);
-        assert_eq!(w.handle_command(SeqNum(12), false, 99), Admission::Ignored(Ignored::Duplicate, 99));
+        assert_eq!(
+            w.handle_command(SeqNum(12), false, 99),
+            Admission::Ignored(Ignored::Duplicate, 99)
+        );
         assert_eq!(w.poll_ready(), None);
         assert_eq!(deliver(w.handle_command(SeqNum(10), false, 10)), 10);
         assert_eq!(w.poll_ready(), Some(11));
         assert_eq!(w.poll_ready(), Some(12));
         assert_eq!(w.poll_ready(), None);
         assert_eq!(w.exp_cmd_sn(), SeqNum(13));
-        assert_eq!(w.handle_command(SeqNum(11), false, 11), Admission::Ignored(Ignored::Stale, 11));
-        assert_eq!(w.handle_command(SeqNum(18), false, 18), Admission::Ignored(Ignored::OutOfWindow, 18));
+        assert_eq!(
+            w.handle_command(SeqNum(11), false, 11),
+            Admission::Ignored(Ignored::Stale, 11)
+        );
+        assert_eq!(
+            w.handle_command(SeqNum(18), false, 18),
+            Admission::Ignored(Ignored::OutOfWindow, 18)
+        );
     }
 
     #[test]
@@ -289,9 +307,15 @@ mod tests {
         assert_eq!(w.max_cmd_sn(), SeqNum(1));
         assert_eq!(w.handle_command(SeqNum(0), false, 0), Admission::Held);
         assert_eq!(w.handle_command(SeqNum(1), false, 1), Admission::Held);
-        assert_eq!(w.handle_command(SeqNum(2), false, 2), Admission::Ignored(Ignored::OutOfWindow, 2));
+        assert_eq!(
+            w.handle_command(SeqNum(2), false, 2),
+            Admission::Ignored(Ignored::OutOfWindow, 2)
+        );
         deliver(w.handle_command(SeqNum(u32::MAX - 1), false, 7));
-        assert_eq!(w.handle_command(SeqNum(u32::MAX), false, 8), Admission::Deliver(8));
+        assert_eq!(
+            w.handle_command(SeqNum(u32::MAX), false, 8),
+            Admission::Deliver(8)
+        );
         assert_eq!(w.poll_ready(), Some(0));
         assert_eq!(w.poll_ready(), Some(1));
         assert_eq!(w.exp_cmd_sn(), SeqNum(2));

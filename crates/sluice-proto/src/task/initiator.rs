@@ -63,7 +63,11 @@ impl TaskStatus {
             }
             None => Bytes::new(),
         };
-        Ok(Self { status: rsp.status, residual, sense })
+        Ok(Self {
+            status: rsp.status,
+            residual,
+            sense,
+        })
     }
 }
 
@@ -94,7 +98,11 @@ impl InitiatorWrite {
         } else {
             0
         };
-        let unsolicited_end = if params.initial_r2t { immediate_len } else { first_burst };
+        let unsolicited_end = if params.initial_r2t {
+            immediate_len
+        } else {
+            first_burst
+        };
         Self {
             itt,
             lun,
@@ -139,13 +147,18 @@ impl InitiatorWrite {
         }
         // Section 11.8.4: R2TSN counts the task's R2Ts from 0; a gap is a sequence error.
         if r2t.r2t_sn != self.next_r2t_sn {
-            return Err(TaskError::Sequence { expected: self.next_r2t_sn, got: r2t.r2t_sn });
+            return Err(TaskError::Sequence {
+                expected: self.next_r2t_sn,
+                got: r2t.r2t_sn,
+            });
         }
         let len = r2t.desired_data_transfer_length;
         let end = r2t.buffer_offset.checked_add(len);
         // Section 11.8.3: the desired length is non-zero and at most MaxBurstLength.
         let valid = len > 0 && len <= self.params.max_burst_length;
-        let end = end.filter(|&e| valid && e <= self.edtl()).ok_or(TaskError::InvalidR2t)?;
+        let end = end
+            .filter(|&e| valid && e <= self.edtl())
+            .ok_or(TaskError::InvalidR2t)?;
         self.next_r2t_sn += 1;
         self.counters.r2t += 1;
         let mut seq = self.sequence(r2t.ttt, r2t.buffer_offset, end);
@@ -290,10 +303,16 @@ impl InitiatorRead {
             // Section 13.18: continuously increasing offsets; section 11.7.5: DataSN from 0.
             let expected = self.received.contiguous_end(0);
             if offset != expected {
-                return Err(TaskError::Sequence { expected, got: offset });
+                return Err(TaskError::Sequence {
+                    expected,
+                    got: offset,
+                });
             }
             if pdu.data_sn != self.pdus {
-                return Err(TaskError::Sequence { expected: self.pdus, got: pdu.data_sn });
+                return Err(TaskError::Sequence {
+                    expected: self.pdus,
+                    got: pdu.data_sn,
+                });
             }
         }
         match self.received.insert(offset, end) {
@@ -313,10 +332,16 @@ impl InitiatorRead {
         }
         // Section 11.7.3: S=1 only with F=1, on the last Data-In; status GOOD-class only.
         let residual = Residual::from_flags(pdu.overflow, pdu.underflow, pdu.residual);
-        let residual = residual.filter(|_| pdu.final_bit).ok_or(TaskError::Inconsistent)?;
+        let residual = residual
+            .filter(|_| pdu.final_bit)
+            .ok_or(TaskError::Inconsistent)?;
         self.finish(
             pdu.data_sn.wrapping_add(1),
-            TaskStatus { status: pdu.status, residual, sense: Bytes::new() },
+            TaskStatus {
+                status: pdu.status,
+                residual,
+                sense: Bytes::new(),
+            },
         )
     }
 

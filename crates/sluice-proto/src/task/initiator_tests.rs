@@ -1,1 +1,210 @@
-//! Initiator-side unit tests.
+//! Initiator-side unit tests: Data-Out planning, R2T checks, Data-In reassembly.
+
+use super::*;
+use crate::task::{scsi_response, STATUS_CHECK_CONDITION, STATUS_GOOD};
+
+fn params() -> SessionParams {
+    SessionParams {
+        immediate_data: true,
+        initial_r2t: false,
+        first_burst_length: 4096,
+        max_burst_length: 8192,
+        target_max_recv_data_segment_length: 1024,
+        initiator_max_recv_data_segment_length: 1024,
+        ..SessionParams::default()
+    }
+}
+
+fn r2t(r2t_sn: u32, offset: u32, len: u32) -> R2t {
+    R2t {
+        lun: Lun::from_number(3),
+        itt: Itt(1),
+        ttt: Ttt(77),
+        stat_sn: Default::default(),
+        exp_cmd_sn: Default::default(),
+        max_cmd_sn: Default::default(),
+        r2t_sn,
+        buffer_offset: offset,
+        desired_data_transfer_length: len,
+    }
+}
+
+fn data_in(data_sn: u32, offset: u32, len: usize) -> DataIn {
+    DataIn {
+        final_bit: false,
+        ack: false,
+        overflow: false,
+        underflow: false,
+        status_present: false,
+        status: 0,
+        lun: Lun::default(),
+        itt: Itt(1),
+        ttt: Ttt::RESERVED,
+        stat_sn: Default::default(),
+        exp_cmd_sn: Default::default(),
+        max_cmd_sn: Default::default(),
+        data_sn,
+        buffer_offset: offset,
+        residual: 0,
+        data: Bytes::from(vec![data_sn as u8; len]),
+    }
+}
+
+#[test]
+fn itt_allocator_skips_reserved() {
+    let mut itts = IttAllocator::starting_at(u32::MAX);
+    assert_eq!(itts.allocate(), Itt(0));
+    assert_eq!(itts.allocate(), Itt(1));
+}
+
+#[test]
+fn write_plan_follows_the_negotiated_keys() {
+    let data = Bytes::from(vec![1u8; 20_000]);
+    let mut w = InitiatorWrite::new(Itt(1), Lun::from_number(3), data.clone(), &params());
+    assert_eq!(w.immediate_data().len(), 1024);
+    assert!(!w.command_final_bit());
+    let unsolicited: Vec<DataOut> = w.unsolicited().collect();
+    assert_eq!(unsolicited.len(), 3);
+    assert_eq!(unsolicited[0].buffer_offset, 1024);
+    assert!(unsolicited.iter().all(|p| p.ttt == Ttt::RESERVED));
+    assert!(unsolicited[2].final_bit && !unsolicited[1].final_bit);
+    let answer: Vec<DataOut> = w.handle_r2t(&r2t(0, 4096, 8192)).unwrap().collect();
+    assert_eq!(answer.len(), 8);
+    assert!(answer
+        .iter()
+        .enumerate()
+        .all(|(i, p)| p.data_sn == i as u32 && p.ttt == Ttt(77)));
+    assert_eq!(answer[0].lun, Lun::from_number(3));
+    assert_eq!(
+        w.handle_r2t(&r2t(2, 12288, 10)).unwrap_err(),
+        TaskError::Sequence {
+            expected: 1,
+            got: 2
+        }
+    );
+    assert_eq!(
+        w.handle_r2t(&r2t(1, 12288, 9000)).unwrap_err(),
+        TaskError::InvalidR2t
+    );
+    assert_eq!(
+        w.handle_r2t(&r2t(1, 19_000, 2000)).unwrap_err(),
+        TaskError::InvalidR2t
+    );
+    assert_eq!(
+        w.handle_r2t(&r2t(1, 12288, 0)).unwrap_err(),
+        TaskError::InvalidR2t
+    );
+    let c = w.counters();
+    assert_eq!((c.immediate_bytes, c.data_out, c.r2t), (1024, 11, 1));
+    let rsp = scsi_response(Itt(1), STATUS_GOOD, Residual::None, 1, &[]);
+    assert_eq!(w.handle_response(&rsp).unwrap().status, STATUS_GOOD);
+}
+
+#[test]
+fn initial_r2t_without_immediate_data_sends_nothing_unsolicited() {
+    let p = SessionParams {
+        immediate_data: false,
+        initial_r2t: true,
+        ..params()
+    };
+    let mut w = InitiatorWrite::new(Itt(1), Lun::default(), Bytes::from(vec![0u8; 5000]), &p);
+    assert!(w.immediate_data().is_empty());
+    assert!(w.command_final_bit());
+    assert_eq!(w.unsolicited().count(), 0);
+}
+
+#[test]
+fn in_order_read_checks_offsets_and_data_sn() {
+    let mut r = InitiatorRead::new(Itt(1), 3000, &params());
+    assert_eq!(
+        r.handle_data_in(&data_in(0, 0, 1000)),
+        Ok(ReadProgress::Waiting)
+    );
+    assert_eq!(
+        r.handle_data_in(&data_in(2, 1000, 1000)),
+        Err(TaskError::Sequence {
+            expected: 1,
+            got: 2
+        })
+    );
+    assert_eq!(
+        r.handle_data_in(&data_in(1, 1500, 1000)),
+        Err(TaskError::Sequence {
+            expected: 1000,
+            got: 1500
+        })
+    );
+    assert!(matches!(
+        r.handle_data_in(&data_in(1, 2500, 1000)),
+        Err(TaskError::BeyondEdtl { .. })
+    ));
+}
+
+#[test]
+fn any_order_read_with_duplicate_and_phase_collapse() {
+    let p = SessionParams {
+        data_pdu_in_order: false,
+        ..params()
+    };
+    let mut r = InitiatorRead::new(Itt(1), 3000, &p);
+    let mut last = data_in(2, 2000, 800);
+    last.final_bit = true;
+    last.status_present = true;
+    last.underflow = true;
+    last.residual = 200;
+    assert_eq!(
+        r.handle_data_in(&data_in(1, 1000, 1000)),
+        Ok(ReadProgress::Waiting)
+    );
+    assert_eq!(
+        r.handle_data_in(&data_in(1, 1000, 1000)),
+        Ok(ReadProgress::Waiting)
+    );
+    assert_eq!(r.counters().duplicates, 1);
+    assert_eq!(
+        r.handle_data_in(&data_in(0, 500, 1000)),
+        Err(TaskError::Overlap(500))
+    );
+    assert_eq!(
+        r.handle_data_in(&data_in(0, 0, 1000)),
+        Ok(ReadProgress::Waiting)
+    );
+    match r.handle_data_in(&last).unwrap() {
+        ReadProgress::Complete(data, status) => {
+            assert_eq!(data.len(), 2800);
+            assert_eq!(status.residual, Residual::Underflow(200));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        r.handle_data_in(&data_in(3, 0, 1)),
+        Err(TaskError::AfterCompletion)
+    );
+}
+
+#[test]
+fn response_with_missing_data_in_is_a_sequence_problem() {
+    let mut r = InitiatorRead::new(Itt(1), 2000, &params());
+    r.handle_data_in(&data_in(0, 0, 1000)).unwrap();
+    let rsp = scsi_response(Itt(1), STATUS_GOOD, Residual::None, 2, &[]);
+    assert_eq!(r.handle_response(&rsp), Err(TaskError::Inconsistent));
+}
+
+#[test]
+fn check_condition_response_carries_sense() {
+    let mut r = InitiatorRead::new(Itt(1), 2000, &params());
+    let rsp = scsi_response(
+        Itt(1),
+        STATUS_CHECK_CONDITION,
+        Residual::Underflow(2000),
+        0,
+        &[0x70, 0, 3],
+    );
+    match r.handle_response(&rsp).unwrap() {
+        ReadProgress::Complete(data, status) => {
+            assert!(data.is_empty());
+            assert_eq!(&status.sense[..], &[0x70, 0, 3]);
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -309,7 +309,10 @@ mod tests {
     #[test]
     fn residuals_follow_section_11_4_5_1() {
         assert_eq!(Residual::from_lengths(4096, 4096), Residual::None);
-        assert_eq!(Residual::from_lengths(4096, 1024), Residual::Underflow(3072));
+        assert_eq!(
+            Residual::from_lengths(4096, 1024),
+            Residual::Underflow(3072)
+        );
         assert_eq!(Residual::from_lengths(512, 4096), Residual::Overflow(3584));
         assert_eq!(Residual::Underflow(7).to_flags(), (false, true, 7));
         assert_eq!(Residual::from_flags(true, true, 1), None);
@@ -324,10 +327,22 @@ mod tests {
 
     #[test]
     fn response_prefixes_sense_length() {
-        let rsp = scsi_response(Itt(3), STATUS_CHECK_CONDITION, Residual::None, 2, &[1, 2, 3]);
+        let rsp = scsi_response(
+            Itt(3),
+            STATUS_CHECK_CONDITION,
+            Residual::None,
+            2,
+            &[1, 2, 3],
+        );
         assert_eq!(&rsp.data[..], &[0, 3, 1, 2, 3]);
         assert_eq!(rsp.exp_data_sn, 2);
         let action = TaskError::IncorrectUnsolicitedAmount.action();
-        assert_eq!(action, PeerAction::CheckCondition { asc: 0x0c, ascq: 0x0d });
+        assert_eq!(
+            action,
+            PeerAction::CheckCondition {
+                asc: 0x0c,
+                ascq: 0x0d
+            }
+        );
     }
 }

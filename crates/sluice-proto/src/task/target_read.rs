@@ -75,7 +75,13 @@ impl DataInSequence {
     /// The SCSI Response to send after the Data-In PDUs when [`Self::needs_response`]:
     /// ExpDataSN counts the Data-In PDUs (section 11.4.6). Call it after the iterator is done.
     pub fn response(&self, sense: &[u8]) -> ScsiResponse {
-        scsi_response(self.itt, self.status, self.residual, self.next_data_sn, sense)
+        scsi_response(
+            self.itt,
+            self.status,
+            self.residual,
+            self.next_data_sn,
+            sense,
+        )
     }
 
     /// The residual reported to the initiator.
@@ -167,11 +173,21 @@ mod tests {
 
     #[test]
     fn segments_by_mrdsl_and_bursts_by_max_burst_length() {
-        let mut seq = DataInSequence::new(Itt(7), data(10_000), 10_000, STATUS_GOOD, &params(1024, 4096));
+        let mut seq = DataInSequence::new(
+            Itt(7),
+            data(10_000),
+            10_000,
+            STATUS_GOOD,
+            &params(1024, 4096),
+        );
         assert_eq!(seq.total_pdus(), 10);
         let pdus: Vec<DataIn> = seq.by_ref().collect();
         assert_eq!(pdus.len(), 10);
-        let finals: Vec<u32> = pdus.iter().filter(|p| p.final_bit).map(|p| p.data_sn).collect();
+        let finals: Vec<u32> = pdus
+            .iter()
+            .filter(|p| p.final_bit)
+            .map(|p| p.data_sn)
+            .collect();
         // Bursts of 4096 bytes = 4 PDUs each, then 1808 bytes in 2 PDUs.
         assert_eq!(finals, vec![3, 7, 9]);
         assert_eq!(pdus[4].buffer_offset, 4096);
@@ -188,7 +204,10 @@ mod tests {
     fn burst_boundary_inside_a_segment_shortens_the_pdu() {
         let seq = DataInSequence::new(Itt(1), data(3000), 3000, STATUS_GOOD, &params(1000, 1500));
         let lens: Vec<(usize, bool)> = seq.map(|p| (p.data.len(), p.final_bit)).collect();
-        assert_eq!(lens, vec![(1000, false), (500, true), (1000, false), (500, true)]);
+        assert_eq!(
+            lens,
+            vec![(1000, false), (500, true), (1000, false), (500, true)]
+        );
     }
 
     #[test]
@@ -209,8 +228,13 @@ mod tests {
 
     #[test]
     fn check_condition_needs_a_response_with_exp_data_sn() {
-        let mut seq =
-            DataInSequence::new(Itt(1), data(3000), 3000, STATUS_CHECK_CONDITION, &params(1024, 8192));
+        let mut seq = DataInSequence::new(
+            Itt(1),
+            data(3000),
+            3000,
+            STATUS_CHECK_CONDITION,
+            &params(1024, 8192),
+        );
         assert!(seq.by_ref().all(|p| !p.status_present));
         assert!(seq.needs_response());
         let rsp = seq.response(&[0x70]);
@@ -220,7 +244,8 @@ mod tests {
 
     #[test]
     fn no_data_means_no_data_in_and_a_response() {
-        let mut seq = DataInSequence::new(Itt(1), Bytes::new(), 512, STATUS_GOOD, &params(1024, 8192));
+        let mut seq =
+            DataInSequence::new(Itt(1), Bytes::new(), 512, STATUS_GOOD, &params(1024, 8192));
         assert!(seq.next().is_none());
         assert!(seq.needs_response());
         let rsp = seq.response(&[]);
@@ -230,7 +255,13 @@ mod tests {
     #[test]
     fn slices_share_the_buffer() {
         let source = data(4096);
-        let seq = DataInSequence::new(Itt(1), source.clone(), 4096, STATUS_GOOD, &params(1024, 8192));
+        let seq = DataInSequence::new(
+            Itt(1),
+            source.clone(),
+            4096,
+            STATUS_GOOD,
+            &params(1024, 8192),
+        );
         for pdu in seq {
             let at = pdu.buffer_offset as usize;
             assert_eq!(pdu.data.as_ptr(), source[at..].as_ptr());

@@ -131,7 +131,11 @@ impl TargetWrite {
                 return Err(TaskError::SegmentTooLong { len: imm_len, max });
             }
             if imm_len > edtl {
-                return Err(TaskError::BeyondEdtl { offset: 0, len: imm_len, edtl });
+                return Err(TaskError::BeyondEdtl {
+                    offset: 0,
+                    len: imm_len,
+                    edtl,
+                });
             }
             // Section 13.14: FirstBurstLength covers the immediate data too.
             if imm_len > params.first_burst_length {
@@ -183,7 +187,11 @@ impl TargetWrite {
         let end = offset
             .checked_add(len)
             .filter(|&end| end <= self.edtl)
-            .ok_or(TaskError::BeyondEdtl { offset, len, edtl: self.edtl })?;
+            .ok_or(TaskError::BeyondEdtl {
+                offset,
+                len,
+                edtl: self.edtl,
+            })?;
         let unsolicited = pdu.ttt == Ttt::RESERVED;
         let in_order = self.params.data_pdu_in_order;
         let sequence_in_order = self.params.data_sequence_in_order;
@@ -333,10 +341,16 @@ fn check_pdu(
         // Section 13.18: DataPDUInOrder=Yes means continuously increasing offsets; section
         // 11.7.5: DataSN counts the PDUs of the sequence from 0.
         if offset != expected {
-            return Err(TaskError::Sequence { expected, got: offset });
+            return Err(TaskError::Sequence {
+                expected,
+                got: offset,
+            });
         }
         if pdu.data_sn != burst.pdus {
-            return Err(TaskError::Sequence { expected: burst.pdus, got: pdu.data_sn });
+            return Err(TaskError::Sequence {
+                expected: burst.pdus,
+                got: pdu.data_sn,
+            });
         }
     }
     Ok(())

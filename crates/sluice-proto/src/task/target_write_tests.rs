@@ -19,7 +19,10 @@ fn params() -> SessionParams {
 }
 
 fn pattern(len: usize) -> Bytes {
-    (0..len).map(|i| (i * 7 + 3) as u8).collect::<Vec<u8>>().into()
+    (0..len)
+        .map(|i| (i * 7 + 3) as u8)
+        .collect::<Vec<u8>>()
+        .into()
 }
 
 fn command(edtl: u32, immediate: Bytes, final_bit: bool) -> ScsiCommand {
@@ -63,7 +66,8 @@ fn r2ts(p: WriteProgress) -> Vec<R2t> {
 #[test]
 fn edtl_zero_completes_at_once() {
     let mut ttts = SequentialTtts::default();
-    let (task, p) = TargetWrite::new(&command(0, Bytes::new(), true), &params(), 0, &mut ttts).unwrap();
+    let (task, p) =
+        TargetWrite::new(&command(0, Bytes::new(), true), &params(), 0, &mut ttts).unwrap();
     assert_eq!(p, WriteProgress::Complete(BytesMut::new()));
     assert_eq!(task.response(0, &[]).exp_data_sn, 0);
 }
@@ -72,56 +76,128 @@ fn edtl_zero_completes_at_once() {
 fn immediate_data_only() {
     let data = pattern(1000);
     let mut ttts = SequentialTtts::default();
-    let (_, p) = TargetWrite::new(&command(1000, data.clone(), true), &params(), 1000, &mut ttts).unwrap();
+    let (_, p) = TargetWrite::new(
+        &command(1000, data.clone(), true),
+        &params(),
+        1000,
+        &mut ttts,
+    )
+    .unwrap();
     assert_eq!(p, WriteProgress::Complete(BytesMut::from(&data[..])));
 }
 
 #[test]
 fn immediate_data_refused_when_not_negotiated_or_too_long() {
     let mut ttts = SequentialTtts::default();
-    let no_imm = SessionParams { immediate_data: false, ..params() };
-    let e = TargetWrite::new(&command(1000, pattern(1000), true), &no_imm, 1000, &mut ttts).unwrap_err();
+    let no_imm = SessionParams {
+        immediate_data: false,
+        ..params()
+    };
+    let e = TargetWrite::new(
+        &command(1000, pattern(1000), true),
+        &no_imm,
+        1000,
+        &mut ttts,
+    )
+    .unwrap_err();
     assert_eq!(e, TaskError::UnexpectedUnsolicited);
-    assert_eq!(e.action(), PeerAction::CheckCondition { asc: 0x0c, ascq: 0x0c });
-    let e = TargetWrite::new(&command(4000, pattern(2000), true), &params(), 4000, &mut ttts).unwrap_err();
-    assert!(matches!(e, TaskError::SegmentTooLong { len: 2000, max: 1024 }));
-    let e = TargetWrite::new(&command(100, pattern(200), true), &params(), 100, &mut ttts).unwrap_err();
+    assert_eq!(
+        e.action(),
+        PeerAction::CheckCondition {
+            asc: 0x0c,
+            ascq: 0x0c
+        }
+    );
+    let e = TargetWrite::new(
+        &command(4000, pattern(2000), true),
+        &params(),
+        4000,
+        &mut ttts,
+    )
+    .unwrap_err();
+    assert!(matches!(
+        e,
+        TaskError::SegmentTooLong {
+            len: 2000,
+            max: 1024
+        }
+    ));
+    let e =
+        TargetWrite::new(&command(100, pattern(200), true), &params(), 100, &mut ttts).unwrap_err();
     assert!(matches!(e, TaskError::BeyondEdtl { .. }));
 }
 
 #[test]
 fn unsolicited_data_out_refused_with_initial_r2t() {
     let mut ttts = SequentialTtts::default();
-    let p = SessionParams { initial_r2t: true, ..params() };
+    let p = SessionParams {
+        initial_r2t: true,
+        ..params()
+    };
     let e = TargetWrite::new(&command(9000, Bytes::new(), false), &p, 9000, &mut ttts).unwrap_err();
     assert_eq!(e, TaskError::UnexpectedUnsolicited);
     // With F=1 the target solicits everything, and a stray unsolicited PDU is refused.
-    let (mut task, first) = TargetWrite::new(&command(9000, Bytes::new(), true), &p, 9000, &mut ttts).unwrap();
+    let (mut task, first) =
+        TargetWrite::new(&command(9000, Bytes::new(), true), &p, 9000, &mut ttts).unwrap();
     let r = r2ts(first);
     assert_eq!(r.len(), 1);
-    assert_eq!((r[0].buffer_offset, r[0].desired_data_transfer_length, r[0].r2t_sn), (0, 8192, 0));
-    let e = task.handle_data_out(&data_out(Ttt::RESERVED, 0, 0, pattern(512), false), &mut ttts);
+    assert_eq!(
+        (
+            r[0].buffer_offset,
+            r[0].desired_data_transfer_length,
+            r[0].r2t_sn
+        ),
+        (0, 8192, 0)
+    );
+    let e = task.handle_data_out(
+        &data_out(Ttt::RESERVED, 0, 0, pattern(512), false),
+        &mut ttts,
+    );
     assert_eq!(e, Err(TaskError::UnexpectedUnsolicited));
 }
 
 #[test]
 fn unsolicited_burst_then_r2ts_respecting_max_outstanding() {
-    let p = SessionParams { max_outstanding_r2t: 2, data_sequence_in_order: false, ..params() };
+    let p = SessionParams {
+        max_outstanding_r2t: 2,
+        data_sequence_in_order: false,
+        ..params()
+    };
     let data = pattern(30_000);
     let mut ttts = SequentialTtts::starting_at(100);
     let cmd = command(30_000, data.slice(..1024), false);
     let (mut task, first) = TargetWrite::new(&cmd, &p, 30_000, &mut ttts).unwrap();
     let r = r2ts(first);
     // Solicited part [4096, 30000) = 25904 bytes: 8192, 8192, 8192, 1328; two at a time.
-    assert_eq!(r.iter().map(|r| (r.buffer_offset, r.ttt.0, r.r2t_sn)).collect::<Vec<_>>(), vec![(4096, 100, 0), (12288, 101, 1)]);
+    assert_eq!(
+        r.iter()
+            .map(|r| (r.buffer_offset, r.ttt.0, r.r2t_sn))
+            .collect::<Vec<_>>(),
+        vec![(4096, 100, 0), (12288, 101, 1)]
+    );
     for (i, off) in (1024..4096).step_by(1024).enumerate() {
-        let pdu = data_out(Ttt::RESERVED, i as u32, off, data.slice(off as usize..off as usize + 1024), off == 3072);
-        assert_eq!(task.handle_data_out(&pdu, &mut ttts), Ok(WriteProgress::Waiting));
+        let pdu = data_out(
+            Ttt::RESERVED,
+            i as u32,
+            off,
+            data.slice(off as usize..off as usize + 1024),
+            off == 3072,
+        );
+        assert_eq!(
+            task.handle_data_out(&pdu, &mut ttts),
+            Ok(WriteProgress::Waiting)
+        );
     }
     // Answer the second R2T first (DataSequenceInOrder=No allows it).
     let mut third = None;
     for (sn, off) in (12288..20480).step_by(1024).enumerate() {
-        let pdu = data_out(Ttt(101), sn as u32, off, data.slice(off as usize..off as usize + 1024), off == 19456);
+        let pdu = data_out(
+            Ttt(101),
+            sn as u32,
+            off,
+            data.slice(off as usize..off as usize + 1024),
+            off == 19456,
+        );
         let progress = task.handle_data_out(&pdu, &mut ttts).unwrap();
         if off == 19456 {
             third = Some(r2ts(progress));
@@ -130,7 +206,10 @@ fn unsolicited_burst_then_r2ts_respecting_max_outstanding() {
         }
     }
     let third = third.unwrap();
-    assert_eq!((third[0].buffer_offset, third[0].r2t_sn, third[0].ttt), (20480, 2, Ttt(102)));
+    assert_eq!(
+        (third[0].buffer_offset, third[0].r2t_sn, third[0].ttt),
+        (20480, 2, Ttt(102))
+    );
     assert_eq!(task.counters().r2t, 3);
     let e = task.handle_data_out(&data_out(Ttt(7), 0, 4096, pattern(10), false), &mut ttts);
     assert_eq!(e, Err(TaskError::UnknownTtt(Ttt(7))));
@@ -139,59 +218,146 @@ fn unsolicited_burst_then_r2ts_respecting_max_outstanding() {
 #[test]
 fn unsolicited_amount_must_match_first_burst() {
     let mut ttts = SequentialTtts::default();
-    let (mut task, _) = TargetWrite::new(&command(9000, Bytes::new(), false), &params(), 9000, &mut ttts).unwrap();
+    let (mut task, _) = TargetWrite::new(
+        &command(9000, Bytes::new(), false),
+        &params(),
+        9000,
+        &mut ttts,
+    )
+    .unwrap();
     // F before FirstBurstLength bytes arrived.
-    let e = task.handle_data_out(&data_out(Ttt::RESERVED, 0, 0, pattern(1024), true), &mut ttts);
+    let e = task.handle_data_out(
+        &data_out(Ttt::RESERVED, 0, 0, pattern(1024), true),
+        &mut ttts,
+    );
     assert_eq!(e, Err(TaskError::IncorrectUnsolicitedAmount));
-    let (mut task, _) = TargetWrite::new(&command(9000, Bytes::new(), false), &params(), 9000, &mut ttts).unwrap();
-    let e = task.handle_data_out(&data_out(Ttt::RESERVED, 0, 4000, pattern(200), false), &mut ttts);
+    let (mut task, _) = TargetWrite::new(
+        &command(9000, Bytes::new(), false),
+        &params(),
+        9000,
+        &mut ttts,
+    )
+    .unwrap();
+    let e = task.handle_data_out(
+        &data_out(Ttt::RESERVED, 0, 4000, pattern(200), false),
+        &mut ttts,
+    );
     assert_eq!(e, Err(TaskError::IncorrectUnsolicitedAmount));
 }
 
 #[test]
 fn data_beyond_edtl_and_sequence_errors() {
     let mut ttts = SequentialTtts::default();
-    let (mut task, _) = TargetWrite::new(&command(2048, Bytes::new(), false), &params(), 2048, &mut ttts).unwrap();
-    let e = task.handle_data_out(&data_out(Ttt::RESERVED, 0, 2000, pattern(100), true), &mut ttts);
+    let (mut task, _) = TargetWrite::new(
+        &command(2048, Bytes::new(), false),
+        &params(),
+        2048,
+        &mut ttts,
+    )
+    .unwrap();
+    let e = task.handle_data_out(
+        &data_out(Ttt::RESERVED, 0, 2000, pattern(100), true),
+        &mut ttts,
+    );
     assert!(matches!(e, Err(TaskError::BeyondEdtl { .. })));
-    assert_eq!(e.unwrap_err().action(), PeerAction::Reject(crate::task::reject_reason::PROTOCOL_ERROR));
-    let e = task.handle_data_out(&data_out(Ttt::RESERVED, 0, 1024, pattern(1024), true), &mut ttts);
-    assert_eq!(e, Err(TaskError::Sequence { expected: 0, got: 1024 }));
-    let e = task.handle_data_out(&data_out(Ttt::RESERVED, 3, 0, pattern(1024), false), &mut ttts);
-    assert_eq!(e, Err(TaskError::Sequence { expected: 0, got: 3 }));
+    assert_eq!(
+        e.unwrap_err().action(),
+        PeerAction::Reject(crate::task::reject_reason::PROTOCOL_ERROR)
+    );
+    let e = task.handle_data_out(
+        &data_out(Ttt::RESERVED, 0, 1024, pattern(1024), true),
+        &mut ttts,
+    );
+    assert_eq!(
+        e,
+        Err(TaskError::Sequence {
+            expected: 0,
+            got: 1024
+        })
+    );
+    let e = task.handle_data_out(
+        &data_out(Ttt::RESERVED, 3, 0, pattern(1024), false),
+        &mut ttts,
+    );
+    assert_eq!(
+        e,
+        Err(TaskError::Sequence {
+            expected: 0,
+            got: 3
+        })
+    );
     assert_eq!(e.unwrap_err().action(), PeerAction::Close);
-    let e = task.handle_data_out(&data_out(Ttt::RESERVED, 0, 0, pattern(1025), false), &mut ttts);
+    let e = task.handle_data_out(
+        &data_out(Ttt::RESERVED, 0, 0, pattern(1025), false),
+        &mut ttts,
+    );
     assert!(matches!(e, Err(TaskError::SegmentTooLong { .. })));
 }
 
 #[test]
 fn duplicates_are_ignored_and_overlays_refused() {
-    let p = SessionParams { data_pdu_in_order: false, ..params() };
+    let p = SessionParams {
+        data_pdu_in_order: false,
+        ..params()
+    };
     let mut ttts = SequentialTtts::default();
     let data = pattern(3072);
-    let (mut task, _) = TargetWrite::new(&command(3072, Bytes::new(), false), &p, 3072, &mut ttts).unwrap();
+    let (mut task, _) =
+        TargetWrite::new(&command(3072, Bytes::new(), false), &p, 3072, &mut ttts).unwrap();
     let pdu = |sn: u32, off: u32, len: u32, f: bool| {
-        data_out(Ttt::RESERVED, sn, off, data.slice(off as usize..(off + len) as usize), f)
+        data_out(
+            Ttt::RESERVED,
+            sn,
+            off,
+            data.slice(off as usize..(off + len) as usize),
+            f,
+        )
     };
-    assert_eq!(task.handle_data_out(&pdu(2, 2048, 1024, true), &mut ttts), Ok(WriteProgress::Waiting));
-    assert_eq!(task.handle_data_out(&pdu(2, 2048, 1024, true), &mut ttts), Ok(WriteProgress::Waiting));
+    assert_eq!(
+        task.handle_data_out(&pdu(2, 2048, 1024, true), &mut ttts),
+        Ok(WriteProgress::Waiting)
+    );
+    assert_eq!(
+        task.handle_data_out(&pdu(2, 2048, 1024, true), &mut ttts),
+        Ok(WriteProgress::Waiting)
+    );
     assert_eq!(task.counters().duplicates, 1);
-    assert_eq!(task.handle_data_out(&pdu(0, 0, 1024, false), &mut ttts), Ok(WriteProgress::Waiting));
-    assert_eq!(task.handle_data_out(&pdu(1, 512, 1024, false), &mut ttts), Err(TaskError::Overlap(512)));
+    assert_eq!(
+        task.handle_data_out(&pdu(0, 0, 1024, false), &mut ttts),
+        Ok(WriteProgress::Waiting)
+    );
+    assert_eq!(
+        task.handle_data_out(&pdu(1, 512, 1024, false), &mut ttts),
+        Err(TaskError::Overlap(512))
+    );
 }
 
 #[test]
 fn fewer_wanted_bytes_than_edtl_solicits_less_and_reports_underflow() {
-    let p = SessionParams { immediate_data: false, initial_r2t: true, ..params() };
+    let p = SessionParams {
+        immediate_data: false,
+        initial_r2t: true,
+        ..params()
+    };
     let data = pattern(20_000);
     let mut ttts = SequentialTtts::default();
-    let (mut task, first) = TargetWrite::new(&command(20_000, Bytes::new(), true), &p, 5000, &mut ttts).unwrap();
+    let (mut task, first) =
+        TargetWrite::new(&command(20_000, Bytes::new(), true), &p, 5000, &mut ttts).unwrap();
     let r = r2ts(first);
-    assert_eq!((r[0].buffer_offset, r[0].desired_data_transfer_length), (0, 5000));
+    assert_eq!(
+        (r[0].buffer_offset, r[0].desired_data_transfer_length),
+        (0, 5000)
+    );
     let mut last = WriteProgress::Waiting;
     for (sn, off) in (0..5000u32).step_by(1024).enumerate() {
         let end = (off + 1024).min(5000);
-        let pdu = data_out(r[0].ttt, sn as u32, off, data.slice(off as usize..end as usize), end == 5000);
+        let pdu = data_out(
+            r[0].ttt,
+            sn as u32,
+            off,
+            data.slice(off as usize..end as usize),
+            end == 5000,
+        );
         last = task.handle_data_out(&pdu, &mut ttts).unwrap();
     }
     assert_eq!(last, WriteProgress::Complete(BytesMut::from(&data[..5000])));
@@ -205,13 +371,21 @@ fn fewer_wanted_bytes_than_edtl_solicits_less_and_reports_underflow() {
 
 #[test]
 fn solicited_data_must_echo_lun_and_stay_in_its_burst() {
-    let p = SessionParams { immediate_data: false, initial_r2t: true, ..params() };
+    let p = SessionParams {
+        immediate_data: false,
+        initial_r2t: true,
+        ..params()
+    };
     let mut ttts = SequentialTtts::default();
-    let (mut task, first) = TargetWrite::new(&command(2048, Bytes::new(), true), &p, 2048, &mut ttts).unwrap();
+    let (mut task, first) =
+        TargetWrite::new(&command(2048, Bytes::new(), true), &p, 2048, &mut ttts).unwrap();
     let ttt = r2ts(first)[0].ttt;
     let mut wrong_lun = data_out(ttt, 0, 0, pattern(1024), false);
     wrong_lun.lun = Lun::from_number(2);
-    assert_eq!(task.handle_data_out(&wrong_lun, &mut ttts), Err(TaskError::WrongTask(Itt(42))));
+    assert_eq!(
+        task.handle_data_out(&wrong_lun, &mut ttts),
+        Err(TaskError::WrongTask(Itt(42)))
+    );
     let e = task.handle_data_out(&data_out(ttt, 0, 0, pattern(1024), true), &mut ttts);
     assert_eq!(e, Err(TaskError::BurstMismatch));
 }
