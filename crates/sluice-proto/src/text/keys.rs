@@ -1,0 +1,688 @@
+//! The one table of text keys: RFC 7143 section 12 (security) and section 13 (operational).
+//!
+//! Each [`KeyDef`] says how a key is typed, how its result follows from the two sides' values
+//! ([`Rule`], RFC 7143 sections 6.2.1 and 6.2.2), its valid range, who may send it, in which
+//! phase, and for which session types it is relevant. The negotiator and the login state
+//! machines consult this table instead of special-casing keys.
+
+use std::ops::RangeInclusive;
+
+/// The answer for a value outside the key's domain (RFC 7143 section 6.2).
+pub const REJECT: &str = "Reject";
+/// The answer for a key that does not apply in the current context (RFC 7143 section 6.2).
+pub const IRRELEVANT: &str = "Irrelevant";
+/// The answer for a key the responder does not know (RFC 7143 section 6.2: "the answer for a
+/// key not understood MUST be key=NotUnderstood").
+pub const NOT_UNDERSTOOD: &str = "NotUnderstood";
+
+/// How the negotiated value follows from the offer and the answer (RFC 7143 section 6.2).
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum Rule {
+    /// The responder picks the first value of the originator's list that it supports.
+    List,
+    /// Numerical: the smaller of the two values.
+    Min,
+    /// Numerical: the larger of the two values.
+    Max,
+    /// Boolean: `Yes` only if both sides say `Yes`.
+    And,
+    /// Boolean: `Yes` if either side says `Yes`.
+    Or,
+    /// Each side declares a value; nothing is agreed and no answer is sent.
+    Declarative,
+    /// An RFC 3720 key obsoleted by RFC 7143 section 13.25; always answered with this constant.
+    Obsolete(&'static str),
+}
+
+/// The value syntax of a key (RFC 7143 section 6.1).
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum ValueType {
+    /// `Yes` or `No`.
+    Boolean,
+    /// A numerical value, decimal or `0x` hex.
+    Number,
+    /// A list of the given enumerated values (comma separated).
+    Enum(&'static [&'static str]),
+    /// A list of numbers (CHAP_A).
+    NumberList,
+    /// UTF-8 text (names, aliases, addresses).
+    Text,
+    /// A binary value, `0x` hex or `0b` base64 (CHAP_C, CHAP_R).
+    Binary,
+}
+
+/// Who may send a key (the "Senders" line of each key in RFC 7143 section 13).
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum Sender {
+    /// Only the initiator.
+    Initiator,
+    /// Only the target.
+    Target,
+    /// Either side.
+    Both,
+}
+
+/// Where a key may be used (the "Use" line of each key in RFC 7143 section 13).
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum Phase {
+    /// LO, and only on the leading connection of a session ("session-wide" keys).
+    LeadingLogin,
+    /// LO: any login, leading or not (connection keys such as the digests).
+    Login,
+    /// Only in the security stage of a login (AuthMethod, CHAP_*; section 12).
+    Security,
+    /// FFPO: only in full feature phase (SendTargets).
+    FullFeature,
+    /// ALL: login or full feature phase.
+    Any,
+}
+
+/// Session types for which a key is relevant.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum Sessions {
+    /// Normal and discovery sessions.
+    Both,
+    /// Only normal sessions: "Irrelevant when: SessionType=Discovery".
+    NormalOnly,
+}
+
+/// Who acts on a key.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum Handler {
+    /// The [`Negotiator`](super::Negotiator) (operational keys).
+    Negotiator,
+    /// The login state machine (identity and security keys).
+    Login,
+    /// The discovery/text layer in full feature phase (SendTargets).
+    Text,
+}
+
+/// One key of the table.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct KeyDef {
+    /// The key name, case-sensitive.
+    pub name: &'static str,
+    /// Value syntax.
+    pub value: ValueType,
+    /// Result rule.
+    pub rule: Rule,
+    /// Valid numeric range, for [`ValueType::Number`] keys.
+    pub range: Option<RangeInclusive<u64>>,
+    /// Who may send it.
+    pub sender: Sender,
+    /// Where it may be used.
+    pub phase: Phase,
+    /// Which session types it applies to.
+    pub sessions: Sessions,
+    /// Which component acts on it.
+    pub handler: Handler,
+    /// The RFC 7143 section defining it.
+    pub section: &'static str,
+}
+
+const DIGESTS: &[&str] = &["CRC32C", "None"];
+const AUTH_METHODS: &[&str] = &["CHAP", "None", "KRB5", "SRP", "SPKM1", "SPKM2"];
+const SESSION_TYPES: &[&str] = &["Discovery", "Normal"];
+const TASK_REPORTING: &[&str] = &["RFC3720", "ResponseFence", "FastAbort"];
+const LEN_RANGE: Option<RangeInclusive<u64>> = Some(512..=16_777_215);
+
+macro_rules! key {
+    ($name:literal, $value:expr, $rule:expr, $range:expr, $sender:ident, $phase:ident,
+     $sessions:ident, $handler:ident, $section:literal) => {
+        KeyDef {
+            name: $name,
+            value: $value,
+            rule: $rule,
+            range: $range,
+            sender: Sender::$sender,
+            phase: Phase::$phase,
+            sessions: Sessions::$sessions,
+            handler: Handler::$handler,
+            section: $section,
+        }
+    };
+}
+
+use Rule::{And, Declarative, List, Max, Min, Or};
+use ValueType::{Binary, Boolean, Enum, Number, NumberList, Text};
+
+/// Every key of RFC 7143 sections 12 and 13 (plus the obsoleted RFC 3720 marker keys).
+pub const KEYS: &[KeyDef] = &[
+    // Section 12: security keys, exchanged only in the security stage.
+    key!(
+        "AuthMethod",
+        Enum(AUTH_METHODS),
+        List,
+        None,
+        Both,
+        Security,
+        Both,
+        Login,
+        "12.1"
+    ),
+    key!("CHAP_A", NumberList, List, None, Both, Security, Both, Login, "12.1.3"),
+    key!(
+        "CHAP_I",
+        Number,
+        Declarative,
+        Some(0..=255),
+        Both,
+        Security,
+        Both,
+        Login,
+        "12.1.3"
+    ),
+    key!(
+        "CHAP_C",
+        Binary,
+        Declarative,
+        None,
+        Both,
+        Security,
+        Both,
+        Login,
+        "12.1.3"
+    ),
+    key!(
+        "CHAP_N",
+        Text,
+        Declarative,
+        None,
+        Both,
+        Security,
+        Both,
+        Login,
+        "12.1.3"
+    ),
+    key!(
+        "CHAP_R",
+        Binary,
+        Declarative,
+        None,
+        Both,
+        Security,
+        Both,
+        Login,
+        "12.1.3"
+    ),
+    // Section 13: operational and identity keys.
+    key!(
+        "HeaderDigest",
+        Enum(DIGESTS),
+        List,
+        None,
+        Both,
+        Login,
+        Both,
+        Negotiator,
+        "13.1"
+    ),
+    key!(
+        "DataDigest",
+        Enum(DIGESTS),
+        List,
+        None,
+        Both,
+        Login,
+        Both,
+        Negotiator,
+        "13.1"
+    ),
+    key!(
+        "MaxConnections",
+        Number,
+        Min,
+        Some(1..=65_535),
+        Both,
+        LeadingLogin,
+        NormalOnly,
+        Negotiator,
+        "13.2"
+    ),
+    key!(
+        "SendTargets",
+        Text,
+        Declarative,
+        None,
+        Initiator,
+        FullFeature,
+        Both,
+        Text,
+        "13.3"
+    ),
+    key!(
+        "TargetName",
+        Text,
+        Declarative,
+        None,
+        Both,
+        Login,
+        Both,
+        Login,
+        "13.4"
+    ),
+    key!(
+        "InitiatorName",
+        Text,
+        Declarative,
+        None,
+        Initiator,
+        Login,
+        Both,
+        Login,
+        "13.5"
+    ),
+    key!(
+        "TargetAlias",
+        Text,
+        Declarative,
+        None,
+        Target,
+        Any,
+        Both,
+        Login,
+        "13.6"
+    ),
+    key!(
+        "InitiatorAlias",
+        Text,
+        Declarative,
+        None,
+        Initiator,
+        Any,
+        Both,
+        Login,
+        "13.7"
+    ),
+    key!(
+        "TargetAddress",
+        Text,
+        Declarative,
+        None,
+        Target,
+        Any,
+        Both,
+        Login,
+        "13.8"
+    ),
+    key!(
+        "TargetPortalGroupTag",
+        Number,
+        Declarative,
+        Some(0..=65_535),
+        Target,
+        Login,
+        Both,
+        Login,
+        "13.9"
+    ),
+    key!(
+        "InitialR2T",
+        Boolean,
+        Or,
+        None,
+        Both,
+        LeadingLogin,
+        NormalOnly,
+        Negotiator,
+        "13.10"
+    ),
+    key!(
+        "ImmediateData",
+        Boolean,
+        And,
+        None,
+        Both,
+        LeadingLogin,
+        NormalOnly,
+        Negotiator,
+        "13.11"
+    ),
+    key!(
+        "MaxRecvDataSegmentLength",
+        Number,
+        Declarative,
+        LEN_RANGE,
+        Both,
+        Any,
+        Both,
+        Negotiator,
+        "13.12"
+    ),
+    key!(
+        "MaxBurstLength",
+        Number,
+        Min,
+        LEN_RANGE,
+        Both,
+        LeadingLogin,
+        NormalOnly,
+        Negotiator,
+        "13.13"
+    ),
+    key!(
+        "FirstBurstLength",
+        Number,
+        Min,
+        LEN_RANGE,
+        Both,
+        LeadingLogin,
+        NormalOnly,
+        Negotiator,
+        "13.14"
+    ),
+    key!(
+        "DefaultTime2Wait",
+        Number,
+        Max,
+        Some(0..=3600),
+        Both,
+        LeadingLogin,
+        Both,
+        Negotiator,
+        "13.15"
+    ),
+    key!(
+        "DefaultTime2Retain",
+        Number,
+        Min,
+        Some(0..=3600),
+        Both,
+        LeadingLogin,
+        Both,
+        Negotiator,
+        "13.16"
+    ),
+    key!(
+        "MaxOutstandingR2T",
+        Number,
+        Min,
+        Some(1..=65_535),
+        Both,
+        LeadingLogin,
+        NormalOnly,
+        Negotiator,
+        "13.17"
+    ),
+    key!(
+        "DataPDUInOrder",
+        Boolean,
+        Or,
+        None,
+        Both,
+        LeadingLogin,
+        NormalOnly,
+        Negotiator,
+        "13.18"
+    ),
+    key!(
+        "DataSequenceInOrder",
+        Boolean,
+        Or,
+        None,
+        Both,
+        LeadingLogin,
+        NormalOnly,
+        Negotiator,
+        "13.19"
+    ),
+    key!(
+        "ErrorRecoveryLevel",
+        Number,
+        Min,
+        Some(0..=2),
+        Both,
+        LeadingLogin,
+        Both,
+        Negotiator,
+        "13.20"
+    ),
+    key!(
+        "SessionType",
+        Enum(SESSION_TYPES),
+        Declarative,
+        None,
+        Initiator,
+        LeadingLogin,
+        Both,
+        Login,
+        "13.21"
+    ),
+    key!(
+        "TaskReporting",
+        Enum(TASK_REPORTING),
+        List,
+        None,
+        Both,
+        LeadingLogin,
+        NormalOnly,
+        Negotiator,
+        "13.23"
+    ),
+    key!(
+        "iSCSIProtocolLevel",
+        Number,
+        Min,
+        Some(0..=31),
+        Both,
+        LeadingLogin,
+        Both,
+        Negotiator,
+        "13.24"
+    ),
+    key!(
+        "X#NodeArchitecture",
+        Text,
+        Declarative,
+        None,
+        Both,
+        LeadingLogin,
+        Both,
+        Negotiator,
+        "13.26"
+    ),
+    // RFC 7143 section 13.25: "When an IFMarker or OFMarker key is received, a compliant iSCSI
+    // implementation SHOULD respond with the constant "Reject" value ... When an IFMarkInt or
+    // OFMarkInt key is received, a compliant iSCSI implementation MUST respond with an
+    // "Irrelevant" value."
+    key!(
+        "OFMarker",
+        Boolean,
+        Rule::Obsolete(REJECT),
+        None,
+        Both,
+        Login,
+        Both,
+        Negotiator,
+        "13.25"
+    ),
+    key!(
+        "IFMarker",
+        Boolean,
+        Rule::Obsolete(REJECT),
+        None,
+        Both,
+        Login,
+        Both,
+        Negotiator,
+        "13.25"
+    ),
+    key!(
+        "OFMarkInt",
+        Text,
+        Rule::Obsolete(IRRELEVANT),
+        None,
+        Both,
+        Login,
+        Both,
+        Negotiator,
+        "13.25"
+    ),
+    key!(
+        "IFMarkInt",
+        Text,
+        Rule::Obsolete(IRRELEVANT),
+        None,
+        Both,
+        Login,
+        Both,
+        Negotiator,
+        "13.25"
+    ),
+];
+
+/// Finds a key by its exact (case-sensitive) name.
+pub fn lookup(name: &str) -> Option<&'static KeyDef> {
+    KEYS.iter().find(|k| k.name == name)
+}
+
+/// Whether a key is a private (`X-`) or public (`X#`) extension key (RFC 7143 sections 13.22
+/// and 6.1). Those not in the table are answered `NotUnderstood`.
+pub fn is_extension(name: &str) -> bool {
+    name.starts_with("X-") || name.starts_with("X#")
+}
+
+/// Parses a numerical value: decimal, or `0x`/`0X` hex (RFC 7143 section 6.1).
+pub fn parse_number(value: &str) -> Option<u64> {
+    if let Some(hex) = value
+        .strip_prefix("0x")
+        .or_else(|| value.strip_prefix("0X"))
+    {
+        if hex.is_empty() || hex.len() > 16 {
+            return None;
+        }
+        return u64::from_str_radix(hex, 16).ok();
+    }
+    if value.is_empty() || value.len() > 20 || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    value.parse().ok()
+}
+
+/// Parses `Yes` / `No`.
+pub fn parse_bool(value: &str) -> Option<bool> {
+    match value {
+        "Yes" => Some(true),
+        "No" => Some(false),
+        _ => None,
+    }
+}
+
+/// Formats a boolean as `Yes` / `No`.
+pub fn format_bool(value: bool) -> &'static str {
+    if value {
+        "Yes"
+    } else {
+        "No"
+    }
+}
+
+impl KeyDef {
+    /// Checks a value offered or answered for this key, returning the parsed number for numeric
+    /// keys (0 otherwise). `None` means out of range or malformed: answer [`REJECT`].
+    pub fn check_value(&self, value: &str) -> Option<u64> {
+        match self.value {
+            ValueType::Boolean => parse_bool(value).map(u64::from),
+            ValueType::Number => {
+                let n = parse_number(value)?;
+                match &self.range {
+                    Some(r) if !r.contains(&n) => None,
+                    _ => Some(n),
+                }
+            }
+            ValueType::Enum(_) | ValueType::NumberList => {
+                (!value.is_empty() && value.split(',').all(|v| !v.is_empty())).then_some(0)
+            }
+            ValueType::Text | ValueType::Binary => Some(0),
+        }
+    }
+
+    /// Whether `sender` may send this key.
+    pub fn may_send(&self, from_initiator: bool) -> bool {
+        match self.sender {
+            Sender::Both => true,
+            Sender::Initiator => from_initiator,
+            Sender::Target => !from_initiator,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_has_every_key_once() {
+        let names = [
+            "AuthMethod",
+            "CHAP_A",
+            "CHAP_I",
+            "CHAP_C",
+            "CHAP_N",
+            "CHAP_R",
+            "HeaderDigest",
+            "DataDigest",
+            "MaxConnections",
+            "SendTargets",
+            "TargetName",
+            "InitiatorName",
+            "TargetAlias",
+            "InitiatorAlias",
+            "TargetAddress",
+            "TargetPortalGroupTag",
+            "InitialR2T",
+            "ImmediateData",
+            "MaxRecvDataSegmentLength",
+            "MaxBurstLength",
+            "FirstBurstLength",
+            "DefaultTime2Wait",
+            "DefaultTime2Retain",
+            "MaxOutstandingR2T",
+            "DataPDUInOrder",
+            "DataSequenceInOrder",
+            "ErrorRecoveryLevel",
+            "SessionType",
+            "TaskReporting",
+            "iSCSIProtocolLevel",
+            "X#NodeArchitecture",
+            "OFMarker",
+            "IFMarker",
+            "OFMarkInt",
+            "IFMarkInt",
+        ];
+        for n in names {
+            assert_eq!(KEYS.iter().filter(|k| k.name == n).count(), 1, "{n}");
+        }
+        assert_eq!(KEYS.len(), names.len());
+        assert!(lookup("headerdigest").is_none(), "names are case-sensitive");
+    }
+
+    #[test]
+    fn values_are_checked_against_type_and_range() {
+        let mrdsl = lookup("MaxRecvDataSegmentLength").unwrap();
+        assert_eq!(mrdsl.check_value("8192"), Some(8192));
+        assert_eq!(mrdsl.check_value("0x2000"), Some(8192));
+        assert_eq!(mrdsl.check_value("511"), None);
+        assert_eq!(mrdsl.check_value("16777216"), None);
+        assert_eq!(mrdsl.check_value("-1"), None);
+        assert_eq!(mrdsl.check_value("99999999999999999999999"), None);
+        let erl = lookup("ErrorRecoveryLevel").unwrap();
+        assert_eq!(erl.check_value("3"), None);
+        let b = lookup("InitialR2T").unwrap();
+        assert_eq!(b.check_value("Yes"), Some(1));
+        assert_eq!(b.check_value("yes"), None);
+        let l = lookup("HeaderDigest").unwrap();
+        assert_eq!(l.check_value("CRC32C,None"), Some(0));
+        assert_eq!(l.check_value("CRC32C,,None"), None);
+    }
+
+    #[test]
+    fn senders_and_extensions() {
+        assert!(!lookup("TargetAlias").unwrap().may_send(true));
+        assert!(lookup("InitiatorName").unwrap().may_send(true));
+        assert!(!lookup("InitiatorName").unwrap().may_send(false));
+        assert!(is_extension("X-com.example.foo"));
+        assert!(is_extension("X#Whatever"));
+        assert!(!is_extension("Xfoo"));
+    }
+}
