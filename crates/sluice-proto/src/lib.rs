@@ -13,15 +13,22 @@
 //!   emit.
 //! - [`framing`]: the incremental framer (whole PDUs from any split of the byte stream, digest
 //!   checks, bounded buffering) and the encoder for sending.
+//! - [`text`]: the `key=value` text codec, the table of every key and the table-driven
+//!   negotiator of operational parameters.
+//! - [`login`]: the sans-IO login state machines, target side and initiator side.
+//! - [`chap`]: CHAP authentication (RFC 1994, RFC 7143 section 12.1.3), one-way and mutual.
 //! - [`window`]: the command window: CmdSN ordering on the target, CmdSN allocation on the
 //!   initiator (RFC 7143 section 4.2.2.1).
 //! - [`task`]: per-task data transfer: R2T issuance and Data-Out collection, Data-In
 //!   segmentation, initiator-side Data-Out planning and Data-In reassembly.
 #![forbid(unsafe_code)]
 
+pub mod chap;
 pub mod framing;
+pub mod login;
 pub mod params;
 pub mod pdu;
 pub mod seq;
 pub mod task;
 pub mod window;
+pub mod text;
