@@ -1,0 +1,200 @@
+//! The command line: clap definitions only; turning them into a configuration is `cmd_target`'s job.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+
+use crate::size::parse_size;
+
+/// The IANA-registered iSCSI port.
+pub const DEFAULT_PORT: u16 = 3260;
+
+/// `sluice`: a user-space iSCSI target and initiator.
+#[derive(Debug, Parser)]
+#[command(name = "sluice", version, about, propagate_version = true)]
+pub struct Cli {
+    /// More log output: -v for debug, -vv for trace (RUST_LOG overrides both).
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    pub verbose: u8,
+
+    /// Log line format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve disks over iSCSI. With no arguments: a 1 GiB RAM disk on 127.0.0.1:3260.
+    #[command(after_help = TARGET_AFTER_HELP)]
+    Target(TargetArgs),
+}
+
+const TARGET_AFTER_HELP: &str = "\
+LUNs are numbered from 0 in the order their flags appear:
+  sluice target --memory 1G --file disk.img --size 20G --null 1T
+serves LUN 0 (RAM), LUN 1 (disk.img, created sparse at 20 GiB if missing) and LUN 2 (null).
+
+Listening beyond loopback is an explicit choice (--listen 0.0.0.0:3260); protect it with
+--allow-initiator and/or --chap-user/--chap-secret. For several targets, discovery CHAP and
+tuning, use --config FILE (see docs/configuration.md); --check-config FILE validates one.";
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// How the target answers a HeaderDigest/DataDigest offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DigestArg {
+    /// Accept CRC32C or None, as the initiator prefers.
+    Allow,
+    /// Insist on CRC32C (initiators offering only None fail to log in).
+    Require,
+    /// Never use CRC32C.
+    Forbid,
+}
+
+/// `sluice target`: flags for a single target, or a configuration file.
+#[derive(Debug, Args)]
+pub struct TargetArgs {
+    /// Address to listen on (repeatable). Port defaults to 3260; IPv6 as [::1]:3260.
+    /// Default: 127.0.0.1:3260.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen)]
+    pub listen: Vec<SocketAddr>,
+
+    /// Target name. Default: iqn.2026-11.io.sluice:default.
+    #[arg(long, value_name = "IQN")]
+    pub iqn: Option<String>,
+
+    /// Add a RAM-backed LUN of this size (repeatable), e.g. 1G, 512M, 1.5T.
+    #[arg(long, value_name = "SIZE", value_parser = size_arg)]
+    pub memory: Vec<u64>,
+
+    /// Add a LUN backed by a file or block device (repeatable).
+    #[arg(long, value_name = "PATH")]
+    pub file: Vec<PathBuf>,
+
+    /// Size for the --file just before it: a missing file is created sparse with this size,
+    /// a smaller one is grown.
+    #[arg(long, value_name = "SIZE", value_parser = size_arg, requires = "file")]
+    pub size: Vec<u64>,
+
+    /// Add a LUN that discards writes and reads zeros (repeatable): for benchmarks.
+    #[arg(long, value_name = "SIZE", value_parser = size_arg)]
+    pub null: Vec<u64>,
+
+    /// Logical block size of every LUN. Default: 512 (what ESXi and Windows expect).
+    #[arg(long, value_name = "BYTES", value_parser = block_size_arg)]
+    pub block_size: Option<u32>,
+
+    /// Export every LUN read-only (writes fail with DATA PROTECT).
+    #[arg(long)]
+    pub read_only: bool,
+
+    /// Serve the targets described in this TOML file (cannot be combined with other target flags).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Validate this TOML file, print a summary and exit (0 when valid).
+    #[arg(long, value_name = "FILE", conflicts_with = "config")]
+    pub check_config: Option<PathBuf>,
+
+    /// Let any initiator log in (the default on loopback; say it explicitly elsewhere).
+    #[arg(long, conflicts_with = "allow_initiator")]
+    pub open_acl: bool,
+
+    /// Only let these initiator names log in (repeatable, or several after one flag).
+    #[arg(long, value_name = "IQN", num_args = 1..)]
+    pub allow_initiator: Vec<String>,
+
+    /// Require CHAP: the user name the initiator sends.
+    #[arg(long, value_name = "USER", requires = "chap_secret")]
+    pub chap_user: Option<String>,
+
+    /// Require CHAP: the initiator's secret (12 to 255 characters; Windows accepts at most 16).
+    #[arg(long, value_name = "SECRET", requires = "chap_user")]
+    pub chap_secret: Option<String>,
+
+    /// Mutual CHAP: the user name the target answers with.
+    #[arg(long, value_name = "USER", requires_all = ["mutual_secret", "chap_user"])]
+    pub mutual_user: Option<String>,
+
+    /// Mutual CHAP: the target's secret (must differ from --chap-secret).
+    #[arg(long, value_name = "SECRET", requires = "mutual_user")]
+    pub mutual_secret: Option<String>,
+
+    /// HeaderDigest policy. Default: allow.
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub header_digest: Option<DigestArg>,
+
+    /// DataDigest policy. Default: allow.
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub data_digest: Option<DigestArg>,
+}
+
+/// Parses `ADDR:PORT`, `[V6]:PORT`, or a bare address (port 3260).
+pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = s.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let bare = s
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .unwrap_or(s);
+    bare.parse::<IpAddr>()
+        .map(|ip| SocketAddr::new(ip, DEFAULT_PORT))
+        .map_err(|_| {
+            format!(
+                "invalid listen address {s:?}: use ADDR:PORT, e.g. 127.0.0.1:3260, 0.0.0.0:3260 or [::1]:3260"
+            )
+        })
+}
+
+fn size_arg(s: &str) -> Result<u64, String> {
+    parse_size(s).map_err(|e| e.to_string())
+}
+
+fn block_size_arg(s: &str) -> Result<u32, String> {
+    match s {
+        "512" => Ok(512),
+        "4096" | "4K" | "4k" => Ok(4096),
+        _ => Err(format!("block size {s:?}: use 512 or 4096")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn listen_addresses() {
+        assert_eq!(
+            parse_listen("127.0.0.1:3261").unwrap().to_string(),
+            "127.0.0.1:3261"
+        );
+        assert_eq!(parse_listen("0.0.0.0").unwrap().to_string(), "0.0.0.0:3260");
+        assert_eq!(
+            parse_listen("[::1]:3262").unwrap().to_string(),
+            "[::1]:3262"
+        );
+        assert_eq!(parse_listen("::1").unwrap().to_string(), "[::1]:3260");
+        assert_eq!(parse_listen("[::]").unwrap().to_string(), "[::]:3260");
+        assert!(parse_listen("localhost:3260").is_err());
+    }
+}

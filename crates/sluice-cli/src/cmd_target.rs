@@ -1,0 +1,639 @@
+//! `sluice target`: builds a [`TargetConfig`] from flags or a file, then serves it until SIGINT or
+//! SIGTERM.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory};
+use sluice_target::config::{
+    Acl, Backend, ChapCredentials, DigestPolicy, Limits, LunDef, OperationalOffer, TargetConfig,
+    TargetDef,
+};
+
+use crate::cli::{Cli, DigestArg, TargetArgs, DEFAULT_PORT};
+use crate::config_file::{self, DEFAULT_BLOCK_SIZE};
+use crate::size::format_size;
+
+/// The target name used when `--iqn` is not given.
+pub const DEFAULT_IQN: &str = "iqn.2026-11.io.sluice:default";
+
+/// The LUN served when no LUN flag is given: 1 GiB of RAM.
+pub const DEFAULT_MEMORY_SIZE: u64 = 1 << 30;
+
+/// A LUN flag from the command line, in the order it appeared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LunFlag {
+    /// `--memory SIZE`
+    Memory(u64),
+    /// `--file PATH [--size SIZE]`
+    File(PathBuf, Option<u64>),
+    /// `--null SIZE`
+    Null(u64),
+}
+
+/// Collects `--memory`, `--file` (with the `--size` that follows it) and `--null` in argv order,
+/// so that LUN numbers follow the order the user typed.
+pub fn lun_flags_in_order(m: &ArgMatches) -> anyhow::Result<Vec<LunFlag>> {
+    fn indexed<T: Clone + Send + Sync + 'static>(m: &ArgMatches, id: &str) -> Vec<(usize, T)> {
+        match (m.indices_of(id), m.get_many::<T>(id)) {
+            (Some(i), Some(v)) => i.zip(v.cloned()).collect(),
+            _ => Vec::new(),
+        }
+    }
+    let mut luns: Vec<(usize, LunFlag)> = Vec::new();
+    luns.extend(
+        indexed::<u64>(m, "memory")
+            .into_iter()
+            .map(|(i, s)| (i, LunFlag::Memory(s))),
+    );
+    luns.extend(
+        indexed::<PathBuf>(m, "file")
+            .into_iter()
+            .map(|(i, p)| (i, LunFlag::File(p, None))),
+    );
+    luns.extend(
+        indexed::<u64>(m, "null")
+            .into_iter()
+            .map(|(i, s)| (i, LunFlag::Null(s))),
+    );
+    luns.sort_by_key(|(i, _)| *i);
+    for (size_index, size) in indexed::<u64>(m, "size") {
+        let owner = luns
+            .iter_mut()
+            .rev()
+            .find(|(i, l)| *i < size_index && matches!(l, LunFlag::File(..)));
+        match owner {
+            Some((_, LunFlag::File(_, slot @ None))) => *slot = Some(size),
+            Some((_, LunFlag::File(path, Some(_)))) => bail!(
+                "--size {}: the --file {} before it already has a --size",
+                format_size(size),
+                path.display()
+            ),
+            _ => bail!(
+                "--size {} must follow the --file it applies to",
+                format_size(size)
+            ),
+        }
+    }
+    Ok(luns.into_iter().map(|(_, l)| l).collect())
+}
+
+fn digest(d: Option<DigestArg>, default: DigestPolicy) -> DigestPolicy {
+    match d {
+        None => default,
+        Some(DigestArg::Allow) => DigestPolicy::Allow,
+        Some(DigestArg::Require) => DigestPolicy::Require,
+        Some(DigestArg::Forbid) => DigestPolicy::Forbid,
+    }
+}
+
+/// Builds the single-target configuration described by flags.
+///
+/// Defaults: listen on 127.0.0.1:3260, IQN [`DEFAULT_IQN`], one [`DEFAULT_MEMORY_SIZE`] memory
+/// LUN, 512-byte blocks, open ACL unless `--allow-initiator` is given, no CHAP.
+pub fn config_from_flags(args: &TargetArgs, luns: Vec<LunFlag>) -> anyhow::Result<TargetConfig> {
+    let portals = if args.listen.is_empty() {
+        vec![SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT))]
+    } else {
+        args.listen.clone()
+    };
+    let luns = if luns.is_empty() {
+        vec![LunFlag::Memory(DEFAULT_MEMORY_SIZE)]
+    } else {
+        luns
+    };
+    let block_size = args.block_size.unwrap_or(DEFAULT_BLOCK_SIZE);
+    let mut defs = Vec::new();
+    for (number, lun) in luns.into_iter().enumerate() {
+        let number = u16::try_from(number)
+            .ok()
+            .filter(|n| *n <= 16_383)
+            .context("too many LUNs")?;
+        let backend = match lun {
+            LunFlag::Memory(size) => Backend::Memory { size },
+            LunFlag::Null(size) => Backend::Null { size },
+            LunFlag::File(path, size) => {
+                if size.is_none() && !path.exists() {
+                    bail!(
+                        "--file {}: no such file; add --size SIZE after it to create it (sparse)",
+                        path.display()
+                    );
+                }
+                Backend::File {
+                    path,
+                    size,
+                    direct: false,
+                }
+            }
+        };
+        defs.push(LunDef {
+            number,
+            backend,
+            block_size,
+            read_only: args.read_only,
+            serial: None,
+        });
+    }
+    let acl = if args.allow_initiator.is_empty() {
+        Acl::Open
+    } else {
+        for name in &args.allow_initiator {
+            if !sluice_target::is_iscsi_name(name) {
+                bail!(
+                    "--allow-initiator {name:?}: not an iSCSI name (expected e.g. iqn.1994-05.com.redhat:client1; \
+                     see /etc/iscsi/initiatorname.iscsi on the initiator)"
+                );
+            }
+        }
+        Acl::Allow(args.allow_initiator.clone())
+    };
+    let chap = match (&args.chap_user, &args.chap_secret) {
+        (Some(user), Some(secret)) => Some(ChapCredentials {
+            user: user.clone(),
+            secret: secret.clone(),
+            mutual: args.mutual_user.clone().zip(args.mutual_secret.clone()),
+        }),
+        _ => None,
+    };
+    let offer = OperationalOffer {
+        header_digest: digest(
+            args.header_digest,
+            OperationalOffer::default().header_digest,
+        ),
+        data_digest: digest(args.data_digest, OperationalOffer::default().data_digest),
+        ..OperationalOffer::default()
+    };
+    let config = TargetConfig {
+        portals,
+        targets: vec![TargetDef {
+            iqn: args.iqn.clone().unwrap_or_else(|| DEFAULT_IQN.to_string()),
+            alias: None,
+            luns: defs,
+            acl,
+            chap,
+        }],
+        discovery_auth: None,
+        offer,
+        limits: Limits::default(),
+        keepalive: None,
+    };
+    config.validate().context("invalid target flags")?;
+    Ok(config)
+}
+
+/// Warnings about targets reachable beyond loopback that anyone may log in to.
+pub fn exposure_warnings(config: &TargetConfig) -> Vec<String> {
+    let exposed: Vec<String> = config
+        .portals
+        .iter()
+        .filter(|p| !p.ip().is_loopback())
+        .map(ToString::to_string)
+        .collect();
+    if exposed.is_empty() {
+        return Vec::new();
+    }
+    let mut warnings = Vec::new();
+    for t in &config.targets {
+        if t.acl == Acl::Open && t.chap.is_none() {
+            warnings.push(format!(
+                "target {} is reachable on {} with an open ACL and no CHAP: any host that can reach \
+                 this port can read and write its LUNs (use --allow-initiator and --chap-user/--chap-secret, \
+                 or acl/chap in a config file)",
+                t.iqn,
+                exposed.join(", ")
+            ));
+        }
+    }
+    warnings
+}
+
+fn describe_backend(b: &Backend) -> String {
+    match b {
+        Backend::Memory { size } => format!("memory {}", format_size(*size)),
+        Backend::Null { size } => format!("null {}", format_size(*size)),
+        Backend::File { path, size, direct } => {
+            let mut s = format!("file {}", path.display());
+            if let Some(size) = size {
+                s += &format!(" ({})", format_size(*size));
+            }
+            if *direct {
+                s += " O_DIRECT";
+            }
+            s
+        }
+    }
+}
+
+fn describe_chap(c: &Option<ChapCredentials>) -> &'static str {
+    match c {
+        None => "none",
+        Some(c) if c.mutual.is_some() => "mutual",
+        Some(_) => "one-way",
+    }
+}
+
+/// A human-readable summary of a configuration, as printed by `--check-config`.
+pub fn summary(config: &TargetConfig) -> String {
+    let mut out = String::new();
+    let portals: Vec<String> = config.portals.iter().map(ToString::to_string).collect();
+    out += &format!("listen: {}\n", portals.join(", "));
+    out += &format!(
+        "discovery CHAP: {}\n",
+        describe_chap(&config.discovery_auth)
+    );
+    let o = &config.offer;
+    out += &format!(
+        "session: MaxRecvDataSegmentLength {}, MaxBurstLength {}, FirstBurstLength {}, queue depth {}, \
+         ImmediateData {}, InitialR2T {}, digests header {:?} / data {:?}\n",
+        o.max_recv_data_segment_length,
+        o.max_burst_length,
+        o.first_burst_length,
+        o.queue_depth,
+        yes_no(o.immediate_data),
+        yes_no(o.initial_r2t),
+        o.header_digest,
+        o.data_digest,
+    );
+    match &config.keepalive {
+        Some(k) => {
+            out += &format!(
+                "keepalive: every {:?}, timeout {:?}\n",
+                k.interval, k.timeout
+            )
+        }
+        None => out += "keepalive: off\n",
+    }
+    for t in &config.targets {
+        let acl = match &t.acl {
+            Acl::Open => "open".to_string(),
+            Acl::Allow(names) => format!("{} initiator(s)", names.len()),
+        };
+        out += &format!("target {}", t.iqn);
+        if let Some(alias) = &t.alias {
+            out += &format!(" ({alias})");
+        }
+        out += &format!(": acl {acl}, CHAP {}\n", describe_chap(&t.chap));
+        for l in &t.luns {
+            out += &format!(
+                "  LUN {}: {}, {}-byte blocks{}\n",
+                l.number,
+                describe_backend(&l.backend),
+                l.block_size,
+                if l.read_only { ", read-only" } else { "" }
+            );
+        }
+    }
+    out
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "Yes"
+    } else {
+        "No"
+    }
+}
+
+/// The `iscsi://` URLs (libiscsi, QEMU) of every LUN, through the first bound address.
+pub fn urls(config: &[TargetDef], bound: &[SocketAddr]) -> Vec<String> {
+    let Some(addr) = bound.first() else {
+        return Vec::new();
+    };
+    config
+        .iter()
+        .flat_map(|t| {
+            t.luns
+                .iter()
+                .map(move |l| format!("iscsi://{addr}/{}/{}", t.iqn, l.number))
+        })
+        .collect()
+}
+
+/// Arguments that may accompany `--config` and `--check-config`.
+const FILE_MODE_ARGS: &[&str] = &["config", "check_config", "verbose", "log_format"];
+
+/// Refuses target flags next to `--config`/`--check-config`, naming the ones given.
+pub fn check_file_mode(matches: &ArgMatches) -> anyhow::Result<()> {
+    let mode = if matches.value_source("check_config").is_some() {
+        "--check-config"
+    } else if matches.value_source("config").is_some() {
+        "--config"
+    } else {
+        return Ok(());
+    };
+    let command = Cli::command();
+    let target = command
+        .find_subcommand("target")
+        .expect("the target subcommand exists");
+    let extra: Vec<String> = target
+        .get_arguments()
+        .filter(|a| !FILE_MODE_ARGS.contains(&a.get_id().as_str()))
+        .filter(|a| matches.value_source(a.get_id().as_str()) == Some(ValueSource::CommandLine))
+        .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+        .collect();
+    if !extra.is_empty() {
+        bail!(
+            "{mode} cannot be combined with {}: put those settings in the file instead (see docs/configuration.md)",
+            extra.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Runs `sluice target`.
+pub fn run(args: &TargetArgs, matches: &ArgMatches) -> anyhow::Result<()> {
+    check_file_mode(matches)?;
+    if let Some(path) = &args.check_config {
+        let config = config_file::load(path)?;
+        println!("{}: OK", path.display());
+        print!("{}", summary(&config));
+        for w in exposure_warnings(&config) {
+            eprintln!("warning: {w}");
+        }
+        return Ok(());
+    }
+    let config = match &args.config {
+        Some(path) => config_file::load(path)?,
+        None => config_from_flags(args, lun_flags_in_order(matches)?)?,
+    };
+    for w in exposure_warnings(&config) {
+        eprintln!("warning: {w}");
+    }
+    serve(config)
+}
+
+fn serve(config: TargetConfig) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("sluice-target")
+        .build()
+        .context("cannot start the async runtime")?;
+    let portals: Vec<String> = config.portals.iter().map(ToString::to_string).collect();
+    let targets = config.targets.clone();
+    let result = runtime.block_on(async move {
+        let shutdown = shutdown_signal().context("cannot install signal handlers")?;
+        sluice_target::run(config, move |bound| announce(&targets, bound), shutdown)
+            .await
+            .with_context(|| format!("iSCSI target on {}", portals.join(", ")))
+    });
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result?;
+    tracing::info!("target stopped");
+    Ok(())
+}
+
+/// Prints the URLs on stdout (one per line, for scripts) and how to stop on stderr.
+fn announce(targets: &[TargetDef], bound: &[SocketAddr]) {
+    let list: Vec<String> = bound.iter().map(ToString::to_string).collect();
+    eprintln!(
+        "sluice target listening on {} (Ctrl-C or SIGTERM to stop)",
+        list.join(", ")
+    );
+    if bound.first().is_some_and(|a| a.ip().is_unspecified()) {
+        eprintln!(
+            "note: {} means every interface: initiators use one of this host's addresses instead",
+            bound[0].ip()
+        );
+    }
+    for url in urls(targets, bound) {
+        println!("{url}");
+    }
+}
+
+/// Completes on the first SIGINT or SIGTERM; a second one exits at once with status 130.
+#[cfg(unix)]
+fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    Ok(async move {
+        let name = tokio::select! {
+            _ = int.recv() => "SIGINT",
+            _ = term.recv() => "SIGTERM",
+        };
+        tracing::info!(
+            signal = name,
+            "shutting down; send it again to exit at once"
+        );
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            eprintln!("sluice: second signal, exiting without waiting");
+            std::process::exit(130);
+        });
+    })
+}
+
+/// Completes on Ctrl-C.
+#[cfg(not(unix))]
+fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::Command;
+    use clap::FromArgMatches;
+
+    fn parse(argv: &[&str]) -> anyhow::Result<TargetConfig> {
+        let mut full = vec!["sluice", "target"];
+        full.extend_from_slice(argv);
+        let matches = Cli::command().try_get_matches_from(full)?;
+        let cli = Cli::from_arg_matches(&matches)?;
+        let Command::Target(args) = cli.command;
+        let sub = matches.subcommand_matches("target").unwrap();
+        check_file_mode(sub)?;
+        config_from_flags(&args, lun_flags_in_order(sub)?)
+    }
+
+    #[test]
+    fn no_arguments_means_one_memory_lun_on_loopback() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.portals, vec!["127.0.0.1:3260".parse().unwrap()]);
+        assert_eq!(c.targets.len(), 1);
+        let t = &c.targets[0];
+        assert_eq!(t.iqn, DEFAULT_IQN);
+        assert_eq!(t.acl, Acl::Open);
+        assert_eq!(t.chap, None);
+        assert_eq!(t.luns.len(), 1);
+        assert_eq!(t.luns[0].number, 0);
+        assert_eq!(t.luns[0].backend, Backend::Memory { size: 1 << 30 });
+        assert_eq!(t.luns[0].block_size, 512);
+        assert!(exposure_warnings(&c).is_empty());
+        assert_eq!(
+            urls(&c.targets, &c.portals),
+            ["iscsi://127.0.0.1:3260/iqn.2026-11.io.sluice:default/0"]
+        );
+    }
+
+    #[test]
+    fn luns_follow_argv_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.img");
+        let b = dir.path().join("b.img");
+        std::fs::write(&b, []).unwrap();
+        let (a_s, b_s) = (a.to_str().unwrap(), b.to_str().unwrap());
+        let c = parse(&[
+            "--null", "1T", "--file", a_s, "--size", "2G", "--memory", "512M", "--file", b_s,
+            "--memory", "1G",
+        ])
+        .unwrap();
+        let backends: Vec<_> = c.targets[0]
+            .luns
+            .iter()
+            .map(|l| (l.number, l.backend.clone()))
+            .collect();
+        assert_eq!(
+            backends,
+            [
+                (0, Backend::Null { size: 1 << 40 }),
+                (
+                    1,
+                    Backend::File {
+                        path: a.clone(),
+                        size: Some(2 << 30),
+                        direct: false
+                    }
+                ),
+                (2, Backend::Memory { size: 512 << 20 }),
+                (
+                    3,
+                    Backend::File {
+                        path: b.clone(),
+                        size: None,
+                        direct: false
+                    }
+                ),
+                (4, Backend::Memory { size: 1 << 30 }),
+            ]
+        );
+    }
+
+    #[test]
+    fn size_belongs_to_the_file_before_it() {
+        let e = parse(&["--memory", "1G", "--size", "1G", "--file", "x.img"]).unwrap_err();
+        assert!(e.to_string().contains("must follow the --file"), "{e}");
+        let e = parse(&["--file", "x.img", "--size", "1G", "--size", "2G"]).unwrap_err();
+        assert!(e.to_string().contains("already has a --size"), "{e}");
+        let e = parse(&["--file", "/nonexistent-sluice/x.img"]).unwrap_err();
+        assert!(e.to_string().contains("add --size"), "{e}");
+    }
+
+    #[test]
+    fn flags_map_to_config() {
+        let c = parse(&[
+            "--listen",
+            "[::1]:3261",
+            "--listen",
+            "0.0.0.0",
+            "--iqn",
+            "iqn.2026-11.com.example:x",
+            "--block-size",
+            "4096",
+            "--read-only",
+            "--allow-initiator",
+            "iqn.1994-05.com.redhat:a",
+            "iqn.1991-05.com.microsoft:b",
+            "--chap-user",
+            "u",
+            "--chap-secret",
+            "0123456789ab",
+            "--mutual-user",
+            "t",
+            "--mutual-secret",
+            "ba9876543210",
+            "--header-digest",
+            "require",
+            "--data-digest",
+            "forbid",
+            "--memory",
+            "1G",
+        ])
+        .unwrap();
+        assert_eq!(c.portals.len(), 2);
+        assert_eq!(c.portals[1].to_string(), "0.0.0.0:3260");
+        let t = &c.targets[0];
+        assert_eq!(t.iqn, "iqn.2026-11.com.example:x");
+        assert_eq!(
+            t.acl,
+            Acl::Allow(vec![
+                "iqn.1994-05.com.redhat:a".into(),
+                "iqn.1991-05.com.microsoft:b".into()
+            ])
+        );
+        let chap = t.chap.as_ref().unwrap();
+        assert_eq!(chap.mutual, Some(("t".into(), "ba9876543210".into())));
+        assert!(t.luns[0].read_only);
+        assert_eq!(t.luns[0].block_size, 4096);
+        assert_eq!(c.offer.header_digest, DigestPolicy::Require);
+        assert_eq!(c.offer.data_digest, DigestPolicy::Forbid);
+        // Protected by ACL and CHAP: no warning although 0.0.0.0 is not loopback.
+        assert!(exposure_warnings(&c).is_empty());
+    }
+
+    #[test]
+    fn open_target_beyond_loopback_warns() {
+        let c = parse(&["--listen", "0.0.0.0:3260", "--open-acl"]).unwrap();
+        let w = exposure_warnings(&c);
+        assert_eq!(w.len(), 1);
+        assert!(
+            w[0].contains("0.0.0.0:3260") && w[0].contains("open ACL"),
+            "{w:?}"
+        );
+        let c = parse(&["--listen", "[::1]:3260"]).unwrap();
+        assert!(exposure_warnings(&c).is_empty());
+        assert_eq!(
+            urls(&c.targets, &c.portals),
+            ["iscsi://[::1]:3260/iqn.2026-11.io.sluice:default/0"]
+        );
+    }
+
+    #[test]
+    fn bad_flags_are_refused() {
+        assert!(parse(&["--memory", "lots"])
+            .unwrap_err()
+            .to_string()
+            .contains("invalid size"));
+        assert!(parse(&["--block-size", "1024"]).is_err());
+        assert!(parse(&["--chap-user", "u"]).is_err());
+        assert!(parse(&["--mutual-user", "t", "--mutual-secret", "0123456789ab"]).is_err());
+        assert!(parse(&[
+            "--open-acl",
+            "--allow-initiator",
+            "iqn.1994-05.com.redhat:a"
+        ])
+        .is_err());
+        let e = parse(&["--config", "x.toml", "--memory", "1G", "--read-only"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--config cannot be combined with --memory, --read-only"),
+            "{e}"
+        );
+        let e = parse(&["-v", "--check-config", "x.toml", "--listen", "0.0.0.0"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--check-config cannot be combined with --listen:"),
+            "{e}"
+        );
+        assert!(parse(&["--config", "x.toml", "--check-config", "y.toml"]).is_err());
+        let e = parse(&["--allow-initiator", "client1"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not an iSCSI name"), "{e}");
+        let e = parse(&["--chap-user", "u", "--chap-secret", "short"]).unwrap_err();
+        assert!(format!("{e:#}").contains("12 to 255"), "{e:#}");
+        let e = parse(&["--iqn", "disk0"]).unwrap_err();
+        assert!(format!("{e:#}").contains("not a valid iSCSI name"), "{e:#}");
+    }
+}

@@ -1,0 +1,161 @@
+//! End-to-end checks of the `sluice` binary: help, configuration checking, errors, signals.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+fn sluice(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run sluice")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples/target.toml")
+}
+
+#[test]
+fn help_lists_the_target_subcommand() {
+    let out = sluice(&["--help"]);
+    assert!(out.status.success());
+    assert!(
+        text(&out.stdout).contains("target"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = sluice(&["target", "--help"]);
+    assert!(out.status.success());
+    let help = text(&out.stdout);
+    for flag in [
+        "--listen",
+        "--memory",
+        "--file",
+        "--null",
+        "--config",
+        "--check-config",
+        "--chap-user",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from:\n{help}");
+    }
+}
+
+#[test]
+fn example_config_checks_out() {
+    let path = example();
+    let out = sluice(&["target", "--check-config", path.to_str().unwrap()]);
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains(": OK"), "{stdout}");
+    assert!(
+        stdout.contains("iqn.2026-11.io.sluice:vm-disks"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn broken_config_names_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("broken.toml");
+    let cases = [
+        // A typo in a key: line 8.
+        ("[[target]]\niqn = \"iqn.2026-11.io.sluice:a\"\nacl = \"open\"\n\n[[target.lun]]\nbackend = \"memory\"\nsize = \"1G\"\nreadonly = true\n", 8, "unknown key `readonly`"),
+        // A semantic error found after parsing: the size on line 7 is not a multiple of 512.
+        ("[[target]]\niqn = \"iqn.2026-11.io.sluice:a\"\nacl = \"open\"\n\n[[target.lun]]\nbackend = \"memory\"\nsize = 1000\n", 7, "not a positive multiple"),
+        // No acl: the target's iqn line is named.
+        ("\n[[target]]\niqn = \"iqn.2026-11.io.sluice:a\"\n[[target.lun]]\nbackend = \"null\"\nsize = \"1G\"\n", 3, "no `acl` key"),
+    ];
+    for (src, line, needle) in cases {
+        std::fs::write(&path, src).unwrap();
+        let out = sluice(&["target", "--check-config", path.to_str().unwrap()]);
+        assert!(!out.status.success());
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains(&format!("broken.toml:{line}:")),
+            "line {line} not in:\n{stderr}"
+        );
+        assert!(stderr.contains(needle), "{needle} not in:\n{stderr}");
+        assert!(!stderr.contains("backtrace"), "{stderr}");
+    }
+}
+
+#[test]
+fn config_and_flags_do_not_mix() {
+    let path = example();
+    let out = sluice(&[
+        "target",
+        "--config",
+        path.to_str().unwrap(),
+        "--memory",
+        "1G",
+    ]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("--config cannot be combined with --memory"));
+}
+
+#[test]
+fn bad_size_is_refused_clearly() {
+    let out = sluice(&["target", "--memory", "lots"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("invalid size \"lots\""),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// Starts a target on an ephemeral loopback port, waits for the URL, sends SIGTERM and expects a
+/// clean exit. Until `sluice_target::run` serves, it checks the one-line error instead.
+#[cfg(unix)]
+#[test]
+fn serves_until_sigterm() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["target", "--listen", "127.0.0.1:0", "--memory", "16M"])
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    match rx.recv_timeout(Duration::from_secs(20)) {
+        Ok(url) => {
+            assert!(url.starts_with("iscsi://127.0.0.1:"), "{url}");
+            assert!(url.ends_with("/iqn.2026-11.io.sluice:default/0"), "{url}");
+            let killed = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()
+                .unwrap();
+            assert!(killed.success());
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+        }
+        Err(_) => {
+            // No URL: the process must have stopped with a one-line error.
+            let out = child.wait_with_output().unwrap();
+            assert!(!out.status.success());
+            let stderr = text(&out.stderr);
+            let errors: Vec<&str> = stderr
+                .lines()
+                .filter(|l| l.starts_with("error: "))
+                .collect();
+            assert_eq!(errors.len(), 1, "{stderr}");
+            assert!(
+                errors[0].contains("iSCSI target on 127.0.0.1:0"),
+                "{stderr}"
+            );
+        }
+    }
+}
