@@ -197,13 +197,18 @@ impl TargetLogin {
         if let State::Active(s) = &self.state {
             // Section 6.3 / 11.12.5: ISID, TSIH and CID do not change within a login, and the
             // current stage is the one the last response moved to (no going back).
+            // While a long response is being fetched, the stage is still the one it answers.
             let b = &s.binding;
-            if req.isid != b.isid || req.tsih != b.tsih || req.cid != b.cid || csg != s.stage {
+            let stage = match &self.outgoing_end {
+                Some(end) if !self.outgoing.is_empty() => end.csg,
+                _ => s.stage,
+            };
+            if req.isid != b.isid || req.tsih != b.tsih || req.cid != b.cid || csg != stage {
                 return Err(LoginStatus::INITIATOR_ERROR);
             }
         }
-        // Section 6.? (text continuation): the rest of a long response is fetched with empty
-        // Login Requests.
+        // Section 11.13.3 / 6.6: the rest of a response sent with the C bit is fetched with
+        // empty Login Requests.
         if !self.outgoing.is_empty() {
             if !req.data.is_empty() || req.cont {
                 return Err(LoginStatus::INITIATOR_ERROR);

@@ -385,8 +385,10 @@ impl Negotiator {
 
     /// Whether a key applies in the current context (session type, leading, phase).
     fn applies(&self, def: &KeyDef) -> bool {
-        !(def.sessions == Sessions::NormalOnly && self.session_type == SessionType::Discovery)
-            && !(def.phase == Phase::LeadingLogin && !self.leading)
+        let discovery_only =
+            def.sessions == Sessions::NormalOnly && self.session_type == SessionType::Discovery;
+        let session_wide_on_secondary = def.phase == Phase::LeadingLogin && !self.leading;
+        !discovery_only && !session_wide_on_secondary
     }
 
     /// The answer to one offer (None for declarative keys, which are not answered).

@@ -133,11 +133,13 @@ fn out_of_range_and_malformed_are_rejected() {
         ]))
         .unwrap();
     assert!(a.iter().all(|(_, v)| v == "Reject"), "{a:?}");
-    assert_eq!(t.result(), {
-        let mut d = SessionParams::default();
-        d.target_max_recv_data_segment_length = 262_144;
-        d
-    });
+    assert_eq!(
+        t.result(),
+        SessionParams {
+            target_max_recv_data_segment_length: 262_144,
+            ..Default::default()
+        }
+    );
 }
 
 #[test]

@@ -1,0 +1,247 @@
+//! The initiator state machine against the target state machine, in memory: both must agree
+//! on the negotiated parameters for a matrix of offers and authentication modes.
+
+use super::*;
+use crate::text::{DigestKind, OperationalOffer};
+
+fn config(
+    target: Option<&str>,
+    chap: Option<InitiatorChap>,
+    offer: OperationalOffer,
+) -> InitiatorConfig {
+    InitiatorConfig {
+        initiator_name: INITIATOR.into(),
+        initiator_alias: Some("host".into()),
+        target_name: target.map(str::to_owned),
+        isid: Isid([0x80, 0, 0, 0, 0, 9]),
+        tsih: Tsih(0),
+        cid: 1,
+        chap,
+        offer,
+    }
+}
+
+fn initiator_chap(alg: ChapAlgorithm, mutual: bool) -> InitiatorChap {
+    InitiatorChap {
+        credential: ChapCredential {
+            user: INITIATOR.into(),
+            secret: ISECRET.to_vec(),
+        },
+        algorithms: vec![alg],
+        mutual: mutual.then(|| ChapCredential {
+            user: TARGET.into(),
+            secret: TSECRET.to_vec(),
+        }),
+    }
+}
+
+/// Runs a login to completion; returns both outcomes or the initiator's error.
+fn run(
+    cfg: InitiatorConfig,
+    env: &mut Env,
+) -> Result<(InitiatorOutcome, LoginOutcome), InitiatorStep> {
+    let mut ini = InitiatorLogin::new(cfg, Itt(5), SeqNum(1), SeqNum(0));
+    let mut tgt = TargetLogin::new(SeqNum(1000), 16);
+    let mut req = ini.start().map_err(InitiatorStep::Failed)?;
+    let mut rng_state = 3u8;
+    let mut rng = |buf: &mut [u8]| {
+        for b in buf {
+            rng_state = rng_state.wrapping_mul(13).wrapping_add(5);
+            *b = rng_state;
+        }
+    };
+    for _ in 0..20 {
+        let (rsp, target_outcome) = match tgt.handle_request(&req, env) {
+            LoginStep::Respond(r) | LoginStep::Fail(r) => (r, None),
+            LoginStep::Complete { response, outcome } => (response, Some(outcome)),
+        };
+        match ini.handle_response(&rsp, &mut rng) {
+            InitiatorStep::Send(next) => req = next,
+            InitiatorStep::Complete(outcome) => {
+                let t = target_outcome.expect("target completed too");
+                return Ok((*outcome, *t));
+            }
+            other => return Err(other),
+        }
+    }
+    panic!("login did not converge");
+}
+
+#[test]
+fn both_roles_agree_for_a_matrix_of_offers() {
+    let initiator_offers = [
+        OperationalOffer::default(),
+        OperationalOffer {
+            header_digest: vec![DigestKind::Crc32c, DigestKind::None],
+            data_digest: vec![DigestKind::None, DigestKind::Crc32c],
+            initial_r2t: false,
+            immediate_data: true,
+            max_burst_length: 16_776_192,
+            first_burst_length: 262_144,
+            max_recv_data_segment_length: 262_144,
+            default_time2retain: 0,
+            max_outstanding_r2t: 4,
+            protocol_level: Some(1),
+            ..OperationalOffer::default()
+        },
+        OperationalOffer {
+            immediate_data: false,
+            first_burst_length: 4096,
+            error_recovery_level: 2,
+            ..OperationalOffer::default()
+        },
+    ];
+    let target_offers = [
+        OperationalOffer::default(),
+        OperationalOffer {
+            header_digest: vec![DigestKind::Crc32c, DigestKind::None],
+            data_digest: vec![DigestKind::Crc32c],
+            initial_r2t: false,
+            max_burst_length: 1_048_576,
+            first_burst_length: 1_048_576,
+            max_recv_data_segment_length: 65_536,
+            max_outstanding_r2t: 2,
+            default_time2wait: 5,
+            ..OperationalOffer::default()
+        },
+    ];
+    let auths: [Option<(ChapAlgorithm, bool)>; 5] = [
+        None,
+        Some((ChapAlgorithm::Md5, false)),
+        Some((ChapAlgorithm::Sha1, true)),
+        Some((ChapAlgorithm::Sha256, true)),
+        Some((ChapAlgorithm::Sha3_256, false)),
+    ];
+    for io in &initiator_offers {
+        for to in &target_offers {
+            for auth in auths {
+                let mut policy = match auth {
+                    Some((_, mutual)) => chap_policy(mutual),
+                    None => TargetLoginPolicy::default(),
+                };
+                policy.offer = to.clone();
+                policy.alias = Some("disk1".into());
+                let mut env = Env::new(policy);
+                let chap = auth.map(|(alg, mutual)| initiator_chap(alg, mutual));
+                let (i, t) = run(config(Some(TARGET), chap, io.clone()), &mut env)
+                    .unwrap_or_else(|e| panic!("{auth:?} {io:?} {to:?}: {e:?}"));
+                assert_eq!(i.params, t.params, "{auth:?} {io:?} {to:?}");
+                assert!(i.params.first_burst_length <= i.params.max_burst_length);
+                assert_eq!(i.tsih, t.tsih);
+                assert_eq!(i.exp_stat_sn, t.next_stat_sn);
+                assert_eq!(i.target_alias.as_deref(), Some("disk1"));
+                assert_eq!(i.portal_group_tag, Some(1));
+                assert_eq!(t.initiator_alias.as_deref(), Some("host"));
+            }
+        }
+    }
+}
+
+#[test]
+fn specific_results() {
+    let io = OperationalOffer {
+        header_digest: vec![DigestKind::Crc32c, DigestKind::None],
+        max_recv_data_segment_length: 262_144,
+        ..Default::default()
+    };
+    let to = OperationalOffer {
+        header_digest: vec![DigestKind::Crc32c],
+        max_burst_length: 65_536,
+        max_recv_data_segment_length: 32_768,
+        ..Default::default()
+    };
+    let mut env = Env::new(TargetLoginPolicy {
+        offer: to,
+        ..Default::default()
+    });
+    let (i, _) = run(config(Some(TARGET), None, io), &mut env).unwrap();
+    assert!(i.params.header_digest && !i.params.data_digest);
+    assert_eq!(i.params.max_burst_length, 65_536);
+    assert_eq!(i.params.first_burst_length, 65_536);
+    assert_eq!(i.params.initiator_max_recv_data_segment_length, 262_144);
+    assert_eq!(i.params.target_max_recv_data_segment_length, 32_768);
+}
+
+#[test]
+fn discovery_pair() {
+    let mut env = Env::new(TargetLoginPolicy::default());
+    let (i, t) = run(config(None, None, OperationalOffer::default()), &mut env).unwrap();
+    assert_eq!(
+        (i.session_type, t.session_type),
+        (SessionType::Discovery, SessionType::Discovery)
+    );
+    assert_eq!(i.params, t.params);
+}
+
+#[test]
+fn initiator_reports_failures_and_redirects() {
+    let mut env = Env::new(chap_policy(false));
+    let mut chap = initiator_chap(ChapAlgorithm::Md5, false);
+    chap.credential.secret = b"wrong-secret-123".to_vec();
+    match run(
+        config(Some(TARGET), Some(chap), OperationalOffer::default()),
+        &mut env,
+    ) {
+        Err(InitiatorStep::Failed(LoginError::Rejected { status })) => {
+            assert_eq!(status, LoginStatus::AUTH_FAILURE)
+        }
+        other => panic!("{other:?}"),
+    }
+    // The target refuses to authenticate itself for mutual CHAP with a wrong secret.
+    let mut env = Env::new(chap_policy(true));
+    let mut chap = initiator_chap(ChapAlgorithm::Md5, true);
+    if let Some(m) = chap.mutual.as_mut() {
+        m.secret = b"other-target-secret".to_vec();
+    }
+    assert!(matches!(
+        run(
+            config(Some(TARGET), Some(chap), OperationalOffer::default()),
+            &mut env
+        ),
+        Err(InitiatorStep::Failed(LoginError::TargetAuthentication(_)))
+    ));
+    // Same secret both ways is refused locally.
+    let mut chap = initiator_chap(ChapAlgorithm::Md5, true);
+    if let Some(m) = chap.mutual.as_mut() {
+        m.secret = ISECRET.to_vec();
+    }
+    let mut ini = InitiatorLogin::new(
+        config(Some(TARGET), Some(chap), OperationalOffer::default()),
+        Itt(1),
+        SeqNum(1),
+        SeqNum(0),
+    );
+    assert!(matches!(ini.start(), Err(LoginError::Config(_))));
+    // Redirect.
+    let mut ini = InitiatorLogin::new(
+        config(Some(TARGET), None, OperationalOffer::default()),
+        Itt(5),
+        SeqNum(1),
+        SeqNum(0),
+    );
+    let req = ini.start().unwrap();
+    let rsp = LoginResponse {
+        transit: false,
+        cont: false,
+        csg: req.csg,
+        nsg: 0,
+        version_max: 0,
+        version_active: 0,
+        isid: req.isid,
+        tsih: Tsih(0),
+        itt: req.itt,
+        stat_sn: SeqNum(0),
+        exp_cmd_sn: SeqNum(1),
+        max_cmd_sn: SeqNum(1),
+        status_class: 1,
+        status_detail: 2,
+        data: encode_pairs(&[("TargetAddress", "[fd00::1]:3260,1")]),
+    };
+    assert_eq!(
+        ini.handle_response(&rsp, &mut |_| {}),
+        InitiatorStep::Redirect {
+            target_address: "[fd00::1]:3260,1".into(),
+            permanent: true
+        }
+    );
+}
