@@ -28,7 +28,7 @@ pub const LOGIN_MAX_DATA_SEGMENT: u32 = 8192;
 /// header memory, so no separate setting is needed.
 pub const MAX_AHS_LEN: usize = 255 * 4;
 
-/// Length of a header or data digest (CRC32C, RFC 7143 section 12.1).
+/// Length of a header or data digest (CRC32C, RFC 7143 sections 11.2.3 and 13.1).
 pub const DIGEST_LEN: usize = 4;
 
 /// Which digests are in force on the connection (HeaderDigest / DataDigest keys = CRC32C).
@@ -214,7 +214,7 @@ impl Framer {
         let frame = buf.split_to(total).freeze();
         let padded_end = head_len + data_len + pad_len(data_len);
         if self.digests.data && data_len > 0 {
-            // RFC 7143 section 11.2: padding bytes "are included in the CRC".
+            // RFC 7143 section 11.1: padding bytes covered by a CRC "are included in the CRC".
             let computed = crc32c(&frame[head_len..padded_end]);
             if frame.get(padded_end..total) != Some(&computed[..]) {
                 let bhs = Bhs::from_array(&header);
@@ -258,7 +258,7 @@ impl Framer {
         let covered = BHS_LEN + h.total_ahs_len();
         let mut head_len = covered;
         if self.digests.header {
-            // RFC 7143 section 12.1: the header digest covers the BHS and the AHS. Verify it
+            // RFC 7143 section 11.2.3: the header digest covers the BHS and the AHS. Verify it
             // before believing any length field (at most MAX_AHS_LEN + 4 more bytes to wait).
             head_len += DIGEST_LEN;
             let (Some(head), Some(received)) = (buf.get(..covered), buf.get(covered..head_len))
@@ -346,7 +346,7 @@ pub fn encode_parts(pdu: &Pdu, digests: Digests, out: &mut BytesMut) -> (Bytes, 
     let data = pdu.wire_data();
     let pad = &[0u8; 3][..pad_len(data.len())];
     let mut trailer = Trailer::default();
-    // RFC 7143 section 11.2: padding bytes "SHOULD be set to 0".
+    // RFC 7143 section 11.1: padding bytes SHOULD be sent as 0.
     trailer.push(pad);
     if digests.data && !data.is_empty() {
         let mut crc = sluice_digest::Crc32c::new();
@@ -357,7 +357,7 @@ pub fn encode_parts(pdu: &Pdu, digests: Digests, out: &mut BytesMut) -> (Bytes, 
     (data, trailer)
 }
 
-/// Bytes of padding after a data segment of `len` bytes (RFC 7143 section 11.2.3: the data
+/// Bytes of padding after a data segment of `len` bytes (RFC 7143 section 11.1: the data
 /// segment is padded to a whole number of 4-byte words).
 pub fn pad_len(len: usize) -> usize {
     (4 - len % 4) % 4

@@ -1,7 +1,7 @@
 //! Typed PDU to bytes: [`Pdu::emit_header`] and the per-PDU helpers (opcode, ITT, data).
 //!
-//! RFC 7143 section 11.2: reserved fields "MUST be set to zero by the sender", which is what
-//! starting from [`Bhs::zeroed`] gives. Emission never fails and never panics: values wider than
+//! RFC 7143 section 11.2: reserved fields are set to zero by the sender, which is what starting
+//! from [`Bhs::zeroed`] gives. Emission never fails and never panics: values wider than
 //! their wire field are truncated to it (see [`MAX_CDB_LEN`] and
 //! [`MAX_DATA_SEGMENT_LEN`]); producing such a value is a bug in the caller, not a peer error.
 
@@ -14,7 +14,7 @@ use super::Pdu;
 use crate::seq::Itt;
 
 /// Longest CDB an Extended CDB AHS can carry within the 255-word TotalAHSLength (RFC 7143
-/// section 11.2.1.4): 16 in the BHS plus 1016 in the AHS. With a bidirectional-read AHS (8
+/// section 11.2.1.5): 16 in the BHS plus 1016 in the AHS. With a bidirectional-read AHS (8
 /// bytes) the limit is 8 bytes lower. Longer CDBs are truncated on emit.
 pub const MAX_CDB_LEN: usize = 16 + 255 * 4 - 4;
 
@@ -150,12 +150,12 @@ impl Pdu {
                 let cdb = &p.cdb[..p.cdb.len().min(MAX_CDB_LEN - bidi_len)];
                 h.set_bytes(field::CDB, &cdb[..cdb.len().min(16)]);
                 if let Some(ext) = cdb.get(16..).filter(|ext| !ext.is_empty()) {
-                    // RFC 7143 section 11.3.1.1: AHSLength = CDBLength - 15, AHSType 1,
+                    // RFC 7143 section 11.2.2.3: AHSLength = CDBLength - 15, AHSType 1,
                     // a reserved byte, then the ExtendedCDB bytes, padded to 4.
                     put_ahs(ahs, ahs_type::EXTENDED_CDB, ext);
                 }
                 if let Some(len) = p.bidi_read_length {
-                    // RFC 7143 section 11.3.1.2: AHSLength = 5, AHSType 2, reserved byte,
+                    // RFC 7143 section 11.2.2.4: AHSLength = 5, AHSType 2, reserved byte,
                     // Expected Read-Data Length.
                     put_ahs(ahs, ahs_type::BIDI_READ_LENGTH, &len.to_be_bytes());
                 }
@@ -171,7 +171,7 @@ impl Pdu {
                 h.set_u32(field::WORD36, p.exp_data_sn);
             }
             Pdu::LoginRequest(p) => {
-                // RFC 7143 section 11.12: "the I bit is always 1" for a Login Request.
+                // RFC 7143 section 11.12: the I bit of a Login Request is always 1.
                 h.set_opcode(op, true);
                 let stages = ((p.csg & 3) << 2) | (p.nsg & 3);
                 let f = final_bit(p.transit) | bit(p.cont, flag::CONTINUE) | stages;

@@ -1,7 +1,7 @@
 //! Bytes to typed PDU: [`Pdu::parse`] (RFC 7143 section 11).
 //!
-//! RFC 7143 section 11.2: reserved fields "MUST be set to zero by the sender and ignored by the
-//! receiver", so nothing here looks at them. A data segment on a PDU that carries none (R2T,
+//! RFC 7143 section 11.2: reserved fields are zero when sent and ignored when received, so
+//! nothing here looks at them. A data segment on a PDU that carries none (R2T,
 //! TMF, Logout, SNACK) is ignored too: the framer has already consumed it. Only the SCSI Command
 //! defines AHSs (section 11.2.2); on other opcodes the AHS bytes are ignored likewise.
 
@@ -57,7 +57,7 @@ impl ParseError {
     }
 }
 
-/// AHS type codes (RFC 7143 section 11.2.2.2).
+/// AHS type codes (RFC 7143 section 11.2.2.1).
 pub mod ahs_type {
     /// Extended CDB: the CDB bytes beyond the first 16.
     pub const EXTENDED_CDB: u8 = 1;
@@ -360,7 +360,7 @@ fn parse_ahs(mut rest: &[u8]) -> Result<(&[u8], Option<u32>), ParseError> {
         // AHSType: "bit 0-1 - Reserved", bits 2-7 the AHS code.
         match ty & 0x3f {
             ahs_type::EXTENDED_CDB => {
-                // RFC 7143 section 11.3.1.1: AHSLength = CDBLength - 15 (one reserved byte, then
+                // RFC 7143 section 11.2.2.3: AHSLength = CDBLength - 15 (one reserved byte, then
                 // the CDB bytes beyond 16).
                 let Some(ext) = specific.get(1..) else {
                     return Err(ParseError::MalformedAhs("empty Extended CDB AHS"));
@@ -370,7 +370,7 @@ fn parse_ahs(mut rest: &[u8]) -> Result<(&[u8], Option<u32>), ParseError> {
                 }
             }
             ahs_type::BIDI_READ_LENGTH => {
-                // RFC 7143 section 11.3.1.2: AHSLength = 0x0005, reserved byte, then the 4-byte
+                // RFC 7143 section 11.2.2.4: AHSLength = 0x0005, reserved byte, then the 4-byte
                 // Expected Read-Data Length.
                 let [_, a, b, c, d] = *specific else {
                     return Err(ParseError::MalformedAhs("bidirectional AHSLength is not 5"));
