@@ -1,1 +1,164 @@
-//! SCSI (SPC/SBC) command emulation and CDB building, transport-agnostic
+//! SCSI (SPC-4 / SBC-3) command emulation and CDB building, transport-agnostic.
+//!
+//! This crate knows nothing of iSCSI. A transport driver hands it CDBs and data buffers and
+//! gets back a SCSI status and, for CHECK CONDITION, sense data.
+//!
+//! # Target side: the contract with the transport driver
+//!
+//! 1. Build one [`LogicalUnit`] per exported device from a [`LuConfig`], wrap each in an
+//!    [`Arc`](std::sync::Arc), and make a [`ScsiTarget`] from the LUN map.
+//! 2. Give every I_T nexus (for iSCSI: every session) a [`NexusId`] that is never reused
+//!    while the target lives.
+//! 3. For each SCSI command:
+//!    * call [`ScsiTarget::transfer`] with the raw 8-byte LUN field and the CDB to learn the
+//!      direction and size the CDB implies. Use it for residual computation and for sizing;
+//!      it is computed from untrusted input, so bound any buffer by your own limits (EDTL,
+//!      MaxBurstLength) as well;
+//!    * collect the Data-Out (only as many bytes as the initiator actually sent);
+//!    * call [`ScsiTarget::execute`]. It clears `data_in` and appends the Data-In bytes,
+//!      already truncated to the CDB's allocation length. Send at most EDTL of them and
+//!      compute the residual from what the CDB asked for versus EDTL;
+//!    * send [`CommandResult::status`] and, if present, [`CommandResult::sense_bytes`] as
+//!      the sense data (the format follows the Control mode page's D_SENSE bit: fixed 70h by
+//!      default, descriptor 72h when D_SENSE=1).
+//!
+//!    `execute` is synchronous and may block inside the backend (file I/O): if
+//!    [`BlockDevice::blocks`](sluice_storage::BlockDevice::blocks) is true for any LU, run
+//!    it off the network reactor. It never panics, whatever the CDB and data.
+//!
+//!    Writes whose Data-Out is shorter than the CDB's transfer length write only the whole
+//!    blocks that arrived (the transport reports the residual); extra Data-Out is ignored.
+//! 4. When a session ends (logout, connection loss, reinstatement), call
+//!    [`ScsiTarget::nexus_gone`]: its PREVENT state and pending unit attentions go.
+//! 5. For LOGICAL UNIT RESET, TARGET WARM RESET and TARGET COLD RESET task-management
+//!    functions, call [`ScsiTarget::reset`] after aborting the affected tasks, then answer
+//!    "Function complete".
+//!
+//! Unit attentions are kept per (nexus, LU). A nexus's first command to an LU finds
+//! POWER ON, RESET, OR BUS DEVICE RESET OCCURRED (29h/00h) pending; INQUIRY, REPORT LUNS
+//! and REQUEST SENSE are never blocked by a unit attention.
+//!
+//! Commands this crate does not implement (UNMAP, WRITE SAME, COMPARE AND WRITE, PERSISTENT
+//! RESERVE, RESERVE/RELEASE, …) get ILLEGAL REQUEST / INVALID COMMAND OPERATION CODE, which
+//! initiators and conformance suites read as "not implemented". [`ScsiTarget::transfer`]
+//! answers [`Transfer::None`] for them; the driver must still accept and discard any
+//! Data-Out the initiator sends.
+//!
+//! # Initiator side
+//!
+//! [`cdb`] builds CDBs and [`sense`] decodes sense data in either format.
+//!
+//! # Module map
+//!
+//! `opcodes` holds the one table of supported commands (dispatch, reserved-bit checks and
+//! REPORT SUPPORTED OPERATION CODES all read it); `lu` the logical unit and dispatcher;
+//! `inquiry`, `vpd`, `capacity`, `rw`, `verify`, `mode`, `report_luns` and `misc` the
+//! commands; `unit_attention` the per-nexus queues; `field` the panic-free CDB readers.
+#![forbid(unsafe_code)]
+
+pub mod cdb;
+pub mod sense;
+
+mod capacity;
+mod field;
+mod inquiry;
+mod lu;
+mod misc;
+mod mode;
+mod opcodes;
+mod report_luns;
+mod rw;
+mod target;
+mod unit_attention;
+mod verify;
+mod vpd;
+
+#[cfg(test)]
+mod testutil;
+
+pub use lu::{LogicalUnit, LuConfig};
+pub use sense::{asc_description, SenseData, SenseFormat, SenseKey, SenseParseError};
+pub use target::{decode_lun, encode_lun, LunAddress, ScsiTarget, MAX_TRANSFER_BYTES};
+
+/// Opaque identifier of an I_T nexus, assigned by the transport (one per iSCSI session).
+pub type NexusId = u64;
+
+/// SCSI status codes (SAM-5 5.3).
+pub mod status {
+    /// GOOD.
+    pub const GOOD: u8 = 0x00;
+    /// CHECK CONDITION: sense data describes the error.
+    pub const CHECK_CONDITION: u8 = 0x02;
+    /// CONDITION MET.
+    pub const CONDITION_MET: u8 = 0x04;
+    /// BUSY.
+    pub const BUSY: u8 = 0x08;
+    /// RESERVATION CONFLICT.
+    pub const RESERVATION_CONFLICT: u8 = 0x18;
+    /// TASK SET FULL.
+    pub const TASK_SET_FULL: u8 = 0x28;
+    /// ACA ACTIVE.
+    pub const ACA_ACTIVE: u8 = 0x30;
+    /// TASK ABORTED.
+    pub const TASK_ABORTED: u8 = 0x40;
+}
+
+/// What a command moves, judged from the CDB alone.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum Transfer {
+    /// No data phase (or a command this crate does not implement).
+    None,
+    /// The initiator sends this many bytes (Data-Out).
+    ToDevice(u64),
+    /// The target returns at most this many bytes (Data-In): the allocation length, or
+    /// blocks × block size for reads.
+    FromDevice(u64),
+}
+
+/// The outcome of one command.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct CommandResult {
+    /// SCSI status ([`status`]).
+    pub status: u8,
+    /// Sense data, present with CHECK CONDITION.
+    pub sense: Option<SenseData>,
+}
+
+impl CommandResult {
+    /// GOOD, no sense.
+    pub fn good() -> Self {
+        Self {
+            status: status::GOOD,
+            sense: None,
+        }
+    }
+
+    /// CHECK CONDITION with `sense`.
+    pub fn check_condition(sense: SenseData) -> Self {
+        Self {
+            status: status::CHECK_CONDITION,
+            sense: Some(sense),
+        }
+    }
+
+    /// Whether the status is GOOD.
+    pub fn is_good(&self) -> bool {
+        self.status == status::GOOD
+    }
+
+    /// The encoded sense data to send, in the format the sense carries.
+    pub fn sense_bytes(&self) -> Option<Vec<u8>> {
+        self.sense.as_ref().map(SenseData::to_bytes)
+    }
+}
+
+/// A reset task-management function.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum ResetKind {
+    /// LOGICAL UNIT RESET of the LU addressed by this raw 8-byte LUN field.
+    LogicalUnit(u64),
+    /// TARGET WARM RESET: every LU is reset.
+    TargetWarm,
+    /// TARGET COLD RESET: every LU is reset as after power-on.
+    TargetCold,
+}

@@ -1,0 +1,288 @@
+//! A logical unit: its configuration, its interior state and the command dispatcher.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::BytesMut;
+use sluice_storage::{BlockDevice, StorageError};
+
+use crate::mode::ModePages;
+use crate::opcodes::{self, Op};
+use crate::sense::{self, SenseData, SenseFormat, SenseKey};
+use crate::unit_attention::{self as ua, UnitAttentions};
+use crate::{capacity, inquiry, misc, mode, report_luns, rw, verify, vpd};
+use crate::{CommandResult, NexusId};
+
+/// How a logical unit presents itself. Strings are sent as printable ASCII (other characters
+/// become `_`), space-padded or truncated to the field width given.
+#[derive(Clone)]
+pub struct LuConfig {
+    /// The backing store.
+    pub device: Arc<dyn BlockDevice>,
+    /// Refuse every write with DATA PROTECT / WRITE PROTECTED (also applied when
+    /// [`BlockDevice::read_only`] says so) and set the WP bit in MODE SENSE.
+    pub read_only: bool,
+    /// T10 VENDOR IDENTIFICATION, 8 characters.
+    pub vendor: String,
+    /// PRODUCT IDENTIFICATION, 16 characters.
+    pub product: String,
+    /// PRODUCT REVISION LEVEL, 4 characters.
+    pub revision: String,
+    /// PRODUCT SERIAL NUMBER (VPD 80h), at most 252 characters.
+    pub serial: String,
+    /// The LU's NAA identifier (VPD 83h), unique per LU. If its top nibble is 6 it is sent as
+    /// the first 8 bytes of a 16-byte NAA IEEE Registered Extended designator (extension 0);
+    /// otherwise as an 8-byte NAA IEEE Registered designator with the top nibble forced to 5.
+    pub naa_id: u64,
+    /// The target port's SCSI name, e.g. `iqn.2024-01.org.example:disk,t,0x0001`. VPD 83h
+    /// reports it as the target-port SCSI name string, and the part before `,t,` as the
+    /// target-device name.
+    pub target_port_name: String,
+    /// RELATIVE TARGET PORT IDENTIFIER (VPD 83h).
+    pub relative_target_port: u16,
+    /// TARGET PORT GROUP (VPD 83h).
+    pub target_port_group: u16,
+    /// Default of the WCE bit (caching mode page). With WCE=0 every write is FUA.
+    pub write_cache: bool,
+}
+
+impl fmt::Debug for LuConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LuConfig")
+            .field("device", &self.device)
+            .field("read_only", &self.read_only)
+            .field("vendor", &self.vendor)
+            .field("product", &self.product)
+            .field("serial", &self.serial)
+            .field("naa_id", &format_args!("{:#018x}", self.naa_id))
+            .finish_non_exhaustive()
+    }
+}
+
+/// A direct-access (SBC) logical unit. `Send + Sync`; commands may run concurrently from
+/// several threads. Mode pages, unit attentions and PREVENT state sit behind one mutex that
+/// is never held across device I/O.
+#[derive(Debug)]
+pub struct LogicalUnit {
+    cfg: LuConfig,
+    state: Mutex<LuState>,
+}
+
+/// Interior state of a logical unit.
+#[derive(Debug)]
+pub(crate) struct LuState {
+    pub(crate) mode: ModePages,
+    pub(crate) ua: UnitAttentions,
+    pub(crate) prevent: HashSet<NexusId>,
+}
+
+/// What a handler sees of one command.
+pub(crate) struct Cmd<'a> {
+    pub(crate) lu: &'a LogicalUnit,
+    pub(crate) nexus: NexusId,
+    pub(crate) cdb: &'a [u8],
+    pub(crate) data_out: &'a [u8],
+    pub(crate) data_in: &'a mut BytesMut,
+    /// The target's LUN inventory (for REPORT LUNS).
+    pub(crate) luns: &'a [u16],
+}
+
+/// Handler result: `Err` becomes CHECK CONDITION with that sense.
+pub(crate) type CmdResult = Result<(), SenseData>;
+
+impl LogicalUnit {
+    /// Creates a logical unit with default mode pages and no nexus known yet.
+    pub fn new(cfg: LuConfig) -> Self {
+        let mode = ModePages::new(cfg.write_cache);
+        Self {
+            cfg,
+            state: Mutex::new(LuState {
+                mode,
+                ua: UnitAttentions::default(),
+                prevent: HashSet::new(),
+            }),
+        }
+    }
+
+    /// The configuration it was created with.
+    pub fn config(&self) -> &LuConfig {
+        &self.cfg
+    }
+
+    /// The backing device.
+    pub fn device(&self) -> &Arc<dyn BlockDevice> {
+        &self.cfg.device
+    }
+
+    /// Whether writes are refused (configuration or device).
+    pub fn read_only(&self) -> bool {
+        self.cfg.read_only || self.cfg.device.read_only()
+    }
+
+    /// Tells every I_T nexus that READ CAPACITY data changed (UNIT ATTENTION 2Ah/09h), e.g.
+    /// after the backing device was resized.
+    pub fn notify_capacity_changed(&self) {
+        self.state().ua.establish_others(None, ua::CAPACITY_CHANGED);
+    }
+
+    /// Whether any I_T nexus holds a PREVENT MEDIUM REMOVAL.
+    pub fn removal_prevented(&self) -> bool {
+        !self.state().prevent.is_empty()
+    }
+
+    pub(crate) fn state(&self) -> MutexGuard<'_, LuState> {
+        // A panic while holding the lock cannot leave the state inconsistent in a way that
+        // matters more than refusing service, so a poisoned lock is simply taken over.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn block_size(&self) -> u32 {
+        self.cfg.device.block_size()
+    }
+
+    pub(crate) fn num_blocks(&self) -> u64 {
+        self.cfg.device.num_blocks()
+    }
+
+    /// The sense format the Control mode page's D_SENSE bit selects.
+    pub(crate) fn sense_format(&self) -> SenseFormat {
+        if self.state().mode.d_sense() {
+            SenseFormat::Descriptor
+        } else {
+            SenseFormat::Fixed
+        }
+    }
+
+    /// Writes through (FUA) unless the write cache is enabled.
+    pub(crate) fn write_cache_enabled(&self) -> bool {
+        self.state().mode.wce()
+    }
+
+    pub(crate) fn nexus_gone(&self, nexus: NexusId) {
+        let mut st = self.state();
+        st.ua.forget(nexus);
+        st.prevent.remove(&nexus);
+    }
+
+    /// LOGICAL UNIT RESET (or the per-LU part of a target reset): drops every PREVENT,
+    /// restores default mode pages and queues `code` for every known nexus.
+    pub(crate) fn reset(&self, code: (u8, u8)) {
+        let mut st = self.state();
+        st.prevent.clear();
+        st.mode = ModePages::new(self.cfg.write_cache);
+        st.ua.establish_others(None, code);
+    }
+
+    /// Runs one command for `nexus`.
+    pub(crate) fn execute(
+        &self,
+        nexus: NexusId,
+        cdb: &[u8],
+        data_out: &[u8],
+        data_in: &mut BytesMut,
+        luns: &[u16],
+    ) -> CommandResult {
+        let opcode = cdb.first().copied().unwrap_or(0xFF);
+        {
+            let mut st = self.state();
+            st.ua.register(nexus);
+            // SAM-5 5.14: INQUIRY, REPORT LUNS and REQUEST SENSE are not blocked by a pending
+            // unit attention (REQUEST SENSE reports it instead).
+            let exempt = matches!(
+                opcode,
+                crate::cdb::opcode::INQUIRY
+                    | crate::cdb::opcode::REPORT_LUNS
+                    | crate::cdb::opcode::REQUEST_SENSE
+            );
+            if !exempt {
+                if let Some((asc, ascq)) = st.ua.take(nexus) {
+                    let fmt = if st.mode.d_sense() {
+                        SenseFormat::Descriptor
+                    } else {
+                        SenseFormat::Fixed
+                    };
+                    return CommandResult::check_condition(
+                        sense::unit_attention(asc, ascq).with_format(fmt),
+                    );
+                }
+            }
+        }
+        let mut cmd = Cmd {
+            lu: self,
+            nexus,
+            cdb,
+            data_out,
+            data_in,
+            luns,
+        };
+        let result = opcodes::lookup(cdb)
+            .and_then(|info| opcodes::validate(info, cdb).map(|()| info.op))
+            .and_then(|op| dispatch(op, &mut cmd));
+        match result {
+            Ok(()) => CommandResult::good(),
+            Err(sense) => {
+                cmd.data_in.clear();
+                CommandResult::check_condition(sense.with_format(self.sense_format()))
+            }
+        }
+    }
+}
+
+fn dispatch(op: Op, cmd: &mut Cmd<'_>) -> CmdResult {
+    match op {
+        Op::TestUnitReady => Ok(()),
+        Op::RequestSense => misc::request_sense(cmd),
+        Op::Read => rw::read(cmd),
+        Op::Write => rw::write(cmd),
+        Op::Inquiry => {
+            if u8_at(cmd.cdb, 1) & 0x01 != 0 {
+                vpd::inquiry_vpd(cmd)
+            } else {
+                inquiry::standard(
+                    cmd.cdb,
+                    cmd.data_in,
+                    Some(cmd.lu.config()),
+                    inquiry::DIRECT_ACCESS,
+                )
+            }
+        }
+        Op::ModeSelect => mode::mode_select(cmd),
+        Op::ModeSense => mode::mode_sense(cmd),
+        Op::StartStopUnit => misc::start_stop_unit(cmd),
+        Op::PreventAllow => misc::prevent_allow(cmd),
+        Op::ReadCapacity10 => capacity::read_capacity10(cmd),
+        Op::ReadCapacity16 => capacity::read_capacity16(cmd),
+        Op::WriteAndVerify => verify::write_and_verify(cmd),
+        Op::Verify => verify::verify(cmd),
+        Op::PreFetch => misc::pre_fetch(cmd),
+        Op::SynchronizeCache => misc::synchronize_cache(cmd),
+        Op::ReportLuns => {
+            let r = report_luns::report_luns(cmd.cdb, cmd.luns, cmd.data_in);
+            if r.is_ok() {
+                // SPC-4 6.33: REPORT LUNS clears a pending REPORTED LUNS DATA HAS CHANGED.
+                cmd.lu
+                    .state()
+                    .ua
+                    .clear(cmd.nexus, ua::REPORTED_LUNS_CHANGED);
+            }
+            r
+        }
+        Op::ReportSupportedOpcodes => opcodes::report_supported_opcodes(cmd.cdb, cmd.data_in),
+    }
+}
+
+use crate::field::u8_at;
+
+/// Maps a storage error to sense: out of range → LBA OUT OF RANGE; read-only → WRITE
+/// PROTECTED; other I/O errors → MEDIUM ERROR (UNRECOVERED READ ERROR or WRITE ERROR).
+pub(crate) fn storage_sense(e: &StorageError, writing: bool) -> SenseData {
+    match e {
+        StorageError::OutOfRange { .. } => sense::lba_out_of_range(),
+        StorageError::Io(io) if io.kind() == std::io::ErrorKind::ReadOnlyFilesystem => {
+            sense::write_protected()
+        }
+        _ if writing => SenseData::new(SenseKey::MEDIUM_ERROR, 0x0C, 0x00),
+        _ => SenseData::new(SenseKey::MEDIUM_ERROR, 0x11, 0x00),
+    }
+}

@@ -1,0 +1,227 @@
+//! Vital product data pages (INQUIRY with EVPD=1; SPC-4 7.8, SBC-3 6.5).
+//!
+//! Pages: 00h supported pages, 80h unit serial number, 83h device identification, B0h block
+//! limits, B1h block device characteristics, B2h logical block provisioning (LBPME=0: the LU
+//! is fully provisioned, so UNMAP and WRITE SAME are reported as unsupported consistently).
+
+use crate::field::{be16, put_ascii, put_truncated, u8_at};
+use crate::lu::{Cmd, CmdResult, LuConfig};
+use crate::sense::invalid_field_in_cdb;
+use crate::MAX_TRANSFER_BYTES;
+
+/// Pages listed in VPD 00h, ascending.
+pub(crate) const SUPPORTED_PAGES: [u8; 6] = [0x00, 0x80, 0x83, 0xB0, 0xB1, 0xB2];
+
+/// INQUIRY with EVPD=1.
+pub(crate) fn inquiry_vpd(cmd: &mut Cmd<'_>) -> CmdResult {
+    let page = u8_at(cmd.cdb, 2);
+    let alloc = usize::from(be16(cmd.cdb, 3));
+    let cfg = cmd.lu.config();
+    let body = match page {
+        0x00 => SUPPORTED_PAGES.to_vec(),
+        0x80 => serial(cfg),
+        0x83 => identification(cfg),
+        0xB0 => block_limits(cmd.lu.block_size()),
+        0xB1 => block_device_characteristics(),
+        0xB2 => logical_block_provisioning(),
+        _ => return Err(invalid_field_in_cdb(2, Some(7))),
+    };
+    let mut d = Vec::with_capacity(4 + body.len());
+    d.extend_from_slice(&[0x00, page]);
+    // Every page body is far below 64 KiB.
+    d.extend_from_slice(&(body.len() as u16).to_be_bytes());
+    d.extend_from_slice(&body);
+    put_truncated(cmd.data_in, &d, alloc);
+    Ok(())
+}
+
+fn serial(cfg: &LuConfig) -> Vec<u8> {
+    let n = cfg.serial.len().min(252);
+    let mut v = vec![0u8; n];
+    put_ascii(&mut v, &cfg.serial);
+    v
+}
+
+/// Designator header: PROTOCOL IDENTIFIER / CODE SET, PIV / ASSOCIATION / TYPE, length.
+fn designator(out: &mut Vec<u8>, proto_codeset: u8, piv_assoc_type: u8, id: &[u8]) {
+    out.push(proto_codeset);
+    out.push(piv_assoc_type);
+    out.push(0);
+    // Callers keep identifiers below 256 bytes.
+    out.push(id.len().min(255) as u8);
+    out.extend_from_slice(&id[..id.len().min(255)]);
+}
+
+/// SCSI name string: UTF-8, NUL-terminated, padded to a multiple of 4, at most 256 bytes.
+fn scsi_name(name: &str) -> Vec<u8> {
+    let mut v: Vec<u8> = name.bytes().filter(|b| *b != 0).take(251).collect();
+    v.push(0);
+    while v.len() % 4 != 0 {
+        v.push(0);
+    }
+    v
+}
+
+const ISCSI: u8 = 0x50; // PROTOCOL IDENTIFIER 5h, in the high nibble
+const BINARY: u8 = 0x01;
+const ASCII: u8 = 0x02;
+const UTF8: u8 = 0x03;
+const PIV: u8 = 0x80;
+const ASSOC_LU: u8 = 0x00;
+const ASSOC_PORT: u8 = 0x10;
+const ASSOC_DEVICE: u8 = 0x20;
+
+fn identification(cfg: &LuConfig) -> Vec<u8> {
+    let mut d = Vec::new();
+    // NAA, logical unit.
+    if cfg.naa_id >> 60 == 6 {
+        let mut id = [0u8; 16];
+        id[..8].copy_from_slice(&cfg.naa_id.to_be_bytes());
+        designator(&mut d, BINARY, ASSOC_LU | 0x03, &id);
+    } else {
+        let naa = (cfg.naa_id & 0x0FFF_FFFF_FFFF_FFFF) | (5 << 60);
+        designator(&mut d, BINARY, ASSOC_LU | 0x03, &naa.to_be_bytes());
+    }
+    // T10 vendor ID, logical unit: vendor (8) + product (16) + serial.
+    let mut t10 = vec![0u8; 24 + cfg.serial.len().min(200)];
+    put_ascii(&mut t10[..8], &cfg.vendor);
+    put_ascii(&mut t10[8..24], &cfg.product);
+    put_ascii(&mut t10[24..], &cfg.serial);
+    designator(&mut d, ASCII, ASSOC_LU | 0x01, &t10);
+    // Target port: relative target port, target port group, SCSI name string.
+    let [hi, lo] = cfg.relative_target_port.to_be_bytes();
+    designator(
+        &mut d,
+        ISCSI | BINARY,
+        PIV | ASSOC_PORT | 0x04,
+        &[0, 0, hi, lo],
+    );
+    let [hi, lo] = cfg.target_port_group.to_be_bytes();
+    designator(
+        &mut d,
+        ISCSI | BINARY,
+        PIV | ASSOC_PORT | 0x05,
+        &[0, 0, hi, lo],
+    );
+    if !cfg.target_port_name.is_empty() {
+        let port = scsi_name(&cfg.target_port_name);
+        designator(&mut d, ISCSI | UTF8, PIV | ASSOC_PORT | 0x08, &port);
+        let device = cfg.target_port_name.split(",t,").next().unwrap_or_default();
+        designator(
+            &mut d,
+            ISCSI | UTF8,
+            PIV | ASSOC_DEVICE | 0x08,
+            &scsi_name(device),
+        );
+    }
+    d
+}
+
+fn block_limits(block_size: u32) -> Vec<u8> {
+    // PAGE LENGTH 3Ch, as SBC-3 requires when 04C0h is claimed. Everything not set is 0:
+    // WSNZ, MAXIMUM COMPARE AND WRITE LENGTH (no COMPARE AND WRITE), unmap limits (LBPU=0),
+    // MAXIMUM WRITE SAME LENGTH and the atomic-write fields (no WRITE ATOMIC).
+    let mut b = vec![0u8; 0x3C];
+    let max_blocks = (MAX_TRANSFER_BYTES / u64::from(block_size.max(1))) as u32;
+    // OPTIMAL TRANSFER LENGTH GRANULARITY: one block.
+    b[2..4].copy_from_slice(&1u16.to_be_bytes());
+    // MAXIMUM TRANSFER LENGTH.
+    b[4..8].copy_from_slice(&max_blocks.to_be_bytes());
+    // MAXIMUM PREFETCH LENGTH.
+    b[12..16].copy_from_slice(&max_blocks.to_be_bytes());
+    b
+}
+
+fn block_device_characteristics() -> Vec<u8> {
+    let mut b = vec![0u8; 0x3C];
+    // MEDIUM ROTATION RATE 0001h: non-rotating medium.
+    b[0..2].copy_from_slice(&1u16.to_be_bytes());
+    b
+}
+
+fn logical_block_provisioning() -> Vec<u8> {
+    // THRESHOLD EXPONENT 0; LBPU, LBPWS, LBPWS10, LBPRZ, ANC_SUP, DP all 0; PROVISIONING TYPE
+    // 000b (fully provisioned).
+    vec![0u8; 4]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::*;
+
+    fn vpd(t: &Harness, page: u8, alloc: u16) -> Vec<u8> {
+        let [hi, lo] = alloc.to_be_bytes();
+        t.ok(&[0x12, 1, page, hi, lo, 0], &[])
+    }
+
+    #[test]
+    fn supported_pages_are_all_answered() {
+        let t = Harness::new(512, 100);
+        let d = vpd(&t, 0, 255);
+        assert_eq!(&d[4..], &SUPPORTED_PAGES);
+        for p in SUPPORTED_PAGES {
+            let d = vpd(&t, p, 255);
+            assert_eq!(d[1], p);
+            assert_eq!(usize::from(be16(&d, 2)) + 4, d.len(), "page {p:02x}");
+            assert_eq!(d[0], 0);
+        }
+        let s = t.check(&[0x12, 1, 0x84, 0, 255, 0], &[]);
+        assert_ifc(&s, true, 2, Some(7));
+    }
+
+    #[test]
+    fn serial_and_truncation() {
+        let t = Harness::new(512, 100);
+        assert_eq!(&vpd(&t, 0x80, 255)[4..], b"SN0123456789");
+        assert_eq!(vpd(&t, 0x80, 6), vec![0, 0x80, 0, 12, b'S', b'N']);
+        assert!(vpd(&t, 0x80, 0).is_empty());
+    }
+
+    #[test]
+    fn identification_designators() {
+        let t = Harness::new(512, 100);
+        let d = vpd(&t, 0x83, 1024);
+        let mut pos = 4;
+        let mut seen = Vec::new();
+        while pos + 4 <= d.len() {
+            let len = usize::from(d[pos + 3]);
+            seen.push((
+                d[pos] & 0x0F,
+                d[pos + 1] & 0x3F,
+                d[pos + 1] & 0x80 != 0,
+                len,
+            ));
+            if d[pos + 1] & 0x0F == 3 {
+                assert_eq!(d[pos + 4] >> 4, 6);
+                assert_eq!(len, 16);
+            }
+            if d[pos + 1] & 0x0F == 8 {
+                assert_eq!(len % 4, 0);
+                assert!(d[pos + 4..pos + 4 + len].contains(&0));
+            }
+            pos += 4 + len;
+        }
+        assert_eq!(pos, d.len());
+        let types: Vec<(u8, u8)> = seen.iter().map(|s| (s.1 >> 4, s.1 & 0x0F)).collect();
+        assert_eq!(types, vec![(0, 3), (0, 1), (1, 4), (1, 5), (1, 8), (2, 8)]);
+        assert!(seen[2..].iter().all(|s| s.2), "port designators carry PIV");
+        let name = String::from_utf8_lossy(&d[4..]).to_string();
+        assert!(name.contains("iqn.2024-01.org.example:t1,t,0x0001"));
+    }
+
+    #[test]
+    fn block_limits_and_characteristics() {
+        let t = Harness::new(4096, 100);
+        let d = vpd(&t, 0xB0, 255);
+        assert_eq!(d.len(), 64);
+        assert_eq!(be16(&d, 2), 0x3C);
+        assert_eq!(crate::field::be32(&d, 8), 8192);
+        assert_eq!(d[5], 0, "no COMPARE AND WRITE");
+        assert!(d[20..64].iter().all(|b| *b == 0));
+        let d = vpd(&t, 0xB1, 255);
+        assert_eq!(be16(&d, 4), 1);
+        let d = vpd(&t, 0xB2, 255);
+        assert_eq!(d, vec![0, 0xB2, 0, 4, 0, 0, 0, 0]);
+    }
+}
