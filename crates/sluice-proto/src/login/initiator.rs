@@ -290,7 +290,7 @@ impl InitiatorLogin {
         self.exp_stat_sn = rsp.stat_sn.next();
         let text = match self.assembler.push(&rsp.data, rsp.cont) {
             Err(_) => return Err(Protocol("response text too long")),
-            // RFC 7143 section 6.? : fetch the rest of the text with an empty request.
+            // RFC 7143 section 11.13 (C bit): fetch the rest of the text with an empty request.
             Ok(None) => return Ok(InitiatorStep::Send(self.request(Vec::new(), None))),
             Ok(Some(text)) => text,
         };
@@ -448,7 +448,7 @@ impl InitiatorLogin {
 
     fn complete(&mut self, rsp: &LoginResponse) -> Result<InitiatorStep, LoginError> {
         self.finished = true;
-        // RFC 7143 section 11.13.4: the final response of a leading login carries the new
+        // RFC 7143 section 11.13 (TSIH): the final response of a leading login carries the new
         // TSIH; a non-leading login keeps the session's.
         let tsih_ok = match self.config.tsih {
             Tsih::NEW_SESSION => rsp.tsih != Tsih::NEW_SESSION,

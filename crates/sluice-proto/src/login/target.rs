@@ -207,7 +207,7 @@ impl TargetLogin {
                 return Err(LoginStatus::INITIATOR_ERROR);
             }
         }
-        // Section 11.13.3 / 6.6: the rest of a response sent with the C bit is fetched with
+        // RFC 7143 section 11.13 (C bit): the rest of a response sent with the C bit is fetched with
         // empty Login Requests.
         if !self.outgoing.is_empty() {
             if !req.data.is_empty() || req.cont {
