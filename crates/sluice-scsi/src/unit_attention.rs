@@ -42,11 +42,6 @@ impl UnitAttentions {
         true
     }
 
-    /// Whether `nexus` has sent a command since it was last forgotten.
-    pub(crate) fn knows(&self, nexus: NexusId) -> bool {
-        self.pending.contains_key(&nexus)
-    }
-
     /// Removes and returns the condition to report next to `nexus`.
     pub(crate) fn take(&mut self, nexus: NexusId) -> Option<(u8, u8)> {
         self.pending.get_mut(&nexus)?.pop_front()
@@ -56,13 +51,6 @@ impl UnitAttentions {
     pub(crate) fn clear(&mut self, nexus: NexusId, code: (u8, u8)) {
         if let Some(q) = self.pending.get_mut(&nexus) {
             q.retain(|c| *c != code);
-        }
-    }
-
-    /// Queues `code` for one nexus it knows.
-    pub(crate) fn establish(&mut self, nexus: NexusId, code: (u8, u8)) {
-        if let Some(q) = self.pending.get_mut(&nexus) {
-            push(q, code);
         }
     }
 
@@ -78,11 +66,6 @@ impl UnitAttentions {
     /// Forgets `nexus` (its session ended); a later command under the same id starts afresh.
     pub(crate) fn forget(&mut self, nexus: NexusId) {
         self.pending.remove(&nexus);
-    }
-
-    /// Every known nexus.
-    pub(crate) fn nexuses(&self) -> Vec<NexusId> {
-        self.pending.keys().copied().collect()
     }
 }
 
@@ -125,7 +108,7 @@ mod tests {
         assert_eq!(u.take(1), None);
         assert_eq!(u.take(2), Some(MODE_PARAMETERS_CHANGED));
         assert_eq!(u.take(2), None);
-        u.establish(2, CAPACITY_CHANGED);
+        u.establish_others(Some(1), CAPACITY_CHANGED);
         u.establish_others(None, BUS_DEVICE_RESET);
         assert_eq!(u.take(2), Some(BUS_DEVICE_RESET));
         assert_eq!(u.take(2), None);
@@ -137,7 +120,7 @@ mod tests {
         let mut u = UnitAttentions::default();
         u.register(1);
         for i in 0..20 {
-            u.establish(1, (0x2A, i));
+            u.establish_others(None, (0x2A, i));
         }
         assert_eq!(u.take(1), Some(POWER_ON_RESET));
         let mut n = 0;
@@ -145,12 +128,11 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, MAX_PENDING - 1);
-        u.establish(1, REPORTED_LUNS_CHANGED);
+        u.establish_others(None, REPORTED_LUNS_CHANGED);
         u.clear(1, REPORTED_LUNS_CHANGED);
         assert_eq!(u.take(1), None);
         u.forget(1);
-        assert!(!u.knows(1));
         assert!(u.register(1));
-        assert_eq!(u.nexuses(), vec![1]);
+        assert_eq!(u.take(1), Some(POWER_ON_RESET));
     }
 }

@@ -56,7 +56,7 @@ fn designator(out: &mut Vec<u8>, proto_codeset: u8, piv_assoc_type: u8, id: &[u8
 fn scsi_name(name: &str) -> Vec<u8> {
     let mut v: Vec<u8> = name.bytes().filter(|b| *b != 0).take(251).collect();
     v.push(0);
-    while v.len() % 4 != 0 {
+    while v.len() & 3 != 0 {
         v.push(0);
     }
     v
