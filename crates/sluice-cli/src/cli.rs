@@ -35,6 +35,7 @@ pub enum Command {
     Target(TargetArgs),
 }
 
+/// Text after `sluice target --help`.
 const TARGET_AFTER_HELP: &str = "\
 LUNs are numbered from 0 in the order their flags appear:
   sluice target --memory 1G --file disk.img --size 20G --null 1T
@@ -160,10 +161,12 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
         })
 }
 
+/// clap value parser for sizes.
 fn size_arg(s: &str) -> Result<u64, String> {
     parse_size(s).map_err(|e| e.to_string())
 }
 
+/// clap value parser for `--block-size`: 512 or 4096 (also `4K`).
 fn block_size_arg(s: &str) -> Result<u32, String> {
     match s {
         "512" => Ok(512),

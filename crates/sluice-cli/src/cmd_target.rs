@@ -82,6 +82,7 @@ pub fn lun_flags_in_order(m: &ArgMatches) -> anyhow::Result<Vec<LunFlag>> {
     Ok(luns.into_iter().map(|(_, l)| l).collect())
 }
 
+/// A flag's digest policy, or the default.
 fn digest(d: Option<DigestArg>, default: DigestPolicy) -> DigestPolicy {
     match d {
         None => default,
@@ -211,6 +212,7 @@ pub fn exposure_warnings(config: &TargetConfig) -> Vec<String> {
     warnings
 }
 
+/// One-line description of a backend for the summary.
 fn describe_backend(b: &Backend) -> String {
     match b {
         Backend::Memory { size } => format!("memory {}", format_size(*size)),
@@ -228,6 +230,7 @@ fn describe_backend(b: &Backend) -> String {
     }
 }
 
+/// "none", "one-way" or "mutual".
 fn describe_chap(c: &Option<ChapCredentials>) -> &'static str {
     match c {
         None => "none",
@@ -290,6 +293,7 @@ pub fn summary(config: &TargetConfig) -> String {
     out
 }
 
+/// RFC spelling of a boolean key value.
 fn yes_no(b: bool) -> &'static str {
     if b {
         "Yes"
@@ -366,6 +370,7 @@ pub fn run(args: &TargetArgs, matches: &ArgMatches) -> anyhow::Result<()> {
     serve(config)
 }
 
+/// Runs the target on a multi-threaded runtime until a signal, then returns its result.
 fn serve(config: TargetConfig) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -47,6 +47,7 @@ pub struct ConfigFileError {
 }
 
 impl ConfigFileError {
+    /// Locates `span` of `src` (1-based line and column) and keeps the line for display.
     fn new(path: &Path, src: &str, span: Range<usize>, message: String) -> Self {
         let start = span.start.min(src.len());
         let line_start = src[..start].rfind('\n').map_or(0, |i| i + 1);
@@ -98,10 +99,13 @@ impl std::error::Error for ConfigFileError {}
 
 /// An error found after parsing, with the byte range it concerns.
 struct Located {
+    /// Byte range in the source.
     span: Range<usize>,
+    /// What is wrong.
     message: String,
 }
 
+/// Shorthand for a [`Located`] error.
 fn at(span: Range<usize>, message: impl Into<String>) -> Located {
     Located {
         span,
@@ -196,7 +200,9 @@ impl<'de> Deserialize<'de> for Listen {
 /// `acl = "open"` or `acl = ["iqn...", ...]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum AclToml {
+    /// `"open"`: any initiator.
     Open,
+    /// Only these initiator names.
     Allow(Vec<Spanned<String>>),
 }
 
@@ -231,9 +237,13 @@ impl<'de> Deserialize<'de> for AclToml {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
+/// `header_digest` / `data_digest` values.
 enum DigestToml {
+    /// `"allow"`
     Allow,
+    /// `"require"`
     Require,
+    /// `"forbid"`
     Forbid,
 }
 
@@ -249,9 +259,13 @@ impl From<DigestToml> for DigestPolicy {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
+/// `backend` values.
 enum BackendKind {
+    /// `"memory"`
     Memory,
+    /// `"file"`
     File,
+    /// `"null"`
     Null,
 }
 
@@ -260,6 +274,7 @@ enum BackendKind {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// The whole file (keys documented in docs/configuration.md).
 struct FileToml {
     listen: Option<Spanned<Vec<Spanned<Listen>>>>,
     discovery: Option<DiscoveryToml>,
@@ -272,12 +287,14 @@ struct FileToml {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// `[discovery]`.
 struct DiscoveryToml {
     chap: Option<Spanned<ChapToml>>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// A CHAP table, inline or `[target.chap]`.
 struct ChapToml {
     user: Spanned<String>,
     secret: Spanned<String>,
@@ -287,6 +304,7 @@ struct ChapToml {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// `[session]`: operational keys (keys documented in docs/configuration.md).
 struct SessionToml {
     max_recv_data_segment_length: Option<Spanned<Size>>,
     max_burst_length: Option<Spanned<Size>>,
@@ -306,6 +324,7 @@ struct SessionToml {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// `[keepalive]`.
 struct KeepaliveToml {
     enabled: Option<bool>,
     interval: Option<Spanned<Dur>>,
@@ -314,6 +333,7 @@ struct KeepaliveToml {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// `[limits]`.
 struct LimitsToml {
     max_sessions: Option<Spanned<i64>>,
     max_connections: Option<Spanned<i64>>,
@@ -324,6 +344,7 @@ struct LimitsToml {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// One `[[target]]`.
 struct TargetToml {
     iqn: Spanned<String>,
     alias: Option<Spanned<String>>,
@@ -335,6 +356,7 @@ struct TargetToml {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// One `[[target.lun]]`.
 struct LunToml {
     number: Option<Spanned<i64>>,
     backend: Spanned<BackendKind>,
@@ -350,6 +372,7 @@ struct LunToml {
 // Where things are, for errors found by TargetConfig::validate
 
 #[derive(Debug, Default)]
+/// Positions of the values that [`TargetConfig::validate`] may complain about.
 struct Spans {
     listen: Option<Range<usize>>,
     session: Option<Range<usize>>,
@@ -361,6 +384,7 @@ struct Spans {
 }
 
 #[derive(Debug, Clone)]
+/// Positions in a CHAP table.
 struct ChapSpans {
     secret: Range<usize>,
     mutual_secret: Option<Range<usize>>,
@@ -422,6 +446,7 @@ pub fn parse_str(src: &str, path: &Path) -> Result<TargetConfig, ConfigFileError
     Ok(config)
 }
 
+/// Converts an integer key, refusing values outside `min..=max` at the value's position.
 fn int_in<T: TryFrom<i64>>(v: &Spanned<i64>, key: &str, min: i64, max: i64) -> Result<T, Located> {
     let n = *v.get_ref();
     if (min..=max).contains(&n) {
@@ -435,6 +460,7 @@ fn int_in<T: TryFrom<i64>>(v: &Spanned<i64>, key: &str, min: i64, max: i64) -> R
     ))
 }
 
+/// Converts a size key, refusing values above `max` at the value's position.
 fn size_in<T: TryFrom<u64>>(v: &Spanned<Size>, key: &str, max: u64) -> Result<T, Located> {
     let n = v.get_ref().0;
     if n <= max {
@@ -445,6 +471,7 @@ fn size_in<T: TryFrom<u64>>(v: &Spanned<Size>, key: &str, max: u64) -> Result<T,
     Err(at(v.span(), format!("{key} = {n} is above {max}")))
 }
 
+/// Converts a duration key that the RFC counts in whole seconds.
 fn whole_seconds(v: &Spanned<Dur>, key: &str) -> Result<u16, Located> {
     let d = v.get_ref().0;
     if d.subsec_nanos() != 0 {
@@ -461,6 +488,7 @@ fn whole_seconds(v: &Spanned<Dur>, key: &str) -> Result<u16, Located> {
     })
 }
 
+/// Converts a CHAP table; `owner` names the target or "discovery" in messages.
 fn convert_chap(
     owner: &str,
     c: &Spanned<ChapToml>,
@@ -508,6 +536,7 @@ fn convert_chap(
     ))
 }
 
+/// Turns the parsed file into a [`TargetConfig`], recording where each checked value is.
 fn convert(file: FileToml, base: &Path) -> Result<(TargetConfig, Spans), Located> {
     let mut spans = Spans::default();
 
@@ -667,6 +696,7 @@ fn convert(file: FileToml, base: &Path) -> Result<(TargetConfig, Spans), Located
     Ok((config, spans))
 }
 
+/// Converts one `[[target]]` and its LUNs.
 fn convert_target(
     t: &Spanned<TargetToml>,
     base: &Path,
