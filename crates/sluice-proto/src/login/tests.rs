@@ -160,6 +160,7 @@ fn no_auth_login_in_one_round_trip() {
     let mut login = TargetLogin::new(SeqNum(100), 32);
     let mut keys = identity();
     keys.extend_from_slice(OPEN_ISCSI_OPS);
+    keys.push(("X-com.example.Vendor", "1"));
     let LoginStep::Complete { response, outcome } =
         login.handle_request(&req(1, 3, true, &keys), &mut env)
     else {
@@ -183,6 +184,7 @@ fn no_auth_login_in_one_round_trip() {
     assert_eq!(k["ErrorRecoveryLevel"], "0");
     assert_eq!(k["MaxConnections"], "1");
     assert_eq!(k["IFMarker"], "Reject");
+    assert_eq!(k["X-com.example.Vendor"], "NotUnderstood");
     assert_eq!(k["MaxBurstLength"], "262144");
     assert_eq!(k["FirstBurstLength"], "65536");
     assert_eq!(k["MaxRecvDataSegmentLength"], "8192");
@@ -521,4 +523,32 @@ fn request_continuation_and_long_response_split() {
         .collect();
     assert_eq!(k["TargetAlias"], long_alias);
     assert_eq!(outcome.next_stat_sn, SeqNum(4));
+}
+
+#[test]
+fn target_offers_its_own_values_before_transit() {
+    let policy = TargetLoginPolicy {
+        offer: crate::text::OperationalOffer {
+            max_burst_length: 65_536,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut env = Env::new(policy);
+    let mut login = TargetLogin::new(SeqNum(1), 8);
+    let r = respond(login.handle_request(&req(1, 3, true, &identity()), &mut env));
+    assert!(!r.transit, "the target's offer is unanswered");
+    assert_eq!(keys_of(&r)["MaxBurstLength"], "65536");
+    // An answer above the offer breaks the Min rule.
+    let mut bad = TargetLogin::new(SeqNum(1), 8);
+    respond(bad.handle_request(&req(1, 3, true, &identity()), &mut env));
+    let step = bad.handle_request(&req(1, 3, true, &[("MaxBurstLength", "262144")]), &mut env);
+    assert_eq!(fail_status(step), LoginStatus::INITIATOR_ERROR);
+    let LoginStep::Complete { outcome, .. } =
+        login.handle_request(&req(1, 3, true, &[("MaxBurstLength", "32768")]), &mut env)
+    else {
+        panic!("expected completion");
+    };
+    assert_eq!(outcome.params.max_burst_length, 32_768);
+    assert_eq!(outcome.params.first_burst_length, 32_768);
 }
