@@ -254,7 +254,9 @@ pub enum ConfigError {
     #[error("FirstBurstLength {0} exceeds MaxBurstLength {1}")]
     FirstBurst(u32, u32),
     /// CHAP secret length outside what initiators accept.
-    #[error("CHAP secret for {0} must be 12 to 255 characters (Windows and open-iscsi refuse shorter)")]
+    #[error(
+        "CHAP secret for {0} must be 12 to 255 characters (Windows and open-iscsi refuse shorter)"
+    )]
     ChapSecret(String),
     /// Mutual secret equal to the initiator's secret.
     #[error("CHAP for {0}: the mutual secret must differ from the initiator's (RFC 7143 section 12.1.3)")]

@@ -33,7 +33,11 @@ impl TargetConfig {
                     return Err(ConfigError::LunNumber(t.iqn.clone(), l.number));
                 }
                 if l.block_size != 512 && l.block_size != 4096 {
-                    return Err(ConfigError::BlockSize(t.iqn.clone(), l.number, l.block_size));
+                    return Err(ConfigError::BlockSize(
+                        t.iqn.clone(),
+                        l.number,
+                        l.block_size,
+                    ));
                 }
                 let size = match &l.backend {
                     Backend::Memory { size } | Backend::Null { size } => Some(*size),
@@ -62,16 +66,29 @@ impl TargetConfig {
 
     fn check_offer(&self) -> Result<(), ConfigError> {
         let o = &self.offer;
-        range("MaxRecvDataSegmentLength", o.max_recv_data_segment_length.into(), 512, 16_777_215)?;
+        range(
+            "MaxRecvDataSegmentLength",
+            o.max_recv_data_segment_length.into(),
+            512,
+            16_777_215,
+        )?;
         range("MaxBurstLength", o.max_burst_length.into(), 512, 16_777_215)?;
-        range("FirstBurstLength", o.first_burst_length.into(), 512, 16_777_215)?;
+        range(
+            "FirstBurstLength",
+            o.first_burst_length.into(),
+            512,
+            16_777_215,
+        )?;
         range("MaxOutstandingR2T", o.max_outstanding_r2t.into(), 1, 65_535)?;
         range("DefaultTime2Wait", o.default_time2wait.into(), 0, 3600)?;
         range("DefaultTime2Retain", o.default_time2retain.into(), 0, 3600)?;
         range("ErrorRecoveryLevel", o.error_recovery_level.into(), 0, 2)?;
         range("queue_depth", o.queue_depth.into(), 1, 65_536)?;
         if o.first_burst_length > o.max_burst_length {
-            return Err(ConfigError::FirstBurst(o.first_burst_length, o.max_burst_length));
+            return Err(ConfigError::FirstBurst(
+                o.first_burst_length,
+                o.max_burst_length,
+            ));
         }
         Ok(())
     }
@@ -81,7 +98,12 @@ fn range(key: &'static str, value: u64, min: u64, max: u64) -> Result<(), Config
     if (min..=max).contains(&value) {
         Ok(())
     } else {
-        Err(ConfigError::KeyRange { key, value, min, max })
+        Err(ConfigError::KeyRange {
+            key,
+            value,
+            min,
+            max,
+        })
     }
 }
 
@@ -139,7 +161,9 @@ mod tests {
     #[test]
     fn names() {
         assert!(is_iscsi_name("iqn.2026-11.io.sluice:disk0"));
-        assert!(is_iscsi_name("iqn.2007-10.com.github:sahlberg:libiscsi:iscsi-test"));
+        assert!(is_iscsi_name(
+            "iqn.2007-10.com.github:sahlberg:libiscsi:iscsi-test"
+        ));
         assert!(is_iscsi_name("eui.02004567A425678D"));
         assert!(is_iscsi_name("naa.52004567BA64678D"));
         assert!(!is_iscsi_name("iqn.26-11.io.sluice"));

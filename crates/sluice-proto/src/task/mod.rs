@@ -149,9 +149,16 @@ impl TaskError {
             | Self::Overlap(_)
             | Self::SequenceOrder
             | Self::AfterCompletion => PeerAction::Reject(reject_reason::PROTOCOL_ERROR),
-            Self::SegmentTooLong { .. } | Self::Sequence { .. } | Self::Inconsistent => {
-                PeerAction::Close
-            }
+            // Section 7.9: a DataSN or offset out of sequence implies a lost PDU. Without
+            // SNACK (ErrorRecoveryLevel 0) the task cannot be completed, but the byte stream is
+            // still in step, so only the task fails: ABORTED COMMAND, DATA PHASE ERROR
+            // (SPC-4 4Bh/00h). Closing the connection would also do, but it punishes every
+            // other task on it and makes initiators re-login.
+            Self::Sequence { .. } => PeerAction::CheckCondition {
+                asc: 0x4b,
+                ascq: 0x00,
+            },
+            Self::SegmentTooLong { .. } | Self::Inconsistent => PeerAction::Close,
         }
     }
 }

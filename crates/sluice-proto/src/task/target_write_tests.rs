@@ -286,7 +286,13 @@ fn data_beyond_edtl_and_sequence_errors() {
             got: 3
         })
     );
-    assert_eq!(e.unwrap_err().action(), PeerAction::Close);
+    assert_eq!(
+        e.unwrap_err().action(),
+        PeerAction::CheckCondition {
+            asc: 0x4b,
+            ascq: 0x00
+        }
+    );
     let e = task.handle_data_out(
         &data_out(Ttt::RESERVED, 0, 0, pattern(1025), false),
         &mut ttts,

@@ -1,0 +1,195 @@
+//! SendTargets answers (RFC 7143 section 13.3 and Appendix C).
+
+use std::net::{IpAddr, SocketAddr};
+
+use crate::config::{Acl, TargetConfig, TargetDef};
+
+/// Portal group tag of every portal: sluice serves all targets through one portal group.
+pub(crate) const PORTAL_GROUP_TAG: u16 = 1;
+
+/// Which targets a SendTargets request asks about.
+#[derive(Debug, Eq, PartialEq)]
+pub(crate) enum Query<'a> {
+    /// `SendTargets=All` (discovery sessions).
+    All,
+    /// `SendTargets=<iSCSI name>`.
+    Named(&'a str),
+    /// `SendTargets=` (empty): the session's own target.
+    Current,
+}
+
+impl<'a> Query<'a> {
+    pub(crate) fn parse(value: &'a str) -> Self {
+        match value {
+            "All" => Query::All,
+            "" => Query::Current,
+            name => Query::Named(name),
+        }
+    }
+}
+
+/// The key=value pairs of a SendTargets response.
+///
+/// In a discovery session `All` lists every target the initiator's ACL admits; in a normal
+/// session only the session's own target is reported, whatever was asked (Appendix C: "A target
+/// MUST support the SendTargets key on operational sessions and MUST return all path information
+/// for the target that the session is connected to"). Each `TargetName` is followed by one
+/// `TargetAddress` per portal the initiator can reach: the portal the connection arrived on
+/// stands for wildcard listeners, and IPv6 addresses are bracketed with an explicit port, which
+/// open-iscsi's parser needs.
+pub(crate) fn send_targets(
+    config: &TargetConfig,
+    query: &Query<'_>,
+    initiator: &str,
+    session_target: Option<&str>,
+    local: SocketAddr,
+) -> Vec<(String, String)> {
+    let visible = config
+        .targets
+        .iter()
+        .filter(|t| admits(&t.acl, initiator))
+        .filter(|t| match (session_target, query) {
+            (Some(own), _) => t.iqn.eq_ignore_ascii_case(own),
+            (None, Query::All) => true,
+            (None, Query::Named(n)) => t.iqn.eq_ignore_ascii_case(n),
+            (None, Query::Current) => false,
+        });
+    let mut out = Vec::new();
+    for target in visible {
+        out.push(("TargetName".to_string(), target.iqn.clone()));
+        for addr in portal_addresses(config, local) {
+            out.push(("TargetAddress".to_string(), format_address(addr)));
+        }
+    }
+    out
+}
+
+/// Whether an ACL lets `initiator` in. iSCSI names compare case-insensitively.
+pub(crate) fn admits(acl: &Acl, initiator: &str) -> bool {
+    match acl {
+        Acl::Open => true,
+        Acl::Allow(names) => names.iter().any(|n| n.eq_ignore_ascii_case(initiator)),
+    }
+}
+
+/// Finds the configured target for a TargetName.
+pub(crate) fn find_target<'c>(config: &'c TargetConfig, name: &str) -> Option<&'c TargetDef> {
+    config
+        .targets
+        .iter()
+        .find(|t| t.iqn.eq_ignore_ascii_case(name))
+}
+
+fn portal_addresses(config: &TargetConfig, local: SocketAddr) -> Vec<SocketAddr> {
+    let mut out: Vec<SocketAddr> = Vec::new();
+    for portal in &config.portals {
+        // A listener of the other address family cannot have taken this connection's
+        // family, wildcard or not.
+        if portal.is_ipv4() != local.is_ipv4() {
+            continue;
+        }
+        let addr = if portal.ip().is_unspecified() {
+            SocketAddr::new(local.ip(), portal.port())
+        } else {
+            *portal
+        };
+        // No loopback address to an initiator that came in from elsewhere.
+        let scope_ok = !addr.ip().is_loopback() || local.ip().is_loopback();
+        if scope_ok && !out.contains(&addr) {
+            out.push(addr);
+        }
+    }
+    if out.is_empty() {
+        out.push(local);
+    }
+    out
+}
+
+fn format_address(addr: SocketAddr) -> String {
+    match addr.ip() {
+        IpAddr::V4(ip) => format!("{ip}:{},{PORTAL_GROUP_TAG}", addr.port()),
+        IpAddr::V6(ip) => format!("[{ip}]:{},{PORTAL_GROUP_TAG}", addr.port()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Backend, Keepalive, Limits, LunDef, OperationalOffer};
+
+    fn config() -> TargetConfig {
+        let lun = LunDef {
+            number: 0,
+            backend: Backend::Memory { size: 1 << 20 },
+            block_size: 512,
+            read_only: false,
+            serial: None,
+        };
+        let target = |iqn: &str, acl| TargetDef {
+            iqn: iqn.into(),
+            alias: None,
+            luns: vec![lun.clone()],
+            acl,
+            chap: None,
+        };
+        TargetConfig {
+            portals: vec![
+                "0.0.0.0:3260".parse().unwrap(),
+                "[::1]:3261".parse().unwrap(),
+            ],
+            targets: vec![
+                target("iqn.2026-11.t:open", Acl::Open),
+                target(
+                    "iqn.2026-11.t:closed",
+                    Acl::Allow(vec!["iqn.2026-11.i:ok".into()]),
+                ),
+            ],
+            discovery_auth: None,
+            offer: OperationalOffer::default(),
+            limits: Limits::default(),
+            keepalive: Some(Keepalive::default()),
+        }
+    }
+
+    #[test]
+    fn discovery_lists_admitted_targets_with_reachable_portals() {
+        let local = "10.1.2.3:3260".parse().unwrap();
+        let pairs = send_targets(&config(), &Query::All, "iqn.2026-11.i:other", None, local);
+        assert_eq!(
+            pairs,
+            vec![
+                ("TargetName".into(), "iqn.2026-11.t:open".into()),
+                ("TargetAddress".into(), "10.1.2.3:3260,1".into()),
+            ]
+        );
+        let pairs = send_targets(&config(), &Query::All, "IQN.2026-11.I:OK", None, local);
+        assert_eq!(pairs.len(), 4);
+    }
+
+    #[test]
+    fn ipv6_addresses_are_bracketed_with_a_port() {
+        let local = "[::1]:3261".parse().unwrap();
+        let pairs = send_targets(
+            &config(),
+            &Query::Named("iqn.2026-11.t:open"),
+            "x",
+            None,
+            local,
+        );
+        assert_eq!(pairs[1].1, "[::1]:3261,1");
+    }
+
+    #[test]
+    fn normal_sessions_see_only_their_target() {
+        let local = "127.0.0.1:3260".parse().unwrap();
+        let pairs = send_targets(
+            &config(),
+            &Query::All,
+            "x",
+            Some("iqn.2026-11.t:open"),
+            local,
+        );
+        assert_eq!(pairs[0].1, "iqn.2026-11.t:open");
+        assert_eq!(pairs.len(), 2);
+    }
+}

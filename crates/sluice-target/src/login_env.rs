@@ -1,0 +1,120 @@
+//! The driver's side of a login: target policies from the configuration, OS randomness, and
+//! the session table.
+
+use std::sync::Arc;
+
+use rand::RngCore;
+use sluice_proto::chap::ChapAlgorithm;
+use sluice_proto::login::{
+    ChapCredential, ChapSecrets, LoginStatus, SessionBinding, TargetLoginEnv, TargetLoginPolicy,
+};
+use sluice_proto::params::SessionType;
+use sluice_proto::seq::Tsih;
+use sluice_proto::text::{DigestKind, OperationalOffer as ProtoOffer};
+
+use crate::config::{Acl, ChapCredentials, DigestPolicy, OperationalOffer, TargetConfig};
+use crate::discovery::{find_target, PORTAL_GROUP_TAG};
+use crate::sessions::{BindError, Bound, NexusKey, SessionTable};
+
+/// One connection's login environment. Holds the session binding once the login completes.
+pub(crate) struct LoginEnv<'a> {
+    pub config: &'a TargetConfig,
+    pub sessions: &'a Arc<SessionTable>,
+    pub bound: Option<Bound>,
+}
+
+impl TargetLoginEnv for LoginEnv<'_> {
+    fn target(&self, name: &str) -> Option<TargetLoginPolicy> {
+        let t = find_target(self.config, name)?;
+        Some(TargetLoginPolicy {
+            chap: t.chap.as_ref().map(chap_secrets),
+            allowed_initiators: match &t.acl {
+                Acl::Open => None,
+                Acl::Allow(names) => Some(names.clone()),
+            },
+            offer: proto_offer(&self.config.offer),
+            portal_group_tag: PORTAL_GROUP_TAG,
+            alias: t.alias.clone(),
+        })
+    }
+
+    fn discovery_policy(&self) -> TargetLoginPolicy {
+        TargetLoginPolicy {
+            chap: self.config.discovery_auth.as_ref().map(chap_secrets),
+            allowed_initiators: None,
+            offer: proto_offer(&self.config.offer),
+            portal_group_tag: PORTAL_GROUP_TAG,
+            alias: None,
+        }
+    }
+
+    fn random_bytes(&mut self, buf: &mut [u8]) {
+        rand::rngs::OsRng.fill_bytes(buf);
+    }
+
+    fn bind_session(&mut self, binding: &SessionBinding) -> Result<Tsih, LoginStatus> {
+        let target = match binding.session_type {
+            SessionType::Discovery => String::new(),
+            SessionType::Normal => binding
+                .target_name
+                .clone()
+                .unwrap_or_default()
+                .to_ascii_lowercase(),
+        };
+        let key = NexusKey {
+            initiator: binding.initiator_name.to_ascii_lowercase(),
+            isid: binding.isid,
+            target,
+        };
+        match self.sessions.bind(key, binding.tsih, binding.cid) {
+            Ok(bound) => {
+                let tsih = bound.guard.tsih;
+                self.bound = Some(bound);
+                Ok(tsih)
+            }
+            Err(BindError::SessionDoesNotExist) => Err(LoginStatus::SESSION_DOES_NOT_EXIST),
+            Err(BindError::TooManyConnections) => Err(LoginStatus::TOO_MANY_CONNECTIONS),
+            Err(BindError::OutOfResources) => Err(LoginStatus::OUT_OF_RESOURCES),
+        }
+    }
+}
+
+fn chap_secrets(c: &ChapCredentials) -> ChapSecrets {
+    let mut s = ChapSecrets::one_way(c.user.clone(), c.secret.as_bytes().to_vec());
+    s.mutual = c.mutual.as_ref().map(|(user, secret)| ChapCredential {
+        user: user.clone(),
+        secret: secret.as_bytes().to_vec(),
+    });
+    s.algorithms = ChapAlgorithm::ALL.to_vec();
+    s
+}
+
+fn digests(policy: DigestPolicy) -> Vec<DigestKind> {
+    match policy {
+        DigestPolicy::Allow => vec![DigestKind::Crc32c, DigestKind::None],
+        DigestPolicy::Require => vec![DigestKind::Crc32c],
+        DigestPolicy::Forbid => vec![DigestKind::None],
+    }
+}
+
+/// The configuration's offer in the negotiator's terms. MaxConnections is 1: sluice does not
+/// do multiple connections per session, and open-iscsi refuses anything else (interop rule 1).
+pub(crate) fn proto_offer(o: &OperationalOffer) -> ProtoOffer {
+    ProtoOffer {
+        header_digest: digests(o.header_digest),
+        data_digest: digests(o.data_digest),
+        max_connections: 1,
+        initial_r2t: o.initial_r2t,
+        immediate_data: o.immediate_data,
+        max_recv_data_segment_length: o.max_recv_data_segment_length,
+        max_burst_length: o.max_burst_length,
+        first_burst_length: o.first_burst_length,
+        default_time2wait: o.default_time2wait,
+        default_time2retain: o.default_time2retain,
+        max_outstanding_r2t: o.max_outstanding_r2t,
+        data_pdu_in_order: o.data_pdu_in_order,
+        data_sequence_in_order: o.data_sequence_in_order,
+        error_recovery_level: o.error_recovery_level,
+        protocol_level: None,
+    }
+}

@@ -1,0 +1,114 @@
+//! Running a SCSI command and turning its result into Data-In PDUs and a SCSI Response, with
+//! the residuals of RFC 7143 section 11.4.5.
+
+use bytes::{Bytes, BytesMut};
+use sluice_proto::pdu::{Pdu, ScsiCommand};
+use sluice_proto::seq::{Itt, Lun};
+use sluice_proto::task::target_read::DataInSequence;
+use sluice_proto::task::target_write::TargetWrite;
+use sluice_proto::task::{scsi_response, Residual};
+use sluice_scsi::{CommandResult, ScsiTarget, Transfer};
+
+use crate::ffp::FullFeature;
+
+/// A command ready to run: everything `execute` needs, owned, so it can move to a worker
+/// thread for blocking backends.
+#[derive(Debug)]
+pub(crate) struct Execution {
+    pub itt: Itt,
+    pub lun: Lun,
+    cdb: Bytes,
+    data_out: Bytes,
+    /// The initiator's Expected Data Transfer Length.
+    edtl: u32,
+    /// R bit: the initiator expects Data-In.
+    read: bool,
+    /// What the CDB would move.
+    transfer: Transfer,
+}
+
+impl Execution {
+    pub(crate) fn new(cmd: &ScsiCommand, transfer: Transfer, data_out: Bytes) -> Self {
+        Self {
+            itt: cmd.itt,
+            lun: cmd.lun,
+            cdb: cmd.cdb.clone(),
+            data_out,
+            edtl: cmd.expected_data_transfer_length,
+            read: cmd.read,
+            transfer,
+        }
+    }
+
+    /// Runs the command against the SCSI layer; `buf` is a recycled Data-In buffer.
+    pub(crate) fn run(
+        self,
+        scsi: &ScsiTarget,
+        nexus: u64,
+        mut buf: BytesMut,
+    ) -> (Outcome, BytesMut) {
+        let result = scsi.execute(nexus, self.lun.0, &self.cdb, &self.data_out, &mut buf);
+        let data = buf.split().freeze();
+        (
+            Outcome {
+                exec: self,
+                result,
+                data,
+            },
+            buf,
+        )
+    }
+}
+
+/// A finished command.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    exec: Execution,
+    result: CommandResult,
+    data: Bytes,
+}
+
+impl FullFeature<'_> {
+    /// Sends what a finished command owes the initiator.
+    pub(crate) fn send_result(
+        &mut self,
+        outcome: Outcome,
+        buf: BytesMut,
+        write: Option<TargetWrite>,
+    ) {
+        self.recycle_data_in(buf);
+        let Outcome { exec, result, data } = outcome;
+        let sense = result.sense_bytes().unwrap_or_default();
+        if let Some(task) = write {
+            // Writes: the residual compares what the CDB wanted with the EDTL (section
+            // 11.4.5.1), which the write task already knows; ExpDataSN counts its R2Ts.
+            let rsp = task.response(result.status, &sense);
+            self.send(Pdu::ScsiResponse(rsp));
+            return;
+        }
+        if exec.read {
+            let mut seq =
+                DataInSequence::new(exec.itt, data, exec.edtl, result.status, &self.params);
+            for pdu in &mut seq {
+                self.send(Pdu::DataIn(pdu));
+            }
+            if seq.needs_response() {
+                let rsp = seq.response(&sense);
+                self.send(Pdu::ScsiResponse(rsp));
+            }
+            return;
+        }
+        // No data phase on the wire. If the CDB wanted data, the shortfall is an overflow
+        // (e.g. WRITE with EDTL 0: residual = the CDB's transfer length).
+        let residual = match exec.transfer {
+            Transfer::ToDevice(n) | Transfer::FromDevice(n)
+                if result.status == sluice_scsi::status::GOOD =>
+            {
+                Residual::from_lengths(exec.edtl, u32::try_from(n).unwrap_or(u32::MAX))
+            }
+            _ => Residual::None,
+        };
+        let rsp = scsi_response(exec.itt, result.status, residual, 0, &sense);
+        self.send(Pdu::ScsiResponse(rsp));
+    }
+}
