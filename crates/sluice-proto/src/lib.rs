@@ -30,5 +30,5 @@ pub mod params;
 pub mod pdu;
 pub mod seq;
 pub mod task;
-pub mod window;
 pub mod text;
+pub mod window;
