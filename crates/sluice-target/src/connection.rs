@@ -8,9 +8,7 @@ use sluice_proto::framing::{Digests, FrameError, Framer};
 use sluice_proto::login::{LoginOutcome, LoginStep, TargetLogin, LOGIN_SEGMENT_MAX};
 use sluice_proto::pdu::{LoginResponse, Pdu};
 use sluice_proto::seq::SeqNum;
-use tokio::io::AsyncReadExt;
-use tokio::net::tcp::OwnedReadHalf;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
@@ -24,9 +22,8 @@ use crate::sessions::Bound;
 const READ_CHUNK: usize = 64 * 1024;
 
 /// The receiving half: socket, buffer and framer.
-#[derive(Debug)]
 pub(crate) struct Reader {
-    rd: OwnedReadHalf,
+    rd: Box<dyn AsyncRead + Send + Unpin>,
     buf: BytesMut,
     pub framer: Framer,
 }
@@ -52,7 +49,7 @@ pub(crate) enum Incoming {
 }
 
 impl Reader {
-    fn new(rd: OwnedReadHalf) -> Self {
+    fn new(rd: Box<dyn AsyncRead + Send + Unpin>) -> Self {
         Self {
             rd,
             buf: BytesMut::with_capacity(8192),
@@ -82,24 +79,16 @@ impl Reader {
     }
 }
 
-/// Serves one accepted connection to the end.
+/// Serves one accepted connection to the end. `local` is the address the initiator reached
+/// (SendTargets reports it for wildcard portals).
 pub(crate) async fn serve(
     ctx: Arc<Context>,
-    stream: TcpStream,
+    rd: Box<dyn AsyncRead + Send + Unpin>,
+    wr: Box<dyn AsyncWrite + Send + Unpin>,
     peer: SocketAddr,
+    local: SocketAddr,
     shutdown: watch::Receiver<bool>,
 ) {
-    let local = match stream.local_addr() {
-        Ok(a) => a,
-        Err(e) => {
-            debug!(%peer, error = %e, "no local address");
-            return;
-        }
-    };
-    // Commands and responses are small and latency-bound; Nagle would delay them behind
-    // delayed ACKs (interop rule 25).
-    let _ = stream.set_nodelay(true);
-    let (rd, wr) = stream.into_split();
     let mut reader = Reader::new(rd);
     let (mut outbox, writer) = Outbox::spawn(wr);
 

@@ -65,6 +65,19 @@ impl Context {
         }))
     }
 
+    /// Makes every LUN's completed writes durable (shutdown).
+    pub(crate) fn flush_all(&self) {
+        for t in self.targets.values() {
+            for n in t.scsi.lun_numbers() {
+                if let Some(lu) = t.scsi.lu(n) {
+                    if let Err(e) = lu.device().flush() {
+                        tracing::warn!(lun = n, error = %e, "flush failed");
+                    }
+                }
+            }
+        }
+    }
+
     pub(crate) fn target(&self, name: &str) -> Option<&TargetRuntime> {
         self.targets.get(&name.to_ascii_lowercase())
     }

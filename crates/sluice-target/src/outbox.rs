@@ -11,9 +11,11 @@ use std::io::IoSlice;
 use bytes::{Bytes, BytesMut};
 use sluice_proto::framing::{encode_parts, Digests};
 use sluice_proto::pdu::Pdu;
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
+
+/// The socket's sending half (a TCP stream, or an in-memory pipe in tests).
+pub(crate) type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
 /// Frames queued to the writer before the connection task waits (backpressure on a peer
 /// that does not read).
@@ -33,7 +35,7 @@ pub(crate) struct Outbox {
 
 impl Outbox {
     /// Starts the writer task for `wr`.
-    pub(crate) fn spawn(wr: OwnedWriteHalf) -> (Self, tokio::task::JoinHandle<()>) {
+    pub(crate) fn spawn(wr: Writer) -> (Self, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(QUEUE_FRAMES);
         let handle = tokio::spawn(write_loop(wr, rx));
         let outbox = Self {
@@ -86,7 +88,7 @@ impl Outbox {
 #[derive(Debug)]
 pub(crate) struct WriterGone;
 
-async fn write_loop(mut wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Vec<Bytes>>) {
+async fn write_loop(mut wr: Writer, mut rx: mpsc::Receiver<Vec<Bytes>>) {
     let mut pending: VecDeque<Bytes> = VecDeque::new();
     while let Some(batch) = rx.recv().await {
         pending.extend(batch);
@@ -105,7 +107,7 @@ async fn write_loop(mut wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Vec<Bytes>>) 
     let _ = wr.shutdown().await;
 }
 
-async fn write_all(wr: &mut OwnedWriteHalf, pending: &mut VecDeque<Bytes>) -> std::io::Result<()> {
+async fn write_all(wr: &mut Writer, pending: &mut VecDeque<Bytes>) -> std::io::Result<()> {
     while !pending.is_empty() {
         let slices: Vec<IoSlice<'_>> = pending
             .iter()

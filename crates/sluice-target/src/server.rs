@@ -6,10 +6,11 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use tokio::net::{TcpListener, TcpSocket};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::config::TargetConfig;
 use crate::connection;
@@ -18,8 +19,61 @@ use crate::context::Context;
 /// Pending connections the kernel queues per listener.
 const BACKLOG: u32 = 1024;
 
+/// A target with its LUNs open, ready to serve connections from any transport.
+///
+/// [`run`] is the usual entry point (TCP listeners plus signal-driven shutdown); `Target`
+/// also serves in-memory streams, which tests and fuzzing use.
+#[derive(Debug)]
+pub struct Target {
+    ctx: Arc<Context>,
+    stop_tx: watch::Sender<bool>,
+}
+
+impl Target {
+    /// Validates `config` and opens every backend.
+    pub fn new(config: TargetConfig) -> io::Result<Self> {
+        let ctx = Context::build(config)?;
+        let (stop_tx, _) = watch::channel(false);
+        Ok(Self { ctx, stop_tx })
+    }
+
+    /// Serves one connection over any byte stream until it ends. `peer` and `local` are what
+    /// logs and SendTargets report.
+    pub async fn serve_stream<S>(&self, stream: S, peer: SocketAddr, local: SocketAddr)
+    where
+        S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    {
+        let (rd, wr) = tokio::io::split(stream);
+        let shutdown = self.stop_tx.subscribe();
+        connection::serve(
+            Arc::clone(&self.ctx),
+            Box::new(rd),
+            Box::new(wr),
+            peer,
+            local,
+            shutdown,
+        )
+        .await;
+    }
+
+    /// Asks every connection to log out (Async Message) and end within the grace period.
+    pub fn shutdown(&self) {
+        let _ = self.stop_tx.send(true);
+    }
+
+    /// Number of live sessions.
+    pub fn session_count(&self) -> usize {
+        self.ctx.sessions.count()
+    }
+
+    /// Number of open connections accepted by [`run`].
+    pub fn connection_count(&self) -> usize {
+        self.ctx.connections.load(Ordering::Acquire)
+    }
+}
+
 /// Serves `config` until `shutdown` completes, then asks initiators to log out, waits up to
-/// the configured grace period, and returns.
+/// the configured grace period, flushes the LUNs and returns.
 ///
 /// `on_listening` is called once with the bound addresses (useful with port 0), before any
 /// connection is accepted. Errors: the configuration is invalid, a backend cannot be opened,
@@ -29,11 +83,12 @@ pub async fn run(
     on_listening: impl FnOnce(&[SocketAddr]) + Send,
     shutdown: impl Future<Output = ()> + Send,
 ) -> io::Result<()> {
-    let grace = config.limits.shutdown_grace;
-    let ctx = Context::build(config)?;
+    let target = Arc::new(Target::new(config)?);
+    let ctx = Arc::clone(&target.ctx);
     let mut listeners = Vec::new();
     for addr in &ctx.config.portals {
-        listeners.push(bind(*addr).map_err(|e| io::Error::new(e.kind(), format!("{addr}: {e}")))?);
+        let l = bind(*addr).map_err(|e| io::Error::new(e.kind(), format!("bind {addr}: {e}")))?;
+        listeners.push(l);
     }
     let bound: Vec<SocketAddr> = listeners
         .iter()
@@ -41,43 +96,36 @@ pub async fn run(
         .collect();
     on_listening(&bound);
 
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let mut connections = JoinSet::new();
     let mut acceptors = JoinSet::new();
     for listener in listeners {
-        acceptors.spawn(accept_loop(Arc::clone(&ctx), listener, stop_rx.clone()));
+        acceptors.spawn(accept_loop(
+            Arc::clone(&ctx),
+            listener,
+            target.stop_tx.subscribe(),
+        ));
     }
 
     shutdown.await;
     info!("shutting down: asking initiators to log out");
-    let _ = stop_tx.send(true);
+    target.shutdown();
+    let mut connections = JoinSet::new();
     while let Some(r) = acceptors.join_next().await {
-        if let Ok(set) = r {
-            for h in set {
+        if let Ok(handles) = r {
+            for h in handles {
                 connections.spawn(async move {
                     let _ = h.await;
                 });
             }
         }
     }
-    // Connections log out or time out within `grace`; give them a little longer to flush.
+    // Connections log out or time out within the grace period; allow a little more to flush.
+    let grace = ctx.config.limits.shutdown_grace + std::time::Duration::from_secs(2);
     let wait_all = async { while connections.join_next().await.is_some() {} };
-    if tokio::time::timeout(grace + std::time::Duration::from_secs(2), wait_all)
-        .await
-        .is_err()
-    {
+    if tokio::time::timeout(grace, wait_all).await.is_err() {
         warn!("some connections did not close in time");
         ctx.sessions.kill_all();
     }
-    for t in ctx.targets.values() {
-        for n in t.scsi.lun_numbers() {
-            if let Some(lu) = t.scsi.lu(n) {
-                if let Err(e) = lu.device().flush() {
-                    warn!(lun = n, error = %e, "flush at shutdown failed");
-                }
-            }
-        }
-    }
+    ctx.flush_all();
     Ok(())
 }
 
@@ -117,16 +165,35 @@ async fn accept_loop(
         if ctx.connections.fetch_add(1, Ordering::AcqRel) >= limit {
             ctx.connections.fetch_sub(1, Ordering::AcqRel);
             warn!(%peer, limit, "connection limit reached; refusing");
-            drop(stream);
             continue;
         }
         let c = Arc::clone(&ctx);
         let s = stop.clone();
         handles.retain(|h| !h.is_finished());
         handles.push(tokio::spawn(async move {
-            connection::serve(Arc::clone(&c), stream, peer, s).await;
+            serve_tcp(Arc::clone(&c), stream, peer, s).await;
             c.connections.fetch_sub(1, Ordering::AcqRel);
         }));
     }
     handles
+}
+
+async fn serve_tcp(
+    ctx: Arc<Context>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    stop: watch::Receiver<bool>,
+) {
+    let local = match stream.local_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            debug!(%peer, error = %e, "no local address");
+            return;
+        }
+    };
+    // Commands and responses are small and latency-bound; Nagle would hold them behind
+    // delayed ACKs (interop rule 25).
+    let _ = stream.set_nodelay(true);
+    let (rd, wr) = stream.into_split();
+    connection::serve(ctx, Box::new(rd), Box::new(wr), peer, local, stop).await;
 }

@@ -165,8 +165,7 @@ impl SessionTable {
     }
 
     /// Number of live sessions.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.lock().sessions.len()
     }
 
@@ -251,9 +250,9 @@ mod tests {
         let b = t.bind(key(2), Tsih(0), 0).unwrap();
         assert_ne!(a.guard.tsih, b.guard.tsih);
         assert_ne!(a.guard.nexus_id, b.guard.nexus_id);
-        assert_eq!(t.len(), 2);
+        assert_eq!(t.count(), 2);
         drop(a);
-        assert_eq!(t.len(), 1);
+        assert_eq!(t.count(), 1);
     }
 
     #[test]
@@ -265,7 +264,7 @@ mod tests {
         assert_eq!(new.reinstated, Some(old.guard.nexus_id));
         drop(old);
         assert_eq!(
-            t.len(),
+            t.count(),
             1,
             "dropping the replaced session keeps its successor"
         );
@@ -289,7 +288,7 @@ mod tests {
         assert_eq!(again.guard.tsih, tsih);
         drop(s);
         assert_eq!(
-            t.len(),
+            t.count(),
             1,
             "the replaced connection's guard leaves its successor alone"
         );

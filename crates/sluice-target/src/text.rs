@@ -20,9 +20,12 @@ use crate::ffp::{End, Flow, FullFeature};
 #[derive(Debug, Default)]
 pub(crate) struct TextState {
     assembler: Option<(Itt, TextAssembler)>,
-    outgoing: Option<(Itt, Ttt, VecDeque<(Bytes, bool)>)>,
+    outgoing: Option<Outgoing>,
     next_ttt: u32,
 }
+
+/// Response text the initiator still has to fetch: (ITT, TTT, remaining chunks with C bits).
+type Outgoing = (Itt, Ttt, VecDeque<(Bytes, bool)>);
 
 impl FullFeature<'_> {
     pub(crate) fn handle_text(&mut self, req: TextRequest) -> Flow {
