@@ -67,6 +67,8 @@ pub struct FileDevice {
     size_bytes: u64,
     read_only: bool,
     direct: bool,
+    /// The file lives in RAM (tmpfs, ramfs): reads and writes never wait for a disk.
+    memory_backed: bool,
 }
 
 impl FileDevice {
@@ -158,7 +160,9 @@ impl FileDevice {
             }
         };
 
+        let memory_backed = is_memory_filesystem(&file);
         Ok(Self {
+            memory_backed,
             file,
             path: path.to_owned(),
             block_size,
@@ -172,6 +176,11 @@ impl FileDevice {
     /// The path this device was opened from.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether the file lives on a RAM filesystem (tmpfs or ramfs).
+    pub fn memory_backed(&self) -> bool {
+        self.memory_backed
     }
 
     /// Whether the device was opened with `O_DIRECT`.
@@ -194,7 +203,10 @@ impl BlockDevice for FileDevice {
     }
 
     fn blocks(&self) -> bool {
-        true
+        // A file in tmpfs is page-cache memory: pread/pwrite copy and return, so running them
+        // on a worker thread would only add two thread hops per command. Only O_DIRECT keeps
+        // them on the pool (it may bounce through a buffer and is meant for real devices).
+        !self.memory_backed || self.direct
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
@@ -321,3 +333,14 @@ impl AlignedBuf {
 
 #[cfg(test)]
 mod tests;
+
+/// Whether `file` is on tmpfs or ramfs (statfs magic numbers from linux/magic.h).
+fn is_memory_filesystem(file: &File) -> bool {
+    const TMPFS_MAGIC: u64 = 0x0102_1994;
+    const RAMFS_MAGIC: u64 = 0x8584_58f6;
+    match rustix::fs::fstatfs(file) {
+        #[allow(clippy::unnecessary_cast)] // f_type's width differs between architectures
+        Ok(st) => matches!(st.f_type as u64, TMPFS_MAGIC | RAMFS_MAGIC),
+        Err(_) => false,
+    }
+}

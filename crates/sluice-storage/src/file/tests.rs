@@ -209,3 +209,21 @@ fn aligned_buffers_are_aligned() {
         assert!(buf.as_slice().iter().all(|&b| b == 0));
     }
 }
+
+#[test]
+fn files_in_ram_run_inline_and_others_on_the_pool() {
+    // /dev/shm is tmpfs on Linux; the temporary directory is normally a disk filesystem.
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let dev = FileDevice::open(shm.path().join("lun.img"), options(Some(1 << 20), 512)).unwrap();
+    assert!(dev.memory_backed());
+    assert!(!dev.blocks());
+
+    let dir = tempfile::tempdir().unwrap();
+    let dev = FileDevice::open(dir.path().join("lun.img"), options(Some(1 << 20), 512)).unwrap();
+    let on_disk = !is_memory_filesystem(&File::open(dir.path()).unwrap());
+    assert_eq!(
+        dev.blocks(),
+        on_disk,
+        "a disk file must run off the reactor"
+    );
+}
