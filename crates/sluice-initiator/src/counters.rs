@@ -1,0 +1,164 @@
+//! Per-session counters: commands, PDUs by opcode, bytes, digest errors and a latency
+//! histogram. The driver updates them; [`Session::counters`](crate::Session::counters) hands
+//! out a snapshot (the lab reads them).
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use sluice_proto::pdu::types::opcode;
+
+/// Highest latency the histogram records exactly (longer ones are clamped): 60 s in µs.
+const LATENCY_MAX_US: u64 = 60_000_000;
+
+/// A snapshot of one session's counters (all since the session was opened).
+#[derive(Clone, Debug)]
+pub struct SessionCounters {
+    /// SCSI commands completed (any status).
+    pub commands: u64,
+    /// Commands that ended with an error or a non-GOOD status.
+    pub commands_failed: u64,
+    /// Commands sent again on a new connection after a connection was lost.
+    pub commands_retried: u64,
+    /// PDUs sent, indexed by opcode (without the I bit; 0..64).
+    pub pdus_sent: [u64; 64],
+    /// PDUs received, indexed by opcode.
+    pub pdus_received: [u64; 64],
+    /// Bytes written to the socket (headers, data, padding, digests).
+    pub bytes_sent: u64,
+    /// Bytes read from the socket.
+    pub bytes_received: u64,
+    /// Payload bytes of completed reads.
+    pub read_bytes: u64,
+    /// Payload bytes of completed writes.
+    pub write_bytes: u64,
+    /// Header digest mismatches detected.
+    pub header_digest_errors: u64,
+    /// Data digest mismatches detected.
+    pub data_digest_errors: u64,
+    /// Connections re-established.
+    pub reconnects: u64,
+    /// Asynchronous Messages received.
+    pub async_messages: u64,
+    /// Reject PDUs received.
+    pub rejects: u64,
+    /// Most commands in flight at once.
+    pub max_in_flight: u64,
+    /// Command latency in microseconds, submission to completion.
+    pub latency_us: Histogram<u64>,
+}
+
+impl Default for SessionCounters {
+    fn default() -> Self {
+        Self {
+            commands: 0,
+            commands_failed: 0,
+            commands_retried: 0,
+            pdus_sent: [0; 64],
+            pdus_received: [0; 64],
+            bytes_sent: 0,
+            bytes_received: 0,
+            read_bytes: 0,
+            write_bytes: 0,
+            header_digest_errors: 0,
+            data_digest_errors: 0,
+            reconnects: 0,
+            async_messages: 0,
+            rejects: 0,
+            max_in_flight: 0,
+            // new_with_bounds fails only for low < 1, high < 2 * low or sigfig > 5: not so here.
+            latency_us: Histogram::new_with_bounds(1, LATENCY_MAX_US, 3)
+                .expect("constant, valid histogram bounds"),
+        }
+    }
+}
+
+impl SessionCounters {
+    /// Data-In PDUs received.
+    pub fn data_in(&self) -> u64 {
+        self.pdus_received[usize::from(opcode::DATA_IN)]
+    }
+
+    /// Data-Out PDUs sent.
+    pub fn data_out(&self) -> u64 {
+        self.pdus_sent[usize::from(opcode::DATA_OUT)]
+    }
+
+    /// R2T PDUs received.
+    pub fn r2t(&self) -> u64 {
+        self.pdus_received[usize::from(opcode::R2T)]
+    }
+
+    /// SCSI Command PDUs sent (retries included).
+    pub fn scsi_commands_sent(&self) -> u64 {
+        self.pdus_sent[usize::from(opcode::SCSI_COMMAND)]
+    }
+
+    /// NOP-Out PDUs sent (pings and answers).
+    pub fn nop_out(&self) -> u64 {
+        self.pdus_sent[usize::from(opcode::NOP_OUT)]
+    }
+
+    /// NOP-In PDUs received.
+    pub fn nop_in(&self) -> u64 {
+        self.pdus_received[usize::from(opcode::NOP_IN)]
+    }
+}
+
+/// Shared, lock-protected counters; the driver is the only writer.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Counters(Arc<Mutex<SessionCounters>>);
+
+impl Counters {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, SessionCounters> {
+        // A panic while holding the lock leaves plain numbers behind: still usable.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn snapshot(&self) -> SessionCounters {
+        self.lock().clone()
+    }
+
+    pub(crate) fn pdu_sent(&self, op: u8, wire_len: usize) {
+        let mut c = self.lock();
+        c.pdus_sent[usize::from(op & 0x3f)] += 1;
+        c.bytes_sent += wire_len as u64;
+    }
+
+    pub(crate) fn pdu_received(&self, op: u8) {
+        self.lock().pdus_received[usize::from(op & 0x3f)] += 1;
+    }
+
+    pub(crate) fn bytes_received(&self, n: usize) {
+        self.lock().bytes_received += n as u64;
+    }
+
+    pub(crate) fn completed(&self, ok: bool, latency: Duration, read: u64, written: u64) {
+        let mut c = self.lock();
+        c.commands += 1;
+        c.commands_failed += u64::from(!ok);
+        c.read_bytes += read;
+        c.write_bytes += written;
+        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        c.latency_us.saturating_record(us.clamp(1, LATENCY_MAX_US));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_by_opcode_and_records_latency() {
+        let c = Counters::default();
+        c.pdu_sent(opcode::DATA_OUT, 100);
+        c.pdu_sent(opcode::DATA_OUT | 0x40, 100);
+        c.pdu_received(opcode::R2T);
+        c.completed(true, Duration::from_micros(250), 0, 4096);
+        let s = c.snapshot();
+        assert_eq!((s.data_out(), s.r2t(), s.bytes_sent), (2, 1, 200));
+        assert_eq!(s.latency_us.len(), 1);
+        assert!(s.latency_us.value_at_quantile(0.5) >= 249);
+        assert_eq!(s.write_bytes, 4096);
+    }
+}

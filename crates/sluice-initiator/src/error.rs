@@ -1,0 +1,182 @@
+//! Errors, each saying what failed in words (login status, sense key and ASC/ASCQ names).
+
+use std::fmt;
+
+use sluice_proto::framing::FrameError;
+use sluice_proto::login::{LoginError, LoginStatus};
+use sluice_proto::task::TaskError;
+use sluice_scsi::SenseData;
+
+use crate::url::UrlError;
+
+/// Anything the initiator can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A malformed `iscsi://` URL.
+    #[error(transparent)]
+    Url(#[from] UrlError),
+    /// A bad option or option combination.
+    #[error("{0}")]
+    Option(String),
+    /// The TCP connection could not be made.
+    #[error("cannot connect to {portal}: {source}")]
+    Connect {
+        /// `host:port`.
+        portal: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Reading or writing the connection failed.
+    #[error("connection to {portal}: {source}")]
+    Io {
+        /// `host:port`.
+        portal: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The login failed; the message gives the target's status in words.
+    #[error("login to {target} at {portal} failed: {source}")]
+    Login {
+        /// Target name (or "discovery").
+        target: String,
+        /// `host:port`.
+        portal: String,
+        /// What went wrong.
+        source: LoginError,
+    },
+    /// More redirects than allowed.
+    #[error("login gave up after {0} redirects")]
+    TooManyRedirects(u32),
+    /// The byte stream from the target is broken (bad digest, oversized segment, ...).
+    #[error("bad PDU from the target: {0}")]
+    Frame(#[from] FrameError),
+    /// The target broke a protocol rule.
+    #[error("target protocol error: {0}")]
+    Protocol(String),
+    /// A data transfer rule was broken for one command.
+    #[error("command data transfer: {0}")]
+    Task(#[from] TaskError),
+    /// The command completed with a non-GOOD SCSI status.
+    #[error("{0}")]
+    Scsi(ScsiFailure),
+    /// The target answered with an iSCSI response code other than "completed at target".
+    #[error("target failure (iSCSI response {0:#04x})")]
+    TargetFailure(u8),
+    /// The target rejected a PDU (RFC 7143 section 11.17.1 reason code).
+    #[error("target rejected the PDU: reason {0:#04x} ({reason})", reason = reject_reason(*.0))]
+    Rejected(u8),
+    /// A timer ran out.
+    #[error("timed out: {0}")]
+    Timeout(&'static str),
+    /// The connection was lost and could not be restored within the configured bounds.
+    #[error("connection lost and not recovered after {attempts} attempts: {last}")]
+    ConnectionLost {
+        /// Reconnect attempts made.
+        attempts: u32,
+        /// The last failure.
+        last: String,
+    },
+    /// The session was logged out or its driver stopped.
+    #[error("session closed")]
+    Closed,
+}
+
+impl Error {
+    /// The login status, if this is a login rejected by the target.
+    pub fn login_status(&self) -> Option<LoginStatus> {
+        match self {
+            Error::Login {
+                source: LoginError::Rejected { status },
+                ..
+            } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// The decoded sense data, if this is a CHECK CONDITION.
+    pub fn sense(&self) -> Option<&SenseData> {
+        match self {
+            Error::Scsi(f) => f.sense.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// A command that ended with a non-GOOD status.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct ScsiFailure {
+    /// The SCSI status byte.
+    pub status: u8,
+    /// Decoded sense data, if the target sent any it could decode.
+    pub sense: Option<SenseData>,
+}
+
+impl fmt::Display for ScsiFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SCSI status {}", status_name(self.status))?;
+        if let Some(s) = &self.sense {
+            write!(f, ": {s}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The name of a SCSI status byte (SAM-5 5.3).
+pub fn status_name(status: u8) -> &'static str {
+    match status {
+        0x00 => "GOOD",
+        0x02 => "CHECK CONDITION",
+        0x04 => "CONDITION MET",
+        0x08 => "BUSY",
+        0x18 => "RESERVATION CONFLICT",
+        0x28 => "TASK SET FULL",
+        0x30 => "ACA ACTIVE",
+        0x40 => "TASK ABORTED",
+        _ => "unknown status",
+    }
+}
+
+/// The words for a Reject reason (RFC 7143 section 11.17.1).
+pub fn reject_reason(reason: u8) -> &'static str {
+    match reason {
+        0x02 => "data digest error",
+        0x03 => "SNACK reject",
+        0x04 => "protocol error",
+        0x05 => "command not supported",
+        0x06 => "too many immediate commands",
+        0x07 => "task in progress",
+        0x08 => "invalid data ack",
+        0x09 => "invalid PDU field",
+        0x0a => "out of resources",
+        0x0c => "waiting for logout",
+        _ => "unknown reason",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_scsi::SenseKey;
+
+    #[test]
+    fn messages_are_in_words() {
+        let e = Error::Scsi(ScsiFailure {
+            status: 2,
+            sense: Some(SenseData::new(SenseKey::ILLEGAL_REQUEST, 0x21, 0x00)),
+        });
+        let text = e.to_string();
+        assert!(text.contains("CHECK CONDITION"), "{text}");
+        assert!(text.contains("ILLEGAL REQUEST"), "{text}");
+        let e = Error::Login {
+            target: "iqn.x".into(),
+            portal: "h:1".into(),
+            source: LoginError::Rejected {
+                status: LoginStatus::AUTH_FAILURE,
+            },
+        };
+        assert!(e.to_string().contains("authentication failure"), "{e}");
+        assert_eq!(e.login_status(), Some(LoginStatus::AUTH_FAILURE));
+        assert!(Error::Rejected(9).to_string().contains("invalid PDU field"));
+    }
+}

@@ -1,0 +1,301 @@
+//! What a session connects with: identity, CHAP, operational offers and driver policy.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_proto::chap::ChapAlgorithm;
+use sluice_proto::pdu::Pdu;
+use sluice_proto::text::keys::{parse_bool, parse_number};
+use sluice_proto::text::{DigestKind, OperationalOffer};
+
+use crate::error::Error;
+use crate::url::IscsiUrl;
+
+/// The InitiatorName used when none is configured.
+pub const DEFAULT_INITIATOR_NAME: &str = "iqn.2026-11.io.sluice:initiator";
+
+/// Which way a traced PDU went.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum Direction {
+    /// Initiator to target.
+    Sent,
+    /// Target to initiator.
+    Received,
+}
+
+/// A PDU trace hook: called for every PDU sent or received, login and discovery included.
+pub type PduTrace = Arc<dyn Fn(Direction, &Pdu) + Send + Sync>;
+
+/// CHAP settings (RFC 7143 section 12.1.3).
+#[derive(Clone, Eq, PartialEq)]
+pub struct Chap {
+    /// CHAP_N we send.
+    pub user: String,
+    /// The secret we share with the target.
+    pub secret: String,
+    /// Mutual CHAP: the CHAP_N the target must answer with and its secret.
+    pub mutual: Option<(String, String)>,
+    /// CHAP_A values to offer, most preferred first.
+    pub algorithms: Vec<ChapAlgorithm>,
+}
+
+impl fmt::Debug for Chap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Chap")
+            .field("user", &self.user)
+            .field("mutual_user", &self.mutual.as_ref().map(|m| &m.0))
+            .field("algorithms", &self.algorithms)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Everything a connection is made with. Build with [`ConnectOptions::default`] and the
+/// setters, or from a URL's query with [`ConnectOptions::apply`].
+#[derive(Clone)]
+pub struct ConnectOptions {
+    /// InitiatorName.
+    pub initiator_name: String,
+    /// InitiatorAlias, sent when set.
+    pub initiator_alias: Option<String>,
+    /// CHAP, when the target requires it.
+    pub chap: Option<Chap>,
+    /// Operational keys offered at login (RFC 7143 section 13). The result is in
+    /// [`Session::params`](crate::Session::params).
+    pub offer: OperationalOffer,
+    /// Limit on TCP connect.
+    pub connect_timeout: Duration,
+    /// Limit on one whole login (all its PDUs).
+    pub login_timeout: Duration,
+    /// Send a NOP-Out ping after this much idle time (`None`: never).
+    pub keepalive_interval: Option<Duration>,
+    /// How long a ping may go unanswered before the connection counts as lost.
+    pub keepalive_timeout: Duration,
+    /// Most consecutive reconnect attempts after a lost connection (0: fail the commands).
+    pub max_reconnects: u32,
+    /// Most times one command is retried on a new connection.
+    pub max_retries: u32,
+    /// Delay before reconnecting; `None` means the negotiated DefaultTime2Wait.
+    pub reconnect_delay: Option<Duration>,
+    /// Most login redirects followed (RFC 7143 section 11.13.5, class 1).
+    pub max_redirects: u32,
+    /// Called for every PDU, for debugging.
+    pub trace: Option<PduTrace>,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        // open-iscsi's offers: large bursts, unsolicited data allowed.
+        let offer = OperationalOffer {
+            initial_r2t: false,
+            immediate_data: true,
+            max_recv_data_segment_length: 262_144,
+            max_burst_length: 16_776_192,
+            first_burst_length: 262_144,
+            ..OperationalOffer::default()
+        };
+        Self {
+            initiator_name: DEFAULT_INITIATOR_NAME.to_owned(),
+            initiator_alias: None,
+            chap: None,
+            offer,
+            connect_timeout: Duration::from_secs(10),
+            login_timeout: Duration::from_secs(15),
+            keepalive_interval: Some(Duration::from_secs(30)),
+            keepalive_timeout: Duration::from_secs(15),
+            max_reconnects: 3,
+            max_retries: 3,
+            reconnect_delay: None,
+            max_redirects: 8,
+            trace: None,
+        }
+    }
+}
+
+impl fmt::Debug for ConnectOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnectOptions")
+            .field("initiator_name", &self.initiator_name)
+            .field("chap", &self.chap)
+            .field("offer", &self.offer)
+            .field("max_reconnects", &self.max_reconnects)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConnectOptions {
+    /// Options for `url`: its CHAP user/secret and query arguments applied to the defaults.
+    pub fn from_url(url: &IscsiUrl) -> Result<Self, Error> {
+        let mut o = Self::default();
+        if let (Some(user), Some(secret)) = (&url.user, &url.password) {
+            o.set_chap(user, secret);
+        } else if url.user.is_some() {
+            return Err(Error::Option(
+                "the URL names a CHAP user but no secret (user%secret@host)".into(),
+            ));
+        }
+        for (k, v) in &url.options {
+            o.apply(k, v)?;
+        }
+        Ok(o)
+    }
+
+    /// One-way CHAP with MD5 (add algorithms to [`Chap::algorithms`] to offer more).
+    pub fn set_chap(&mut self, user: &str, secret: &str) -> &mut Self {
+        let mutual = self.chap.take().and_then(|c| c.mutual);
+        self.chap = Some(Chap {
+            user: user.to_owned(),
+            secret: secret.to_owned(),
+            mutual,
+            algorithms: vec![ChapAlgorithm::Md5],
+        });
+        self
+    }
+
+    /// Mutual CHAP: the name and secret the target must prove. Needs [`set_chap`] first.
+    ///
+    /// [`set_chap`]: Self::set_chap
+    pub fn set_mutual_chap(&mut self, user: &str, secret: &str) -> Result<&mut Self, Error> {
+        let chap = self.chap.as_mut().ok_or_else(|| {
+            Error::Option("mutual CHAP needs a CHAP user and secret for the initiator".into())
+        })?;
+        chap.mutual = Some((user.to_owned(), secret.to_owned()));
+        Ok(self)
+    }
+
+    /// Sets both digests to CRC32C (`true`) or None.
+    pub fn set_digests(&mut self, header: bool, data: bool) -> &mut Self {
+        let pick = |on| {
+            vec![if on {
+                DigestKind::Crc32c
+            } else {
+                DigestKind::None
+            }]
+        };
+        self.offer.header_digest = pick(header);
+        self.offer.data_digest = pick(data);
+        self
+    }
+
+    /// Applies one option: a libiscsi URL argument (`header_digest`, `data_digest`,
+    /// `target_user`, `target_password`, `initiator_name`, `chap_algorithms`) or any RFC 7143
+    /// operational key by its name (`InitialR2T=No`, `MaxBurstLength=65536`, ...).
+    pub fn apply(&mut self, key: &str, value: &str) -> Result<(), Error> {
+        let bad = || Error::Option(format!("{key}={value}: invalid value"));
+        let num = |max: u64| parse_number(value).filter(|&n| n <= max).ok_or_else(bad);
+        let boolean = || parse_bool(value).ok_or_else(bad);
+        let o = &mut self.offer;
+        match key {
+            "header_digest" | "HeaderDigest" => o.header_digest = digests(value).ok_or_else(bad)?,
+            "data_digest" | "DataDigest" => o.data_digest = digests(value).ok_or_else(bad)?,
+            "initiator_name" | "InitiatorName" => self.initiator_name = value.to_owned(),
+            "InitiatorAlias" => self.initiator_alias = Some(value.to_owned()),
+            "target_user" => {
+                let secret = self
+                    .chap
+                    .as_ref()
+                    .and_then(|c| c.mutual.clone())
+                    .map(|m| m.1);
+                self.set_mutual_chap(value, &secret.unwrap_or_default())?;
+            }
+            "target_password" => {
+                let user = self
+                    .chap
+                    .as_ref()
+                    .and_then(|c| c.mutual.clone())
+                    .map(|m| m.0);
+                self.set_mutual_chap(&user.unwrap_or_default(), value)?;
+            }
+            "chap_algorithms" | "CHAP_A" => {
+                let chap = self.chap.as_mut().ok_or_else(bad)?;
+                chap.algorithms = value
+                    .split(',')
+                    .map(|a| chap_algorithm(a).ok_or_else(bad))
+                    .collect::<Result<_, _>>()?;
+            }
+            "MaxConnections" => o.max_connections = num(65535)? as u16,
+            "InitialR2T" => o.initial_r2t = boolean()?,
+            "ImmediateData" => o.immediate_data = boolean()?,
+            "MaxRecvDataSegmentLength" => {
+                o.max_recv_data_segment_length = num(16_777_215)?.max(512) as u32;
+            }
+            "MaxBurstLength" => o.max_burst_length = num(16_777_215)?.max(512) as u32,
+            "FirstBurstLength" => o.first_burst_length = num(16_777_215)?.max(512) as u32,
+            "DefaultTime2Wait" => o.default_time2wait = num(3600)? as u16,
+            "DefaultTime2Retain" => o.default_time2retain = num(3600)? as u16,
+            "MaxOutstandingR2T" => o.max_outstanding_r2t = num(65535)?.max(1) as u16,
+            "DataPDUInOrder" => o.data_pdu_in_order = boolean()?,
+            "DataSequenceInOrder" => o.data_sequence_in_order = boolean()?,
+            "ErrorRecoveryLevel" => o.error_recovery_level = num(2)? as u8,
+            "iSCSIProtocolLevel" => o.protocol_level = Some(num(31)? as u8),
+            _ => return Err(Error::Option(format!("unknown option {key}"))),
+        }
+        Ok(())
+    }
+}
+
+/// Parses libiscsi digest names (`none`, `crc32c`, `crc32c-none`, `none-crc32c`) and the RFC
+/// list form (`CRC32C,None`).
+fn digests(value: &str) -> Option<Vec<DigestKind>> {
+    value
+        .split([',', '-', '_'])
+        .map(|d| match d.to_ascii_lowercase().as_str() {
+            "none" => Some(DigestKind::None),
+            "crc32c" => Some(DigestKind::Crc32c),
+            _ => None,
+        })
+        .collect()
+}
+
+fn chap_algorithm(name: &str) -> Option<ChapAlgorithm> {
+    match name.to_ascii_lowercase().as_str() {
+        "md5" | "5" => Some(ChapAlgorithm::Md5),
+        "sha1" | "sha-1" | "6" => Some(ChapAlgorithm::Sha1),
+        "sha256" | "sha-256" | "7" => Some(ChapAlgorithm::Sha256),
+        "sha3-256" | "sha3_256" | "8" => Some(ChapAlgorithm::Sha3_256),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_arguments_and_keys_apply() {
+        let url = IscsiUrl::parse(
+            "iscsi://u%secretsecret1@h/iqn.a:b/0?header_digest=crc32c-none&target_user=t\
+             &target_password=othersecret2&InitialR2T=Yes&MaxRecvDataSegmentLength=1500\
+             &chap_algorithms=sha256,md5",
+        )
+        .unwrap();
+        let o = ConnectOptions::from_url(&url).unwrap();
+        assert_eq!(
+            o.offer.header_digest,
+            vec![DigestKind::Crc32c, DigestKind::None]
+        );
+        let chap = o.chap.unwrap();
+        assert_eq!(chap.mutual, Some(("t".into(), "othersecret2".into())));
+        assert_eq!(
+            chap.algorithms,
+            vec![ChapAlgorithm::Sha256, ChapAlgorithm::Md5]
+        );
+        assert!(o.offer.initial_r2t);
+        assert_eq!(o.offer.max_recv_data_segment_length, 1500);
+    }
+
+    #[test]
+    fn bad_options_are_named() {
+        let mut o = ConnectOptions::default();
+        assert!(o
+            .apply("InitialR2T", "maybe")
+            .unwrap_err()
+            .to_string()
+            .contains("InitialR2T"));
+        assert!(o.apply("Bogus", "1").is_err());
+        assert!(
+            o.apply("target_user", "x").is_err(),
+            "mutual CHAP without CHAP"
+        );
+    }
+}

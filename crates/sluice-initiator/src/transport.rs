@@ -1,0 +1,156 @@
+//! One TCP connection: the sans-IO framer on the receive side, `encode` on the send side,
+//! counters and the PDU trace on both. Login and discovery use [`Transport::send`] and
+//! [`Transport::recv`]; the full-feature driver uses the buffers directly so that it can read
+//! and write at the same time.
+
+use bytes::BytesMut;
+use sluice_proto::framing::{encode, Digests, FrameError, Framer, LOGIN_MAX_DATA_SEGMENT};
+use sluice_proto::params::SessionParams;
+use sluice_proto::pdu::Pdu;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::counters::Counters;
+use crate::error::Error;
+use crate::options::{ConnectOptions, Direction, PduTrace};
+
+/// Bytes asked of the socket per read.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// A connected socket with its framing state.
+pub(crate) struct Transport {
+    /// `host:port` as connected, for messages.
+    pub(crate) portal: String,
+    pub(crate) stream: TcpStream,
+    pub(crate) framer: Framer,
+    pub(crate) rbuf: BytesMut,
+    pub(crate) wbuf: BytesMut,
+    pub(crate) digests: Digests,
+    pub(crate) counters: Counters,
+    trace: Option<PduTrace>,
+}
+
+impl Transport {
+    /// Connects within the configured timeout.
+    pub(crate) async fn connect(
+        portal: &str,
+        opts: &ConnectOptions,
+        counters: Counters,
+    ) -> Result<Self, Error> {
+        let connect = TcpStream::connect(portal);
+        let stream = match tokio::time::timeout(opts.connect_timeout, connect).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(source)) => {
+                return Err(Error::Connect {
+                    portal: portal.to_owned(),
+                    source,
+                })
+            }
+            Err(_) => return Err(Error::Timeout("TCP connect")),
+        };
+        let _ = stream.set_nodelay(true);
+        Ok(Self {
+            portal: portal.to_owned(),
+            stream,
+            framer: Framer::new(LOGIN_MAX_DATA_SEGMENT),
+            rbuf: BytesMut::with_capacity(READ_CHUNK),
+            wbuf: BytesMut::new(),
+            digests: Digests::NONE,
+            counters,
+            trace: opts.trace.clone(),
+        })
+    }
+
+    /// Switches to the negotiated parameters (RFC 7143 section 13.1: digests start with the
+    /// first PDU after the final Login Response; section 13.12: our declared
+    /// MaxRecvDataSegmentLength bounds what the target sends).
+    pub(crate) fn enter_full_feature(&mut self, params: &SessionParams) {
+        self.digests = Digests {
+            header: params.header_digest,
+            data: params.data_digest,
+        };
+        self.framer.set_digests(self.digests);
+        self.framer
+            .set_max_data_segment(params.initiator_max_recv_data_segment_length);
+    }
+
+    /// Appends `pdu` to the send buffer.
+    pub(crate) fn queue(&mut self, pdu: &Pdu) {
+        let before = self.wbuf.len();
+        encode(pdu, self.digests, &mut self.wbuf);
+        self.counters
+            .pdu_sent(pdu.opcode(), self.wbuf.len() - before);
+        if let Some(trace) = &self.trace {
+            trace(Direction::Sent, pdu);
+        }
+    }
+
+    /// Sends one PDU and waits until it is written.
+    pub(crate) async fn send(&mut self, pdu: &Pdu) -> Result<(), Error> {
+        self.queue(pdu);
+        self.flush().await
+    }
+
+    /// Writes the whole send buffer.
+    pub(crate) async fn flush(&mut self) -> Result<(), Error> {
+        let res = self.stream.write_all(&self.wbuf).await;
+        self.wbuf.clear();
+        res.map_err(|source| self.io(source))
+    }
+
+    /// Receives one PDU. A data digest error is counted and returned (the stream is still in
+    /// step); other framing errors end the connection.
+    pub(crate) async fn recv(&mut self) -> Result<Pdu, Error> {
+        loop {
+            if let Some(pdu) = self.decode()? {
+                return Ok(pdu);
+            }
+            self.rbuf.reserve(READ_CHUNK);
+            let n = self
+                .stream
+                .read_buf(&mut self.rbuf)
+                .await
+                .map_err(|source| Error::Io {
+                    portal: self.portal.clone(),
+                    source,
+                })?;
+            if n == 0 {
+                return Err(self.io(std::io::ErrorKind::UnexpectedEof.into()));
+            }
+            self.counters.bytes_received(n);
+        }
+    }
+
+    /// Cuts the next PDU off the receive buffer, if a whole one is there.
+    pub(crate) fn decode(&mut self) -> Result<Option<Pdu>, Error> {
+        match self.framer.decode(&mut self.rbuf) {
+            Ok(Some(pdu)) => {
+                self.counters.pdu_received(pdu.opcode());
+                if let Some(trace) = &self.trace {
+                    trace(Direction::Received, &pdu);
+                }
+                Ok(Some(pdu))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => {
+                match &e {
+                    FrameError::HeaderDigest { .. } => {
+                        self.counters.lock().header_digest_errors += 1;
+                    }
+                    FrameError::DataDigest { .. } => {
+                        self.counters.lock().data_digest_errors += 1;
+                    }
+                    _ => {}
+                }
+                Err(Error::Frame(e))
+            }
+        }
+    }
+
+    pub(crate) fn io(&self, source: std::io::Error) -> Error {
+        Error::Io {
+            portal: self.portal.clone(),
+            source,
+        }
+    }
+}
