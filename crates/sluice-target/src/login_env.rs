@@ -12,8 +12,8 @@ use sluice_proto::params::SessionType;
 use sluice_proto::seq::Tsih;
 use sluice_proto::text::{DigestKind, OperationalOffer as ProtoOffer};
 
-use crate::config::{Acl, ChapCredentials, DigestPolicy, OperationalOffer, TargetConfig};
-use crate::discovery::{find_target, PORTAL_GROUP_TAG};
+use crate::config::{ChapCredentials, DigestPolicy, OperationalOffer, TargetConfig};
+use crate::discovery::{admits, find_target, PORTAL_GROUP_TAG};
 use crate::sessions::{BindError, Bound, NexusKey, SessionTable};
 
 /// One connection's login environment. Holds the session binding once the login completes.
@@ -28,10 +28,9 @@ impl TargetLoginEnv for LoginEnv<'_> {
         let t = find_target(self.config, name)?;
         Some(TargetLoginPolicy {
             chap: t.chap.as_ref().map(chap_secrets),
-            allowed_initiators: match &t.acl {
-                Acl::Open => None,
-                Acl::Allow(names) => Some(names.clone()),
-            },
+            // The ACL is checked in `admit`: the login core compares names exactly, but iSCSI
+            // names compare case-insensitively (RFC 3722 stringprep folds case).
+            allowed_initiators: None,
             offer: proto_offer(&self.config.offer),
             portal_group_tag: PORTAL_GROUP_TAG,
             alias: t.alias.clone(),
@@ -46,6 +45,18 @@ impl TargetLoginEnv for LoginEnv<'_> {
             portal_group_tag: PORTAL_GROUP_TAG,
             alias: None,
         }
+    }
+
+    fn admit(&mut self, binding: &SessionBinding) -> Result<(), LoginStatus> {
+        let refused = binding
+            .target_name
+            .as_deref()
+            .and_then(|name| find_target(self.config, name))
+            .is_some_and(|t| !admits(&t.acl, &binding.initiator_name));
+        if refused {
+            return Err(LoginStatus::AUTHORIZATION_FAILURE);
+        }
+        Ok(())
     }
 
     fn random_bytes(&mut self, buf: &mut [u8]) {

@@ -1,0 +1,76 @@
+//! Graceful shutdown through `run` over real TCP: completing the shutdown future makes the
+//! target ask each logged-in session to log out (Async Message, AsyncEvent 1); once the
+//! initiator has logged out, `run` returns Ok.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use sluice_proto::pdu::codes::async_event;
+use sluice_proto::pdu::{LogoutRequest, Pdu};
+use support::*;
+
+#[tokio::test]
+async fn shutdown_asks_sessions_to_log_out_and_run_returns_after_logout() {
+    let mut cfg = config();
+    cfg.portals = vec!["127.0.0.1:0".parse().unwrap()];
+    // Long enough that only the logout (not the grace period) can end the connection within
+    // the waits below.
+    cfg.limits.shutdown_grace = Duration::from_secs(30);
+    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(sluice_target::run(
+        cfg,
+        move |a: &[SocketAddr]| {
+            let _ = addr_tx.send(a[0]);
+        },
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    let addr = addr_rx.await.unwrap();
+
+    let mut p = Peer::tcp(addr).await;
+    p.login(&LoginOpts::normal()).await.expect("login");
+    p.clear_unit_attention().await;
+    // A discovery session is simply closed on shutdown.
+    let mut d = Peer::tcp(addr).await;
+    d.login(&LoginOpts::discovery())
+        .await
+        .expect("discovery login");
+
+    stop_tx.send(()).unwrap();
+    let msg = match p.expect().await {
+        Pdu::AsyncMessage(m) => m,
+        other => panic!("expected an Async Message, got {other:?}"),
+    };
+    assert_eq!(msg.async_event, async_event::LOGOUT_REQUESTED);
+    assert!(msg.parameter3 >= 1, "Parameter3 gives the time to log out");
+    d.expect_closed().await;
+
+    // Still serving commands while waiting for the logout.
+    assert_eq!(p.read(0, 1).await.len(), BLOCK);
+    assert!(!server.is_finished(), "run waits for the logout");
+
+    let itt = p.itt();
+    let req = LogoutRequest {
+        immediate: true,
+        reason: 0,
+        itt,
+        cid: 0,
+        cmd_sn: p.cmd_sn,
+        exp_stat_sn: p.exp_stat_sn,
+    };
+    p.send(&Pdu::LogoutRequest(req)).await;
+    match p.expect().await {
+        Pdu::LogoutResponse(r) => assert_eq!((r.itt, r.response), (itt, 0)),
+        other => panic!("expected a Logout Response, got {other:?}"),
+    }
+    p.expect_closed().await;
+    let result = tokio::time::timeout(Duration::from_secs(15), server)
+        .await
+        .expect("run returns soon after the last logout")
+        .expect("run task");
+    result.expect("run returns Ok");
+}
