@@ -1,9 +1,18 @@
 //! `sluice`: the one binary. It owns argv, TOML and JSON; the libraries only see plain values.
 //!
 //! Modules: [`cli`] (clap definitions), [`cmd_target`] (`sluice target`), [`config_file`] (the
-//! TOML schema), [`size`] (sizes and durations), [`logging`] (tracing setup).
+//! TOML schema), [`size`] (sizes and durations), [`logging`] (tracing setup). The initiator
+//! subcommands: [`client_args`] (their clap definitions, added next to `target`),
+//! [`client_common`], [`cmd_discover`] (`discover`, `ls`), [`cmd_inquiry`] (`inq`,
+//! `readcap`), [`cmd_rw`] (`read`, `write`), [`cmd_dd`] (`dd`).
 
 mod cli;
+mod client_args;
+mod client_common;
+mod cmd_dd;
+mod cmd_discover;
+mod cmd_inquiry;
+mod cmd_rw;
 mod cmd_target;
 mod config_file;
 mod logging;
@@ -11,12 +20,24 @@ mod size;
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, FromArgMatches};
+use clap::{CommandFactory, FromArgMatches, Subcommand};
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, LogFormat};
+use crate::client_args::ClientCommand;
 
 fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
+    let matches = ClientCommand::augment_subcommands(Cli::command()).get_matches();
+    if let Some(name) = matches.subcommand_name() {
+        if ClientCommand::has_subcommand(name) {
+            let cmd = ClientCommand::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+            let format = matches
+                .get_one::<LogFormat>("log_format")
+                .copied()
+                .unwrap_or(LogFormat::Text);
+            logging::init(matches.get_count("verbose"), format);
+            return exit(run_client(&cmd));
+        }
+    }
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     logging::init(cli.verbose, cli.log_format);
     let result = match &cli.command {
@@ -27,6 +48,22 @@ fn main() -> ExitCode {
             cmd_target::run(args, sub)
         }
     };
+    exit(result)
+}
+
+fn run_client(cmd: &ClientCommand) -> anyhow::Result<()> {
+    match cmd {
+        ClientCommand::Discover(a) => cmd_discover::run_discover(a),
+        ClientCommand::Ls(a) => cmd_discover::run_ls(a),
+        ClientCommand::Inq(a) => cmd_inquiry::run_inq(a),
+        ClientCommand::Readcap(a) => cmd_inquiry::run_readcap(a),
+        ClientCommand::Read(a) => cmd_rw::run_read(a),
+        ClientCommand::Write(a) => cmd_rw::run_write(a),
+        ClientCommand::Dd(a) => cmd_dd::run_dd(a),
+    }
+}
+
+fn exit(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
