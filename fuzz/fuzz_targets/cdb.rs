@@ -57,6 +57,7 @@ fn target() -> ScsiTarget {
         relative_target_port: 1,
         target_port_group: 0,
         write_cache: true,
+        removable: false,
     };
     ScsiTarget::new(vec![(0, Arc::new(LogicalUnit::new(cfg)))])
 }

@@ -102,6 +102,10 @@ pub struct TargetArgs {
     #[arg(long)]
     pub read_only: bool,
 
+    /// Export every LUN as a removable medium (START STOP UNIT can eject and load it).
+    #[arg(long)]
+    pub removable: bool,
+
     /// Serve the targets described in this TOML file (cannot be combined with other target flags).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,

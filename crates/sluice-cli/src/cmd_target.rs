@@ -136,6 +136,7 @@ pub fn config_from_flags(args: &TargetArgs, luns: Vec<LunFlag>) -> anyhow::Resul
             backend,
             block_size,
             read_only: args.read_only,
+            removable: args.removable,
             serial: None,
         });
     }
@@ -282,11 +283,12 @@ pub fn summary(config: &TargetConfig) -> String {
         out += &format!(": acl {acl}, CHAP {}\n", describe_chap(&t.chap));
         for l in &t.luns {
             out += &format!(
-                "  LUN {}: {}, {}-byte blocks{}\n",
+                "  LUN {}: {}, {}-byte blocks{}{}\n",
                 l.number,
                 describe_backend(&l.backend),
                 l.block_size,
-                if l.read_only { ", read-only" } else { "" }
+                if l.read_only { ", read-only" } else { "" },
+                if l.removable { ", removable" } else { "" }
             );
         }
     }
@@ -545,6 +547,7 @@ mod tests {
             "--block-size",
             "4096",
             "--read-only",
+            "--removable",
             "--allow-initiator",
             "iqn.1994-05.com.redhat:a",
             "iqn.1991-05.com.microsoft:b",
@@ -578,6 +581,7 @@ mod tests {
         let chap = t.chap.as_ref().unwrap();
         assert_eq!(chap.mutual, Some(("t".into(), "ba9876543210".into())));
         assert!(t.luns[0].read_only);
+        assert!(t.luns[0].removable);
         assert_eq!(t.luns[0].block_size, 4096);
         assert_eq!(c.offer.header_digest, DigestPolicy::Require);
         assert_eq!(c.offer.data_digest, DigestPolicy::Forbid);

@@ -365,6 +365,7 @@ struct LunToml {
     direct: Option<Spanned<bool>>,
     block_size: Option<Spanned<i64>>,
     read_only: Option<bool>,
+    removable: Option<bool>,
     serial: Option<Spanned<String>>,
 }
 
@@ -838,6 +839,7 @@ fn convert_target(
             backend,
             block_size,
             read_only: lun.read_only.unwrap_or(false),
+            removable: lun.removable.unwrap_or(false),
             serial: lun.serial.as_ref().map(|s| s.get_ref().clone()),
         });
         lun_spans.push(LunSpans {
@@ -1088,8 +1090,15 @@ size = "1G"
         assert_eq!(c.keepalive, None);
         let lun = &c.targets[0].luns[0];
         assert_eq!((lun.number, lun.block_size, lun.read_only), (0, 512, false));
+        assert!(!lun.removable);
         assert_eq!(lun.backend, Backend::Memory { size: 1 << 30 });
         assert_eq!(c.targets[0].acl, Acl::Open);
+    }
+
+    #[test]
+    fn removable_key() {
+        let c = parse(&format!("{MINIMAL}removable = true\n")).unwrap();
+        assert!(c.targets[0].luns[0].removable);
     }
 
     #[test]

@@ -41,6 +41,8 @@ pub mod opcode {
     pub const PRE_FETCH_10: u8 = 0x34;
     /// SYNCHRONIZE CACHE(10).
     pub const SYNCHRONIZE_CACHE_10: u8 = 0x35;
+    /// READ DEFECT DATA(10).
+    pub const READ_DEFECT_DATA_10: u8 = 0x37;
     /// WRITE SAME(10).
     pub const WRITE_SAME_10: u8 = 0x41;
     /// UNMAP.
@@ -85,6 +87,8 @@ pub mod opcode {
     pub const WRITE_VERIFY_12: u8 = 0xAE;
     /// VERIFY(12).
     pub const VERIFY_12: u8 = 0xAF;
+    /// READ DEFECT DATA(12).
+    pub const READ_DEFECT_DATA_12: u8 = 0xB7;
     /// Service action of SERVICE ACTION IN(16) for READ CAPACITY(16).
     pub const SAI_READ_CAPACITY_16: u8 = 0x10;
     /// Service action of MAINTENANCE IN for REPORT SUPPORTED OPERATION CODES.
@@ -134,6 +138,11 @@ pub fn read16(lba: u64, blocks: u32, fua: bool) -> [u8; 16] {
 /// WRITE(16) of `blocks` blocks at `lba`, with optional FUA.
 pub fn write16(lba: u64, blocks: u32, fua: bool) -> [u8; 16] {
     rw16(opcode::WRITE_16, lba, blocks, fua)
+}
+
+/// ORWRITE(16) of `blocks` blocks at `lba`, with optional FUA.
+pub fn orwrite16(lba: u64, blocks: u32, fua: bool) -> [u8; 16] {
+    rw16(opcode::ORWRITE_16, lba, blocks, fua)
 }
 
 fn rw16(op: u8, lba: u64, blocks: u32, fua: bool) -> [u8; 16] {

@@ -28,7 +28,11 @@ const STANDARD_LEN: usize = 74;
 pub(crate) fn standard_data(cfg: Option<&LuConfig>, peripheral: u8) -> [u8; STANDARD_LEN] {
     let mut d = [0u8; STANDARD_LEN];
     d[0] = peripheral;
-    d[1] = 0x00; // RMB=0: not removable
+    // RMB: only a removable direct-access LU reports it (never the well-known or absent LU).
+    d[1] = match cfg {
+        Some(c) if c.removable && peripheral == DIRECT_ACCESS => 0x80,
+        _ => 0x00,
+    };
     d[2] = VERSION_SPC4;
     d[3] = 0x10 | 0x02; // HISUP=1, RESPONSE DATA FORMAT=2 (NORMACA=0)
     d[4] = (STANDARD_LEN - 5) as u8;

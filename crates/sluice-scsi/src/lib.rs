@@ -38,6 +38,12 @@
 //! POWER ON, RESET, OR BUS DEVICE RESET OCCURRED (29h/00h) pending; INQUIRY, REPORT LUNS
 //! and REQUEST SENSE are never blocked by a unit attention.
 //!
+//! A removable LU ([`LuConfig::removable`]) starts with its medium loaded; START STOP UNIT
+//! ejects and loads it, PREVENT ALLOW MEDIUM REMOVAL (held per nexus, dropped by
+//! `nexus_gone` and every reset) blocks both, and while it is ejected medium-access commands
+//! fail with NOT READY / MEDIUM NOT PRESENT. ORWRITE runs its read-modify-write under the
+//! LU's exclusive I/O lock, so it is atomic with respect to every other block command.
+//!
 //! Commands this crate does not implement (UNMAP, WRITE SAME, COMPARE AND WRITE, PERSISTENT
 //! RESERVE, RESERVE/RELEASE, …) get ILLEGAL REQUEST / INVALID COMMAND OPERATION CODE, which
 //! initiators and conformance suites read as "not implemented". [`ScsiTarget::transfer`]

@@ -2,13 +2,13 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::BytesMut;
 use sluice_storage::{BlockDevice, StorageError};
 
 use crate::mode::ModePages;
-use crate::opcodes::{self, Op};
+use crate::opcodes::{self, IoLock, Op};
 use crate::sense::{self, SenseData, SenseFormat, SenseKey};
 use crate::unit_attention::{self as ua, UnitAttentions};
 use crate::{capacity, inquiry, misc, mode, report_luns, rw, verify, vpd};
@@ -45,6 +45,11 @@ pub struct LuConfig {
     pub target_port_group: u16,
     /// Default of the WCE bit (caching mode page). With WCE=0 every write is FUA.
     pub write_cache: bool,
+    /// Report a removable medium (RMB=1 in standard INQUIRY). START STOP UNIT with LOEJ=1
+    /// then ejects and loads it (refused with MEDIUM REMOVAL PREVENTED while any I_T nexus
+    /// holds a PREVENT), and while it is ejected every medium-access command fails with NOT
+    /// READY / MEDIUM NOT PRESENT. The LU starts with the medium loaded.
+    pub removable: bool,
 }
 
 impl fmt::Debug for LuConfig {
@@ -52,6 +57,7 @@ impl fmt::Debug for LuConfig {
         f.debug_struct("LuConfig")
             .field("device", &self.device)
             .field("read_only", &self.read_only)
+            .field("removable", &self.removable)
             .field("vendor", &self.vendor)
             .field("product", &self.product)
             .field("serial", &self.serial)
@@ -61,12 +67,17 @@ impl fmt::Debug for LuConfig {
 }
 
 /// A direct-access (SBC) logical unit. `Send + Sync`; commands may run concurrently from
-/// several threads. Mode pages, unit attentions and PREVENT state sit behind one mutex that
-/// is never held across device I/O.
+/// several threads. Mode pages, unit attentions, PREVENT and medium state sit behind one
+/// mutex that is never held across device I/O.
+///
+/// Block I/O commands also take the LU's I/O lock: READ, WRITE, VERIFY and WRITE AND VERIFY
+/// shared, ORWRITE exclusive, so ORWRITE's read-modify-write is atomic with respect to
+/// every other command that touches the medium.
 #[derive(Debug)]
 pub struct LogicalUnit {
     cfg: LuConfig,
     state: Mutex<LuState>,
+    io: RwLock<()>,
 }
 
 /// Interior state of a logical unit.
@@ -75,6 +86,8 @@ pub(crate) struct LuState {
     pub(crate) mode: ModePages,
     pub(crate) ua: UnitAttentions,
     pub(crate) prevent: HashSet<NexusId>,
+    /// Whether the medium is loaded (always true unless the LU is removable).
+    pub(crate) medium_present: bool,
 }
 
 /// What a handler sees of one command.
@@ -101,7 +114,9 @@ impl LogicalUnit {
                 mode,
                 ua: UnitAttentions::default(),
                 prevent: HashSet::new(),
+                medium_present: true,
             }),
+            io: RwLock::new(()),
         }
     }
 
@@ -129,6 +144,26 @@ impl LogicalUnit {
     /// Whether any I_T nexus holds a PREVENT MEDIUM REMOVAL.
     pub fn removal_prevented(&self) -> bool {
         !self.state().prevent.is_empty()
+    }
+
+    /// Whether the LU reports a removable medium.
+    pub fn removable(&self) -> bool {
+        self.cfg.removable
+    }
+
+    /// Whether the medium is loaded (always true for a non-removable LU).
+    pub fn medium_present(&self) -> bool {
+        self.state().medium_present
+    }
+
+    /// Shared hold on the LU's I/O lock (ordinary reads and writes).
+    pub(crate) fn io_shared(&self) -> RwLockReadGuard<'_, ()> {
+        self.io.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Exclusive hold on the LU's I/O lock (read-modify-write commands).
+    pub(crate) fn io_exclusive(&self) -> RwLockWriteGuard<'_, ()> {
+        self.io.write().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn state(&self) -> MutexGuard<'_, LuState> {
@@ -218,7 +253,22 @@ impl LogicalUnit {
         };
         let result = opcodes::lookup(cdb)
             .and_then(|info| opcodes::validate(info, cdb).map(|()| info.op))
-            .and_then(|op| dispatch(op, &mut cmd));
+            .and_then(|op| {
+                if op.needs_medium() && !self.medium_present() {
+                    return Err(sense::medium_not_present());
+                }
+                match op.io_lock() {
+                    IoLock::None => dispatch(op, &mut cmd),
+                    IoLock::Shared => {
+                        let _io = self.io_shared();
+                        dispatch(op, &mut cmd)
+                    }
+                    IoLock::Exclusive => {
+                        let _io = self.io_exclusive();
+                        dispatch(op, &mut cmd)
+                    }
+                }
+            });
         match result {
             Ok(()) => CommandResult::good(),
             Err(sense) => {
@@ -235,6 +285,8 @@ fn dispatch(op: Op, cmd: &mut Cmd<'_>) -> CmdResult {
         Op::RequestSense => misc::request_sense(cmd),
         Op::Read => rw::read(cmd),
         Op::Write => rw::write(cmd),
+        Op::OrWrite => rw::orwrite(cmd),
+        Op::ReadDefectData => misc::read_defect_data(cmd),
         Op::Inquiry => {
             if u8_at(cmd.cdb, 1) & 0x01 != 0 {
                 vpd::inquiry_vpd(cmd)

@@ -31,6 +31,58 @@ pub(crate) enum Op {
     SynchronizeCache,
     ReportLuns,
     ReportSupportedOpcodes,
+    OrWrite,
+    ReadDefectData,
+}
+
+/// How a command holds the LU's I/O lock (see [`LogicalUnit`](crate::LogicalUnit)).
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub(crate) enum IoLock {
+    /// Not taken.
+    None,
+    /// Shared with other block I/O.
+    Shared,
+    /// Alone: a read-modify-write.
+    Exclusive,
+}
+
+impl Op {
+    /// Whether the command accesses the medium, so fails with NOT READY / MEDIUM NOT PRESENT
+    /// while a removable medium is ejected. INQUIRY, REQUEST SENSE, REPORT LUNS, REPORT
+    /// SUPPORTED OPERATION CODES, MODE SENSE/SELECT, START STOP UNIT and PREVENT ALLOW
+    /// MEDIUM REMOVAL work without a medium.
+    pub(crate) fn needs_medium(self) -> bool {
+        match self {
+            Op::TestUnitReady
+            | Op::Read
+            | Op::Write
+            | Op::ReadCapacity10
+            | Op::ReadCapacity16
+            | Op::WriteAndVerify
+            | Op::Verify
+            | Op::PreFetch
+            | Op::SynchronizeCache
+            | Op::OrWrite
+            | Op::ReadDefectData => true,
+            Op::RequestSense
+            | Op::Inquiry
+            | Op::ModeSelect
+            | Op::ModeSense
+            | Op::StartStopUnit
+            | Op::PreventAllow
+            | Op::ReportLuns
+            | Op::ReportSupportedOpcodes => false,
+        }
+    }
+
+    /// The I/O lock the command runs under.
+    pub(crate) fn io_lock(self) -> IoLock {
+        match self {
+            Op::Read | Op::Write | Op::WriteAndVerify | Op::Verify => IoLock::Shared,
+            Op::OrWrite => IoLock::Exclusive,
+            _ => IoLock::None,
+        }
+    }
 }
 
 /// One supported command.
@@ -119,6 +171,12 @@ pub(crate) static COMMANDS: &[CommandInfo] = &[
         [0x06, 0xFF, 0xFF, 0xFF, 0xFF, 0x1F, 0xFF, 0xFF, C]
     ),
     cmd!(
+        oc::READ_DEFECT_DATA_10,
+        None,
+        ReadDefectData,
+        [0, 0x1F, 0, 0, 0, 0, 0xFF, 0xFF, C]
+    ),
+    cmd!(
         oc::MODE_SELECT_10,
         None,
         ModeSelect,
@@ -140,6 +198,12 @@ pub(crate) static COMMANDS: &[CommandInfo] = &[
         oc::WRITE_16,
         None,
         Write,
+        [0xFA, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x1F, C]
+    ),
+    cmd!(
+        oc::ORWRITE_16,
+        None,
+        OrWrite,
         [0xFA, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x1F, C]
     ),
     cmd!(
@@ -207,6 +271,12 @@ pub(crate) static COMMANDS: &[CommandInfo] = &[
         None,
         Verify,
         [0xF6, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x1F, C]
+    ),
+    cmd!(
+        oc::READ_DEFECT_DATA_12,
+        None,
+        ReadDefectData,
+        [0x1F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0, C]
     ),
 ];
 

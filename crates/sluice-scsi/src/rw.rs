@@ -138,6 +138,38 @@ pub(crate) fn write(cmd: &mut Cmd<'_>) -> CmdResult {
     )
 }
 
+/// ORWRITE(16) (SBC-3 5.8), without a BMOP field: every whole block of the Data-Out is
+/// ORed into the blocks on the medium. The read, OR and write run under the LU's exclusive
+/// I/O lock (taken by the dispatcher), so no other block command sees or interleaves with a
+/// half-done ORWRITE. DPO is accepted and ignored; FUA (or WCE=0) makes the write durable
+/// before GOOD.
+pub(crate) fn orwrite(cmd: &mut Cmd<'_>) -> CmdResult {
+    let b = decode(cmd.cdb).ok_or_else(crate::sense::invalid_opcode)?;
+    check_protect(cmd.cdb, &b)?;
+    if cmd.lu.read_only() {
+        return Err(write_protected());
+    }
+    check_range(cmd.lu, b.lba, b.blocks)?;
+    let len = byte_len(cmd.lu, &b)?;
+    let fua = fua(cmd.cdb, &b) || !cmd.lu.write_cache_enabled();
+    let bs = cmd.lu.block_size().max(1) as usize;
+    let data = &cmd.data_out[..cmd.data_out.len().min(len)];
+    let data = &data[..data.len() / bs * bs];
+    if data.is_empty() {
+        return Ok(());
+    }
+    let mut merged = vec![0u8; data.len()];
+    let at = offset(cmd.lu, b.lba);
+    cmd.lu
+        .device()
+        .read_at(at, &mut merged)
+        .map_err(|e| storage_sense(&e, false))?;
+    for (m, d) in merged.iter_mut().zip(data) {
+        *m |= *d;
+    }
+    write_blocks(cmd.lu, b.lba, &merged, fua)
+}
+
 /// Writes the whole blocks of `data` at `lba`.
 pub(crate) fn write_blocks(lu: &LogicalUnit, lba: u64, data: &[u8], fua: bool) -> CmdResult {
     let bs = lu.block_size().max(1) as usize;
@@ -281,6 +313,111 @@ mod tests {
         t.dev.ro.store(true, Ordering::Relaxed);
         let s = t.check(&cdb::write16(0, 1, false), &[0; 512]);
         assert_eq!(s.key.0, 7);
+    }
+
+    #[test]
+    fn orwrite_ors_into_the_medium() {
+        for bs in [512u32, 4096] {
+            let t = Harness::new(bs, 300);
+            let b = bs as usize;
+            for (lba, n) in [(0u64, 1u32), (0, 256), (300 - 7, 7), (299, 1)] {
+                let len = n as usize * b;
+                t.ok(&cdb::write16(lba, n, false), &vec![0; len]);
+                t.ok(&cdb::orwrite16(lba, n, false), &vec![0xA5; len]);
+                assert_eq!(t.ok(&cdb::read16(lba, n, false), &[]), vec![0xA5; len]);
+                t.ok(&cdb::orwrite16(lba, n, false), &vec![0x5A; len]);
+                assert_eq!(t.ok(&cdb::read16(lba, n, false), &[]), vec![0xFF; len]);
+            }
+            // A pattern: bytes that differ per position are ORed position by position.
+            let old = pattern(2 * b, 3);
+            let new = pattern(2 * b, 77);
+            t.ok(&cdb::write16(9, 4, false), &vec![0; 4 * b]);
+            t.ok(&cdb::write16(10, 2, false), &old);
+            t.ok(&cdb::orwrite16(10, 2, false), &new);
+            let want: Vec<u8> = old.iter().zip(&new).map(|(a, c)| a | c).collect();
+            assert_eq!(t.ok(&cdb::read16(10, 2, false), &[]), want);
+            // Neighbours are untouched.
+            assert_eq!(t.ok(&cdb::read16(12, 1, false), &[]), vec![0; b]);
+            assert_eq!(t.ok(&cdb::read16(9, 1, false), &[]), vec![0; b]);
+        }
+    }
+
+    #[test]
+    fn orwrite_ranges_zero_blocks_and_short_data() {
+        let t = Harness::new(512, 100);
+        t.ok(&cdb::orwrite16(0, 0, false), &[]);
+        t.ok(&cdb::orwrite16(100, 0, false), &[]);
+        for lba in [101u64, 1 << 63, u64::MAX] {
+            for n in [0u32, 1, 256] {
+                let s = t.check(&cdb::orwrite16(lba, n, false), &vec![0; 512 * n as usize]);
+                assert_illegal(&s, 0x21, 0);
+            }
+        }
+        for i in 2..=20u32 {
+            let s = t.check(&cdb::orwrite16(99, i, false), &vec![1; 512 * i as usize]);
+            assert_illegal(&s, 0x21, 0);
+        }
+        assert_eq!(t.ok(&cdb::read10(99, 1, false), &[]), vec![0; 512]);
+        // Only the whole blocks that arrived are merged.
+        t.ok(&cdb::orwrite16(0, 2, false), &[0x11; 700]);
+        let d = t.ok(&cdb::read10(0, 2, false), &[]);
+        assert!(d[..512].iter().all(|b| *b == 0x11));
+        assert!(d[512..].iter().all(|b| *b == 0));
+    }
+
+    #[test]
+    fn orwrite_flags_protect_and_write_protect() {
+        let t = Harness::new(512, 100);
+        for p in 1..8u8 {
+            let mut c = cdb::orwrite16(0, 1, false);
+            c[1] = p << 5;
+            assert_ifc(&t.check(&c, &[0; 512]), true, 1, Some(7));
+        }
+        for flags in [0x10u8, 0x08, 0x18, 0x02] {
+            let mut c = cdb::orwrite16(0, 1, false);
+            c[1] = flags;
+            t.ok(&c, &[0; 512]);
+        }
+        assert_eq!(t.dev.fua_writes.load(Ordering::Relaxed), 2);
+        let mut c = cdb::orwrite16(0, 1, false);
+        c[14] = 0x1F; // GROUP NUMBER
+        t.ok(&c, &[0; 512]);
+        c[14] = 0x20;
+        assert_ifc(&t.check(&c, &[0; 512]), true, 14, Some(5));
+        let t = Harness::read_only(512, 100);
+        let s = t.check(&cdb::orwrite16(0, 1, false), &[0xFF; 512]);
+        assert_eq!((s.key.0, s.asc, s.ascq), (7, 0x27, 0));
+        assert_eq!(t.ok(&cdb::read10(0, 1, false), &[]), vec![0; 512]);
+        let t = Harness::new(512, 100);
+        t.dev.fail.store(true, Ordering::Relaxed);
+        let s = t.check(&cdb::orwrite16(0, 1, false), &[1; 512]);
+        assert_eq!((s.key.0, s.asc), (3, 0x11));
+    }
+
+    #[test]
+    fn orwrite_is_atomic_under_concurrent_threads() {
+        // Eight nexuses each OR their own bit into the same blocks at once. Any read-modify-write
+        // that interleaved with another would lose a bit.
+        let t = Harness::new(512, 64);
+        for round in 0..40u64 {
+            let lba = round % 8;
+            t.ok(&cdb::write16(lba, 4, false), &[0; 2048]);
+            std::thread::scope(|s| {
+                for bit in 0..8u8 {
+                    let h = t.nexus(100 + u64::from(bit));
+                    s.spawn(move || {
+                        let _ = h.run(&[0; 6], &[]); // consume the power-on unit attention
+                        for _ in 0..4 {
+                            h.ok(&cdb::orwrite16(lba, 4, false), &[1 << bit; 2048]);
+                        }
+                    });
+                }
+            });
+            assert_eq!(t.ok(&cdb::read16(lba, 4, false), &[]), vec![0xFF; 2048]);
+            for bit in 0..8u64 {
+                t.target.nexus_gone(100 + bit);
+            }
+        }
     }
 
     #[test]

@@ -376,6 +376,16 @@ pub(crate) fn write_protected() -> SenseData {
     SenseData::new(SenseKey::DATA_PROTECT, 0x27, 0x00)
 }
 
+/// NOT READY / 3Ah/00h MEDIUM NOT PRESENT.
+pub(crate) fn medium_not_present() -> SenseData {
+    SenseData::new(SenseKey::NOT_READY, 0x3A, 0x00)
+}
+
+/// ILLEGAL REQUEST / 53h/02h MEDIUM REMOVAL PREVENTED.
+pub(crate) fn medium_removal_prevented() -> SenseData {
+    SenseData::new(SenseKey::ILLEGAL_REQUEST, 0x53, 0x02)
+}
+
 /// UNIT ATTENTION with the given code.
 pub(crate) fn unit_attention(asc: u8, ascq: u8) -> SenseData {
     SenseData::new(SenseKey::UNIT_ATTENTION, asc, ascq)

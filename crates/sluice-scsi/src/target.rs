@@ -127,6 +127,8 @@ impl ScsiTarget {
                 Some(u64::from(be32(cdb, 10)))
             }
             oc::REPORT_LUNS => Some(u64::from(be32(cdb, 6))),
+            oc::READ_DEFECT_DATA_10 => Some(u64::from(be16(cdb, 7))),
+            oc::READ_DEFECT_DATA_12 => Some(u64::from(be32(cdb, 6))),
             oc::MAINTENANCE_IN if u8_at(cdb, 1) & 0x1F == oc::MI_REPORT_SUPPORTED_OPCODES => {
                 Some(u64::from(be32(cdb, 6)))
             }
@@ -152,7 +154,7 @@ impl ScsiTarget {
         let out = match op {
             oc::READ_6 | oc::READ_10 | oc::READ_12 | oc::READ_16 => Transfer::FromDevice(bytes),
             oc::WRITE_6 | oc::WRITE_10 | oc::WRITE_12 | oc::WRITE_16 => Transfer::ToDevice(bytes),
-            oc::WRITE_VERIFY_10 | oc::WRITE_VERIFY_12 | oc::WRITE_VERIFY_16 => {
+            oc::WRITE_VERIFY_10 | oc::WRITE_VERIFY_12 | oc::WRITE_VERIFY_16 | oc::ORWRITE_16 => {
                 Transfer::ToDevice(bytes)
             }
             oc::VERIFY_10 | oc::VERIFY_12 | oc::VERIFY_16 => match (u8_at(cdb, 1) >> 1) & 0x03 {

@@ -46,11 +46,11 @@ fn missing_lun() {
 fn out_of_scope_commands_are_not_implemented() {
     let t = Harness::new(512, 10);
     // UNMAP, WRITE SAME(10/16), COMPARE AND WRITE, EXTENDED COPY, RECEIVE COPY RESULTS,
-    // PERSISTENT RESERVE IN/OUT, RESERVE/RELEASE(6/10), WRITE ATOMIC(16), SANITIZE, ORWRITE,
-    // READ DEFECT DATA(10/12), FORMAT UNIT, LOG SENSE, SEND DIAGNOSTIC, READ BUFFER.
+    // PERSISTENT RESERVE IN/OUT, RESERVE/RELEASE(6/10), WRITE ATOMIC(16), SANITIZE, FORMAT
+    // UNIT, LOG SENSE, SEND DIAGNOSTIC, READ BUFFER.
     for op in [
-        0x42u8, 0x41, 0x93, 0x89, 0x83, 0x84, 0x5E, 0x5F, 0x16, 0x17, 0x56, 0x57, 0x9C, 0x48, 0x8B,
-        0x37, 0xB7, 0x04, 0x4D, 0x1D, 0x3C, 0xFF, 0x7F,
+        0x42u8, 0x41, 0x93, 0x89, 0x83, 0x84, 0x5E, 0x5F, 0x16, 0x17, 0x56, 0x57, 0x9C, 0x48, 0x04,
+        0x4D, 0x1D, 0x3C, 0xFF, 0x7F,
     ] {
         let mut c = [0u8; 16];
         c[0] = op;
@@ -156,6 +156,17 @@ fn transfer_sizes() {
     v[1] = 0x06;
     assert_eq!(tg.transfer(0, &v), Transfer::ToDevice(4096));
     assert_eq!(tg.transfer(0, &[]), Transfer::None);
+    let mut o = cdb::write16(0, 3, false);
+    o[0] = 0x8B;
+    assert_eq!(tg.transfer(0, &o), Transfer::ToDevice(3 * 4096));
+    assert_eq!(
+        tg.transfer(0, &[0x37, 0, 0x18, 0, 0, 0, 0, 0x01, 0x00, 0]),
+        Transfer::FromDevice(256)
+    );
+    assert_eq!(
+        tg.transfer(0, &[0xB7, 0x18, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]),
+        Transfer::FromDevice(32)
+    );
 }
 
 #[test]

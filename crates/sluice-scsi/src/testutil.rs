@@ -89,6 +89,7 @@ pub(crate) fn config(dev: Arc<VecDevice>, read_only: bool) -> LuConfig {
         relative_target_port: 1,
         target_port_group: 0,
         write_cache: true,
+        removable: false,
     }
 }
 
@@ -111,9 +112,20 @@ impl Harness {
         Self::build(bs, blocks, true)
     }
 
+    /// A target with one removable LU (medium loaded).
+    pub(crate) fn removable(bs: u32, blocks: u64) -> Self {
+        Self::build_with(bs, blocks, |c| c.removable = true)
+    }
+
     fn build(bs: u32, blocks: u64, ro: bool) -> Self {
+        Self::build_with(bs, blocks, |c| c.read_only = ro)
+    }
+
+    fn build_with(bs: u32, blocks: u64, tweak: impl FnOnce(&mut LuConfig)) -> Self {
         let dev = Arc::new(VecDevice::new(bs, blocks));
-        let lu = Arc::new(LogicalUnit::new(config(dev.clone(), ro)));
+        let mut cfg = config(dev.clone(), false);
+        tweak(&mut cfg);
+        let lu = Arc::new(LogicalUnit::new(cfg));
         let target = Arc::new(ScsiTarget::new(vec![(0, lu)]));
         let h = Self {
             target,

@@ -16,6 +16,8 @@ pub(crate) const POWER_ON_RESET: (u8, u8) = (0x29, 0x00);
 pub(crate) const POWER_ON: (u8, u8) = (0x29, 0x01);
 /// BUS DEVICE RESET FUNCTION OCCURRED (after a LOGICAL UNIT or TARGET WARM RESET).
 pub(crate) const BUS_DEVICE_RESET: (u8, u8) = (0x29, 0x03);
+/// NOT READY TO READY CHANGE, MEDIUM MAY HAVE CHANGED (a removable medium was loaded).
+pub(crate) const MEDIUM_MAY_HAVE_CHANGED: (u8, u8) = (0x28, 0x00);
 /// MODE PARAMETERS CHANGED.
 pub(crate) const MODE_PARAMETERS_CHANGED: (u8, u8) = (0x2A, 0x01);
 /// CAPACITY DATA HAS CHANGED.

@@ -70,6 +70,9 @@ pub struct LunDef {
     pub block_size: u32,
     /// Refuse writes (DATA PROTECT).
     pub read_only: bool,
+    /// Report a removable medium (INQUIRY RMB=1) that START STOP UNIT can eject and load;
+    /// while ejected, medium-access commands fail with NOT READY / MEDIUM NOT PRESENT.
+    pub removable: bool,
     /// Unit serial number (VPD 0x80); generated from the target and LUN when absent.
     pub serial: Option<String>,
 }

@@ -128,6 +128,7 @@ fn lu_config(t: &TargetDef, l: &LunDef, device: Arc<dyn BlockDevice>) -> LuConfi
         relative_target_port: 1,
         target_port_group: PORTAL_GROUP_TAG,
         write_cache: true,
+        removable: l.removable,
     }
 }
 

@@ -123,6 +123,7 @@ mod tests {
             backend: Backend::Memory { size: 1 << 20 },
             block_size: 512,
             read_only: false,
+            removable: false,
             serial: None,
         };
         let target = |iqn: &str, acl| TargetDef {
