@@ -1,0 +1,145 @@
+//! Reading `iscsi-test-cu -v` output: one verdict per test, telling skips from passes.
+//!
+//! CUnit prints `  Test: NAME ...`, then whatever the test logs, then `passed` or `FAILED`.
+//! libiscsi counts a skipped test as passed and only says `[SKIPPED] reason` before the
+//! verdict; suite clean-up may print `[SKIPPED]`/`[FAILED]` lines *after* the verdict, which
+//! belong to no test.
+
+/// How one test ended.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub enum Outcome {
+    /// Passed.
+    Pass,
+    /// Skipped (wholly or in part), with every reason the test printed.
+    Skip(Vec<String>),
+    /// Failed (or never reached a verdict: crash or hang).
+    Fail(String),
+}
+
+/// One test's result, named `Suite.Test`.
+#[derive(Clone, Debug)]
+pub struct TestResult {
+    /// `Suite.Test`.
+    pub name: String,
+    /// The verdict.
+    pub outcome: Outcome,
+}
+
+/// Parses verbose CUnit output.
+pub fn parse(output: &str) -> Vec<TestResult> {
+    let mut results = Vec::new();
+    let mut suite = String::new();
+    let mut current: Option<(String, String)> = None; // (name, text before the verdict)
+    for line in output.lines() {
+        if let Some(s) = line.strip_prefix("Suite: ") {
+            if let Some((name, text)) = current.take() {
+                results.push(unfinished(name, text));
+            }
+            suite = s.trim().to_string();
+            continue;
+        }
+        let mut rest = line;
+        if let Some(t) = line.trim_start().strip_prefix("Test: ") {
+            if let Some((name, text)) = current.take() {
+                results.push(unfinished(name, text));
+            }
+            let (test, after) = t.split_once(" ...").unwrap_or((t, ""));
+            current = Some((format!("{suite}.{}", test.trim()), String::new()));
+            rest = after;
+        }
+        let Some((_, text)) = current.as_mut() else {
+            continue;
+        };
+        // CUnit's verdict opens a line (or directly follows ` ...`); `[FAILED]` notes that
+        // libiscsi prints inside a test are not verdicts.
+        let verdict = ["passed", "FAILED"]
+            .into_iter()
+            .find(|v| rest.starts_with(v));
+        match verdict {
+            Some(v) => {
+                let (name, text) = current.take().unwrap_or_default();
+                let outcome = if v == "FAILED" {
+                    Outcome::Fail(text)
+                } else if let Some(reasons) = skip_reasons(&text) {
+                    Outcome::Skip(reasons)
+                } else {
+                    Outcome::Pass
+                };
+                results.push(TestResult { name, outcome });
+            }
+            None => {
+                text.push_str(rest);
+                text.push('\n');
+            }
+        }
+    }
+    if let Some((name, text)) = current.take() {
+        results.push(unfinished(name, text));
+    }
+    results
+}
+
+fn unfinished(name: String, text: String) -> TestResult {
+    TestResult {
+        name,
+        outcome: Outcome::Fail(format!("no verdict (crash or hang)\n{text}")),
+    }
+}
+
+fn skip_reasons(text: &str) -> Option<Vec<String>> {
+    let mut reasons: Vec<String> = text
+        .split("[SKIPPED]")
+        .skip(1)
+        .map(|r| r.lines().next().unwrap_or("").trim().to_string())
+        .collect();
+    reasons.dedup();
+    (!reasons.is_empty()).then_some(reasons)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "    [SKIPPED] PERSISTENT RESERVE IN is not implemented.\n\
+Suite: iSCSIdatasn\n\
+  Test: iSCSIDataSnInvalid ...    [FAILED] WRITE10 command failed\n\
+FAILED\n\
+    1. test_iscsi_datasn_invalid.c:116  - CU_ASSERT_NOT_EQUAL(ret,0)    [SKIPPED] PERSISTENT RESERVE IN is not implemented.\n\
+\n\
+Suite: OrWrite\n\
+  Test: Simple ...    [SKIPPED] ORWRITE is not implemented.\n\
+    [SKIPPED] ORWRITE is not implemented.\n\
+passed\n\
+Suite: Inquiry\n\
+  Test: Standard ...passed\n\
+  Test: VersionDescriptors ...passed    [SKIPPED] PERSISTENT RESERVE IN is not implemented.\n\
+  Test: Hang ...\n";
+
+    #[test]
+    fn verdicts_and_skips_belong_to_their_test() {
+        let r = parse(SAMPLE);
+        let names: Vec<_> = r.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "iSCSIdatasn.iSCSIDataSnInvalid",
+                "OrWrite.Simple",
+                "Inquiry.Standard",
+                "Inquiry.VersionDescriptors",
+                "Inquiry.Hang"
+            ]
+        );
+        assert!(matches!(r[0].outcome, Outcome::Fail(_)));
+        assert_eq!(
+            r[1].outcome,
+            Outcome::Skip(vec!["ORWRITE is not implemented.".into()])
+        );
+        assert_eq!(r[2].outcome, Outcome::Pass);
+        assert_eq!(
+            r[3].outcome,
+            Outcome::Pass,
+            "clean-up output after the verdict is not a skip"
+        );
+        assert!(matches!(r[4].outcome, Outcome::Fail(_)));
+    }
+}

@@ -1,0 +1,70 @@
+//! Helpers shared by the end-to-end tests: a `sluice target` child process that is killed when
+//! dropped, and external tools that must be installed.
+
+#![allow(dead_code)]
+
+pub mod cunit;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A running `sluice target`, stopped (SIGKILL) when dropped.
+pub struct TargetProcess {
+    child: Child,
+    /// The `iscsi://` URL the target printed.
+    pub url: String,
+}
+
+impl TargetProcess {
+    /// Starts `sluice target --listen 127.0.0.1:0 ARGS...` and waits for its URL.
+    pub fn start(args: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("target")
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start sluice target");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.starts_with("iscsi://") {
+                    let _ = tx.send(line);
+                }
+            }
+        });
+        let url = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("sluice target did not print its URL within 30 s");
+        Self { child, url }
+    }
+}
+
+impl Drop for TargetProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Path of an external tool, or a panic saying how to get it. A missing tool fails the test:
+/// a skipped check must never look like a pass.
+pub fn require_tool(name: &str, package: &str) -> String {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .chain(["/usr/sbin".into(), "/sbin".into()])
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    });
+    match found {
+        Some(p) => p.to_string_lossy().into_owned(),
+        None => {
+            panic!("{name} is not installed: run scripts/install-deps (Debian package {package})")
+        }
+    }
+}
