@@ -90,7 +90,7 @@ pub(crate) async fn serve(
     shutdown: watch::Receiver<bool>,
 ) {
     let mut reader = Reader::new(rd);
-    let (mut outbox, writer) = Outbox::spawn(wr);
+    let mut outbox = Outbox::new(wr);
 
     let login = tokio::time::timeout(
         ctx.config.limits.login_timeout,
@@ -101,7 +101,6 @@ pub(crate) async fn serve(
         Ok(Some(done)) => done,
         Ok(None) => {
             outbox.close().await;
-            let _ = writer.await;
             return;
         }
         Err(_) => {
@@ -152,7 +151,6 @@ pub(crate) async fn serve(
         }
     }
     outbox.close().await;
-    let _ = writer.await;
 }
 
 /// Runs the login; `None` means the connection should be closed.

@@ -24,7 +24,7 @@ use tracing::{debug, trace, warn};
 
 use crate::connection::{Incoming, ReadEnd, Reader};
 use crate::context::{Context, TargetRuntime};
-use crate::outbox::{Outbox, WriterGone};
+use crate::outbox::Outbox;
 use crate::scsi_exec::Execution;
 use crate::sessions::SessionGuard;
 
@@ -168,7 +168,14 @@ impl<'a> FullFeature<'a> {
                         Flow::Stop(end) => return end,
                     }
                 }
-                r = reader.next() => r,
+                r = reader.next(), if !self.outbox.congested() => r,
+                w = self.outbox.write_some(), if self.outbox.has_pending() => {
+                    if let Err(e) = w {
+                        debug!(error = %e, "write failed");
+                        return End::Io;
+                    }
+                    continue;
+                }
                 _ = sleep_until(deadline) => {
                     match self.handle_deadline(last_rx, keepalive).await {
                         Flow::Continue => continue,
@@ -199,11 +206,12 @@ impl<'a> FullFeature<'a> {
                     return End::Framing;
                 }
             };
-            if self.outbox.flush().await.is_err() {
-                return End::Io;
-            }
             if let Flow::Stop(end) = flow {
                 return end;
+            }
+            if let Err(e) = self.outbox.write_now() {
+                debug!(error = %e, "write failed");
+                return End::Io;
             }
         }
     }
@@ -489,9 +497,9 @@ impl<'a> FullFeature<'a> {
             data: Bytes::new(),
         };
         self.send(Pdu::AsyncMessage(msg));
-        match self.outbox.flush().await {
+        match self.outbox.write_now() {
             Ok(()) => Flow::Continue,
-            Err(WriterGone) => Flow::Stop(End::Io),
+            Err(_) => Flow::Stop(End::Io),
         }
     }
 
@@ -541,7 +549,7 @@ impl<'a> FullFeature<'a> {
                     data: Bytes::new(),
                 };
                 self.send(Pdu::NopIn(nop));
-                if self.outbox.flush().await.is_err() {
+                if self.outbox.write_now().is_err() {
                     return Flow::Stop(End::Io);
                 }
             }

@@ -1,50 +1,53 @@
-//! The sending half of a connection: PDUs are encoded on the connection's task and written by a
-//! separate writer task, so that a slow reader on the initiator side never stops us from
-//! reading (and answering NOP-Outs).
+//! The sending half of a connection: PDUs are encoded into a queue of buffers that the
+//! connection's own task writes with vectored writes.
 //!
-//! Data segments travel as the `Bytes` they were read into (zero copy); the writer batches
-//! everything queued into vectored writes.
+//! Writing happens on the connection's task, not a separate writer task: right after a batch
+//! of input has been handled the queue is written without waiting ([`Outbox::write_now`]),
+//! which for most responses is the whole of it, so a command's answer leaves in the same
+//! wake-up that read it (no cross-task hop at queue depth 1). What the socket does not take
+//! is written when it becomes writable ([`Outbox::write_some`], a branch of the
+//! connection's `select!`), and reading pauses while more than [`MAX_QUEUED_BYTES`] wait,
+//! so a peer that does not read cannot make us buffer without bound.
+//!
+//! Data segments travel as the `Bytes` they were produced in (zero copy).
 
 use std::collections::VecDeque;
-use std::io::IoSlice;
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
 use sluice_proto::framing::{encode_parts, Digests};
 use sluice_proto::pdu::Pdu;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
 
 /// The socket's sending half (a TCP stream, or an in-memory pipe in tests).
 pub(crate) type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
-/// Frames queued to the writer before the connection task waits (backpressure on a peer
-/// that does not read).
-const QUEUE_FRAMES: usize = 256;
+/// Above this many queued bytes the connection stops reading until the peer catches up.
+pub(crate) const MAX_QUEUED_BYTES: usize = 8 << 20;
 
 /// Most buffers handed to one `writev` (Linux IOV_MAX is 1024).
 const MAX_IOVECS: usize = 64;
 
-/// Encodes PDUs and hands them to the writer task.
-#[derive(Debug)]
+/// Encodes PDUs and writes them to the socket.
 pub(crate) struct Outbox {
-    tx: mpsc::Sender<Vec<Bytes>>,
+    wr: Writer,
     digests: Digests,
     scratch: BytesMut,
-    batch: Vec<Bytes>,
+    queue: VecDeque<Bytes>,
+    queued_bytes: usize,
 }
 
 impl Outbox {
-    /// Starts the writer task for `wr`.
-    pub(crate) fn spawn(wr: Writer) -> (Self, tokio::task::JoinHandle<()>) {
-        let (tx, rx) = mpsc::channel(QUEUE_FRAMES);
-        let handle = tokio::spawn(write_loop(wr, rx));
-        let outbox = Self {
-            tx,
+    pub(crate) fn new(wr: Writer) -> Self {
+        Self {
+            wr,
             digests: Digests::NONE,
             scratch: BytesMut::with_capacity(4096),
-            batch: Vec::new(),
-        };
-        (outbox, handle)
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+        }
     }
 
     /// Digests apply from the first PDU after login (RFC 7143 section 13.1: "the digest
@@ -53,84 +56,103 @@ impl Outbox {
         self.digests = digests;
     }
 
-    /// Adds a PDU to the current batch.
+    /// Queues a PDU.
     pub(crate) fn push(&mut self, pdu: &Pdu) {
-        let (data, trailer) = encode_parts(pdu, self.digests, &mut self.scratch);
-        self.batch.push(self.scratch.split().freeze());
-        if !data.is_empty() {
-            self.batch.push(data);
-            let t = trailer.as_bytes();
-            if !t.is_empty() {
-                self.batch.push(Bytes::copy_from_slice(t));
-            }
-        }
-        if self.scratch.capacity() < 512 {
+        if self.scratch.capacity() < 256 {
             self.scratch.reserve(4096);
         }
-    }
-
-    /// Hands the batch to the writer. Fails when the writer has gone (connection dead).
-    pub(crate) async fn flush(&mut self) -> Result<(), WriterGone> {
-        if self.batch.is_empty() {
-            return Ok(());
-        }
-        let batch = std::mem::take(&mut self.batch);
-        self.tx.send(batch).await.map_err(|_| WriterGone)
-    }
-
-    /// Closes the queue; the writer finishes what is queued, then shuts the socket down.
-    pub(crate) async fn close(mut self) {
-        let _ = self.flush().await;
-    }
-}
-
-/// The writer task ended (socket error or peer reset).
-#[derive(Debug)]
-pub(crate) struct WriterGone;
-
-async fn write_loop(mut wr: Writer, mut rx: mpsc::Receiver<Vec<Bytes>>) {
-    let mut pending: VecDeque<Bytes> = VecDeque::new();
-    while let Some(batch) = rx.recv().await {
-        pending.extend(batch);
-        // Take whatever else is already queued: one syscall for many PDUs.
-        while let Ok(more) = rx.try_recv() {
-            pending.extend(more);
-            if pending.len() >= MAX_IOVECS * 4 {
-                break;
+        let (data, trailer) = encode_parts(pdu, self.digests, &mut self.scratch);
+        let header = self.scratch.split().freeze();
+        self.enqueue(header);
+        if !data.is_empty() {
+            self.enqueue(data);
+            let t = trailer.as_bytes();
+            if !t.is_empty() {
+                self.enqueue(Bytes::copy_from_slice(t));
             }
         }
-        if let Err(e) = write_all(&mut wr, &mut pending).await {
-            tracing::debug!(error = %e, "write failed; closing");
-            return;
+    }
+
+    fn enqueue(&mut self, b: Bytes) {
+        self.queued_bytes += b.len();
+        self.queue.push_back(b);
+    }
+
+    /// Whether anything waits to be written.
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// Whether so much waits that reading should pause.
+    pub(crate) fn congested(&self) -> bool {
+        self.queued_bytes > MAX_QUEUED_BYTES
+    }
+
+    /// Writes whatever the socket accepts right now, without waiting.
+    pub(crate) fn write_now(&mut self) -> io::Result<()> {
+        let mut cx = Context::from_waker(Waker::noop());
+        while self.has_pending() {
+            match self.poll_write_once(&mut cx) {
+                Poll::Ready(r) => r?,
+                Poll::Pending => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until the socket takes some of the queue, and writes it.
+    pub(crate) async fn write_some(&mut self) -> io::Result<()> {
+        std::future::poll_fn(|cx| self.poll_write_once(cx)).await
+    }
+
+    /// Writes everything queued, waiting as needed.
+    pub(crate) async fn flush(&mut self) -> io::Result<()> {
+        while self.has_pending() {
+            self.write_some().await?;
+        }
+        self.wr.flush().await
+    }
+
+    /// Writes what is queued, then shuts the sending side down.
+    pub(crate) async fn close(&mut self) {
+        if self.flush().await.is_ok() {
+            let _ = self.wr.shutdown().await;
         }
     }
-    let _ = wr.shutdown().await;
-}
 
-async fn write_all(wr: &mut Writer, pending: &mut VecDeque<Bytes>) -> std::io::Result<()> {
-    while !pending.is_empty() {
-        let slices: Vec<IoSlice<'_>> = pending
-            .iter()
-            .take(MAX_IOVECS)
-            .map(|b| IoSlice::new(b))
-            .collect();
-        let mut written = wr.write_vectored(&slices).await?;
-        drop(slices);
-        if written == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
+    fn poll_write_once(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
+        let mut count = 0;
+        for (slot, b) in slices.iter_mut().zip(self.queue.iter()) {
+            *slot = IoSlice::new(b);
+            count += 1;
         }
+        let slices = &slices[..count];
+        let written = match Pin::new(&mut self.wr).poll_write_vectored(cx, slices) {
+            Poll::Ready(Ok(0)) if !slices.is_empty() => {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()))
+            }
+            Poll::Ready(Ok(n)) => n,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => return Poll::Pending,
+        };
+        self.consume(written);
+        Poll::Ready(Ok(()))
+    }
+
+    fn consume(&mut self, mut written: usize) {
+        self.queued_bytes -= written.min(self.queued_bytes);
         while written > 0 {
-            let Some(front) = pending.front_mut() else {
+            let Some(front) = self.queue.front_mut() else {
                 break;
             };
             if written >= front.len() {
                 written -= front.len();
-                pending.pop_front();
+                self.queue.pop_front();
             } else {
                 let _ = front.split_to(written);
                 written = 0;
             }
         }
     }
-    Ok(())
 }
