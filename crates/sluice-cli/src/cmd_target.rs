@@ -10,8 +10,8 @@ use anyhow::{bail, Context};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory};
 use sluice_target::config::{
-    Acl, Backend, ChapCredentials, DigestPolicy, Limits, LunDef, OperationalOffer, TargetConfig,
-    TargetDef,
+    Acl, Backend, ChapCredentials, DigestPolicy, Keepalive, Limits, LunDef, OperationalOffer,
+    TargetConfig, TargetDef,
 };
 
 use crate::cli::{Cli, DigestArg, TargetArgs, DEFAULT_PORT};
@@ -181,7 +181,7 @@ pub fn config_from_flags(args: &TargetArgs, luns: Vec<LunFlag>) -> anyhow::Resul
         discovery_auth: None,
         offer,
         limits: Limits::default(),
-        keepalive: None,
+        keepalive: Some(Keepalive::default()),
     };
     config.validate().context("invalid target flags")?;
     Ok(config)

@@ -641,7 +641,9 @@ fn convert(file: FileToml, base: &Path) -> Result<(TargetConfig, Spans), Located
             }
             Some(ka)
         }
-        _ => None,
+        Some(_) => None,
+        // Pings are on unless switched off: a dead initiator must not hold a session forever.
+        None => Some(Keepalive::default()),
     };
 
     let mut limits = Limits::default();
@@ -1087,7 +1089,11 @@ size = "1G"
         assert_eq!(c.portals, vec!["127.0.0.1:3260".parse().unwrap()]);
         assert_eq!(c.offer, OperationalOffer::default());
         assert_eq!(c.limits, Limits::default());
-        assert_eq!(c.keepalive, None);
+        assert_eq!(
+            c.keepalive,
+            Some(Keepalive::default()),
+            "pings are on by default"
+        );
         let lun = &c.targets[0].luns[0];
         assert_eq!((lun.number, lun.block_size, lun.read_only), (0, 512, false));
         assert!(!lun.removable);

@@ -205,8 +205,10 @@ pub struct Keepalive {
 impl Default for Keepalive {
     fn default() -> Self {
         Self {
+            // Tolerant values: busy initiators answer pings late, and LIO raised its own
+            // defaults to 15 s / 30 s after open-iscsi dropped connections (interop rule 12).
             interval: Duration::from_secs(30),
-            timeout: Duration::from_secs(15),
+            timeout: Duration::from_secs(30),
         }
     }
 }
