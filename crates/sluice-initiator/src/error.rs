@@ -20,43 +20,43 @@ pub enum Error {
     #[error("{0}")]
     Option(String),
     /// The TCP connection could not be made.
-    #[error("cannot connect to {portal}: {source}")]
+    #[error("cannot connect to {portal}: {error}")]
     Connect {
         /// `host:port`.
         portal: String,
         /// The OS error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// Reading or writing the connection failed.
-    #[error("connection to {portal}: {source}")]
+    #[error("connection to {portal}: {error}")]
     Io {
         /// `host:port`.
         portal: String,
         /// The OS error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The login failed; the message gives the target's status in words.
-    #[error("login to {target} at {portal} failed: {source}")]
+    #[error("login to {target} at {portal} failed: {error}")]
     Login {
         /// Target name (or "discovery").
         target: String,
         /// `host:port`.
         portal: String,
         /// What went wrong.
-        source: LoginError,
+        error: LoginError,
     },
     /// More redirects than allowed.
     #[error("login gave up after {0} redirects")]
     TooManyRedirects(u32),
     /// The byte stream from the target is broken (bad digest, oversized segment, ...).
     #[error("bad PDU from the target: {0}")]
-    Frame(#[from] FrameError),
+    Frame(FrameError),
     /// The target broke a protocol rule.
     #[error("target protocol error: {0}")]
     Protocol(String),
     /// A data transfer rule was broken for one command.
     #[error("command data transfer: {0}")]
-    Task(#[from] TaskError),
+    Task(TaskError),
     /// The command completed with a non-GOOD SCSI status.
     #[error("{0}")]
     Scsi(ScsiFailure),
@@ -87,7 +87,7 @@ impl Error {
     pub fn login_status(&self) -> Option<LoginStatus> {
         match self {
             Error::Login {
-                source: LoginError::Rejected { status },
+                error: LoginError::Rejected { status },
                 ..
             } => Some(*status),
             _ => None,
@@ -100,6 +100,18 @@ impl Error {
             Error::Scsi(f) => f.sense.as_ref(),
             _ => None,
         }
+    }
+}
+
+impl From<FrameError> for Error {
+    fn from(e: FrameError) -> Self {
+        Error::Frame(e)
+    }
+}
+
+impl From<TaskError> for Error {
+    fn from(e: TaskError) -> Self {
+        Error::Task(e)
     }
 }
 
@@ -171,7 +183,7 @@ mod tests {
         let e = Error::Login {
             target: "iqn.x".into(),
             portal: "h:1".into(),
-            source: LoginError::Rejected {
+            error: LoginError::Rejected {
                 status: LoginStatus::AUTH_FAILURE,
             },
         };

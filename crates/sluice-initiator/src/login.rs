@@ -83,10 +83,10 @@ async fn login_once(
 ) -> Result<Attempt, Error> {
     let mut t = Transport::connect(portal_addr, opts, counters.clone()).await?;
     let what = target.unwrap_or("discovery").to_owned();
-    let fail = |source: LoginError| Error::Login {
+    let fail = |error: LoginError| Error::Login {
         target: what.clone(),
         portal: portal_addr.to_owned(),
-        source,
+        error,
     };
     let mut login =
         InitiatorLogin::new(config(target, isid, opts), Itt(0), FIRST_CMD_SN, SeqNum(0));

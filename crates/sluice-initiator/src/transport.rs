@@ -40,10 +40,10 @@ impl Transport {
         let connect = TcpStream::connect(portal);
         let stream = match tokio::time::timeout(opts.connect_timeout, connect).await {
             Ok(Ok(s)) => s,
-            Ok(Err(source)) => {
+            Ok(Err(error)) => {
                 return Err(Error::Connect {
                     portal: portal.to_owned(),
-                    source,
+                    error,
                 })
             }
             Err(_) => return Err(Error::Timeout("TCP connect")),
@@ -83,6 +83,7 @@ impl Transport {
         if let Some(trace) = &self.trace {
             trace(Direction::Sent, pdu);
         }
+        tracing::trace!(portal = %self.portal, ?pdu, "sent");
     }
 
     /// Sends one PDU and waits until it is written.
@@ -110,9 +111,9 @@ impl Transport {
                 .stream
                 .read_buf(&mut self.rbuf)
                 .await
-                .map_err(|source| Error::Io {
+                .map_err(|error| Error::Io {
                     portal: self.portal.clone(),
-                    source,
+                    error,
                 })?;
             if n == 0 {
                 return Err(self.io(std::io::ErrorKind::UnexpectedEof.into()));
@@ -129,6 +130,7 @@ impl Transport {
                 if let Some(trace) = &self.trace {
                     trace(Direction::Received, &pdu);
                 }
+                tracing::trace!(portal = %self.portal, ?pdu, "received");
                 Ok(Some(pdu))
             }
             Ok(None) => Ok(None),
@@ -147,10 +149,10 @@ impl Transport {
         }
     }
 
-    pub(crate) fn io(&self, source: std::io::Error) -> Error {
+    pub(crate) fn io(&self, error: std::io::Error) -> Error {
         Error::Io {
             portal: self.portal.clone(),
-            source,
+            error,
         }
     }
 }

@@ -83,7 +83,8 @@ pub fn tgtd() -> Daemon {
     let dir = tempfile::tempdir().expect("temp dir");
     let image = disk(dir.path());
     let port = free_port();
-    let control = free_port().to_string();
+    // tgtd names its management socket after -C, which must stay below 32768.
+    let control = (2000 + free_port() % 28000).to_string();
     let mut child = Command::new("/usr/sbin/tgtd")
         .args([
             "-f",
