@@ -84,3 +84,35 @@ async fn many_commands_in_flight() {
     assert_eq!(c.commands - c.commands_failed, 512, "{c:?}");
     assert!(c.max_in_flight > 16, "max in flight {}", c.max_in_flight);
 }
+
+#[tokio::test]
+async fn nop_in_answered_tmf_and_ping() {
+    let mut cfg = config();
+    cfg.keepalive = Some(sluice_target::config::Keepalive {
+        interval: std::time::Duration::from_millis(100),
+        timeout: std::time::Duration::from_secs(2),
+    });
+    let t = TestTarget::start(cfg);
+    let traced = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let seen = std::sync::Arc::clone(&traced);
+    let opts = ConnectOptions {
+        trace: Some(std::sync::Arc::new(move |_, _| {
+            seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        })),
+        ..ConnectOptions::default()
+    };
+    let s = Session::connect(&t.portal(), IQN, opts).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(450)).await;
+    // The target pinged while we were idle; the answers kept the connection alive.
+    s.test_unit_ready(0).await.unwrap();
+    let c = s.counters();
+    assert!(c.nop_in() >= 2 && c.nop_out() >= 2, "{c:?}");
+    assert!(s.ping().await.unwrap() < std::time::Duration::from_secs(1));
+    let rsp = s
+        .task_management(sluice_initiator::tmf::LOGICAL_UNIT_RESET, 0, None)
+        .await
+        .unwrap();
+    assert_eq!(rsp, 0, "function complete");
+    s.logout().await.unwrap();
+    assert!(traced.load(std::sync::atomic::Ordering::Relaxed) > 6);
+}
