@@ -21,10 +21,12 @@
 //!   initiator (RFC 7143 section 4.2.2.1).
 //! - [`task`]: per-task data transfer: R2T issuance and Data-Out collection, Data-In
 //!   segmentation, initiator-side Data-Out planning and Data-In reassembly.
+//! - [`keepalive`]: the NOP ping timer, reporting deadlines (`poll_timeout`) and taking `now`.
 #![forbid(unsafe_code)]
 
 pub mod chap;
 pub mod framing;
+pub mod keepalive;
 pub mod login;
 pub mod params;
 pub mod pdu;
