@@ -1,5 +1,5 @@
 //! Text keys: the `key=value\0` codec, the table of every key (RFC 7143 sections 12 and 13) and
-//! the table-driven [`Negotiator`](negotiate::Negotiator).
+//! the table-driven [`Negotiator`].
 //!
 //! Layering:
 //! - [`codec`] turns data segments into `(key, value)` pairs and back, reassembles text split
