@@ -19,6 +19,8 @@ pub fn init(verbose: u8, format: LogFormat) {
         .unwrap_or_else(|_| EnvFilter::new(default_filter(verbose)));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        // Colour only on a terminal: logs redirected to a file or journal stay plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     // try_init: a second initialisation (tests) is not an error worth reporting.
     let _ = match format {

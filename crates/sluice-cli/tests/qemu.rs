@@ -25,10 +25,9 @@ fn qemu_img_reports_the_lun_size() {
     assert!(info.contains("\"virtual-size\": 67108864"), "{info}");
 }
 
-#[test]
-fn qemu_io_writes_and_verifies_patterns() {
+/// Patterns across the LUN, synchronous and asynchronous, read back verified.
+fn patterns(target: &TargetProcess) {
     let qemu_io = require_tool("qemu-io", "qemu-utils and qemu-block-extra");
-    let target = TargetProcess::start(&["--memory", "64M", "--block-size", "4096"]);
     let out = run(
         &qemu_io,
         &[
@@ -58,9 +57,30 @@ fn qemu_io_writes_and_verifies_patterns() {
 }
 
 #[test]
-fn qemu_img_convert_round_trips_an_image() {
+fn qemu_io_patterns_on_a_memory_lun() {
+    patterns(&TargetProcess::start(&[
+        "--memory",
+        "64M",
+        "--block-size",
+        "4096",
+    ]));
+}
+
+#[test]
+fn qemu_io_patterns_on_a_file_lun() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lun.img");
+    patterns(&TargetProcess::start(&[
+        "--file",
+        path.to_str().unwrap(),
+        "--size",
+        "64M",
+    ]));
+}
+
+/// An image into the LUN and back out, byte for byte.
+fn convert_round_trip(target: &TargetProcess) {
     let qemu_img = require_tool("qemu-img", "qemu-utils and qemu-block-extra");
-    let target = TargetProcess::start(&["--memory", "16M"]);
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src.raw");
     let back = dir.path().join("back.raw");
@@ -109,4 +129,21 @@ fn qemu_img_convert_round_trips_an_image() {
             &target.url,
         ],
     );
+}
+
+#[test]
+fn qemu_img_convert_round_trips_through_a_memory_lun() {
+    convert_round_trip(&TargetProcess::start(&["--memory", "16M"]));
+}
+
+#[test]
+fn qemu_img_convert_round_trips_through_a_file_lun() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lun.img");
+    convert_round_trip(&TargetProcess::start(&[
+        "--file",
+        path.to_str().unwrap(),
+        "--size",
+        "16M",
+    ]));
 }

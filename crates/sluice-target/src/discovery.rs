@@ -88,11 +88,11 @@ fn portal_addresses(config: &TargetConfig, local: SocketAddr) -> Vec<SocketAddr>
         if portal.is_ipv4() != local.is_ipv4() {
             continue;
         }
-        let addr = if portal.ip().is_unspecified() {
-            SocketAddr::new(local.ip(), portal.port())
-        } else {
-            *portal
-        };
+        // Port 0 in the configuration means "any": the listener got the port the
+        // connection arrived on.
+        let port = if portal.port() == 0 { local.port() } else { portal.port() };
+        let ip = if portal.ip().is_unspecified() { local.ip() } else { portal.ip() };
+        let addr = SocketAddr::new(ip, port);
         // No loopback address to an initiator that came in from elsewhere.
         let scope_ok = !addr.ip().is_loopback() || local.ip().is_loopback();
         if scope_ok && !out.contains(&addr) {
@@ -178,6 +178,15 @@ mod tests {
             local,
         );
         assert_eq!(pairs[1].1, "[::1]:3261,1");
+    }
+
+    #[test]
+    fn port_zero_portals_report_the_port_in_use() {
+        let mut c = config();
+        c.portals = vec!["127.0.0.1:0".parse().unwrap()];
+        let local = "127.0.0.1:40123".parse().unwrap();
+        let pairs = send_targets(&c, &Query::All, "x", None, local);
+        assert_eq!(pairs[1].1, "127.0.0.1:40123,1");
     }
 
     #[test]
