@@ -20,13 +20,24 @@ pub struct TargetProcess {
 impl TargetProcess {
     /// Starts `sluice target --listen 127.0.0.1:0 ARGS...` and waits for its URL.
     pub fn start(args: &[&str]) -> Self {
+        let mut all = vec!["--listen", "127.0.0.1:0"];
+        all.extend_from_slice(args);
+        Self::spawn(&all, "warn", Stdio::inherit())
+    }
+
+    /// Starts `sluice target --config FILE` with logs at `log_level` written to `log`.
+    pub fn with_config(config: &std::path::Path, log_level: &str, log: std::fs::File) -> Self {
+        let config = config.to_str().expect("utf-8 path");
+        Self::spawn(&["--config", config], log_level, Stdio::from(log))
+    }
+
+    fn spawn(args: &[&str], log_level: &str, stderr: Stdio) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
             .arg("target")
-            .args(["--listen", "127.0.0.1:0"])
             .args(args)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", log_level)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start sluice target");
         let stdout = child.stdout.take().expect("stdout");
