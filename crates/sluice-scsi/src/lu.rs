@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use sluice_storage::{BlockDevice, StorageError};
 
 use crate::mode::ModePages;
@@ -97,6 +97,9 @@ pub(crate) struct Cmd<'a> {
     pub(crate) cdb: &'a [u8],
     pub(crate) data_out: &'a [u8],
     pub(crate) data_in: &'a mut BytesMut,
+    /// Data-In served without a copy (a READ from a backend with
+    /// [`BlockDevice::read_shared`]); when set, `data_in` is empty.
+    pub(crate) shared_in: &'a mut Option<Bytes>,
     /// The target's LUN inventory (for REPORT LUNS).
     pub(crate) luns: &'a [u16],
 }
@@ -216,6 +219,7 @@ impl LogicalUnit {
         cdb: &[u8],
         data_out: &[u8],
         data_in: &mut BytesMut,
+        shared_in: &mut Option<Bytes>,
         luns: &[u16],
     ) -> CommandResult {
         let opcode = cdb.first().copied().unwrap_or(0xFF);
@@ -249,6 +253,7 @@ impl LogicalUnit {
             cdb,
             data_out,
             data_in,
+            shared_in,
             luns,
         };
         let result = opcodes::lookup(cdb)
@@ -273,6 +278,7 @@ impl LogicalUnit {
             Ok(()) => CommandResult::good(),
             Err(sense) => {
                 cmd.data_in.clear();
+                *cmd.shared_in = None;
                 CommandResult::check_condition(sense.with_format(self.sense_format()))
             }
         }

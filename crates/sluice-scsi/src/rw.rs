@@ -112,10 +112,16 @@ pub(crate) fn read(cmd: &mut Cmd<'_>) -> CmdResult {
     if len == 0 {
         return Ok(());
     }
-    cmd.data_in.resize(len, 0);
-    cmd.lu
-        .device()
-        .read_at(offset(cmd.lu, b.lba), &mut cmd.data_in[..])
+    let device = cmd.lu.device();
+    let at = offset(cmd.lu, b.lba);
+    // Zero copy when the backend can (mapped tmpfs file); otherwise read straight into the
+    // Data-In buffer's spare room (no zero-fill first).
+    if let Some(r) = device.read_shared(at, len) {
+        *cmd.shared_in = Some(r.map_err(|e| storage_sense(&e, false))?);
+        return Ok(());
+    }
+    device
+        .read_append(at, len, cmd.data_in)
         .map_err(|e| storage_sense(&e, false))
 }
 

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, RwLock};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 
 use crate::cdb::opcode as oc;
 use crate::field::{be16, be32, u8_at};
@@ -183,16 +183,53 @@ impl ScsiTarget {
         data_out: &[u8],
         data_in: &mut BytesMut,
     ) -> CommandResult {
+        let mut shared = None;
+        let result = self.execute_shared(nexus, lun, cdb, data_out, data_in, &mut shared);
+        if let Some(b) = shared {
+            data_in.extend_from_slice(&b);
+        }
+        result
+    }
+
+    /// [`execute`](Self::execute), except that a read the backend can serve without copying
+    /// ([`BlockDevice::read_shared`](sluice_storage::BlockDevice::read_shared)) leaves its
+    /// data in `shared` (then `data_in` stays empty): the caller sends those bytes as they
+    /// are. `shared` is set to `None` first.
+    pub fn execute_shared(
+        &self,
+        nexus: NexusId,
+        lun: u64,
+        cdb: &[u8],
+        data_out: &[u8],
+        data_in: &mut BytesMut,
+        shared: &mut Option<Bytes>,
+    ) -> CommandResult {
         data_in.clear();
+        *shared = None;
         self.nexuses
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(nexus);
-        let luns = self.lun_numbers();
+        // The LUN inventory is only read by REPORT LUNS, but handed to every command: keep it
+        // on the stack for the usual few LUNs (no allocation per command).
+        let mut small = [0u16; 16];
+        let big: Vec<u16>;
+        let luns: &[u16] = {
+            let map = self.map();
+            if map.len() <= small.len() {
+                for (slot, (l, _)) in small.iter_mut().zip(map.iter()) {
+                    *slot = *l;
+                }
+                &small[..map.len()]
+            } else {
+                big = map.iter().map(|(l, _)| *l).collect();
+                &big
+            }
+        };
         let result = match self.resolve(lun) {
-            Resolved::Lu(lu) => return lu.execute(nexus, cdb, data_out, data_in, &luns),
-            Resolved::Wlun => self.execute_wlun(cdb, data_in, &luns),
-            Resolved::Missing => self.execute_missing(cdb, data_in, &luns),
+            Resolved::Lu(lu) => return lu.execute(nexus, cdb, data_out, data_in, shared, luns),
+            Resolved::Wlun => self.execute_wlun(cdb, data_in, luns),
+            Resolved::Missing => self.execute_missing(cdb, data_in, luns),
         };
         match result {
             Ok(()) => CommandResult::good(),

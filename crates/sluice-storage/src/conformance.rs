@@ -40,7 +40,16 @@ impl Subject {
     }
 
     fn file(block_size: u32, num_blocks: u64, direct: bool) -> Self {
-        let dir = tempfile::tempdir().unwrap();
+        Self::file_in(tempfile::tempdir().unwrap(), block_size, num_blocks, direct)
+    }
+
+    /// A file on tmpfs: mapped, read through `read_shared`.
+    fn shm_file(block_size: u32, num_blocks: u64) -> Self {
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        Self::file_in(dir, block_size, num_blocks, false)
+    }
+
+    fn file_in(dir: tempfile::TempDir, block_size: u32, num_blocks: u64, direct: bool) -> Self {
         let options = FileOptions {
             size: Some(u64::from(block_size) * num_blocks),
             block_size,
@@ -65,9 +74,17 @@ impl Subject {
         }
     }
 
+    /// Reads through `read_at`, and checks that `read_append` and `read_shared` (when the
+    /// backend has it) give the same bytes.
     fn read(&self, offset: u64, len: usize) -> Vec<u8> {
         let mut buf = vec![0xee; len];
         self.dev.read_at(offset, &mut buf).unwrap();
+        let mut appended = bytes::BytesMut::from(&b"x"[..]);
+        self.dev.read_append(offset, len, &mut appended).unwrap();
+        assert_eq!(&appended[1..], &buf[..], "read_append differs from read_at");
+        if let Some(shared) = self.dev.read_shared(offset, len) {
+            assert_eq!(&shared.unwrap()[..], &buf[..], "read_shared differs from read_at");
+        }
         buf
     }
 }
@@ -159,6 +176,7 @@ conformance! {
     file_512 => Subject::file(512, num_blocks(512), false),
     file_4096 => Subject::file(4096, num_blocks(4096), false),
     file_direct_4096 => Subject::file(4096, num_blocks(4096), true),
+    shm_file_512 => Subject::shm_file(512, num_blocks(512)),
 }
 
 fn geometry_is_consistent(s: &Subject) {

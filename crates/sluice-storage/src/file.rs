@@ -5,6 +5,8 @@ use std::io::{self, Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use bytes::{Bytes, BytesMut};
+
 use crate::{check_range, checked_size, invalid_input, read_only_error, BlockDevice, StorageError};
 
 /// Memory alignment of buffers handed to the kernel with `O_DIRECT`.
@@ -55,6 +57,11 @@ impl Default for FileOptions {
 /// contend on a file position and need no lock. Calls block, so [`BlockDevice::blocks`] is
 /// `true`.
 ///
+/// A file on tmpfs or ramfs (not opened `O_DIRECT`) is also mapped read-only, and reads hand
+/// out slices of that mapping ([`BlockDevice::read_shared`]): no copy into a buffer, the socket
+/// copies straight from the page cache. Such a file must not be shrunk by another program
+/// while it is served (touching pages past the new end raises SIGBUS, as with any mapping).
+///
 /// Durability: a write is reported durable only once it is. With FUA the write is followed by
 /// `fdatasync` before returning; [`flush`](BlockDevice::flush) is `fdatasync` too. Without FUA a
 /// completed write may still sit in the page cache (or the disk's cache), as SCSI allows.
@@ -69,6 +76,8 @@ pub struct FileDevice {
     direct: bool,
     /// The file lives in RAM (tmpfs, ramfs): reads and writes never wait for a disk.
     memory_backed: bool,
+    /// For memory-backed files: the first `size_bytes` of the file, mapped read-only.
+    mapped: Option<mapping::Mapped>,
 }
 
 impl FileDevice {
@@ -161,8 +170,16 @@ impl FileDevice {
         };
 
         let memory_backed = is_memory_filesystem(&file);
+        // Map RAM-backed regular files for zero-copy reads. A failed mmap (address space,
+        // limits) only costs the optimisation: reads fall back to pread.
+        let mapped = if memory_backed && !options.direct && file_type.is_file() {
+            mapping::map(&file, size_bytes).ok().map(mapping::Mapped)
+        } else {
+            None
+        };
         Ok(Self {
             memory_backed,
+            mapped,
             file,
             path: path.to_owned(),
             block_size,
@@ -217,6 +234,54 @@ impl BlockDevice for FileDevice {
             buf.copy_from_slice(bounce.as_slice());
         } else {
             self.file.read_exact_at(buf, offset)?;
+        }
+        Ok(())
+    }
+
+    fn read_shared(&self, offset: u64, len: usize) -> Option<Result<Bytes, StorageError>> {
+        let mapped = self.mapped.as_ref()?;
+        Some(check_range(offset, len as u64, self.size_bytes).map(|()| {
+            // In range of the device, hence of the mapping (it covers `size_bytes`).
+            let start = offset as usize;
+            mapped.0.slice(start..start + len)
+        }))
+    }
+
+    fn read_append(&self, offset: u64, len: usize, out: &mut BytesMut) -> Result<(), StorageError> {
+        check_range(offset, len as u64, self.size_bytes)?;
+        if self.direct {
+            // O_DIRECT wants aligned buffers: take the zero-filling default path (bounce).
+            let start = out.len();
+            out.resize(start + len, 0);
+            let r = self.read_at(offset, &mut out[start..]);
+            if r.is_err() {
+                out.truncate(start);
+            }
+            return r;
+        }
+        let start = out.len();
+        out.reserve(len);
+        while out.len() - start < len {
+            let done = out.len() - start;
+            let spare = &mut out.spare_capacity_mut()[..len - done];
+            let n = match rustix::io::pread(&self.file, spare, offset + done as u64) {
+                Ok((filled, _)) => filled.len(),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => {
+                    out.truncate(start);
+                    return Err(io::Error::from(e).into());
+                }
+            };
+            if n == 0 {
+                out.truncate(start);
+                return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+            }
+            // SAFETY: pread initialized the first `n` bytes of the spare capacity (`filled`
+            // is exactly that prefix), and `n <= len - done`, within the reserved capacity.
+            #[allow(unsafe_code)]
+            unsafe {
+                out.set_len(out.len() + n);
+            }
         }
         Ok(())
     }
@@ -330,6 +395,8 @@ impl AlignedBuf {
         &mut self.storage[self.start..self.start + self.len]
     }
 }
+
+mod mapping;
 
 #[cfg(test)]
 mod tests;

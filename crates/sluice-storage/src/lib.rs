@@ -16,13 +16,17 @@
 //!
 //! The same contract tests (`conformance.rs`) run against every backend.
 //!
-//! This crate has no `unsafe` code (the `O_DIRECT` bounce buffer is aligned by slicing a
-//! slightly larger `Vec`), so it forbids it; a future io_uring backend would relax that to
-//! `deny` and justify each block with a `// SAFETY:` comment.
-#![forbid(unsafe_code)]
+//! `unsafe` is denied crate-wide and allowed in exactly two places, each justified by a
+//! `// SAFETY:` comment: the read-only `mmap` of RAM-backed files (`file/mapping.rs`, which lets
+//! reads hand out the page-cache bytes without copying) and `pread` into a buffer's spare
+//! capacity (no zero-fill before a read). The `O_DIRECT` bounce buffer needs none (it is
+//! aligned by slicing a slightly larger `Vec`).
+#![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 use std::io;
+
+use bytes::{Bytes, BytesMut};
 
 mod file;
 mod memory;
@@ -71,6 +75,34 @@ pub trait BlockDevice: Send + Sync + std::fmt::Debug {
 
     /// Fills `buf` from byte `offset`.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError>;
+
+    /// Reads `len` bytes from byte `offset` without copying them, when the backend can: the
+    /// returned [`Bytes`] share the backend's memory (e.g. a mapping of a tmpfs file).
+    ///
+    /// `None` means the backend cannot (the caller then uses [`read_append`](Self::read_append)).
+    /// The bytes are a view, not a snapshot: a later overlapping write may show through while
+    /// the caller still holds them, as it may for any read that overlaps a concurrent write
+    /// (SAM-5 makes no promise about the order of overlapping SIMPLE commands). The default
+    /// returns `None`.
+    fn read_shared(&self, offset: u64, len: usize) -> Option<Result<Bytes, StorageError>> {
+        let _ = (offset, len);
+        None
+    }
+
+    /// Appends `len` bytes from byte `offset` to `out`.
+    ///
+    /// The default zero-fills the new space and calls [`read_at`](Self::read_at); backends
+    /// override it to read straight into `out`'s spare capacity (no `memset` first). On error,
+    /// `out` keeps its old length.
+    fn read_append(&self, offset: u64, len: usize, out: &mut BytesMut) -> Result<(), StorageError> {
+        let start = out.len();
+        out.resize(start + len, 0);
+        let r = self.read_at(offset, &mut out[start..]);
+        if r.is_err() {
+            out.truncate(start);
+        }
+        r
+    }
 
     /// Writes `data` at byte `offset`. With `fua`, returns only once the data is durable.
     fn write_at(&self, offset: u64, data: &[u8], fua: bool) -> Result<(), StorageError>;

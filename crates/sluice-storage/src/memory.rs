@@ -152,6 +152,24 @@ impl BlockDevice for MemoryDevice {
         Ok(())
     }
 
+    fn read_append(
+        &self,
+        offset: u64,
+        len: usize,
+        out: &mut bytes::BytesMut,
+    ) -> Result<(), StorageError> {
+        check_range(offset, len as u64, self.size_bytes)?;
+        out.reserve(len);
+        // One copy out of the chunk, no zero-fill of `out` first.
+        Self::for_each_chunk(offset, len, |index, in_chunk, range| {
+            match &*self.read_chunk(index) {
+                Some(data) => out.extend_from_slice(&data[in_chunk..in_chunk + range.len()]),
+                None => out.resize(out.len() + range.len(), 0),
+            }
+        });
+        Ok(())
+    }
+
     fn write_at(&self, offset: u64, data: &[u8], _fua: bool) -> Result<(), StorageError> {
         // Memory is as durable as it gets once the copy is done, so FUA needs nothing more.
         check_range(offset, data.len() as u64, self.size_bytes)?;

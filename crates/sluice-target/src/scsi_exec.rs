@@ -47,8 +47,21 @@ impl Execution {
         nexus: u64,
         mut buf: BytesMut,
     ) -> (Outcome, BytesMut) {
-        let result = scsi.execute(nexus, self.lun.0, &self.cdb, &self.data_out, &mut buf);
-        let data = buf.split().freeze();
+        let mut shared = None;
+        let result = scsi.execute_shared(
+            nexus,
+            self.lun.0,
+            &self.cdb,
+            &self.data_out,
+            &mut buf,
+            &mut shared,
+        );
+        // A zero-copy read hands over the backend's bytes; everything else was built in the
+        // recycled buffer, split off here (the buffer keeps its spare capacity for the next).
+        let data = match shared {
+            Some(b) => b,
+            None => buf.split().freeze(),
+        };
         (
             Outcome {
                 exec: self,

@@ -227,3 +227,43 @@ fn files_in_ram_run_inline_and_others_on_the_pool() {
         "a disk file must run off the reactor"
     );
 }
+
+#[test]
+fn files_in_ram_are_read_without_copy_and_see_later_writes() {
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let dev = FileDevice::open(shm.path().join("lun.img"), options(Some(1 << 20), 512)).unwrap();
+    dev.write_at(8192, &[0xa5; 4096], false).unwrap();
+    let got = dev.read_shared(8192 - 512, 4608).unwrap().unwrap();
+    assert_eq!(&got[..512], &[0u8; 512][..]);
+    assert!(got[512..].iter().all(|&b| b == 0xa5));
+    // The slice is a view of the page cache: a write through pwrite shows (same pages).
+    dev.write_at(8192, &[0x3c; 512], false).unwrap();
+    let again = dev.read_shared(8192, 512).unwrap().unwrap();
+    assert!(again.iter().all(|&b| b == 0x3c));
+    assert!(matches!(
+        dev.read_shared((1 << 20) - 512, 1024),
+        Some(Err(StorageError::OutOfRange { .. }))
+    ));
+    // Dropping the device while slices live keeps the mapping alive (it is reference counted).
+    drop(dev);
+    assert!(got[512..1024].iter().all(|&b| b == 0x3c));
+}
+
+#[test]
+fn disk_files_are_not_mapped_and_read_append_keeps_old_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = FileDevice::open(dir.path().join("lun.img"), options(Some(1 << 20), 512)).unwrap();
+    if dev.memory_backed() {
+        return; // the temporary directory is itself in RAM here: nothing to check
+    }
+    assert!(dev.read_shared(0, 512).is_none());
+    dev.write_at(0, &[7; 1024], false).unwrap();
+    let mut out = bytes::BytesMut::from(&b"head"[..]);
+    dev.read_append(512, 1024, &mut out).unwrap();
+    assert_eq!(&out[..4], b"head");
+    assert!(out[4..516].iter().all(|&b| b == 7));
+    assert!(out[516..].iter().all(|&b| b == 0));
+    assert_eq!(out.len(), 4 + 1024);
+    assert!(dev.read_append((1 << 20) - 512, 1024, &mut out).is_err());
+    assert_eq!(out.len(), 4 + 1024, "a failed read leaves the buffer as it was");
+}
