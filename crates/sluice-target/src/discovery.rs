@@ -90,8 +90,16 @@ fn portal_addresses(config: &TargetConfig, local: SocketAddr) -> Vec<SocketAddr>
         }
         // Port 0 in the configuration means "any": the listener got the port the
         // connection arrived on.
-        let port = if portal.port() == 0 { local.port() } else { portal.port() };
-        let ip = if portal.ip().is_unspecified() { local.ip() } else { portal.ip() };
+        let port = if portal.port() == 0 {
+            local.port()
+        } else {
+            portal.port()
+        };
+        let ip = if portal.ip().is_unspecified() {
+            local.ip()
+        } else {
+            portal.ip()
+        };
         let addr = SocketAddr::new(ip, port);
         // No loopback address to an initiator that came in from elsewhere.
         let scope_ok = !addr.ip().is_loopback() || local.ip().is_loopback();
