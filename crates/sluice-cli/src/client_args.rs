@@ -1,5 +1,6 @@
 //! clap definitions of the initiator subcommands (`discover`, `ls`, `inq`, `readcap`, `read`,
-//! `write`, `dd`). They are added to the command line next to `sluice target` in `main.rs`.
+//! `write`, `dd`; `bench` takes its flags from `cmd_bench`). They are added to the command
+//! line next to `sluice target` in `main.rs`.
 
 use std::path::PathBuf;
 
@@ -24,6 +25,9 @@ pub enum ClientCommand {
     Write(WriteArgs),
     /// Copy LUN to file, file to LUN or LUN to LUN, with a progress bar and a SHA-256.
     Dd(DdArgs),
+    /// Load generator: IOPS, bandwidth and latency percentiles of a LUN (fio-like), or replay
+    /// an SPC trace.
+    Bench(crate::cmd_bench::BenchArgs),
 }
 
 /// How to log in: everything but the URL.

@@ -4,16 +4,19 @@
 //! TOML schema), [`size`] (sizes and durations), [`logging`] (tracing setup). The initiator
 //! subcommands: [`client_args`] (their clap definitions, added next to `target`),
 //! [`client_common`], [`cmd_discover`] (`discover`, `ls`), [`cmd_inquiry`] (`inq`,
-//! `readcap`), [`cmd_rw`] (`read`, `write`), [`cmd_dd`] (`dd`).
+//! `readcap`), [`cmd_rw`] (`read`, `write`), [`cmd_dd`] (`dd`). The load generator:
+//! [`cmd_bench`] (`bench`, on `sluice-lab`) and [`bench_output`] (its report).
 
 // Doc comments on the clap structs are the `--help` text users read, where `[...]` marks an
 // optional part (`HOST[:PORT]`), not a rustdoc link; escaping them would show backslashes in
 // the help.
 #![allow(rustdoc::broken_intra_doc_links)]
 
+mod bench_output;
 mod cli;
 mod client_args;
 mod client_common;
+mod cmd_bench;
 mod cmd_dd;
 mod cmd_discover;
 mod cmd_inquiry;
@@ -65,6 +68,7 @@ fn run_client(cmd: &ClientCommand) -> anyhow::Result<()> {
         ClientCommand::Read(a) => cmd_rw::run_read(a),
         ClientCommand::Write(a) => cmd_rw::run_write(a),
         ClientCommand::Dd(a) => cmd_dd::run_dd(a),
+        ClientCommand::Bench(a) => cmd_bench::run(a),
     }
 }
 

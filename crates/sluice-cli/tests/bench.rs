@@ -48,7 +48,11 @@ fn consistent(r: &Value) {
     let ios = u(&r["ios"]);
     assert_eq!(ios, u(&r["read"]["ios"]) + u(&r["write"]["ios"]));
     assert_eq!(u(&r["pdus"]["commands"]), ios, "every I/O is one command");
-    assert_eq!(u(&r["pdus"]["scsi_command"]), ios, "one SCSI Command PDU each");
+    assert_eq!(
+        u(&r["pdus"]["scsi_command"]),
+        ios,
+        "one SCSI Command PDU each"
+    );
     assert_eq!(u(&r["latency_us"]["count"]), ios);
     let l = &r["latency_us"];
     assert!(f(&l["min"]) <= f(&l["p50"]) && f(&l["p50"]) <= f(&l["p99"]));
@@ -74,7 +78,9 @@ fn verify_for_one_second() {
 #[test]
 fn random_4k_reads_take_one_data_in_each() {
     let t = target();
-    let r = bench_json(&[&t.url, "--rw", "randread", "--bs", "4k", "--count", "3000", "--qd", "16"]);
+    let r = bench_json(&[
+        &t.url, "--rw", "randread", "--bs", "4k", "--count", "3000", "--qd", "16",
+    ]);
     consistent(&r);
     assert_eq!(u(&r["ios"]), 3000);
     assert_eq!(u(&r["bytes"]), 3000 * 4096);
@@ -142,7 +148,12 @@ fn trace_replay_of_a_generated_trace() {
         writes += u64::from(op == "W");
         // Unaligned sizes are rounded up to blocks; huge LBAs wrap into the LUN.
         let size = 512 * (1 + i % 5) + if i == 7 { 100 } else { 0 };
-        text.push_str(&format!("{},{},{size},{op},{:.3}\n", i % 2, i * 1_000_003, i as f64 * 0.01));
+        text.push_str(&format!(
+            "{},{},{size},{op},{:.3}\n",
+            i % 2,
+            i * 1_000_003,
+            i as f64 * 0.01
+        ));
     }
     std::fs::write(&path, text).unwrap();
     let p = path.to_str().unwrap();
@@ -160,12 +171,24 @@ fn trace_replay_of_a_generated_trace() {
 #[test]
 fn poisson_rate_and_flag_errors() {
     let t = target();
-    let r = bench_json(&[&t.url, "--rate", "400", "--poisson", "--time", "1", "--qd", "8"]);
+    let r = bench_json(&[
+        &t.url,
+        "--rate",
+        "400",
+        "--poisson",
+        "--time",
+        "1",
+        "--qd",
+        "8",
+    ]);
     consistent(&r);
     // 400/s for one second: Poisson count has sd 20; allow a wide margin for a busy box.
     let ios = u(&r["ios"]);
     assert!((250..=550).contains(&ios), "{ios}");
-    assert!(f(&r["elapsed_s"]) < 1.5, "stop does not wait for far-off arrivals");
+    assert!(
+        f(&r["elapsed_s"]) < 1.5,
+        "stop does not wait for far-off arrivals"
+    );
     for (args, msg) in [
         (&["--bs", "8k:0.5,16k:0.4"][..], "sum to"),
         (&["--bs", "1000"][..], "multiple of the block size"),

@@ -1,1 +1,50 @@
-//! iSCSI performance lab: load generation, sweeps, models, simulation
+//! iSCSI performance lab: the load-generation engine behind `sluice bench`.
+//!
+//! A [`Workload`] says what to do: the access pattern ([`RwMode`], read share), the command
+//! sizes ([`SizeDist`]: one size or a probability mass function such as
+//! `8k:0.1,16k:0.2,32k:0.3,64k:0.4`), how many commands each session keeps in flight, when to
+//! stop, how commands arrive ([`Arrival`]: closed loop, fixed rate or Poisson), whether to
+//! verify data, the byte range ([`Region`]) and optionally an SPC trace to replay
+//! ([`TraceRecord`]). [`run`] drives it over one or more [`sluice_initiator::Session`]s with
+//! a fixed set of worker tasks (queue depth per session) that reuse their buffers, and
+//! returns a [`Report`]: IOPS, bandwidth, latency percentiles from an HDR histogram, PDU
+//! counts, CPU time. A shared [`Progress`] gives live numbers while it runs.
+//!
+//! This crate knows nothing of argv or JSON: `sluice-cli` builds the [`Workload`] and prints
+//! the [`Report`].
+//!
+//! Module map: `size_dist` (command sizes), `arrival` (inter-arrival times), `region`
+//! (addresses), `trace` (SPC trace files), `pattern` (verify data), `workload` (the spec),
+//! `latency` (histograms), `progress` (live counters), `pdus` (PDU counts), `cpu`
+//! (getrusage), `alloc` (allocator tuning), `worker` (one in-flight slot), `runner` (the run), `report`, `error`.
+
+mod alloc;
+mod arrival;
+mod cpu;
+mod error;
+mod latency;
+mod pattern;
+mod pdus;
+mod progress;
+mod region;
+mod report;
+mod runner;
+mod size_dist;
+mod trace;
+mod worker;
+mod workload;
+
+pub use alloc::keep_freed_buffers;
+pub use arrival::{exponential, Arrival};
+pub use cpu::CpuTime;
+pub use error::LabError;
+pub use latency::{new_histogram, LatencySummary};
+pub use pattern::{fill_pattern, first_mismatch};
+pub use pdus::PduCounts;
+pub use progress::{Progress, ProgressSnapshot};
+pub use region::Region;
+pub use report::{DirectionStats, Report, VerifyStats};
+pub use runner::{run, Device};
+pub use size_dist::{parse_byte_size, SizeDist};
+pub use trace::{parse_trace, TraceRecord, TRACE_SECTOR};
+pub use workload::{RwMode, Workload};

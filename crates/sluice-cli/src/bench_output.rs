@@ -1,0 +1,205 @@
+//! `sluice bench`'s final report: a text summary or a JSON document (`--json`).
+
+use anyhow::Result;
+use serde_json::{json, Value};
+use sluice_lab::{Arrival, DirectionStats, LatencySummary, Report, RwMode, Workload};
+
+use crate::client_common;
+
+fn rw_name(rw: RwMode) -> &'static str {
+    match rw {
+        RwMode::Read => "read",
+        RwMode::Write => "write",
+        RwMode::RandRead => "randread",
+        RwMode::RandWrite => "randwrite",
+        RwMode::RandRw => "randrw",
+    }
+}
+
+fn latency_json(l: &LatencySummary) -> Value {
+    json!({
+        "count": l.count,
+        "min": l.min_us,
+        "mean": l.mean_us,
+        "p50": l.p50_us,
+        "p90": l.p90_us,
+        "p99": l.p99_us,
+        "p99_9": l.p999_us,
+        "max": l.max_us,
+    })
+}
+
+fn direction_json(d: &DirectionStats, r: &Report) -> Value {
+    let s = r.elapsed.as_secs_f64().max(1e-9);
+    json!({
+        "ios": d.ios,
+        "bytes": d.bytes,
+        "iops": d.ios as f64 / s,
+        "mib_per_s": d.bytes as f64 / s / 1048576.0,
+        "latency_us": latency_json(&d.latency),
+    })
+}
+
+fn workload_json(w: &Workload) -> Value {
+    let arrival = match w.arrival {
+        Arrival::Closed => json!({"kind": "closed"}),
+        Arrival::Fixed { rate } => json!({"kind": "fixed", "rate": rate}),
+        Arrival::Poisson { rate } => json!({"kind": "poisson", "rate": rate}),
+    };
+    json!({
+        "rw": rw_name(w.rw),
+        "read_percent": w.read_percent,
+        "sizes": w.sizes.entries().iter().map(|(s, p)| json!({"bytes": s, "p": p})).collect::<Vec<_>>(),
+        "queue_depth": w.queue_depth,
+        "time_s": w.time.map(|t| t.as_secs_f64()),
+        "count": w.count,
+        "arrival": arrival,
+        "verify": w.verify,
+        "offset": w.offset,
+        "size": w.size,
+        "trace": w.trace.is_some(),
+        "speed": w.speed,
+        "seed": w.seed,
+    })
+}
+
+/// The report as a JSON value.
+pub fn report_json(w: &Workload, r: &Report) -> Value {
+    let p = &r.pdus;
+    let secs = r.elapsed.as_secs_f64();
+    json!({
+        "workload": workload_json(w),
+        "sessions": r.sessions,
+        "queue_depth": r.queue_depth,
+        "elapsed_s": secs,
+        "ios": r.ios(),
+        "bytes": r.bytes(),
+        "iops": r.iops(),
+        "mib_per_s": r.mib_per_s(),
+        "mb_per_s": r.mb_per_s(),
+        "read": direction_json(&r.read, r),
+        "write": direction_json(&r.write, r),
+        "latency_us": latency_json(&r.latency),
+        "errors": r.errors,
+        "first_error": r.first_error,
+        "verify": r.verify.as_ref().map(|v| json!({
+            "checked": v.checked,
+            "bytes": v.bytes,
+            "errors": v.errors,
+            "first_error": v.first_error,
+        })),
+        "pdus": {
+            "commands": p.commands,
+            "scsi_command": p.scsi_command,
+            "scsi_response": p.scsi_response,
+            "data_in": p.data_in,
+            "data_out": p.data_out,
+            "r2t": p.r2t,
+            "nop_out": p.nop_out,
+            "nop_in": p.nop_in,
+            "sent": p.sent,
+            "received": p.received,
+            "bytes_sent": p.bytes_sent,
+            "bytes_received": p.bytes_received,
+            "per_command": {
+                "data_in": p.per_command(p.data_in),
+                "data_out": p.per_command(p.data_out),
+                "r2t": p.per_command(p.r2t),
+                "scsi_response": p.per_command(p.scsi_response),
+                "sent": p.per_command(p.sent),
+                "received": p.per_command(p.received),
+            },
+        },
+        "cpu": {
+            "user_s": r.cpu.user.as_secs_f64(),
+            "system_s": r.cpu.system.as_secs_f64(),
+            "us_per_io": r.cpu_us_per_io(),
+            "utilization": if secs > 0.0 { r.cpu.total().as_secs_f64() / secs } else { 0.0 },
+        },
+        "trace_records": r.trace_records,
+    })
+}
+
+/// Prints the report as pretty JSON.
+pub fn print_json(w: &Workload, r: &Report) -> Result<()> {
+    client_common::print_json(&report_json(w, r))
+}
+
+fn latency_line(name: &str, l: &LatencySummary) -> String {
+    format!(
+        "  {name:<6} lat (us): min {:.0}  mean {:.1}  p50 {:.0}  p90 {:.0}  p99 {:.0}  p99.9 {:.0}  max {:.0}",
+        l.min_us, l.mean_us, l.p50_us, l.p90_us, l.p99_us, l.p999_us, l.max_us
+    )
+}
+
+/// Prints a fio-like text summary.
+pub fn print_text(w: &Workload, r: &Report) {
+    let sizes: Vec<String> = w
+        .sizes
+        .entries()
+        .iter()
+        .map(|(s, p)| {
+            if w.sizes.entries().len() == 1 {
+                format!("{s}")
+            } else {
+                format!("{s}:{p}")
+            }
+        })
+        .collect();
+    let what = if let Some(n) = r.trace_records {
+        format!("trace replay ({n} records, speed {})", w.speed)
+    } else {
+        format!("{} bs={}", rw_name(w.rw), sizes.join(","))
+    };
+    println!(
+        "sluice bench: {what}, {} session(s) x qd {}, {:.2} s",
+        r.sessions,
+        r.queue_depth,
+        r.elapsed.as_secs_f64()
+    );
+    println!(
+        "  total: {} ios, {:.0} IOPS, {:.2} MiB/s ({:.2} MB/s), {} errors",
+        r.ios(),
+        r.iops(),
+        r.mib_per_s(),
+        r.mb_per_s(),
+        r.errors
+    );
+    for (name, d) in [("read", &r.read), ("write", &r.write)] {
+        if d.ios > 0 {
+            let s = r.elapsed.as_secs_f64().max(1e-9);
+            println!(
+                "  {name:<6} {} ios, {:.0} IOPS, {:.2} MiB/s",
+                d.ios,
+                d.ios as f64 / s,
+                d.bytes as f64 / s / 1048576.0
+            );
+            println!("{}", latency_line(name, &d.latency));
+        }
+    }
+    println!("{}", latency_line("all", &r.latency));
+    let p = &r.pdus;
+    println!(
+        "  pdus: {} sent, {} received; per command: Data-In {:.2}, Data-Out {:.2}, R2T {:.2}",
+        p.sent,
+        p.received,
+        p.per_command(p.data_in),
+        p.per_command(p.data_out),
+        p.per_command(p.r2t)
+    );
+    println!(
+        "  cpu: user {:.2} s, system {:.2} s, {:.1} us per I/O",
+        r.cpu.user.as_secs_f64(),
+        r.cpu.system.as_secs_f64(),
+        r.cpu_us_per_io()
+    );
+    if let Some(v) = &r.verify {
+        println!(
+            "  verify: {} read-backs, {} bytes, {} mismatches",
+            v.checked, v.bytes, v.errors
+        );
+    }
+    if let Some(e) = &r.first_error {
+        println!("  first error: {e}");
+    }
+}

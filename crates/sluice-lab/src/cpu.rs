@@ -1,0 +1,60 @@
+//! CPU time of this process (getrusage(RUSAGE_SELF)): user and system time over a run.
+
+use std::time::Duration;
+
+/// User and system CPU time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTime {
+    /// Time in user mode.
+    pub user: Duration,
+    /// Time in the kernel on the process's behalf.
+    pub system: Duration,
+}
+
+impl CpuTime {
+    /// The process's CPU time so far (zeros if getrusage fails, which it does not on Linux).
+    pub fn now() -> Self {
+        // SAFETY: getrusage writes a struct rusage into the zeroed memory we own.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+            return Self::default();
+        }
+        let d = |tv: libc::timeval| {
+            Duration::from_secs(tv.tv_sec.max(0) as u64)
+                + Duration::from_micros(tv.tv_usec.max(0) as u64)
+        };
+        Self {
+            user: d(ru.ru_utime),
+            system: d(ru.ru_stime),
+        }
+    }
+
+    /// The time spent since `earlier`.
+    pub fn since(&self, earlier: &CpuTime) -> CpuTime {
+        CpuTime {
+            user: self.user.saturating_sub(earlier.user),
+            system: self.system.saturating_sub(earlier.system),
+        }
+    }
+
+    /// User plus system.
+    pub fn total(&self) -> Duration {
+        self.user + self.system
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grows_with_work() {
+        let a = CpuTime::now();
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+        let b = CpuTime::now();
+        assert!(b.since(&a).total() > Duration::ZERO, "{x}");
+    }
+}

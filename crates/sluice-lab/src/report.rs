@@ -1,0 +1,137 @@
+//! The outcome of a run.
+
+use std::time::Duration;
+
+use crate::cpu::CpuTime;
+use crate::latency::LatencySummary;
+use crate::pdus::PduCounts;
+
+/// Reads or writes of a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DirectionStats {
+    /// Commands completed with GOOD status.
+    pub ios: u64,
+    /// Payload bytes.
+    pub bytes: u64,
+    /// Their latencies.
+    pub latency: LatencySummary,
+}
+
+/// Data verification results.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VerifyStats {
+    /// Write + read-back pairs compared.
+    pub checked: u64,
+    /// Bytes compared.
+    pub bytes: u64,
+    /// Read-backs that differed from what was written.
+    pub errors: u64,
+    /// The first difference, described.
+    pub first_error: Option<String>,
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    /// From the first command to the last completion.
+    pub elapsed: Duration,
+    /// Sessions used.
+    pub sessions: usize,
+    /// Commands in flight per session.
+    pub queue_depth: usize,
+    /// Reads.
+    pub read: DirectionStats,
+    /// Writes.
+    pub write: DirectionStats,
+    /// Latency of every command.
+    pub latency: LatencySummary,
+    /// Commands that failed (transport error or non-GOOD status).
+    pub errors: u64,
+    /// The first failure, described.
+    pub first_error: Option<String>,
+    /// Verification results, with `--verify`.
+    pub verify: Option<VerifyStats>,
+    /// PDUs during the run.
+    pub pdus: PduCounts,
+    /// CPU time of this process during the run.
+    pub cpu: CpuTime,
+    /// Trace records replayed, for a trace run.
+    pub trace_records: Option<u64>,
+}
+
+impl Report {
+    /// Commands completed.
+    pub fn ios(&self) -> u64 {
+        self.read.ios + self.write.ios
+    }
+
+    /// Payload bytes moved.
+    pub fn bytes(&self) -> u64 {
+        self.read.bytes + self.write.bytes
+    }
+
+    /// Commands per second.
+    pub fn iops(&self) -> f64 {
+        per_second(self.ios() as f64, self.elapsed)
+    }
+
+    /// Payload MiB (2^20 bytes) per second.
+    pub fn mib_per_s(&self) -> f64 {
+        per_second(self.bytes() as f64 / 1048576.0, self.elapsed)
+    }
+
+    /// Payload MB (10^6 bytes) per second.
+    pub fn mb_per_s(&self) -> f64 {
+        per_second(self.bytes() as f64 / 1e6, self.elapsed)
+    }
+
+    /// CPU microseconds (user + system) per command.
+    pub fn cpu_us_per_io(&self) -> f64 {
+        if self.ios() == 0 {
+            0.0
+        } else {
+            self.cpu.total().as_secs_f64() * 1e6 / self.ios() as f64
+        }
+    }
+}
+
+fn per_second(x: f64, d: Duration) -> f64 {
+    let s = d.as_secs_f64();
+    if s > 0.0 {
+        x / s
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates() {
+        let r = Report {
+            elapsed: Duration::from_secs(2),
+            read: DirectionStats {
+                ios: 1000,
+                bytes: 4 << 20,
+                ..Default::default()
+            },
+            write: DirectionStats {
+                ios: 1000,
+                bytes: 4 << 20,
+                ..Default::default()
+            },
+            cpu: CpuTime {
+                user: Duration::from_millis(150),
+                system: Duration::from_millis(50),
+            },
+            ..Default::default()
+        };
+        assert_eq!(r.iops(), 1000.0);
+        assert_eq!(r.mib_per_s(), 4.0);
+        assert!((r.mb_per_s() - 4.194304).abs() < 1e-9);
+        assert!((r.cpu_us_per_io() - 100.0).abs() < 1e-9);
+        assert_eq!(Report::default().iops(), 0.0);
+    }
+}

@@ -1,0 +1,226 @@
+//! A run: validate the workload against the device, start `queue_depth` workers per session,
+//! stop them on time or budget, merge what they measured.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use rand::rngs::SmallRng;
+use rand::{RngCore, SeedableRng};
+use sluice_initiator::{Session, SessionCounters};
+
+use crate::arrival::{exponential, Arrival};
+use crate::cpu::CpuTime;
+use crate::error::LabError;
+use crate::latency::{new_histogram, LatencySummary};
+use crate::pdus::PduCounts;
+use crate::progress::Progress;
+use crate::region::Region;
+use crate::report::{DirectionStats, Report, VerifyStats};
+use crate::worker::{Latencies, Shared, Worker, WorkerResult};
+use crate::workload::Workload;
+
+/// The LUN a run talks to, through one or more logged-in sessions.
+#[derive(Clone, Debug)]
+pub struct Device {
+    /// Sessions to spread the workers over (each gets `queue_depth` of them).
+    pub sessions: Vec<Session>,
+    /// The LUN number.
+    pub lun: u16,
+    /// Logical block size in bytes.
+    pub block_size: u32,
+    /// Capacity in bytes.
+    pub capacity: u64,
+}
+
+/// Runs `workload` on `device`. `progress` shows live totals and stops the run early when
+/// its [`Progress::stop`] is called (e.g. on Ctrl-C). Must run inside a tokio runtime (the
+/// one the sessions were opened on).
+pub async fn run(
+    workload: &Workload,
+    device: &Device,
+    progress: Arc<Progress>,
+) -> Result<Report, LabError> {
+    let w = workload;
+    let bad = |why: String| Err(LabError::Workload(why));
+    if device.sessions.is_empty() || w.queue_depth == 0 {
+        return bad("at least one session and a queue depth of 1 are needed".into());
+    }
+    if w.verify && w.trace.is_some() {
+        return bad("--verify cannot be combined with a trace replay".into());
+    }
+    if !(w.speed.is_finite() && w.speed >= 0.0) || w.read_percent > 100 {
+        return bad("the speed must be >= 0 and the read percentage 0 to 100".into());
+    }
+    if let Arrival::Fixed { rate } | Arrival::Poisson { rate } = w.arrival {
+        if !(rate.is_finite() && rate > 0.0) {
+            return bad(format!("rate {rate} must be positive"));
+        }
+    }
+    let block = device.block_size;
+    let size = w
+        .size
+        .unwrap_or_else(|| device.capacity.saturating_sub(w.offset));
+    let region = Region::new(w.offset, size, block, device.capacity)?;
+    let workers = device.sessions.len() * w.queue_depth;
+    let regions = if w.verify {
+        region.split(workers)
+    } else {
+        vec![region; workers]
+    };
+    let max_len = match &w.trace {
+        Some(t) => t
+            .iter()
+            .map(|r| region.round_len(r.size))
+            .max()
+            .unwrap_or(block),
+        None => {
+            if let Some((s, _)) = w.sizes.entries().iter().find(|(s, _)| s % block != 0) {
+                return bad(format!(
+                    "command size {s} is not a multiple of the block size {block}"
+                ));
+            }
+            w.sizes.max()
+        }
+    };
+    if u64::from(max_len) > regions[0].size {
+        return bad(format!(
+            "commands of {max_len} bytes do not fit in {} bytes{}",
+            regions[0].size,
+            if w.verify {
+                " (with --verify each worker has its own stripe of the range)"
+            } else {
+                ""
+            }
+        ));
+    }
+
+    let before: Vec<SessionCounters> = device.sessions.iter().map(Session::counters).collect();
+    let mut seeder = SmallRng::seed_from_u64(w.seed);
+    let mut data = vec![0u8; max_len as usize];
+    seeder.fill_bytes(&mut data);
+    let write_buf = Bytes::from(data);
+    let cpu0 = CpuTime::now();
+    let start = Instant::now();
+    let shared = Arc::new(Shared {
+        progress: Arc::clone(&progress),
+        count: w.count,
+        claimed: AtomicU64::new(0),
+        cursor: AtomicU64::new(0),
+        trace: w.trace.clone(),
+        trace_next: AtomicUsize::new(0),
+        speed: w.speed,
+        start,
+        lun: device.lun,
+        rw: w.rw,
+        read_percent: w.read_percent,
+        sizes: w.sizes.clone(),
+        verify: w.verify,
+    });
+    let per_worker = w.arrival.split(workers);
+    let latencies: Vec<Arc<Mutex<Latencies>>> = device
+        .sessions
+        .iter()
+        .map(|_| Arc::new(Mutex::new(Latencies::new())))
+        .collect();
+    let mut handles = Vec::with_capacity(workers);
+    for (i, region) in regions.into_iter().enumerate() {
+        let session = device.sessions[i / w.queue_depth].clone();
+        let mut rng = SmallRng::seed_from_u64(seeder.next_u64());
+        let first_due = match w.arrival {
+            Arrival::Closed => None,
+            // Stagger evenly spaced workers so that together they are evenly spaced.
+            Arrival::Fixed { rate } => Some(start + Duration::from_secs_f64(i as f64 / rate)),
+            Arrival::Poisson { .. } => {
+                let rate = per_worker.mean_gap().map_or(1.0, |g| 1.0 / g.as_secs_f64());
+                Some(start + Duration::from_secs_f64(exponential(&mut rng, rate)))
+            }
+        };
+        let worker = Worker::new(
+            i as u64 + 1,
+            session,
+            Arc::clone(&shared),
+            region,
+            rng,
+            per_worker,
+            first_due,
+            write_buf.clone(),
+            Arc::clone(&latencies[i / w.queue_depth]),
+        );
+        handles.push(tokio::spawn(worker.run()));
+    }
+    let timer = w.time.map(|t| {
+        let p = Arc::clone(&progress);
+        tokio::spawn(async move {
+            tokio::time::sleep(t).await;
+            p.stop();
+        })
+    });
+    let mut results = Vec::with_capacity(workers);
+    for h in handles {
+        match h.await {
+            Ok(r) => results.push(r),
+            Err(e) => return bad(format!("a worker task failed: {e}")),
+        }
+    }
+    let elapsed = start.elapsed();
+    let cpu = CpuTime::now().since(&cpu0);
+    if let Some(t) = timer {
+        t.abort();
+    }
+    let mut pdus = PduCounts::default();
+    for (s, b) in device.sessions.iter().zip(&before) {
+        pdus.add(&PduCounts::delta(b, &s.counters()));
+    }
+    let trace_records = w.trace.as_ref().map(|t| {
+        let n = shared.trace_next.load(std::sync::atomic::Ordering::Relaxed);
+        n.min(t.len()) as u64
+    });
+    let mut report = merge(results, &latencies, w.verify);
+    report.elapsed = elapsed;
+    report.sessions = device.sessions.len();
+    report.queue_depth = w.queue_depth;
+    report.pdus = pdus;
+    report.cpu = cpu;
+    report.trace_records = trace_records;
+    Ok(report)
+}
+
+/// Sums the workers' results.
+fn merge(results: Vec<WorkerResult>, latencies: &[Arc<Mutex<Latencies>>], verify: bool) -> Report {
+    let (mut rh, mut wh, mut all) = (new_histogram(), new_histogram(), new_histogram());
+    for l in latencies {
+        let l = l.lock().unwrap_or_else(|e| e.into_inner());
+        // Same bounds everywhere: add cannot fail.
+        let _ = rh.add(&l.read);
+        let _ = wh.add(&l.write);
+    }
+    let mut r = Report::default();
+    let mut v = VerifyStats::default();
+    for x in results {
+        r.read.bytes += x.read_bytes;
+        r.write.bytes += x.write_bytes;
+        r.errors += x.errors;
+        r.first_error = r.first_error.or(x.first_error);
+        v.checked += x.verified;
+        v.bytes += x.verified_bytes;
+        v.errors += x.verify_errors;
+        v.first_error = v.first_error.or(x.first_mismatch);
+    }
+    let _ = all.add(&rh);
+    let _ = all.add(&wh);
+    r.read = DirectionStats {
+        ios: rh.len(),
+        bytes: r.read.bytes,
+        latency: LatencySummary::from_histogram(&rh),
+    };
+    r.write = DirectionStats {
+        ios: wh.len(),
+        bytes: r.write.bytes,
+        latency: LatencySummary::from_histogram(&wh),
+    };
+    r.latency = LatencySummary::from_histogram(&all);
+    r.verify = verify.then_some(v);
+    r
+}
