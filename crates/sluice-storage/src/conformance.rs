@@ -83,7 +83,11 @@ impl Subject {
         self.dev.read_append(offset, len, &mut appended).unwrap();
         assert_eq!(&appended[1..], &buf[..], "read_append differs from read_at");
         if let Some(shared) = self.dev.read_shared(offset, len) {
-            assert_eq!(&shared.unwrap()[..], &buf[..], "read_shared differs from read_at");
+            assert_eq!(
+                &shared.unwrap()[..],
+                &buf[..],
+                "read_shared differs from read_at"
+            );
         }
         buf
     }

@@ -265,5 +265,9 @@ fn disk_files_are_not_mapped_and_read_append_keeps_old_bytes() {
     assert!(out[516..].iter().all(|&b| b == 0));
     assert_eq!(out.len(), 4 + 1024);
     assert!(dev.read_append((1 << 20) - 512, 1024, &mut out).is_err());
-    assert_eq!(out.len(), 4 + 1024, "a failed read leaves the buffer as it was");
+    assert_eq!(
+        out.len(),
+        4 + 1024,
+        "a failed read leaves the buffer as it was"
+    );
 }
