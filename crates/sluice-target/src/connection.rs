@@ -18,14 +18,102 @@ use crate::login_env::LoginEnv;
 use crate::outbox::Outbox;
 use crate::sessions::Bound;
 
+/// Largest read a busy-polling wait does itself, into a zeroed window (see
+/// `Reader::spin_read`): enough for a batch of commands.
+const DIRECT_READ: usize = 4096;
+
 /// Smallest read buffer growth: enough for several small PDUs per `read` syscall.
 const READ_CHUNK: usize = 64 * 1024;
 
+/// The receiving half of a connection's byte stream.
+pub(crate) trait ReadHalf: AsyncRead + Send + Unpin {
+    /// The TCP socket underneath, for busy polling; `None` for other streams.
+    fn socket(&self) -> Option<socket2::SockRef<'_>> {
+        None
+    }
+}
+
+impl ReadHalf for tokio::net::tcp::OwnedReadHalf {
+    fn socket(&self) -> Option<socket2::SockRef<'_>> {
+        Some(socket2::SockRef::from(self.as_ref()))
+    }
+}
+
+impl<S: AsyncRead + Send> ReadHalf for tokio::io::ReadHalf<S> {}
+
+/// Default busy-poll budget: how long a connection that just answered spins on its socket
+/// (non-blocking `recv`) for the initiator's next PDU before it sleeps in epoll. Override with
+/// `SLUICE_BUSY_POLL_US` (0 disables). See docs/performance.md ("Busy polling").
+const BUSY_POLL_US: u64 = 50;
+
+/// Adaptive busy polling of one connection's socket.
+///
+/// A round trip at queue depth 1 is dominated by sleeping and waking (epoll, scheduler, and
+/// in a VM the halted vCPU), not by work. Spinning for a bounded time after each answer keeps
+/// the thread awake when the next command is about to arrive. A spin that ends empty-handed
+/// is a miss: after `m` misses in a row the next `2^m - 1` waits (at most 1023) skip
+/// spinning, so an idle or slow connection quickly stops burning CPU, and a busy one (whose
+/// data is already there) spins for nothing.
+#[derive(Debug)]
+struct BusyPoll {
+    budget: std::time::Duration,
+    misses: u32,
+    skip: u32,
+}
+
+impl BusyPoll {
+    fn new() -> Self {
+        static BUDGET_US: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        let us = *BUDGET_US.get_or_init(|| {
+            std::env::var("SLUICE_BUSY_POLL_US")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(BUSY_POLL_US)
+        });
+        Self {
+            budget: std::time::Duration::from_micros(us),
+            misses: 0,
+            skip: 0,
+        }
+    }
+
+    /// Whether this wait should spin.
+    fn should_spin(&mut self) -> bool {
+        if self.budget.is_zero() {
+            return false;
+        }
+        if self.skip > 0 {
+            self.skip -= 1;
+            return false;
+        }
+        true
+    }
+
+    fn hit(&mut self) {
+        self.misses = 0;
+    }
+
+    fn miss(&mut self) {
+        self.misses = (self.misses + 1).min(10);
+        self.skip = (1 << self.misses) - 1;
+    }
+}
+
 /// The receiving half: socket, buffer and framer.
 pub(crate) struct Reader {
-    rd: Box<dyn AsyncRead + Send + Unpin>,
+    rd: Box<dyn ReadHalf>,
     buf: BytesMut,
     pub framer: Framer,
+    busy: BusyPoll,
+    /// Set by the full-feature loop when spinning is allowed for the next wait (nothing
+    /// waits to be written, the session is not shutting down).
+    pub spin_ok: bool,
+    /// PDUs decoded since the last socket read, and in the batch before: a connection that
+    /// gets one PDU per read is latency-bound (queue depth 1) and worth spinning for; one that
+    /// gets several per read has more in flight, and spinning would only take CPU from the
+    /// initiator (on a shared machine) for no latency gain.
+    decoded: u32,
+    last_batch: u32,
 }
 
 /// Why reading stopped.
@@ -49,13 +137,85 @@ pub(crate) enum Incoming {
 }
 
 impl Reader {
-    fn new(rd: Box<dyn AsyncRead + Send + Unpin>) -> Self {
+    fn new(rd: Box<dyn ReadHalf>) -> Self {
         Self {
             rd,
             buf: BytesMut::with_capacity(8192),
             // During login only login PDUs arrive, each at most 8192 data bytes
             // (RFC 7143 section 11.12.14 / interop rule 7).
             framer: Framer::new(LOGIN_SEGMENT_MAX as u32),
+            busy: BusyPoll::new(),
+            spin_ok: false,
+            decoded: 0,
+            last_batch: 0,
+        }
+    }
+
+    /// Spins on the socket for up to the busy-poll budget, until bytes are there to read.
+    /// `Ok(Some(n))`: `n` bytes were read into `buf` directly (0: end of stream);
+    /// `Ok(None)`: nothing came (or spinning is off), or data is there but too much is
+    /// expected for the small direct read: the caller reads through tokio.
+    ///
+    /// The spin peeks at the socket directly (`MSG_PEEK | MSG_DONTWAIT` on the non-blocking
+    /// descriptor), behind tokio's back: tokio caches readiness, so polling the `AsyncRead`
+    /// would not see new data until the reactor runs. When what is awaited is small (a header,
+    /// a command: the latency-bound case) the bytes are also read directly, into a small
+    /// zeroed window. Otherwise the read goes through tokio, whose cached readiness is still
+    /// "readable" (the last tokio read succeeded) so it reads at once; had it been cleared, the
+    /// read waits for the reactor as it would have anyway (slower, never stuck: the arrival
+    /// raised an edge-triggered event). Reading behind the reactor is harmless to it: at worst
+    /// its next read finds nothing and re-arms.
+    fn spin_read(&mut self, need: usize) -> std::io::Result<Option<usize>> {
+        use std::io::Read;
+        if !self.spin_ok || self.last_batch > 1 || !self.busy.should_spin() {
+            return Ok(None);
+        }
+        let Some(sock) = self.rd.socket() else {
+            return Ok(None);
+        };
+        let mut probe = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+        let deadline = std::time::Instant::now() + self.busy.budget;
+        loop {
+            match sock.peek(&mut probe) {
+                Ok(_) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if std::time::Instant::now() >= deadline {
+                        self.busy.miss();
+                        return Ok(None);
+                    }
+                    // Polite spinning: on an idle CPU this returns at once (the thread stays
+                    // awake, which is the point); when something else is runnable here (the
+                    // initiator on a small box, another connection's worker) it runs first,
+                    // so the spin does not take the CPU the answer is waiting for.
+                    std::thread::yield_now();
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.busy.hit();
+        if need > DIRECT_READ {
+            return Ok(None);
+        }
+        let start = self.buf.len();
+        self.buf.resize(start + DIRECT_READ, 0);
+        let mut s: &socket2::Socket = &sock;
+        loop {
+            match s.read(&mut self.buf[start..]) {
+                Ok(n) => {
+                    self.buf.truncate(start + n);
+                    return Ok(Some(n));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.buf.truncate(start);
+                    return if e.kind() == std::io::ErrorKind::WouldBlock {
+                        Ok(None)
+                    } else {
+                        Err(e)
+                    };
+                }
+            }
         }
     }
 
@@ -63,12 +223,25 @@ impl Reader {
     pub(crate) async fn next(&mut self) -> Result<Incoming, ReadEnd> {
         loop {
             match self.framer.decode(&mut self.buf) {
-                Ok(Some(pdu)) => return Ok(Incoming::Pdu(pdu)),
+                Ok(Some(pdu)) => {
+                    self.decoded += 1;
+                    return Ok(Incoming::Pdu(pdu));
+                }
                 Ok(None) => {}
                 Err(e) if e.can_continue() => return Ok(Incoming::Reject(e)),
                 Err(e) => return Err(ReadEnd::Fatal(e)),
             }
             let need = self.framer.bytes_needed(&self.buf).max(1);
+            if self.decoded > 0 {
+                self.last_batch = self.decoded;
+                self.decoded = 0;
+            }
+            match self.spin_read(need) {
+                Ok(Some(0)) => return Err(ReadEnd::Closed),
+                Ok(Some(_)) => continue,
+                Ok(None) => {}
+                Err(e) => return Err(ReadEnd::Io(e)),
+            }
             self.buf.reserve(need.max(READ_CHUNK.min(need * 4)));
             match self.rd.read_buf(&mut self.buf).await {
                 Ok(0) => return Err(ReadEnd::Closed),
@@ -83,7 +256,7 @@ impl Reader {
 /// (SendTargets reports it for wildcard portals).
 pub(crate) async fn serve(
     ctx: Arc<Context>,
-    rd: Box<dyn AsyncRead + Send + Unpin>,
+    rd: Box<dyn ReadHalf>,
     wr: Box<dyn AsyncWrite + Send + Unpin>,
     peer: SocketAddr,
     local: SocketAddr,

@@ -159,6 +159,7 @@ impl<'a> FullFeature<'a> {
         loop {
             let deadline = self.next_deadline(last_rx, keepalive);
             let mut killed = self.guard.killed.clone();
+            reader.spin_ok = !self.outbox.has_pending() && self.logout_requested.is_none();
             let incoming = tokio::select! {
                 biased;
                 _ = killed.changed() => return End::Reinstated,
