@@ -236,12 +236,12 @@ impl Worker {
         } else {
             Command::read(lun, &cdb::read16(lba, blocks, false), len)
         };
-        let t0 = Instant::now();
         let result = self.session.execute(cmd).await;
-        let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let what = if write { "WRITE(16)" } else { "READ(16)" };
         let (fatal, why) = match result {
             Ok(out) if out.is_good() => {
+                // The initiator's own submission-to-completion time: no extra clock reads.
+                let ns = u64::try_from(out.latency.as_nanos()).unwrap_or(u64::MAX);
                 let mut lat = self.latencies.lock().unwrap_or_else(|e| e.into_inner());
                 if write {
                     record(&mut lat.write, ns);
