@@ -98,6 +98,12 @@ pub struct TargetArgs {
     #[arg(long, value_name = "BYTES", value_parser = block_size_arg)]
     pub block_size: Option<u32>,
 
+    /// Serve connections on N single-threaded runtimes, one OS thread each, every connection
+    /// pinned to one of them (round robin). Without it: one work-stealing runtime with a
+    /// thread per core. See docs/performance.md, "Threading model".
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
+
     /// Export every LUN read-only (writes fail with DATA PROTECT).
     #[arg(long)]
     pub read_only: bool,

@@ -369,25 +369,64 @@ pub fn run(args: &TargetArgs, matches: &ArgMatches) -> anyhow::Result<()> {
     for w in exposure_warnings(&config) {
         eprintln!("warning: {w}");
     }
-    serve(config)
+    serve(config, args.threads)
 }
 
-/// Runs the target on a multi-threaded runtime until a signal, then returns its result.
-fn serve(config: TargetConfig) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("sluice-target")
-        .build()
-        .context("cannot start the async runtime")?;
+/// Runs the target until a signal, then returns its result.
+///
+/// Without `threads`: one multi-threaded (work-stealing) runtime. With `threads = N`: N
+/// single-threaded runtimes on their own OS threads serve the connections (each connection
+/// stays on one), and a small current-thread runtime on the calling thread accepts them and
+/// handles signals.
+fn serve(config: TargetConfig, threads: Option<u16>) -> anyhow::Result<()> {
+    let mut workers = Vec::new();
+    let mut worker_threads = Vec::new();
+    let (stop_workers, _) = tokio::sync::watch::channel(false);
+    for i in 0..threads.unwrap_or(0) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start a worker runtime")?;
+        workers.push(rt.handle().clone());
+        let mut stop = stop_workers.subscribe();
+        let thread = std::thread::Builder::new()
+            .name(format!("sluice-worker-{i}"))
+            .spawn(move || {
+                rt.block_on(async move {
+                    let _ = stop.changed().await;
+                });
+                rt.shutdown_timeout(Duration::from_secs(1));
+            })
+            .context("cannot start a worker thread")?;
+        worker_threads.push(thread);
+    }
+    let runtime = if threads.is_some() {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    }
+    .enable_all()
+    .thread_name("sluice-target")
+    .build()
+    .context("cannot start the async runtime")?;
     let portals: Vec<String> = config.portals.iter().map(ToString::to_string).collect();
     let targets = config.targets.clone();
     let result = runtime.block_on(async move {
         let shutdown = shutdown_signal().context("cannot install signal handlers")?;
-        sluice_target::run(config, move |bound| announce(&targets, bound), shutdown)
-            .await
-            .with_context(|| format!("iSCSI target on {}", portals.join(", ")))
+        sluice_target::run_on(
+            config,
+            workers,
+            move |bound| announce(&targets, bound),
+            shutdown,
+        )
+        .await
+        .with_context(|| format!("iSCSI target on {}", portals.join(", ")))
     });
     runtime.shutdown_timeout(Duration::from_secs(1));
+    let _ = stop_workers.send(true);
+    for t in worker_threads {
+        let _ = t.join();
+    }
     result?;
     tracing::info!("target stopped");
     Ok(())

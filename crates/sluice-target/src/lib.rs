@@ -25,5 +25,5 @@ mod text;
 mod tmf;
 mod validate;
 
-pub use server::{run, Target};
+pub use server::{run, run_on, Target};
 pub use validate::is_iscsi_name;

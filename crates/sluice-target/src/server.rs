@@ -83,6 +83,21 @@ pub async fn run(
     on_listening: impl FnOnce(&[SocketAddr]) + Send,
     shutdown: impl Future<Output = ()> + Send,
 ) -> io::Result<()> {
+    run_on(config, Vec::new(), on_listening, shutdown).await
+}
+
+/// [`run`], with each accepted connection handed to one of `workers` in turn (round robin)
+/// instead of being spawned on the calling runtime. A connection then lives on that runtime
+/// for good: with one single-threaded runtime per core, a connection's reads, commands and
+/// writes stay on one thread and one cache (see docs/performance.md, "Threading model").
+/// An empty `workers` is [`run`].
+pub async fn run_on(
+    config: TargetConfig,
+    workers: Vec<tokio::runtime::Handle>,
+    on_listening: impl FnOnce(&[SocketAddr]) + Send,
+    shutdown: impl Future<Output = ()> + Send,
+) -> io::Result<()> {
+    let workers: Arc<[tokio::runtime::Handle]> = workers.into();
     let target = Arc::new(Target::new(config)?);
     let ctx = Arc::clone(&target.ctx);
     let mut listeners = Vec::new();
@@ -102,6 +117,7 @@ pub async fn run(
             Arc::clone(&ctx),
             listener,
             target.stop_tx.subscribe(),
+            Arc::clone(&workers),
         ));
     }
 
@@ -144,8 +160,10 @@ async fn accept_loop(
     ctx: Arc<Context>,
     listener: TcpListener,
     stop: watch::Receiver<bool>,
+    workers: Arc<[tokio::runtime::Handle]>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let mut handles: Vec<tokio::task::JoinHandle<()>> = Vec::new();
+    let mut next_worker = 0usize;
     let mut stop_wait = stop.clone();
     loop {
         let accepted = tokio::select! {
@@ -170,8 +188,30 @@ async fn accept_loop(
         let c = Arc::clone(&ctx);
         let s = stop.clone();
         handles.retain(|h| !h.is_finished());
-        handles.push(tokio::spawn(async move {
-            serve_tcp(Arc::clone(&c), stream, peer, s).await;
+        if workers.is_empty() {
+            handles.push(tokio::spawn(async move {
+                serve_tcp(Arc::clone(&c), stream, peer, s).await;
+                c.connections.fetch_sub(1, Ordering::AcqRel);
+            }));
+            continue;
+        }
+        // The socket is registered with this runtime's reactor: move it out as a std socket
+        // and register it again on the worker that will own the connection.
+        let worker = &workers[next_worker % workers.len()];
+        next_worker = next_worker.wrapping_add(1);
+        let std_stream = match stream.into_std() {
+            Ok(st) => st,
+            Err(e) => {
+                warn!(%peer, error = %e, "cannot hand the connection to a worker");
+                ctx.connections.fetch_sub(1, Ordering::AcqRel);
+                continue;
+            }
+        };
+        handles.push(worker.spawn(async move {
+            match TcpStream::from_std(std_stream) {
+                Ok(stream) => serve_tcp(Arc::clone(&c), stream, peer, s).await,
+                Err(e) => warn!(%peer, error = %e, "cannot register the connection"),
+            }
             c.connections.fetch_sub(1, Ordering::AcqRel);
         }));
     }
