@@ -43,10 +43,17 @@ impl Subject {
         Self::file_in(tempfile::tempdir().unwrap(), block_size, num_blocks, direct)
     }
 
-    /// A file on tmpfs: mapped, read through `read_shared`.
+    /// A fully allocated file on tmpfs: mapped, read through `read_shared`.
     fn shm_file(block_size: u32, num_blocks: u64) -> Self {
         let dir = tempfile::tempdir_in("/dev/shm").unwrap();
-        Self::file_in(dir, block_size, num_blocks, false)
+        let len = u64::from(block_size) * num_blocks;
+        std::fs::write(dir.path().join("lun.img"), vec![0u8; len as usize]).unwrap();
+        let s = Self::file_in(dir, block_size, num_blocks, false);
+        assert!(
+            s.dev.read_shared(0, 512).is_some(),
+            "a full tmpfs file is mapped"
+        );
+        s
     }
 
     fn file_in(dir: tempfile::TempDir, block_size: u32, num_blocks: u64, direct: bool) -> Self {

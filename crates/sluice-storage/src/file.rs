@@ -57,7 +57,8 @@ impl Default for FileOptions {
 /// contend on a file position and need no lock. Calls block, so [`BlockDevice::blocks`] is
 /// `true`.
 ///
-/// A file on tmpfs or ramfs (not opened `O_DIRECT`) is also mapped read-only, and reads hand
+/// A fully allocated file on tmpfs or ramfs (not opened `O_DIRECT`) is also mapped read-only
+/// (and its page tables filled at open, `MAP_POPULATE`), and reads hand
 /// out slices of that mapping ([`BlockDevice::read_shared`]): no copy into a buffer, the socket
 /// copies straight from the page cache. Such a file must not be shrunk by another program
 /// while it is served (touching pages past the new end raises SIGBUS, as with any mapping).
@@ -170,9 +171,16 @@ impl FileDevice {
         };
 
         let memory_backed = is_memory_filesystem(&file);
-        // Map RAM-backed regular files for zero-copy reads. A failed mmap (address space,
-        // limits) only costs the optimisation: reads fall back to pread.
-        let mapped = if memory_backed && !options.direct && file_type.is_file() {
+        // Map RAM-backed regular files for zero-copy reads, if every block is allocated: a
+        // page fault on a hole of a tmpfs file allocates the page (pread does not), so a
+        // sparse file would fill up as it is read, and a fault on a full tmpfs raises SIGBUS.
+        // A failed mmap (address space, limits) only costs the optimisation: reads fall back
+        // to pread.
+        let fully_allocated = {
+            use std::os::unix::fs::MetadataExt;
+            file.metadata()?.blocks().saturating_mul(512) >= size_bytes
+        };
+        let mapped = if memory_backed && !options.direct && file_type.is_file() && fully_allocated {
             mapping::map(&file, size_bytes).ok().map(mapping::Mapped)
         } else {
             None

@@ -51,7 +51,8 @@ impl Drop for Mapping {
     }
 }
 
-/// Maps the first `len` bytes of `file` (which must be at least that long) and returns them
+/// Maps the first `len` bytes of `file` (which must be at least that long and fully
+/// allocated: the mapping is populated at once) and returns them
 /// as one [`Bytes`]; reads then `slice` it, which costs a reference count and no allocation.
 pub(super) fn map(file: &File, len: u64) -> io::Result<Bytes> {
     let len = usize::try_from(len)
@@ -69,7 +70,7 @@ pub(super) fn map(file: &File, len: u64) -> io::Result<Bytes> {
             std::ptr::null_mut(),
             len,
             libc::PROT_READ,
-            libc::MAP_SHARED,
+            libc::MAP_SHARED | libc::MAP_POPULATE,
             file.as_raw_fd(),
             0,
         )

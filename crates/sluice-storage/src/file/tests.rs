@@ -231,7 +231,13 @@ fn files_in_ram_run_inline_and_others_on_the_pool() {
 #[test]
 fn files_in_ram_are_read_without_copy_and_see_later_writes() {
     let shm = tempfile::tempdir_in("/dev/shm").unwrap();
-    let dev = FileDevice::open(shm.path().join("lun.img"), options(Some(1 << 20), 512)).unwrap();
+    let path = shm.path().join("lun.img");
+    // Sparse (created with a size): not mapped, a read fault would allocate the holes.
+    let sparse = FileDevice::open(&path, options(Some(1 << 20), 512)).unwrap();
+    assert!(sparse.read_shared(0, 512).is_none());
+    drop(sparse);
+    std::fs::write(&path, vec![0u8; 1 << 20]).unwrap();
+    let dev = FileDevice::open(&path, options(Some(1 << 20), 512)).unwrap();
     dev.write_at(8192, &[0xa5; 4096], false).unwrap();
     let got = dev.read_shared(8192 - 512, 4608).unwrap().unwrap();
     assert_eq!(&got[..512], &[0u8; 512][..]);
