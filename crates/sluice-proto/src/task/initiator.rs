@@ -260,6 +260,7 @@ pub enum ReadProgress {
 pub struct InitiatorRead {
     itt: Itt,
     buffer: BytesMut,
+    edtl: u32,
     received: Coverage,
     /// DataPDUInOrder=Yes and DataSequenceInOrder=Yes: strictly increasing offsets/DataSN.
     in_order: bool,
@@ -274,7 +275,12 @@ impl InitiatorRead {
     pub fn new(itt: Itt, edtl: u32, params: &SessionParams) -> Self {
         Self {
             itt,
-            buffer: BytesMut::zeroed(edtl as usize),
+            buffer: if params.data_pdu_in_order && params.data_sequence_in_order {
+                BytesMut::with_capacity(edtl as usize)
+            } else {
+                BytesMut::zeroed(edtl as usize)
+            },
+            edtl,
             received: Coverage::default(),
             in_order: params.data_pdu_in_order && params.data_sequence_in_order,
             pdus: 0,
@@ -292,7 +298,7 @@ impl InitiatorRead {
         if pdu.itt != self.itt {
             return Err(TaskError::WrongTask(pdu.itt));
         }
-        let edtl = self.buffer.len() as u32;
+        let edtl = self.edtl;
         let offset = pdu.buffer_offset;
         let len = u32::try_from(pdu.data.len()).unwrap_or(u32::MAX);
         let end = offset
@@ -323,7 +329,11 @@ impl InitiatorRead {
             }
             Insert::Duplicate | Insert::New => {}
         }
-        self.buffer[offset as usize..end as usize].copy_from_slice(&pdu.data);
+        if self.in_order {
+            self.buffer.extend_from_slice(&pdu.data);
+        } else {
+            self.buffer[offset as usize..end as usize].copy_from_slice(&pdu.data);
+        }
         self.pdus += 1;
         self.counters.data_in += 1;
         self.max_data_sn = Some(self.max_data_sn.map_or(pdu.data_sn, |m| m.max(pdu.data_sn)));
@@ -367,7 +377,7 @@ impl InitiatorRead {
         // All DataSNs 0..data_in_sent must have arrived (section 7.9: a gap is a lost PDU).
         let all_arrived = self.pdus == data_in_sent
             && self.max_data_sn.map_or(0, |m| m.wrapping_add(1)) == data_in_sent;
-        let edtl = self.buffer.len() as u32;
+        let edtl = self.edtl;
         let expected_bytes = match status.residual {
             Residual::Underflow(n) => edtl.checked_sub(n).ok_or(TaskError::Inconsistent)?,
             Residual::None | Residual::Overflow(_) => edtl,
