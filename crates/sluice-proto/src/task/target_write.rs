@@ -113,7 +113,9 @@ impl TargetWrite {
             collect_len,
             residual: Residual::from_lengths(edtl, wanted_len),
             params: *params,
-            buffer: BytesMut::zeroed(collect_len as usize),
+            // Grown as data arrives rather than zero-filled up front: in-order data (the
+            // usual case) is then copied exactly once.
+            buffer: BytesMut::with_capacity(collect_len as usize),
             unsolicited: None,
             bursts: Vec::new(),
             next_r2t_offset: 0,
@@ -305,17 +307,33 @@ impl TargetWrite {
         }
         if self.unsolicited.is_none() && self.bursts.is_empty() {
             self.done = true;
+            // Every byte up to collect_len has arrived; this only matters for collect_len 0.
+            self.buffer.resize(self.collect_len as usize, 0);
             return WriteProgress::Complete(std::mem::take(&mut self.buffer));
         }
         WriteProgress::Waiting
     }
 
     /// Copies the part of `data` at `offset` that the SCSI layer wants.
+    /// Places `data` at `offset`, appending when it continues the buffer (the in-order case,
+    /// one copy) and zero-filling a gap that later data will cover (out-of-order delivery).
     fn copy_in(&mut self, offset: u32, data: &Bytes) {
         let start = offset as usize;
         let end = (start + data.len()).min(self.collect_len as usize);
-        if start < end {
-            self.buffer[start..end].copy_from_slice(&data[..end - start]);
+        if start >= end {
+            return;
+        }
+        if start > self.buffer.len() {
+            self.buffer.resize(start, 0);
+        }
+        let filled = self.buffer.len();
+        let overlap_end = end.min(filled);
+        if start < overlap_end {
+            self.buffer[start..overlap_end].copy_from_slice(&data[..overlap_end - start]);
+        }
+        if end > filled {
+            self.buffer
+                .extend_from_slice(&data[filled - start..end - start]);
         }
     }
 }
