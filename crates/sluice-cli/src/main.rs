@@ -34,7 +34,14 @@ use crate::cli::{Cli, Command, LogFormat};
 use crate::client_args::ClientCommand;
 
 fn main() -> ExitCode {
-    let matches = ClientCommand::augment_subcommands(Cli::command()).get_matches();
+    let cli = Cli::command();
+    // Adding the client subcommands would replace the program's description with the enum's
+    // doc comment; keep the program's own.
+    let about = cli.get_about().cloned().unwrap_or_default();
+    let matches = ClientCommand::augment_subcommands(cli)
+        .about(about.clone())
+        .long_about(about)
+        .get_matches();
     if let Some(name) = matches.subcommand_name() {
         if ClientCommand::has_subcommand(name) {
             let cmd = ClientCommand::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
