@@ -113,3 +113,148 @@ impl Drop for TestTarget {
         }
     }
 }
+
+/// Debian's tgtd on 127.0.0.1 with a port of our choosing: target [`TGT_IQN`], LUN 1 backed
+/// by a [`TGT_DISK_BYTES`] file. Killed on drop (by its own pid, never by name: other tgtds
+/// may be running). Copied in small from `sluice-cli/tests/client/peers.rs`.
+pub struct Tgtd {
+    child: std::process::Child,
+    /// `127.0.0.1:PORT`.
+    pub portal: String,
+    control: String,
+    /// The backing file's directory, removed after the daemon is killed.
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// The target name tgtd exports.
+pub const TGT_IQN: &str = "iqn.2026-11.io.sluice:tgt";
+/// Size of tgtd's backing file.
+pub const TGT_DISK_BYTES: u64 = 32 << 20;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port on 127.0.0.1")
+}
+
+impl Tgtd {
+    /// Starts tgtd; a missing binary fails the test naming the package to install.
+    pub fn start() -> Self {
+        use std::process::{Command, Stdio};
+        use std::time::{Duration, Instant};
+        for binary in ["/usr/sbin/tgtd", "/usr/sbin/tgtadm"] {
+            assert!(
+                std::path::Path::new(binary).exists(),
+                "{binary} is missing: this interop test needs Debian's `tgt` package \
+                 (run scripts/install-deps, or apt-get install tgt)"
+            );
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let image = dir.path().join("disk.img");
+        std::fs::File::create(&image)
+            .and_then(|f| f.set_len(TGT_DISK_BYTES))
+            .expect("backing file");
+        // The ports are picked free then released, and other tests' tgtds may hold the same
+        // management socket number: a daemon that exits at once is retried on new numbers.
+        let mut failures = Vec::new();
+        let t = loop {
+            let port = free_port();
+            // tgtd names its management socket after -C, which must stay below 32768.
+            let control = (2000 + free_port() % 28000).to_string();
+            let child = Command::new("/usr/sbin/tgtd")
+                .args([
+                    "-f",
+                    "-C",
+                    &control,
+                    "--iscsi",
+                    &format!("portal=127.0.0.1:{port}"),
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start tgtd");
+            // The guard exists from here on, so a failed start still kills the daemon.
+            let mut t = Self {
+                child,
+                portal: format!("127.0.0.1:{port}"),
+                control,
+                _dir: None,
+            };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let exited = loop {
+                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    break None;
+                }
+                if let Ok(Some(status)) = t.child.try_wait() {
+                    break Some(status);
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "tgtd not listening on 127.0.0.1:{port}"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            };
+            match exited {
+                None => break t,
+                Some(status) => {
+                    failures.push(format!("-C {} port {port}: {status}", t.control));
+                    assert!(
+                        failures.len() < 3,
+                        "tgtd exited before listening: {failures:?}"
+                    );
+                }
+            }
+        };
+        let mut t = t;
+        t._dir = Some(dir);
+        t.tgtadm(&[
+            "--op", "new", "--mode", "target", "--tid", "1", "-T", TGT_IQN,
+        ]);
+        t.tgtadm(&[
+            "--op",
+            "new",
+            "--mode",
+            "logicalunit",
+            "--tid",
+            "1",
+            "--lun",
+            "1",
+            "-b",
+            image.to_str().unwrap(),
+        ]);
+        t.tgtadm(&[
+            "--op", "bind", "--mode", "target", "--tid", "1", "-I", "ALL",
+        ]);
+        t
+    }
+
+    /// Runs `tgtadm --lld iscsi ARGS` against this daemon; fails the test if it fails.
+    pub fn tgtadm(&self, args: &[&str]) -> String {
+        let out = std::process::Command::new("/usr/sbin/tgtadm")
+            .args(["-C", &self.control, "--lld", "iscsi"])
+            .args(args)
+            .output()
+            .expect("run tgtadm");
+        assert!(
+            out.status.success(),
+            "tgtadm {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Sets a session parameter of target 1 (applies to sessions logged in afterwards).
+    pub fn set(&self, key: &str, value: &str) {
+        self.tgtadm(&[
+            "--op", "update", "--mode", "target", "--tid", "1", "--name", key, "--value", value,
+        ]);
+    }
+}
+
+impl Drop for Tgtd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
