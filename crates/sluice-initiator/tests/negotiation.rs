@@ -4,28 +4,9 @@
 mod common;
 
 use bytes::Bytes;
-use common::{chap, config, TestTarget, IQN};
+use common::{chap, config, model, TestTarget, IQN};
 use sluice_initiator::{Command, ConnectOptions, Session};
 use sluice_proto::chap::ChapAlgorithm;
-
-/// Data-carrying PDUs per sequence the RFC rules predict for a write of `len` bytes.
-fn model(len: u32, immediate: bool, initial_r2t: bool, fbl: u32, mbl: u32, mrdsl: u32) -> Vec<u32> {
-    let first = fbl.min(len);
-    let imm = if immediate { first.min(mrdsl) } else { 0 };
-    let unsolicited_end = if initial_r2t { imm } else { first };
-    let mut seqs = Vec::new();
-    let first_pdus = u32::from(imm > 0) + (unsolicited_end - imm).div_ceil(mrdsl);
-    if first_pdus > 0 {
-        seqs.push(first_pdus);
-    }
-    let mut off = unsolicited_end;
-    while off < len {
-        let burst = mbl.min(len - off);
-        seqs.push(burst.div_ceil(mrdsl));
-        off += burst;
-    }
-    seqs
-}
 
 async fn write_with(
     immediate: bool,

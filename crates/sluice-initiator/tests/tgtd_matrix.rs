@@ -14,7 +14,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use common::{Tgtd, TGT_IQN};
+use common::{model, Tgtd, TGT_IQN};
 use sluice_initiator::{Command, ConnectOptions, Direction, Session};
 use sluice_proto::pdu::Pdu;
 
@@ -26,26 +26,6 @@ const SIZES: [u32; 4] = [4 * 1024, 68 * 1024, 168 * 1024, 1024 * 1024];
 /// MaxRecvDataSegmentLength the initiator declares, so it does not limit Data-In: with our
 /// 65536 its Data-Ins carry 65536 bytes, not 16384 (section 13.12 only bounds them by ours).
 const TGT_XMIT: u32 = 16384;
-
-/// Data-carrying PDUs per sequence the RFC rules predict for a write of `len` bytes (the
-/// same model as `negotiation.rs`).
-fn model(len: u32, immediate: bool, initial_r2t: bool, fbl: u32, mbl: u32, mrdsl: u32) -> Vec<u32> {
-    let first = fbl.min(len);
-    let imm = if immediate { first.min(mrdsl) } else { 0 };
-    let unsolicited_end = if initial_r2t { imm } else { first };
-    let mut seqs = Vec::new();
-    let first_pdus = u32::from(imm > 0) + (unsolicited_end - imm).div_ceil(mrdsl);
-    if first_pdus > 0 {
-        seqs.push(first_pdus);
-    }
-    let mut off = unsolicited_end;
-    while off < len {
-        let burst = mbl.min(len - off);
-        seqs.push(burst.div_ceil(mrdsl));
-        off += burst;
-    }
-    seqs
-}
 
 /// One point of the matrix: the values the negotiation must end with, and which side
 /// forces them (the other side offers something more permissive).

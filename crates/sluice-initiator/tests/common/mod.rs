@@ -258,3 +258,33 @@ impl Drop for Tgtd {
         let _ = self.child.wait();
     }
 }
+
+/// Data-carrying PDUs per sequence the RFC 7143 rules predict for a write of `len` bytes:
+/// immediate data (section 13.11) and unsolicited Data-Out up to FirstBurstLength (13.14)
+/// unless InitialR2T (13.10), then R2T sequences of MaxBurstLength (13.13), every PDU at most
+/// the target's MaxRecvDataSegmentLength (13.12).
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub fn model(
+    len: u32,
+    immediate: bool,
+    initial_r2t: bool,
+    fbl: u32,
+    mbl: u32,
+    mrdsl: u32,
+) -> Vec<u32> {
+    let first = fbl.min(len);
+    let imm = if immediate { first.min(mrdsl) } else { 0 };
+    let unsolicited_end = if initial_r2t { imm } else { first };
+    let mut seqs = Vec::new();
+    let first_pdus = u32::from(imm > 0) + (unsolicited_end - imm).div_ceil(mrdsl);
+    if first_pdus > 0 {
+        seqs.push(first_pdus);
+    }
+    let mut off = unsolicited_end;
+    while off < len {
+        let burst = mbl.min(len - off);
+        seqs.push(burst.div_ceil(mrdsl));
+        off += burst;
+    }
+    seqs
+}
