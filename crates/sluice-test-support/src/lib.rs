@@ -1,0 +1,124 @@
+//! Helpers shared by the end-to-end tests of several crates: a `sluice target` served
+//! in-process on 127.0.0.1:0 and torn down on drop.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a failure is a test failure
+
+use std::net::SocketAddr;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+use sluice_target::config::{
+    Acl, Backend, ChapCredentials, LunDef, OperationalOffer, TargetConfig, TargetDef,
+};
+
+/// The target name [`config`] serves.
+pub const IQN: &str = "iqn.2026-11.io.sluice:test";
+
+/// A running target; shut down on drop.
+pub struct TestTarget {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Two memory LUNs (16 MiB of 512-byte blocks, 4 MiB of 4096-byte blocks), an open ACL,
+/// no keepalive and a short shutdown grace.
+pub fn config() -> TargetConfig {
+    TargetConfig {
+        portals: vec!["127.0.0.1:0".parse().unwrap()],
+        targets: vec![TargetDef {
+            iqn: IQN.into(),
+            alias: Some("test".into()),
+            luns: vec![
+                LunDef {
+                    number: 0,
+                    backend: Backend::Memory { size: 16 << 20 },
+                    block_size: 512,
+                    read_only: false,
+                    serial: None,
+                    removable: false,
+                },
+                LunDef {
+                    number: 1,
+                    backend: Backend::Memory { size: 4 << 20 },
+                    block_size: 4096,
+                    read_only: false,
+                    serial: None,
+                    removable: false,
+                },
+            ],
+            acl: Acl::Open,
+            chap: None,
+        }],
+        discovery_auth: None,
+        offer: OperationalOffer::default(),
+        limits: sluice_target::config::Limits {
+            shutdown_grace: std::time::Duration::from_millis(200),
+            ..Default::default()
+        },
+        keepalive: None,
+    }
+}
+
+/// CHAP credentials, optionally mutual.
+pub fn chap(user: &str, secret: &str, mutual: Option<(&str, &str)>) -> ChapCredentials {
+    ChapCredentials {
+        user: user.into(),
+        secret: secret.into(),
+        mutual: mutual.map(|(u, s)| (u.into(), s.into())),
+    }
+}
+
+impl TestTarget {
+    /// Serves `config` on its own runtime thread until dropped.
+    pub fn start(config: TargetConfig) -> Self {
+        let (addr_tx, addr_rx) = mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let on_listening = move |addrs: &[SocketAddr]| {
+                    let _ = addr_tx.send(addrs[0]);
+                };
+                sluice_target::run(config, on_listening, async {
+                    let _ = stop_rx.await;
+                })
+                .await
+                .expect("target runs");
+            });
+        });
+        let addr = addr_rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("target listening");
+        Self {
+            addr,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// `host:port`.
+    pub fn portal(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// The `iscsi://` URL of a LUN.
+    pub fn url(&self, lun: u16) -> String {
+        format!("iscsi://{}/{IQN}/{lun}", self.addr)
+    }
+}
+
+impl Drop for TestTarget {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
