@@ -259,6 +259,10 @@ pub enum ReadProgress {
 #[derive(Debug)]
 pub struct InitiatorRead {
     itt: Itt,
+    /// In-order reads keep their first Data-In payload as received (a slice of the receive
+    /// buffer, no copy); a read that one PDU completes, the usual case up to
+    /// MaxRecvDataSegmentLength, is handed back without ever being copied.
+    first: Option<Bytes>,
     buffer: BytesMut,
     edtl: u32,
     received: Coverage,
@@ -275,8 +279,10 @@ impl InitiatorRead {
     pub fn new(itt: Itt, edtl: u32, params: &SessionParams) -> Self {
         Self {
             itt,
+            first: None,
             buffer: if params.data_pdu_in_order && params.data_sequence_in_order {
-                BytesMut::with_capacity(edtl as usize)
+                // Allocated only if a second PDU arrives (see `first`).
+                BytesMut::new()
             } else {
                 BytesMut::zeroed(edtl as usize)
             },
@@ -330,7 +336,15 @@ impl InitiatorRead {
             Insert::Duplicate | Insert::New => {}
         }
         if self.in_order {
-            self.buffer.extend_from_slice(&pdu.data);
+            if offset == 0 && self.first.is_none() && self.buffer.is_empty() {
+                self.first = Some(pdu.data.clone());
+            } else {
+                if let Some(first) = self.first.take() {
+                    self.buffer.reserve(self.edtl as usize);
+                    self.buffer.extend_from_slice(&first);
+                }
+                self.buffer.extend_from_slice(&pdu.data);
+            }
         } else {
             self.buffer[offset as usize..end as usize].copy_from_slice(&pdu.data);
         }
@@ -389,8 +403,13 @@ impl InitiatorRead {
             return Err(TaskError::Inconsistent);
         }
         self.done = true;
+        let len = self.received.contiguous_end(0) as usize;
+        if let Some(mut first) = self.first.take() {
+            first.truncate(len);
+            return Ok(ReadProgress::Complete(first, status));
+        }
         let mut buffer = std::mem::take(&mut self.buffer);
-        buffer.truncate(self.received.contiguous_end(0) as usize);
+        buffer.truncate(len);
         Ok(ReadProgress::Complete(buffer.freeze(), status))
     }
 }
