@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use sluice_proto::keepalive::{Keepalive, KeepaliveAction};
 use sluice_proto::login::LoginOutcome;
 use sluice_proto::params::{SessionParams, SessionType};
 use sluice_proto::pdu::codes::{async_event, reject};
@@ -97,8 +98,9 @@ pub(crate) struct FullFeature<'a> {
     guard: SessionGuard,
     shutdown: watch::Receiver<bool>,
     logout_requested: Option<Instant>,
-    ping: Option<(Ttt, Instant)>,
-    next_ping_ttt: u32,
+    /// NOP-In liveness timer (the sans-IO one in sluice-proto); `None` for discovery sessions
+    /// and when keepalive is off.
+    keepalive: Option<Keepalive>,
     data_in_buf: BytesMut,
 }
 
@@ -141,23 +143,25 @@ impl<'a> FullFeature<'a> {
             guard,
             shutdown,
             logout_requested: None,
-            ping: None,
-            next_ping_ttt: 1,
+            keepalive: None,
             data_in_buf: BytesMut::new(),
         }
     }
 
     /// Serves PDUs until the connection ends.
     pub(crate) async fn run(mut self, reader: &mut Reader) -> End {
-        let keepalive = match self.session_type {
+        self.keepalive = match self.session_type {
             // Discovery sessions get no NOP-In: open-iscsi drops a discovery connection on
             // any PDU but a Text Response (interop rule 15).
             SessionType::Discovery => None,
-            SessionType::Normal => self.ctx.config.keepalive,
+            SessionType::Normal => self
+                .ctx
+                .config
+                .keepalive
+                .map(|k| Keepalive::new(k.interval, k.timeout, Instant::now().into_std())),
         };
-        let mut last_rx = Instant::now();
         loop {
-            let deadline = self.next_deadline(last_rx, keepalive);
+            let deadline = self.next_deadline();
             let mut killed = self.guard.killed.clone();
             reader.spin_ok = !self.outbox.has_pending() && self.logout_requested.is_none();
             let incoming = tokio::select! {
@@ -178,13 +182,16 @@ impl<'a> FullFeature<'a> {
                     continue;
                 }
                 _ = sleep_until(deadline) => {
-                    match self.handle_deadline(last_rx, keepalive).await {
+                    match self.handle_deadline() {
                         Flow::Continue => continue,
                         Flow::Stop(end) => return end,
                     }
                 }
             };
-            last_rx = Instant::now();
+            if let Some(k) = self.keepalive.as_mut() {
+                // Any PDU is a sign of life, the ping's answer or not (open-iscsi #97).
+                k.handle_received(Instant::now().into_std());
+            }
             let flow = match incoming {
                 Ok(Incoming::Pdu(pdu)) => self.handle_pdu(pdu).await,
                 Ok(Incoming::Reject(e)) => {
@@ -452,10 +459,8 @@ impl<'a> FullFeature<'a> {
 
     fn handle_nop_out(&mut self, n: NopOut) -> Flow {
         if n.ttt != Ttt::RESERVED {
-            // The answer to our NOP-In ping (RFC 7143 section 11.18.2).
-            if self.ping.is_some_and(|(ttt, _)| ttt == n.ttt) {
-                self.ping = None;
-            }
+            // The answer to our NOP-In ping (RFC 7143 section 11.18.2); receiving it already
+            // counted as a sign of life.
             return Flow::Continue;
         }
         if n.itt == Itt::RESERVED {
@@ -504,59 +509,47 @@ impl<'a> FullFeature<'a> {
         }
     }
 
-    fn next_deadline(
-        &self,
-        last_rx: Instant,
-        keepalive: Option<crate::config::Keepalive>,
-    ) -> Option<Instant> {
-        let mut deadline = self.logout_requested;
-        if let Some(k) = keepalive {
-            let d = match self.ping {
-                Some((_, sent)) => sent + k.timeout,
-                None => last_rx + k.interval,
-            };
-            deadline = Some(deadline.map_or(d, |x| x.min(d)));
+    /// The earliest of the logout grace deadline and the keepalive timer's.
+    fn next_deadline(&self) -> Option<Instant> {
+        let ping = self
+            .keepalive
+            .as_ref()
+            .map(|k| Instant::from_std(k.poll_timeout()));
+        match (self.logout_requested, ping) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
-        deadline
     }
 
-    async fn handle_deadline(
-        &mut self,
-        last_rx: Instant,
-        keepalive: Option<crate::config::Keepalive>,
-    ) -> Flow {
+    fn handle_deadline(&mut self) -> Flow {
         let now = Instant::now();
         if self.logout_requested.is_some_and(|d| now >= d) {
             return Flow::Stop(End::Shutdown);
         }
-        let Some(k) = keepalive else {
+        let Some(k) = self.keepalive.as_mut() else {
             return Flow::Continue;
         };
-        match self.ping {
-            Some((_, sent)) if now >= sent + k.timeout => return Flow::Stop(End::KeepaliveTimeout),
-            Some(_) => {}
-            None if now >= last_rx + k.interval => {
+        match k.handle_timeout(now.into_std()) {
+            KeepaliveAction::Nothing => Flow::Continue,
+            KeepaliveAction::Dead => Flow::Stop(End::KeepaliveTimeout),
+            KeepaliveAction::Ping(tag) => {
                 // A ping the initiator must answer: ITT reserved, TTT set (section 11.19.1).
-                let ttt = Ttt(self.next_ping_ttt);
-                self.next_ping_ttt = self.next_ping_ttt.wrapping_add(1).max(1) & 0x7fff_ffff;
-                self.ping = Some((ttt, now));
                 let nop = NopIn {
                     lun: Lun(0),
                     itt: Itt::RESERVED,
-                    ttt,
+                    ttt: Ttt(tag),
                     stat_sn: SeqNum(0),
                     exp_cmd_sn: SeqNum(0),
                     max_cmd_sn: SeqNum(0),
                     data: Bytes::new(),
                 };
                 self.send(Pdu::NopIn(nop));
-                if self.outbox.write_now().is_err() {
-                    return Flow::Stop(End::Io);
+                match self.outbox.write_now() {
+                    Ok(()) => Flow::Continue,
+                    Err(_) => Flow::Stop(End::Io),
                 }
             }
-            None => {}
         }
-        Flow::Continue
     }
 
     /// Rejects a PDU, quoting its header (RFC 7143 section 11.17).
