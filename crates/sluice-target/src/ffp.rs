@@ -73,6 +73,8 @@ impl std::fmt::Display for End {
 pub(crate) struct PendingWrite {
     pub task: TargetWrite,
     pub cmd: ScsiCommand,
+    /// What the CDB moves, judged once when the command arrived.
+    pub transfer: sluice_scsi::Transfer,
     /// Bytes of write buffer this task holds (counted against the connection limit).
     pub reserved_bytes: usize,
 }
@@ -344,6 +346,7 @@ impl<'a> FullFeature<'a> {
             Ok((task, progress)) => {
                 self.write_bytes += reserve;
                 let pending = PendingWrite {
+                    transfer,
                     task,
                     cmd,
                     reserved_bytes: reserve,
@@ -385,11 +388,7 @@ impl<'a> FullFeature<'a> {
             }
             WriteProgress::Complete(buf) => {
                 self.release(&pending);
-                let Some(target) = self.target else {
-                    return Flow::Continue;
-                };
-                let transfer = target.scsi.transfer(pending.cmd.lun.0, &pending.cmd.cdb);
-                let exec = Execution::new(&pending.cmd, transfer, buf.freeze());
+                let exec = Execution::new(&pending.cmd, pending.transfer, buf.freeze());
                 self.execute(exec, Some(pending.task)).await
             }
         }
