@@ -122,3 +122,34 @@ impl Drop for TestTarget {
         }
     }
 }
+
+/// A TCP port on 127.0.0.1 that nothing listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port on 127.0.0.1")
+}
+
+/// A management-socket number for `tgtd -C`: tgtd names its socket after it, and it must stay
+/// below 32768.
+pub fn tgtd_control_port() -> String {
+    (2000 + free_port() % 28000).to_string()
+}
+
+/// Starts Debian's tgtd in the foreground on 127.0.0.1:`port` with management socket
+/// `control`; the caller owns (and must kill) the child.
+pub fn spawn_tgtd(port: u16, control: &str) -> std::process::Child {
+    std::process::Command::new("/usr/sbin/tgtd")
+        .args([
+            "-f",
+            "-C",
+            control,
+            "--iscsi",
+            &format!("portal=127.0.0.1:{port}"),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start tgtd")
+}

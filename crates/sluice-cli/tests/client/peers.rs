@@ -2,7 +2,7 @@
 //! is a guard that kills the daemon on drop. A missing binary fails the test with what to
 //! install (scripts/install-deps installs both).
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,12 +15,7 @@ pub const ISTGT_IQN: &str = "iqn.2026-11.io.sluice:disk1";
 pub const DISK_BYTES: u64 = 32 << 20;
 
 /// A free TCP port on 127.0.0.1 (bound and released; the daemon takes it right after).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port on 127.0.0.1")
-}
+pub use sluice_test_support::free_port;
 
 fn require(binary: &str, package: &str) {
     assert!(
@@ -83,20 +78,8 @@ pub fn tgtd() -> Daemon {
     let dir = tempfile::tempdir().expect("temp dir");
     let image = disk(dir.path());
     let port = free_port();
-    // tgtd names its management socket after -C, which must stay below 32768.
-    let control = (2000 + free_port() % 28000).to_string();
-    let mut child = Command::new("/usr/sbin/tgtd")
-        .args([
-            "-f",
-            "-C",
-            &control,
-            "--iscsi",
-            &format!("portal=127.0.0.1:{port}"),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start tgtd");
+    let control = sluice_test_support::tgtd_control_port();
+    let mut child = sluice_test_support::spawn_tgtd(port, &control);
     wait_for_portal(port, &mut child, "tgtd");
     let tgtadm = |args: &[&str]| {
         let out = Command::new("/usr/sbin/tgtadm")

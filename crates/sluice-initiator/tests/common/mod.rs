@@ -21,12 +21,7 @@ pub const TGT_IQN: &str = "iqn.2026-11.io.sluice:tgt";
 /// Size of tgtd's backing file.
 pub const TGT_DISK_BYTES: u64 = 32 << 20;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port on 127.0.0.1")
-}
+use sluice_test_support::free_port;
 
 impl Tgtd {
     /// Starts tgtd; a missing binary fails the test naming the package to install.
@@ -50,20 +45,8 @@ impl Tgtd {
         let mut failures = Vec::new();
         let t = loop {
             let port = free_port();
-            // tgtd names its management socket after -C, which must stay below 32768.
-            let control = (2000 + free_port() % 28000).to_string();
-            let child = Command::new("/usr/sbin/tgtd")
-                .args([
-                    "-f",
-                    "-C",
-                    &control,
-                    "--iscsi",
-                    &format!("portal=127.0.0.1:{port}"),
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("start tgtd");
+            let control = sluice_test_support::tgtd_control_port();
+            let child = sluice_test_support::spawn_tgtd(port, &control);
             // The guard exists from here on, so a failed start still kills the daemon.
             let mut t = Self {
                 child,
