@@ -1,6 +1,7 @@
 //! Initiator-side unit tests: Data-Out planning, R2T checks, Data-In reassembly.
 
 use super::*;
+use crate::pdu::DataIn;
 use crate::task::{scsi_response, STATUS_CHECK_CONDITION, STATUS_GOOD};
 
 fn params() -> SessionParams {
