@@ -65,7 +65,10 @@
 pub mod cdb;
 pub mod sense;
 
+pub use data_out::DataOut;
+
 mod capacity;
+mod data_out;
 mod field;
 mod inquiry;
 mod lu;

@@ -12,7 +12,7 @@ use crate::opcodes::{self, IoLock, Op};
 use crate::sense::{self, SenseData, SenseFormat, SenseKey};
 use crate::unit_attention::{self as ua, UnitAttentions};
 use crate::{capacity, inquiry, misc, mode, report_luns, rw, verify, vpd};
-use crate::{CommandResult, NexusId};
+use crate::{CommandResult, DataOut, NexusId};
 
 /// How a logical unit presents itself. Strings are sent as printable ASCII (other characters
 /// become `_`), space-padded or truncated to the field width given.
@@ -95,7 +95,7 @@ pub(crate) struct Cmd<'a> {
     pub(crate) lu: &'a LogicalUnit,
     pub(crate) nexus: NexusId,
     pub(crate) cdb: &'a [u8],
-    pub(crate) data_out: &'a [u8],
+    pub(crate) data_out: DataOut<'a>,
     pub(crate) data_in: &'a mut BytesMut,
     /// Data-In served without a copy (a READ from a backend with
     /// [`BlockDevice::read_shared`]); when set, `data_in` is empty.
@@ -217,7 +217,7 @@ impl LogicalUnit {
         &self,
         nexus: NexusId,
         cdb: &[u8],
-        data_out: &[u8],
+        data_out: DataOut<'_>,
         data_in: &mut BytesMut,
         shared_in: &mut Option<Bytes>,
         luns: &[u16],

@@ -211,7 +211,8 @@ pub(crate) fn mode_select(cmd: &mut Cmd<'_>) -> CmdResult {
         return Err(invalid_field_in_cdb(1, Some(4))); // PF=0: vendor-specific pages
     }
     let header_len = if ten { 8 } else { 4 };
-    let Some(data) = cmd.data_out.get(..pll) else {
+    let data = cmd.data_out.contiguous(pll);
+    let Some(data) = data.get(..pll) else {
         return Err(param_list_length_error());
     };
     if pll < header_len {

@@ -136,12 +136,7 @@ pub(crate) fn write(cmd: &mut Cmd<'_>) -> CmdResult {
     check_range(cmd.lu, b.lba, b.blocks)?;
     let len = byte_len(cmd.lu, &b)?;
     let fua = fua(cmd.cdb, &b) || !cmd.lu.write_cache_enabled();
-    write_blocks(
-        cmd.lu,
-        b.lba,
-        &cmd.data_out[..cmd.data_out.len().min(len)],
-        fua,
-    )
+    write_blocks(cmd.lu, b.lba, &cmd.data_out.slices(len), fua)
 }
 
 /// ORWRITE(16) (SBC-3 5.8), without a BMOP field: every whole block of the Data-Out is
@@ -159,7 +154,7 @@ pub(crate) fn orwrite(cmd: &mut Cmd<'_>) -> CmdResult {
     let len = byte_len(cmd.lu, &b)?;
     let fua = fua(cmd.cdb, &b) || !cmd.lu.write_cache_enabled();
     let bs = cmd.lu.block_size().max(1) as usize;
-    let data = &cmd.data_out[..cmd.data_out.len().min(len)];
+    let data = cmd.data_out.contiguous(len);
     let data = &data[..data.len() / bs * bs];
     if data.is_empty() {
         return Ok(());
@@ -173,19 +168,38 @@ pub(crate) fn orwrite(cmd: &mut Cmd<'_>) -> CmdResult {
     for (m, d) in merged.iter_mut().zip(data) {
         *m |= *d;
     }
-    write_blocks(cmd.lu, b.lba, &merged, fua)
+    write_blocks(cmd.lu, b.lba, &[&merged], fua)
 }
 
 /// Writes the whole blocks of `data` at `lba`.
-pub(crate) fn write_blocks(lu: &LogicalUnit, lba: u64, data: &[u8], fua: bool) -> CmdResult {
+/// Writes the whole blocks at the start of `data` (back-to-back slices) from `lba`.
+pub(crate) fn write_blocks(lu: &LogicalUnit, lba: u64, data: &[&[u8]], fua: bool) -> CmdResult {
     let bs = lu.block_size().max(1) as usize;
-    let n = data.len() / bs * bs;
+    let total: usize = data.iter().map(|s| s.len()).sum();
+    let n = total / bs * bs;
     if n == 0 {
         return Ok(());
     }
-    lu.device()
-        .write_at(offset(lu, lba), &data[..n], fua)
-        .map_err(|e| storage_sense(&e, true))
+    let at = offset(lu, lba);
+    let result = match data {
+        [one] => lu.device().write_at(at, &one[..n], fua),
+        _ if n == total => lu.device().write_vectored_at(at, data, fua),
+        _ => {
+            // A partial last block is not written: cut the slices at `n`.
+            let mut left = n;
+            let cut: Vec<&[u8]> = data
+                .iter()
+                .map(|s| {
+                    let take = left.min(s.len());
+                    left -= take;
+                    &s[..take]
+                })
+                .filter(|s| !s.is_empty())
+                .collect();
+            lu.device().write_vectored_at(at, &cut, fua)
+        }
+    };
+    result.map_err(|e| storage_sense(&e, true))
 }
 
 #[cfg(test)]
@@ -307,6 +321,34 @@ mod tests {
         let d = t.ok(&cdb::read10(0, 2, false), &[]);
         assert!(d[..512].iter().all(|b| *b == b'd'));
         assert!(d[512..].iter().all(|b| *b == b'a'));
+    }
+
+    #[test]
+    fn segmented_data_out_writes_whole_blocks_in_order() {
+        let t = Harness::new(512, 100);
+        let data = pattern(3 * 512, 4);
+        // Three PDU-sized pieces not on block boundaries, the last block incomplete.
+        let segs: Vec<bytes::Bytes> = [&data[..700], &data[700..1100], &data[1100..1400]]
+            .iter()
+            .map(|s| bytes::Bytes::copy_from_slice(s))
+            .collect();
+        let mut din = bytes::BytesMut::new();
+        let mut shared = None;
+        let r = t.target.execute_shared(
+            t.nexus,
+            t.lun,
+            &cdb::write10(4, 3, false),
+            crate::DataOut::Segments(&segs),
+            &mut din,
+            &mut shared,
+        );
+        assert_eq!(r.status, crate::status::GOOD);
+        let d = t.ok(&cdb::read10(4, 3, false), &[]);
+        assert_eq!(&d[..1024], &data[..1024]);
+        assert!(
+            d[1024..].iter().all(|b| *b == 0),
+            "the partial block is not written"
+        );
     }
 
     #[test]

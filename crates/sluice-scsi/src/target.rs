@@ -10,7 +10,7 @@ use crate::field::{be16, be32, u8_at};
 use crate::lu::LogicalUnit;
 use crate::unit_attention as ua;
 use crate::{inquiry, misc, opcodes, report_luns, sense};
-use crate::{CommandResult, NexusId, ResetKind, Transfer};
+use crate::{CommandResult, DataOut, NexusId, ResetKind, Transfer};
 
 /// Largest transfer one READ/WRITE/VERIFY may move: 32 MiB. Reported in VPD B0h as MAXIMUM
 /// TRANSFER LENGTH (in blocks); longer commands get INVALID FIELD IN CDB, so a CDB can never
@@ -184,7 +184,7 @@ impl ScsiTarget {
         data_in: &mut BytesMut,
     ) -> CommandResult {
         let mut shared = None;
-        let result = self.execute_shared(nexus, lun, cdb, data_out, data_in, &mut shared);
+        let result = self.execute_shared(nexus, lun, cdb, data_out.into(), data_in, &mut shared);
         if let Some(b) = shared {
             data_in.extend_from_slice(&b);
         }
@@ -194,13 +194,15 @@ impl ScsiTarget {
     /// [`execute`](Self::execute), except that a read the backend can serve without copying
     /// ([`BlockDevice::read_shared`](sluice_storage::BlockDevice::read_shared)) leaves its
     /// data in `shared` (then `data_in` stays empty): the caller sends those bytes as they
-    /// are. `shared` is set to `None` first.
+    /// are. `shared` is set to `None` first. `data_out` may be the Data-Out PDUs' segments as
+    /// they arrived ([`DataOut::Segments`]): a WRITE hands them to the device without gluing
+    /// them together.
     pub fn execute_shared(
         &self,
         nexus: NexusId,
         lun: u64,
         cdb: &[u8],
-        data_out: &[u8],
+        data_out: DataOut<'_>,
         data_in: &mut BytesMut,
         shared: &mut Option<Bytes>,
     ) -> CommandResult {

@@ -31,14 +31,15 @@ pub(crate) fn verify(cmd: &mut Cmd<'_>) -> CmdResult {
         0b00 => medium_verify(cmd.lu, b.lba, b.blocks),
         0b01 => {
             let len = byte_len(cmd.lu, &b)?;
-            let data = &cmd.data_out[..cmd.data_out.len().min(len)];
+            let data = cmd.data_out.contiguous(len);
             compare(cmd.lu, b.lba, &data[..data.len() / bs * bs])
         }
         _ => {
             if b.blocks == 0 {
                 return Ok(());
             }
-            let Some(block) = cmd.data_out.get(..bs) else {
+            let block = cmd.data_out.contiguous(bs);
+            let Some(block) = block.get(..bs) else {
                 return Err(param_list_length_error());
             };
             let mut buf = vec![0u8; bs];
@@ -69,9 +70,9 @@ pub(crate) fn write_and_verify(cmd: &mut Cmd<'_>) -> CmdResult {
     check_range(cmd.lu, b.lba, b.blocks)?;
     let len = byte_len(cmd.lu, &b)?;
     let bs = cmd.lu.block_size().max(1) as usize;
-    let data = &cmd.data_out[..cmd.data_out.len().min(len)];
+    let data = cmd.data_out.contiguous(len);
     let data = &data[..data.len() / bs * bs];
-    write_blocks(cmd.lu, b.lba, data, true)?;
+    write_blocks(cmd.lu, b.lba, &[data], true)?;
     compare(cmd.lu, b.lba, data)
 }
 

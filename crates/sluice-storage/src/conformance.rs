@@ -131,6 +131,11 @@ macro_rules! conformance {
                 }
 
                 #[test]
+                fn vectored_writes_land_back_to_back() {
+                    super::vectored_writes_land_back_to_back(&$make);
+                }
+
+                #[test]
                 fn writes_spanning_chunks_read_back() {
                     super::writes_spanning_chunks_read_back(&$make);
                 }
@@ -215,6 +220,29 @@ fn read_after_write_returns_the_data(s: &Subject) {
     let last = s.dev.size_bytes() - bs;
     s.dev.write_at(last, &second, false).unwrap();
     assert_eq!(s.read(last, second.len()), s.expected(&second));
+}
+
+fn vectored_writes_land_back_to_back(s: &Subject) {
+    let bs = s.dev.block_size() as usize;
+    let data = pattern(9, 4 * bs);
+    // Segments of any length (PDU-sized), summing to whole blocks; then whole-block segments.
+    let odd: [&[u8]; 4] = [
+        &data[..bs + 100],
+        &data[bs + 100..bs + 400],
+        &data[bs + 400..3 * bs - 1],
+        &data[3 * bs - 1..],
+    ];
+    let at = 5 * bs as u64;
+    s.dev.write_vectored_at(at, &odd, true).unwrap();
+    assert_eq!(s.read(at, data.len()), s.expected(&data));
+    let other = pattern(10, 4 * bs);
+    let whole: [&[u8]; 2] = [&other[..bs], &other[bs..]];
+    s.dev.write_vectored_at(at, &whole, false).unwrap();
+    assert_eq!(s.read(at, other.len()), s.expected(&other));
+    // Past the end: refused, nothing written.
+    let end = s.dev.size_bytes() - bs as u64;
+    assert!(s.dev.write_vectored_at(end, &whole, false).is_err());
+    assert_eq!(s.read(at, other.len()), s.expected(&other));
 }
 
 fn writes_spanning_chunks_read_back(s: &Subject) {

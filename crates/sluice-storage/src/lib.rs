@@ -17,8 +17,8 @@
 //! The same contract tests (`conformance.rs`) run against every backend.
 //!
 //! `unsafe` is denied crate-wide and allowed in exactly two places, each justified by a
-//! `// SAFETY:` comment: the read-only `mmap` of RAM-backed files (`file/mapping.rs`, which lets
-//! reads hand out the page-cache bytes without copying) and `pread` into a buffer's spare
+//! `// SAFETY:` comment: the shared `mmap` of RAM-backed files (`file/mapping.rs`, which lets
+//! reads hand out the page-cache bytes without copying and writes copy straight into them) and `pread` into a buffer's spare
 //! capacity (no zero-fill before a read). The `O_DIRECT` bounce buffer needs none (it is
 //! aligned by slicing a slightly larger `Vec`).
 #![deny(unsafe_code)]
@@ -106,6 +106,33 @@ pub trait BlockDevice: Send + Sync + std::fmt::Debug {
 
     /// Writes `data` at byte `offset`. With `fua`, returns only once the data is durable.
     fn write_at(&self, offset: u64, data: &[u8], fua: bool) -> Result<(), StorageError>;
+
+    /// Writes `segments` back to back from byte `offset` (a write whose data arrived in
+    /// several PDUs, without gluing them together first). Each segment may have any length;
+    /// their sum is a whole number of blocks. With `fua`, returns only once all are durable.
+    ///
+    /// The default writes a single segment, or segments that are each whole blocks, through
+    /// [`write_at`](Self::write_at) (FUA on the last), and otherwise copies them into one
+    /// buffer first. Backends that take any byte range override it.
+    fn write_vectored_at(
+        &self,
+        offset: u64,
+        segments: &[&[u8]],
+        fua: bool,
+    ) -> Result<(), StorageError> {
+        let bs = self.block_size().max(1) as usize;
+        let total: usize = segments.iter().map(|s| s.len()).sum();
+        check_range(offset, total as u64, self.size_bytes())?;
+        if segments.len() > 1 && segments.iter().any(|s| s.len() % bs != 0) {
+            return self.write_at(offset, &segments.concat(), fua);
+        }
+        let mut at = offset;
+        for (i, s) in segments.iter().enumerate() {
+            self.write_at(at, s, fua && i + 1 == segments.len())?;
+            at += s.len() as u64;
+        }
+        Ok(())
+    }
 
     /// Makes every completed write durable (SYNCHRONIZE CACHE).
     fn flush(&self) -> Result<(), StorageError>;

@@ -16,7 +16,7 @@ use sluice_proto::params::{SessionParams, SessionType};
 use sluice_proto::pdu::codes::{async_event, reject};
 use sluice_proto::pdu::{AsyncMessage, DataOut, NopIn, NopOut, Pdu, Reject, ScsiCommand};
 use sluice_proto::seq::{Itt, Lun, SeqNum, Ttt};
-use sluice_proto::task::target_write::{TargetWrite, WriteProgress};
+use sluice_proto::task::target_write::{TargetWrite, WriteData, WriteProgress};
 use sluice_proto::task::{aborted_command_sense, PeerAction, SequentialTtts, TaskError};
 use sluice_proto::window::{Admission, CommandWindow};
 use tokio::sync::watch;
@@ -315,7 +315,7 @@ impl<'a> FullFeature<'a> {
         };
         let transfer = target.scsi.transfer(cmd.lun.0, &cmd.cdb);
         if !cmd.write {
-            let exec = Execution::new(&cmd, transfer, Bytes::new());
+            let exec = Execution::new(&cmd, transfer, WriteData::default());
             return self.execute(exec, None).await;
         }
         let wanted = match transfer {
@@ -386,9 +386,9 @@ impl<'a> FullFeature<'a> {
                 self.writes.insert(pending.cmd.itt, pending);
                 Flow::Continue
             }
-            WriteProgress::Complete(buf) => {
+            WriteProgress::Complete(data) => {
                 self.release(&pending);
-                let exec = Execution::new(&pending.cmd, pending.transfer, buf.freeze());
+                let exec = Execution::new(&pending.cmd, pending.transfer, data);
                 self.execute(exec, Some(pending.task)).await
             }
         }

@@ -5,9 +5,9 @@ use bytes::{Bytes, BytesMut};
 use sluice_proto::pdu::{Pdu, ScsiCommand};
 use sluice_proto::seq::{Itt, Lun};
 use sluice_proto::task::target_read::DataInSequence;
-use sluice_proto::task::target_write::TargetWrite;
+use sluice_proto::task::target_write::{TargetWrite, WriteData};
 use sluice_proto::task::{scsi_response, Residual};
-use sluice_scsi::{CommandResult, ScsiTarget, Transfer};
+use sluice_scsi::{CommandResult, DataOut, ScsiTarget, Transfer};
 
 use crate::ffp::FullFeature;
 
@@ -18,7 +18,8 @@ pub(crate) struct Execution {
     pub itt: Itt,
     pub lun: Lun,
     cdb: Bytes,
-    data_out: Bytes,
+    /// The Data-Out as it arrived (the PDUs' segments when in order: no copy).
+    data_out: WriteData,
     /// The initiator's Expected Data Transfer Length.
     edtl: u32,
     /// R bit: the initiator expects Data-In.
@@ -28,7 +29,7 @@ pub(crate) struct Execution {
 }
 
 impl Execution {
-    pub(crate) fn new(cmd: &ScsiCommand, transfer: Transfer, data_out: Bytes) -> Self {
+    pub(crate) fn new(cmd: &ScsiCommand, transfer: Transfer, data_out: WriteData) -> Self {
         Self {
             itt: cmd.itt,
             lun: cmd.lun,
@@ -52,7 +53,7 @@ impl Execution {
             nexus,
             self.lun.0,
             &self.cdb,
-            &self.data_out,
+            DataOut::Segments(self.data_out.segments()),
             &mut buf,
             &mut shared,
         );

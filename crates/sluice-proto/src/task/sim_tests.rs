@@ -73,7 +73,7 @@ fn run_write(params: &SessionParams, data: &Bytes, mut seed: u64) -> WriteRun {
                 assert_eq!(c.r2t, initiator.counters().r2t);
                 assert_eq!(c.data_out, initiator.counters().data_out);
                 return WriteRun {
-                    buffer,
+                    buffer: BytesMut::from(&buffer.to_bytes()[..]),
                     sequences,
                     r2ts: c.r2t,
                     data_out: c.data_out,

@@ -1,13 +1,14 @@
 //! Target side of a SCSI write: immediate data, unsolicited Data-Out, R2Ts and solicited
-//! Data-Out, all copied straight into one preallocated buffer (RFC 7143 sections 4.2.5.2,
-//! 11.7, 11.8).
+//! Data-Out (RFC 7143 sections 4.2.5.2, 11.7, 11.8). Data that arrives in offset order (the
+//! usual case) is kept as the PDUs' own data segments, no copy; only out-of-order data is
+//! gathered into one buffer.
 //!
 //! A target driver, per write command:
 //! 1. `let (task, progress) = TargetWrite::new(&cmd, &params, wanted_len, &mut ttts)?;`
 //!    where `wanted_len` is how many bytes the SCSI layer will consume (normally the EDTL).
 //! 2. On [`WriteProgress::NeedR2ts`] send those R2Ts (stamping StatSN/ExpCmdSN/MaxCmdSN).
 //! 3. For each Data-Out routed to this task by ITT: `task.handle_data_out(&pdu, &mut ttts)`.
-//! 4. On [`WriteProgress::Complete`] hand the buffer to the SCSI layer, then answer with
+//! 4. On [`WriteProgress::Complete`] hand the [`WriteData`] to the SCSI layer, then answer with
 //!    [`TargetWrite::response`] (ExpDataSN = R2Ts sent, residual per section 11.4.5.1).
 //! 5. On `Err(e)` do what `e.action()` says and drop the task.
 
@@ -26,8 +27,77 @@ pub enum WriteProgress {
     NeedR2ts(Vec<R2t>),
     /// Nothing to send; wait for more Data-Out.
     Waiting,
-    /// All data arrived: the buffer holds `wanted_len.min(EDTL)` bytes.
-    Complete(BytesMut),
+    /// All data arrived: `wanted_len.min(EDTL)` bytes.
+    Complete(WriteData),
+}
+
+/// The data of a completed write, in offset order: the data segments as they arrived when
+/// they came in order, otherwise one gathered buffer.
+#[derive(Clone, Default)]
+pub struct WriteData {
+    segments: Vec<Bytes>,
+}
+
+impl WriteData {
+    /// The pieces, back to back from offset 0; none is empty.
+    pub fn segments(&self) -> &[Bytes] {
+        &self.segments
+    }
+
+    /// Total bytes.
+    pub fn len(&self) -> usize {
+        self.segments.iter().map(Bytes::len).sum()
+    }
+
+    /// Whether there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.segments.is_empty()
+    }
+
+    /// All bytes as one buffer: no copy when there is at most one segment.
+    pub fn to_bytes(&self) -> Bytes {
+        match &self.segments[..] {
+            [] => Bytes::new(),
+            [one] => one.clone(),
+            many => Bytes::from(many.concat()),
+        }
+    }
+}
+
+impl PartialEq for WriteData {
+    /// Equal when the bytes are, however they are split.
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len()
+            && self
+                .segments
+                .iter()
+                .flat_map(|s| s.iter())
+                .eq(other.segments.iter().flat_map(|s| s.iter()))
+    }
+}
+
+impl Eq for WriteData {}
+
+impl std::fmt::Debug for WriteData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "WriteData({} bytes in {} segments)",
+            self.len(),
+            self.segments.len()
+        )
+    }
+}
+
+impl From<&[u8]> for WriteData {
+    fn from(data: &[u8]) -> Self {
+        let segments = if data.is_empty() {
+            Vec::new()
+        } else {
+            vec![Bytes::copy_from_slice(data)]
+        };
+        Self { segments }
+    }
 }
 
 /// One data sequence being received: the unsolicited burst or the answer to one R2T.
@@ -77,7 +147,11 @@ pub struct TargetWrite {
     collect_len: u32,
     residual: Residual,
     params: SessionParams,
-    buffer: BytesMut,
+    /// In-order data so far: segments covering `0..segments_len`, no copy.
+    segments: Vec<Bytes>,
+    segments_len: usize,
+    /// Out-of-order data, once any arrived: everything gathered here (`segments` is empty).
+    gathered: Option<BytesMut>,
     unsolicited: Option<Burst>,
     /// Outstanding R2T bursts in offset order (section 13.17: at most MaxOutstandingR2T).
     bursts: Vec<Burst>,
@@ -113,9 +187,9 @@ impl TargetWrite {
             collect_len,
             residual: Residual::from_lengths(edtl, wanted_len),
             params: *params,
-            // Grown as data arrives rather than zero-filled up front: in-order data (the
-            // usual case) is then copied exactly once.
-            buffer: BytesMut::with_capacity(collect_len as usize),
+            segments: Vec::new(),
+            segments_len: 0,
+            gathered: None,
             unsolicited: None,
             bursts: Vec::new(),
             next_r2t_offset: 0,
@@ -307,33 +381,52 @@ impl TargetWrite {
         }
         if self.unsolicited.is_none() && self.bursts.is_empty() {
             self.done = true;
-            // Every byte up to collect_len has arrived; this only matters for collect_len 0.
-            self.buffer.resize(self.collect_len as usize, 0);
-            return WriteProgress::Complete(std::mem::take(&mut self.buffer));
+            let segments = match self.gathered.take() {
+                Some(mut buf) => {
+                    // Every byte up to collect_len has arrived, so this only trims.
+                    buf.resize(self.collect_len as usize, 0);
+                    vec![buf.freeze()]
+                }
+                None => std::mem::take(&mut self.segments),
+            };
+            return WriteProgress::Complete(WriteData { segments });
         }
         WriteProgress::Waiting
     }
 
-    /// Copies the part of `data` at `offset` that the SCSI layer wants.
-    /// Places `data` at `offset`, appending when it continues the buffer (the in-order case,
-    /// one copy) and zero-filling a gap that later data will cover (out-of-order delivery).
+    /// Takes the part of `data` at `offset` that the SCSI layer wants: kept as it is when it
+    /// continues the in-order data (no copy), otherwise everything is gathered into one buffer
+    /// from then on, zero-filling a gap that later data will cover.
     fn copy_in(&mut self, offset: u32, data: &Bytes) {
         let start = offset as usize;
         let end = (start + data.len()).min(self.collect_len as usize);
         if start >= end {
             return;
         }
-        if start > self.buffer.len() {
-            self.buffer.resize(start, 0);
+        if self.gathered.is_none() && start == self.segments_len {
+            self.segments.push(data.slice(..end - start));
+            self.segments_len = end;
+            return;
         }
-        let filled = self.buffer.len();
+        let collect_len = self.collect_len as usize;
+        let segments = std::mem::take(&mut self.segments);
+        let buf = self.gathered.get_or_insert_with(|| {
+            let mut buf = BytesMut::with_capacity(collect_len);
+            for s in &segments {
+                buf.extend_from_slice(s);
+            }
+            buf
+        });
+        if start > buf.len() {
+            buf.resize(start, 0);
+        }
+        let filled = buf.len();
         let overlap_end = end.min(filled);
         if start < overlap_end {
-            self.buffer[start..overlap_end].copy_from_slice(&data[..overlap_end - start]);
+            buf[start..overlap_end].copy_from_slice(&data[..overlap_end - start]);
         }
         if end > filled {
-            self.buffer
-                .extend_from_slice(&data[filled - start..end - start]);
+            buf.extend_from_slice(&data[filled - start..end - start]);
         }
     }
 }

@@ -68,7 +68,7 @@ fn edtl_zero_completes_at_once() {
     let mut ttts = SequentialTtts::default();
     let (task, p) =
         TargetWrite::new(&command(0, Bytes::new(), true), &params(), 0, &mut ttts).unwrap();
-    assert_eq!(p, WriteProgress::Complete(BytesMut::new()));
+    assert_eq!(p, WriteProgress::Complete(WriteData::default()));
     assert_eq!(task.response(0, &[]).exp_data_sn, 0);
 }
 
@@ -83,7 +83,7 @@ fn immediate_data_only() {
         &mut ttts,
     )
     .unwrap();
-    assert_eq!(p, WriteProgress::Complete(BytesMut::from(&data[..])));
+    assert_eq!(p, WriteProgress::Complete(WriteData::from(&data[..])));
 }
 
 #[test]
@@ -366,7 +366,10 @@ fn fewer_wanted_bytes_than_edtl_solicits_less_and_reports_underflow() {
         );
         last = task.handle_data_out(&pdu, &mut ttts).unwrap();
     }
-    assert_eq!(last, WriteProgress::Complete(BytesMut::from(&data[..5000])));
+    assert_eq!(
+        last,
+        WriteProgress::Complete(WriteData::from(&data[..5000]))
+    );
     let rsp = task.response(0, &[]);
     assert!(rsp.underflow && rsp.residual == 15_000 && rsp.exp_data_sn == 1);
     assert_eq!(
@@ -394,4 +397,84 @@ fn solicited_data_must_echo_lun_and_stay_in_its_burst() {
     );
     let e = task.handle_data_out(&data_out(ttt, 0, 0, pattern(1024), true), &mut ttts);
     assert_eq!(e, Err(TaskError::BurstMismatch));
+}
+
+/// Sends `data` at `offset` for one R2T in PDUs of `pdu_len`, in the order of `order`.
+fn answer_r2t(
+    task: &mut TargetWrite,
+    r2t: &R2t,
+    data: &Bytes,
+    pdu_len: u32,
+    order: &[usize],
+    ttts: &mut SequentialTtts,
+) -> WriteProgress {
+    let start = r2t.buffer_offset;
+    let end = start + r2t.desired_data_transfer_length;
+    let pdus: Vec<(u32, u32)> = (start..end)
+        .step_by(pdu_len as usize)
+        .map(|o| (o, (o + pdu_len).min(end)))
+        .collect();
+    let mut last = WriteProgress::Waiting;
+    for &i in order {
+        let (o, e) = pdus[i];
+        let pdu = data_out(
+            r2t.ttt,
+            i as u32,
+            o,
+            data.slice(o as usize..e as usize),
+            e == end,
+        );
+        last = task.handle_data_out(&pdu, ttts).unwrap();
+    }
+    last
+}
+
+#[test]
+fn in_order_data_is_kept_as_the_pdus_segments_without_a_copy() {
+    let p = SessionParams {
+        immediate_data: true,
+        initial_r2t: true,
+        ..params()
+    };
+    let data = pattern(3072);
+    let mut ttts = SequentialTtts::default();
+    let (mut task, first) = TargetWrite::new(
+        &command(3072, data.slice(..1024), true),
+        &p,
+        3072,
+        &mut ttts,
+    )
+    .unwrap();
+    let r = r2ts(first);
+    let done = answer_r2t(&mut task, &r[0], &data, 1024, &[0, 1], &mut ttts);
+    let WriteProgress::Complete(got) = done else {
+        panic!("expected completion, got {done:?}");
+    };
+    assert_eq!(got.segments().len(), 3);
+    for (i, s) in got.segments().iter().enumerate() {
+        // The same memory as the PDUs carried: nothing was copied.
+        assert_eq!(s.as_ptr(), data[i * 1024..].as_ptr());
+    }
+    assert_eq!(got.to_bytes(), data);
+}
+
+#[test]
+fn out_of_order_data_is_gathered_into_one_buffer() {
+    let p = SessionParams {
+        immediate_data: false,
+        initial_r2t: true,
+        data_pdu_in_order: false,
+        ..params()
+    };
+    let data = pattern(4096);
+    let mut ttts = SequentialTtts::default();
+    let (mut task, first) =
+        TargetWrite::new(&command(4096, Bytes::new(), true), &p, 4096, &mut ttts).unwrap();
+    let r = r2ts(first);
+    let done = answer_r2t(&mut task, &r[0], &data, 1024, &[0, 2, 1, 3], &mut ttts);
+    let WriteProgress::Complete(got) = done else {
+        panic!("expected completion, got {done:?}");
+    };
+    assert_eq!(got.segments().len(), 1);
+    assert_eq!(got.to_bytes(), data);
 }

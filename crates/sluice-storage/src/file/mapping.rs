@@ -1,28 +1,38 @@
-//! A read-only shared mapping of a RAM-backed file, handed out as [`Bytes`] so reads cost no
-//! copy: the Data-In PDUs reference the page cache and the socket copies from there once.
+//! A shared mapping of a RAM-backed file. Reads hand it out as [`Bytes`] (no copy: the Data-In
+//! PDUs reference the page cache and the socket copies from there once); writes copy straight
+//! into it (no `pwrite`: tmpfs's write path costs about twice a plain copy, per-page lookups
+//! and folio locks included).
 //!
 //! Only files on tmpfs or ramfs are mapped ([`FileDevice`](super::FileDevice) decides): their
-//! pages are always resident, so touching the mapping never waits for a disk and the reading
-//! task may stay on the network thread.
+//! pages are always resident, so touching the mapping never waits for a disk and the task may
+//! stay on the network thread.
 #![allow(unsafe_code)]
 
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
+use std::sync::Mutex;
 
 use bytes::Bytes;
 
-/// `len` bytes of a file mapped `PROT_READ`, `MAP_SHARED`, unmapped on drop.
+/// Writers lock the stripe of every [`STRIPE_BYTES`] window they copy into, so two writes never
+/// copy into the same bytes at once.
+const STRIPE_BYTES: usize = 1 << 20;
+/// Number of stripe locks (windows map onto them round robin).
+const STRIPES: usize = 64;
+
+/// `len` bytes of a file mapped `MAP_SHARED`, unmapped on drop.
 struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
 }
 
-// SAFETY: the mapping is plain read-only memory owned by this value; nothing in it is tied to
-// the thread that created it, and `&Mapping` only ever gives out `&[u8]`.
+// SAFETY: the mapping is plain memory owned by this value; nothing in it is tied to the thread
+// that created it. `&Mapping` only gives out `&[u8]`; writes go through `MappedFile::write`,
+// which holds its own pointer with write provenance and serialises writers per stripe.
 unsafe impl Send for Mapping {}
-// SAFETY: as above; concurrent readers of read-only memory are fine.
+// SAFETY: as above.
 unsafe impl Sync for Mapping {}
 
 impl AsRef<[u8]> for Mapping {
@@ -31,12 +41,11 @@ impl AsRef<[u8]> for Mapping {
         // `map`, unmapped only in `drop`, so it outlives every borrow of `self`). The bytes
         // are initialized (file pages; beyond EOF is never mapped: `map` maps at most the
         // file's length). Like any shared file mapping (memmap2 has the same contract) the
-        // bytes can change under the slice when the device itself writes through `pwrite` (the
-        // same page cache) or another process writes the file; readers only copy them out
-        // (socket, CRC), and SCSI makes no promise for reads that overlap a concurrent write.
-        // If another process truncates the file below the mapped length, touching the lost
-        // pages raises SIGBUS: the file must not be shrunk while it is served (documented on
-        // `FileDevice`).
+        // bytes can change under the slice when the device writes the same range or another
+        // process writes the file; readers only copy them out (socket, CRC), and SCSI makes no
+        // promise for reads that overlap a concurrent write. If another process truncates the
+        // file below the mapped length, touching the lost pages raises SIGBUS: the file must
+        // not be shrunk while it is served (documented on `FileDevice`).
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 }
@@ -44,49 +53,120 @@ impl AsRef<[u8]> for Mapping {
 impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: `ptr`/`len` are exactly what mmap returned and were never unmapped; every
-        // `&[u8]` into the mapping borrows `self`, so none outlives this call.
+        // `&[u8]` into the mapping borrows `self` (through a `Bytes` that owns it), so none
+        // outlives this call.
         unsafe {
             libc::munmap(self.ptr.as_ptr().cast(), self.len);
         }
     }
 }
 
-/// Maps the first `len` bytes of `file` (which must be at least that long and fully
-/// allocated: the mapping is populated at once) and returns them
-/// as one [`Bytes`]; reads then `slice` it, which costs a reference count and no allocation.
-pub(super) fn map(file: &File, len: u64) -> io::Result<Bytes> {
-    let len = usize::try_from(len)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file too large to map"))?;
-    if len == 0 || file.metadata()?.len() < len as u64 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "file shorter than the mapping",
-        ));
-    }
-    // SAFETY: a fresh mapping chosen by the kernel (addr NULL), read-only, of a valid open
-    // descriptor; the result is checked against MAP_FAILED before use.
-    let ptr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED | libc::MAP_POPULATE,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    if ptr == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    let ptr = NonNull::new(ptr.cast::<u8>()).ok_or_else(io::Error::last_os_error)?;
-    Ok(Bytes::from_owner(Mapping { ptr, len }))
+/// A mapped file: the bytes for readers, and, when mapped writable, a way to copy into them.
+pub(super) struct MappedFile {
+    /// Owns the mapping; reads slice it.
+    bytes: Bytes,
+    /// The mapping's start as mmap returned it (full provenance), when it is writable.
+    write_ptr: Option<NonNull<u8>>,
+    stripes: Box<[Mutex<()>]>,
 }
 
-/// Wraps the mapped bytes so that `Debug` does not print a whole LUN.
-pub(super) struct Mapped(pub(super) Bytes);
+// SAFETY: `write_ptr` points into the mapping that `bytes` keeps alive; it is only used in
+// `write`, which bounds-checks and serialises overlapping writers. No thread affinity.
+unsafe impl Send for MappedFile {}
+// SAFETY: as above; `write` takes `&self` but copies only under the stripe locks.
+unsafe impl Sync for MappedFile {}
 
-impl std::fmt::Debug for Mapped {
+impl MappedFile {
+    /// Maps the first `len` bytes of `file` (which must be at least that long and fully
+    /// allocated: the mapping is populated at once), writable when `writable` (the file must
+    /// then be open for writing).
+    pub(super) fn map(file: &File, len: u64, writable: bool) -> io::Result<Self> {
+        let len = usize::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file too large to map"))?;
+        if len == 0 || file.metadata()?.len() < len as u64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "file shorter than the mapping",
+            ));
+        }
+        let prot = if writable {
+            libc::PROT_READ | libc::PROT_WRITE
+        } else {
+            libc::PROT_READ
+        };
+        // SAFETY: a fresh mapping chosen by the kernel (addr NULL) of a valid open descriptor;
+        // the result is checked against MAP_FAILED before use.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                prot,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or_else(io::Error::last_os_error)?;
+        Ok(Self {
+            bytes: Bytes::from_owner(Mapping { ptr, len }),
+            write_ptr: writable.then_some(ptr),
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+        })
+    }
+
+    /// The mapped bytes (a cheap handle; `slice` it for a range).
+    pub(super) fn bytes(&self) -> &Bytes {
+        &self.bytes
+    }
+
+    /// Copies `data` to byte `offset` of the mapping. Returns `false` (and writes nothing)
+    /// when the mapping is read-only or the range does not fit.
+    pub(super) fn write(&self, offset: u64, data: &[u8]) -> bool {
+        let Some(ptr) = self.write_ptr else {
+            return false;
+        };
+        let Ok(start) = usize::try_from(offset) else {
+            return false;
+        };
+        if start
+            .checked_add(data.len())
+            .is_none_or(|end| end > self.bytes.len())
+        {
+            return false;
+        }
+        let mut done = 0;
+        while done < data.len() {
+            let at = start + done;
+            // Up to the end of this stripe window, so one lock covers the whole copy.
+            let n = (STRIPE_BYTES - at % STRIPE_BYTES).min(data.len() - done);
+            let _guard = self.stripes[(at / STRIPE_BYTES) % STRIPES]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            // SAFETY: `at + n <= len` (checked above), so the destination lies inside the live
+            // writable mapping `ptr` came from (kept alive by `self.bytes`), and `data[done..]`
+            // has at least `n` bytes. `copy` (memmove) stays correct even if a caller passed
+            // bytes of this very mapping as the source. The stripe lock makes this the only
+            // writer of these bytes; concurrent readers may see a torn mix of old and new
+            // bytes, which SCSI allows for a read overlapping a write in flight.
+            unsafe {
+                std::ptr::copy(data[done..].as_ptr(), ptr.as_ptr().add(at), n);
+            }
+            done += n;
+        }
+        true
+    }
+}
+
+impl std::fmt::Debug for MappedFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Mapped({} bytes)", self.0.len())
+        write!(
+            f,
+            "MappedFile({} bytes, {})",
+            self.bytes.len(),
+            if self.write_ptr.is_some() { "rw" } else { "ro" }
+        )
     }
 }

@@ -1,0 +1,124 @@
+//! The Data-Out of one command as the transport collected it: one buffer, or the data
+//! segments of the PDUs that carried it, in order, so a large write reaches the device without
+//! being glued together first.
+
+use std::borrow::Cow;
+
+use bytes::Bytes;
+
+/// A command's Data-Out: contiguous, or segments that follow one another.
+#[derive(Clone, Copy, Debug)]
+pub enum DataOut<'a> {
+    /// One buffer.
+    Contiguous(&'a [u8]),
+    /// Back-to-back pieces (e.g. the data segments of several Data-Out PDUs, in offset order).
+    Segments(&'a [Bytes]),
+}
+
+impl Default for DataOut<'_> {
+    fn default() -> Self {
+        DataOut::Contiguous(&[])
+    }
+}
+
+impl<'a> From<&'a [u8]> for DataOut<'a> {
+    fn from(data: &'a [u8]) -> Self {
+        DataOut::Contiguous(data)
+    }
+}
+
+impl<'a> From<&'a [Bytes]> for DataOut<'a> {
+    fn from(segments: &'a [Bytes]) -> Self {
+        DataOut::Segments(segments)
+    }
+}
+
+impl<'a> DataOut<'a> {
+    /// Total bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            DataOut::Contiguous(d) => d.len(),
+            DataOut::Segments(s) => s.iter().map(Bytes::len).sum(),
+        }
+    }
+
+    /// Whether there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The first `len` bytes (all, if fewer) as one slice: borrowed when they lie in one
+    /// piece, copied otherwise. For parameter lists and comparisons, which are small or rare.
+    pub fn contiguous(&self, len: usize) -> Cow<'a, [u8]> {
+        match *self {
+            DataOut::Contiguous(d) => Cow::Borrowed(&d[..d.len().min(len)]),
+            DataOut::Segments([]) => Cow::Borrowed(&[]),
+            DataOut::Segments([first, ..]) if first.len() >= len => Cow::Borrowed(&first[..len]),
+            DataOut::Segments(segments) => {
+                let mut out = Vec::with_capacity(len.min(self.len()));
+                for s in segments {
+                    let take = (len - out.len()).min(s.len());
+                    out.extend_from_slice(&s[..take]);
+                    if out.len() == len {
+                        break;
+                    }
+                }
+                Cow::Owned(out)
+            }
+        }
+    }
+
+    /// The first `len` bytes (all, if fewer) as slices in order, none of them empty: no copy.
+    pub fn slices(&self, len: usize) -> Vec<&'a [u8]> {
+        let mut out = Vec::new();
+        let mut left = len;
+        let mut push = |piece: &'a [u8]| {
+            let take = left.min(piece.len());
+            if take > 0 {
+                out.push(&piece[..take]);
+                left -= take;
+            }
+        };
+        match *self {
+            DataOut::Contiguous(d) => push(d),
+            DataOut::Segments(segments) => segments.iter().for_each(|s| push(s)),
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segs() -> Vec<Bytes> {
+        vec![
+            Bytes::from_static(b"abc"),
+            Bytes::new(),
+            Bytes::from_static(b"defg"),
+            Bytes::from_static(b"h"),
+        ]
+    }
+
+    #[test]
+    fn contiguous_borrows_within_one_piece_and_copies_across() {
+        let s = segs();
+        let d = DataOut::from(&s[..]);
+        assert_eq!(d.len(), 8);
+        assert!(matches!(d.contiguous(2), Cow::Borrowed(b"ab")));
+        assert_eq!(&*d.contiguous(5), b"abcde");
+        assert_eq!(&*d.contiguous(100), b"abcdefgh");
+        assert_eq!(&*DataOut::from(&b"xyz"[..]).contiguous(2), b"xy");
+        assert!(DataOut::default().is_empty());
+    }
+
+    #[test]
+    fn slices_cut_at_the_length_and_skip_empty_pieces() {
+        let s = segs();
+        let d = DataOut::from(&s[..]);
+        assert_eq!(d.slices(5), vec![&b"abc"[..], &b"de"[..]]);
+        assert_eq!(d.slices(8).concat(), b"abcdefgh");
+        assert_eq!(d.slices(0), Vec::<&[u8]>::new());
+        assert_eq!(DataOut::from(&b"xyz"[..]).slices(9), vec![&b"xyz"[..]]);
+    }
+}
