@@ -68,7 +68,10 @@ impl Outbox {
             self.enqueue(data);
             let t = trailer.as_bytes();
             if !t.is_empty() {
-                self.enqueue(Bytes::copy_from_slice(t));
+                // Padding and data digest go through the scratch buffer too: no allocation.
+                self.scratch.extend_from_slice(t);
+                let t = self.scratch.split().freeze();
+                self.enqueue(t);
             }
         }
     }
