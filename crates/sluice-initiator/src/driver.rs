@@ -12,6 +12,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bytes::{BufMut, BytesMut};
 use sluice_proto::params::SessionParams;
 use sluice_proto::pdu::{LogoutRequest, NopOut, Pdu, TaskMgmtRequest};
 use sluice_proto::seq::{Isid, Itt, Lun, SeqNum, Ttt};
@@ -24,6 +25,7 @@ use crate::counters::Counters;
 use crate::error::Error;
 use crate::login::{login, LoggedIn};
 use crate::options::ConnectOptions;
+use crate::placement::{Placing, HEADER_READ_BYTES};
 use crate::tasks::{Pending, Task};
 use crate::transport::Transport;
 
@@ -60,7 +62,7 @@ enum Waiter {
     Logout(Option<oneshot::Sender<Result<(), Error>>>),
 }
 
-enum Exit {
+pub(crate) enum Exit {
     /// Logged out or every handle dropped.
     Closed,
     /// The target asked for a logout (Async Message 1) and it is done: log in again.
@@ -150,15 +152,32 @@ impl Driver {
             let deadline = self.timer_deadline();
             let ev = {
                 let Transport {
-                    stream, rbuf, wbuf, ..
+                    stream,
+                    rbuf,
+                    wbuf,
+                    placing,
+                    framer,
+                    header_reads,
+                    ..
                 } = &mut self.conn;
                 let (mut rd, mut wr) = stream.split();
                 let want_write = !wbuf.is_empty();
                 let accept = wbuf.len() < SEND_HIGH_WATER && !self.handles_gone;
-                rbuf.reserve(READ_CHUNK);
+                let place = placing.as_mut().filter(|p| p.wants_data());
+                let limit = if *header_reads {
+                    HEADER_READ_BYTES
+                } else {
+                    usize::MAX
+                };
+                if place.is_none() {
+                    // A PDU that is not placed is buffered whole: reserve the rest of it at
+                    // once, so that it is not moved again by every read while earlier PDUs
+                    // still share the buffer.
+                    rbuf.reserve(READ_CHUNK.max(framer.bytes_needed(rbuf)));
+                }
                 let sleep = tokio::time::sleep_until(deadline.into());
                 tokio::select! {
-                    r = rd.read_buf(rbuf) => Ev::Read(r),
+                    r = read_some(&mut rd, rbuf, limit, place) => Ev::Read(r),
                     w = wr.write_buf(wbuf), if want_write => Ev::Wrote(w),
                     q = self.rx.recv(), if accept => Ev::Request(q),
                     () = sleep => Ev::Timer,
@@ -171,10 +190,8 @@ impl Driver {
                 Ev::Read(Ok(n)) => {
                     self.counters.bytes_received(n);
                     self.last_activity = Instant::now();
-                    while let Some(pdu) = self.conn.decode()? {
-                        if let Some(exit) = self.handle_pdu(pdu)? {
-                            return Ok(exit);
-                        }
+                    if let Some(exit) = self.handle_received()? {
+                        return Ok(exit);
                     }
                 }
                 Ev::Read(Err(e)) | Ev::Wrote(Err(e)) => return Err(self.conn.io(e)),
@@ -478,13 +495,32 @@ impl Driver {
         }
     }
 
-    fn handle_pdu(&mut self, pdu: Pdu) -> Result<Option<Exit>, Error> {
+    pub(crate) fn handle_pdu(&mut self, pdu: Pdu) -> Result<Option<Exit>, Error> {
         if let Pdu::LogoutResponse(r) = &pdu {
             self.window.update(r.exp_cmd_sn, r.max_cmd_sn);
             return Ok(self.answer_logout(r.itt));
         }
         self.handle_ffp_pdu(pdu)?;
         Ok(None)
+    }
+}
+
+/// Reads into the placed payload when there is one, else at most `limit` bytes into the
+/// receive buffer. Cancel-safe like `read_buf`: the bytes are either all accounted or none
+/// were read.
+async fn read_some(
+    rd: &mut tokio::net::tcp::ReadHalf<'_>,
+    rbuf: &mut BytesMut,
+    limit: usize,
+    place: Option<&mut Placing>,
+) -> std::io::Result<usize> {
+    match place {
+        Some(p) => {
+            let n = rd.read_buf(&mut p.spare()).await?;
+            p.landed(n);
+            Ok(n)
+        }
+        None => rd.read_buf(&mut rbuf.limit(limit)).await,
     }
 }
 

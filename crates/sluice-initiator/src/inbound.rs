@@ -1,7 +1,7 @@
 //! PDUs from the target in full feature phase: sequence numbers, then dispatch to the task,
 //! ping, task-management or asynchronous-event handling.
 
-use sluice_proto::pdu::{NopOut, Pdu};
+use sluice_proto::pdu::{DataIn, NopOut, Pdu};
 use sluice_proto::seq::{Itt, SeqNum, Ttt};
 
 use crate::driver::Driver;
@@ -111,10 +111,16 @@ impl Driver {
         Ok(())
     }
 
-    fn progress(&mut self, itt: Itt, progress: Progress) {
+    pub(crate) fn progress(&mut self, itt: Itt, progress: Progress) {
         if let Progress::Done(result) = progress {
             self.complete(itt, result);
         }
+    }
+
+    /// StatSN and the command window of a Data-In received in place (its payload went
+    /// straight to the read's buffer).
+    pub(crate) fn track_data_in(&mut self, p: &DataIn) {
+        self.track(p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn, p.status_present);
     }
 
     /// StatSN and the command window (sections 4.2.2.1 and 4.2.2.2).
@@ -137,6 +143,10 @@ impl Driver {
             Pdu::LogoutResponse(p) => (p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn, true),
             _ => return,
         };
+        self.track(stat_sn, exp, max, advances);
+    }
+
+    fn track(&mut self, stat_sn: SeqNum, exp: SeqNum, max: SeqNum, advances: bool) {
         self.window.update(exp, max);
         if advances {
             let next: SeqNum = stat_sn.next();

@@ -34,7 +34,7 @@
 //!
 //! Module map: `url` (URL grammar), `options`, `error`, `transport` (socket + framer),
 //! `login` (login driver, redirects), `discovery` (SendTargets), `driver` + `inbound` +
-//! `tasks` (the full-feature driver), `session` (the handle), `scsi` (data-in decoders),
+//! `tasks` + `placement` (the full-feature driver), `session` (the handle), `scsi` (data-in decoders),
 //! `counters`, `blocking`.
 
 pub mod blocking;
@@ -46,6 +46,7 @@ mod error;
 mod inbound;
 mod login;
 mod options;
+mod placement;
 pub mod scsi;
 mod session;
 mod tasks;

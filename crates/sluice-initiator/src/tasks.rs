@@ -8,7 +8,9 @@ use bytes::Bytes;
 use sluice_proto::params::SessionParams;
 use sluice_proto::pdu::{DataIn, DataOut, Pdu, R2t, ScsiCommand, ScsiResponse};
 use sluice_proto::seq::{Itt, Lun, SeqNum};
-use sluice_proto::task::initiator::{InitiatorRead, InitiatorWrite, ReadProgress, TaskStatus};
+use sluice_proto::task::initiator::{
+    InitiatorRead, InitiatorWrite, Placement, ReadProgress, TaskStatus,
+};
 use sluice_proto::task::TaskError;
 use sluice_scsi::SenseData;
 use tokio::sync::oneshot;
@@ -150,6 +152,33 @@ impl Task {
             self.stats.phase_collapse = true;
         }
         match r.handle_data_in(pdu) {
+            Ok(ReadProgress::Waiting) => Progress::Waiting,
+            Ok(ReadProgress::Complete(data, status)) => self.finish(data, status),
+            Err(e) => Progress::Done(Err(e.into())),
+        }
+    }
+
+    /// Offers the read's buffer for the payload of the Data-In with header `pdu` and `len`
+    /// data bytes (see `placement`); `None` if it is not a read or not placeable.
+    pub(crate) fn start_placement(&mut self, pdu: &DataIn, len: u32) -> Option<Placement> {
+        match &mut self.state {
+            State::Read(r) => r.start_placement(pdu, len),
+            State::Write(_) | State::NoData => None,
+        }
+    }
+
+    /// A Data-In whose payload was received into the read's buffer: as [`Self::handle_data_in`].
+    pub(crate) fn handle_placed(&mut self, pdu: &DataIn, placement: Placement) -> Progress {
+        let State::Read(r) = &mut self.state else {
+            return Progress::Done(Err(Error::Protocol(
+                "Data-In for a command without R bit".into(),
+            )));
+        };
+        self.stats.data_in += 1;
+        if pdu.status_present {
+            self.stats.phase_collapse = true;
+        }
+        match r.handle_placed(pdu, placement) {
             Ok(ReadProgress::Waiting) => Progress::Waiting,
             Ok(ReadProgress::Complete(data, status)) => self.finish(data, status),
             Err(e) => Progress::Done(Err(e.into())),

@@ -13,6 +13,7 @@ use tokio::net::TcpStream;
 use crate::counters::Counters;
 use crate::error::Error;
 use crate::options::{ConnectOptions, Direction, PduTrace};
+use crate::placement::Placing;
 
 /// Bytes asked of the socket per read.
 const READ_CHUNK: usize = 64 * 1024;
@@ -27,6 +28,10 @@ pub(crate) struct Transport {
     pub(crate) wbuf: BytesMut,
     pub(crate) digests: Digests,
     pub(crate) counters: Counters,
+    /// A Data-In payload being received into its read's buffer (see `placement`).
+    pub(crate) placing: Option<Placing>,
+    /// Read one PDU header at a time (large Data-In PDUs are arriving; see `placement`).
+    pub(crate) header_reads: bool,
     trace: Option<PduTrace>,
 }
 
@@ -57,6 +62,8 @@ impl Transport {
             wbuf: BytesMut::new(),
             digests: Digests::NONE,
             counters,
+            placing: None,
+            header_reads: false,
             trace: opts.trace.clone(),
         })
     }
@@ -127,10 +134,7 @@ impl Transport {
         match self.framer.decode(&mut self.rbuf) {
             Ok(Some(pdu)) => {
                 self.counters.pdu_received(pdu.opcode());
-                if let Some(trace) = &self.trace {
-                    trace(Direction::Received, &pdu);
-                }
-                tracing::trace!(portal = %self.portal, ?pdu, "received");
+                self.trace_received(&pdu);
                 Ok(Some(pdu))
             }
             Ok(None) => Ok(None),
@@ -147,6 +151,19 @@ impl Transport {
                 Err(Error::Frame(e))
             }
         }
+    }
+
+    /// Whether a PDU trace hook is installed.
+    pub(crate) fn traced(&self) -> bool {
+        self.trace.is_some()
+    }
+
+    /// Shows a received PDU to the trace hook and the `tracing` log.
+    pub(crate) fn trace_received(&self, pdu: &Pdu) {
+        if let Some(trace) = &self.trace {
+            trace(Direction::Received, pdu);
+        }
+        tracing::trace!(portal = %self.portal, ?pdu, "received");
     }
 
     pub(crate) fn io(&self, error: std::io::Error) -> Error {

@@ -9,12 +9,18 @@
 //! header is in, before any data is waited for, so at most [`max_frame_len`] bytes ever need to
 //! be buffered. Nothing here panics on any input.
 //!
+//! A large Data-In payload can also be received in place, outside the receive buffer:
+//! [`Framer::peek_data_in`] and [`SegmentReceiver`] (module `split`).
+//!
 //! [`encode`] and [`encode_parts`] build the same layout for sending.
 
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::pdu::{codes, Bhs, ParseError, Pdu, BHS_LEN, MAX_DATA_SEGMENT_LEN};
 use crate::seq::Itt;
+
+mod split;
+pub use split::{PartialDataIn, SegmentReceiver};
 
 /// MaxRecvDataSegmentLength in force during login.
 ///

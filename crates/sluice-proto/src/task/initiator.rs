@@ -17,7 +17,7 @@ use crate::seq::{Itt, Lun, Ttt};
 
 #[path = "initiator_read.rs"]
 mod read;
-pub use read::{InitiatorRead, ReadProgress};
+pub use read::{InitiatorRead, Placement, ReadProgress};
 
 /// Hands out Initiator Task Tags, never the reserved 0xffffffff (section 11.2.1.8).
 #[derive(Clone, Debug, Default)]

@@ -1,7 +1,8 @@
 //! Initiator side of a read: Data-In reassembly into one buffer (RFC 7143 sections 11.7,
 //! 11.7.3, 13.18 and 13.19).
 
-use bytes::{Bytes, BytesMut};
+use bytes::buf::Limit;
+use bytes::{BufMut, Bytes, BytesMut};
 
 use super::TaskStatus;
 use crate::params::SessionParams;
@@ -20,6 +21,13 @@ pub enum ReadProgress {
 }
 
 /// Initiator-side state of one read command: reassembles Data-In into one buffer.
+///
+/// A driver may also receive a large in-order Data-In payload straight into the reassembly
+/// buffer instead of buffering the whole PDU first: [`InitiatorRead::start_placement`] checks
+/// the header and lends the buffer out as a [`Placement`], the driver appends the payload
+/// (and checks its data digest where it landed), and [`InitiatorRead::handle_placed`] takes
+/// the buffer back and accounts for the PDU exactly as [`InitiatorRead::handle_data_in`]
+/// would.
 #[derive(Debug)]
 pub struct InitiatorRead {
     itt: Itt,
@@ -32,10 +40,49 @@ pub struct InitiatorRead {
     received: Coverage,
     /// DataPDUInOrder=Yes and DataSequenceInOrder=Yes: strictly increasing offsets/DataSN.
     in_order: bool,
+    /// `buffer` is lent out to a [`Placement`].
+    placing: bool,
     pdus: u32,
     max_data_sn: Option<u32>,
     counters: TaskCounters,
     done: bool,
+}
+
+/// The reassembly buffer of an in-order read, lent out while one Data-In payload is received
+/// into it in place (see [`InitiatorRead::start_placement`]).
+#[derive(Debug)]
+pub struct Placement {
+    buffer: BytesMut,
+    offset: usize,
+    len: usize,
+}
+
+impl Placement {
+    /// Payload bytes still to come.
+    pub fn remaining(&self) -> usize {
+        (self.offset + self.len).saturating_sub(self.buffer.len())
+    }
+
+    /// Where the rest of the payload goes: the buffer's spare capacity, limited to
+    /// [`remaining`](Self::remaining) bytes (reserved when the placement started, so
+    /// appending never reallocates). Read the socket into it.
+    pub fn spare(&mut self) -> Limit<&mut BytesMut> {
+        let remaining = self.remaining();
+        (&mut self.buffer).limit(remaining)
+    }
+
+    /// Appends payload bytes that already arrived elsewhere (at most
+    /// [`remaining`](Self::remaining) of them); returns how many were taken.
+    pub fn append(&mut self, bytes: &[u8]) -> usize {
+        let n = bytes.len().min(self.remaining());
+        self.buffer.extend_from_slice(&bytes[..n]);
+        n
+    }
+
+    /// The payload bytes received so far, where they landed (for the data digest).
+    pub fn landed(&self) -> &[u8] {
+        self.buffer.get(self.offset..).unwrap_or_default()
+    }
 }
 
 impl InitiatorRead {
@@ -53,6 +100,7 @@ impl InitiatorRead {
             edtl,
             received: Coverage::default(),
             in_order: params.data_pdu_in_order && params.data_sequence_in_order,
+            placing: false,
             pdus: 0,
             max_data_sn: None,
             counters: TaskCounters::default(),
@@ -62,6 +110,124 @@ impl InitiatorRead {
 
     /// Takes in one Data-In PDU of this task.
     pub fn handle_data_in(&mut self, pdu: &DataIn) -> Result<ReadProgress, TaskError> {
+        if self.placing {
+            // The buffer is lent out: the stream cannot hold a PDU inside another one.
+            return Err(TaskError::Inconsistent);
+        }
+        let offset = pdu.buffer_offset;
+        let len = u32::try_from(pdu.data.len()).unwrap_or(u32::MAX);
+        let end = self.check(pdu, len)?;
+        match self.received.insert(offset, end) {
+            Insert::Overlap => return Err(TaskError::Overlap(offset)),
+            Insert::Duplicate if len > 0 => {
+                self.counters.duplicates += 1;
+                return Ok(ReadProgress::Waiting);
+            }
+            Insert::Duplicate | Insert::New => {}
+        }
+        if self.in_order {
+            if offset == 0 && self.first.is_none() && self.buffer.is_empty() {
+                self.first = Some(pdu.data.clone());
+            } else {
+                self.unfreeze_first();
+                self.buffer.extend_from_slice(&pdu.data);
+            }
+        } else {
+            self.buffer[offset as usize..end as usize].copy_from_slice(&pdu.data);
+        }
+        self.account(pdu)
+    }
+
+    /// Offers to receive the payload of the Data-In whose header is `pdu` (its `data` is
+    /// ignored) and whose DataSegmentLength is `len` straight into the reassembly buffer.
+    ///
+    /// `len` must already be bounded by our MaxRecvDataSegmentLength (the framer does that).
+    /// The header gets the checks of [`handle_data_in`](Self::handle_data_in): ITT, the EDTL
+    /// bound, and (section 13.18/13.19, in-order reads only) Buffer Offset and DataSN
+    /// continuing the previous PDU. `None` when the payload cannot be placed: a read that
+    /// accepts any order, an empty segment, or a header `handle_data_in` would refuse. Then
+    /// receive the whole PDU and hand it to `handle_data_in`, which reports what is wrong.
+    pub fn start_placement(&mut self, pdu: &DataIn, len: u32) -> Option<Placement> {
+        if !self.in_order || self.placing || len == 0 {
+            return None;
+        }
+        let end = self.check(pdu, len).ok()?;
+        self.unfreeze_first();
+        if self.buffer.capacity() < end as usize {
+            // In order, so `buffer.len()` is the offset; one reservation for the whole read.
+            self.buffer
+                .reserve((self.edtl as usize).saturating_sub(self.buffer.len()));
+        }
+        self.placing = true;
+        Some(Placement {
+            buffer: std::mem::take(&mut self.buffer),
+            offset: pdu.buffer_offset as usize,
+            len: len as usize,
+        })
+    }
+
+    /// Takes the buffer back from a [`Placement`] whose payload has all arrived (and whose
+    /// data digest, if negotiated, the caller has verified) and accounts for the Data-In
+    /// `pdu` (the header passed to [`start_placement`](Self::start_placement)) as
+    /// [`handle_data_in`](Self::handle_data_in) would, status bits included.
+    pub fn handle_placed(
+        &mut self,
+        pdu: &DataIn,
+        placement: Placement,
+    ) -> Result<ReadProgress, TaskError> {
+        let Placement {
+            mut buffer,
+            offset,
+            len,
+        } = placement;
+        let landed = buffer.len() == offset + len;
+        let same = pdu.buffer_offset as usize == offset;
+        if !self.placing || !landed || !same {
+            // Not the placement lent out, or not all of it: the caller's mistake, not the
+            // peer's; the task cannot be trusted any more.
+            return Err(TaskError::Inconsistent);
+        }
+        self.placing = false;
+        let len32 = len as u32;
+        let checked = self.check(pdu, len32).and_then(|end| {
+            match self.received.insert(pdu.buffer_offset, end) {
+                Insert::New => Ok(()),
+                Insert::Overlap | Insert::Duplicate => Err(TaskError::Overlap(pdu.buffer_offset)),
+            }
+        });
+        if let Err(e) = checked {
+            buffer.truncate(offset);
+            self.buffer = buffer;
+            return Err(e);
+        }
+        self.buffer = buffer;
+        self.account(pdu)
+    }
+
+    /// Takes in the SCSI Response ending this read (status not carried in a Data-In).
+    pub fn handle_response(&mut self, rsp: &ScsiResponse) -> Result<ReadProgress, TaskError> {
+        if self.done {
+            return Err(TaskError::AfterCompletion);
+        }
+        if rsp.itt != self.itt {
+            return Err(TaskError::WrongTask(rsp.itt));
+        }
+        if self.placing {
+            // The buffer is lent out: the stream cannot hold a Response inside a Data-In.
+            return Err(TaskError::Inconsistent);
+        }
+        let status = TaskStatus::from_response(rsp)?;
+        // Section 11.4.6: ExpDataSN is the number of Data-In PDUs the target sent.
+        self.finish(rsp.exp_data_sn, status)
+    }
+
+    /// PDU counters so far.
+    pub fn counters(&self) -> TaskCounters {
+        self.counters
+    }
+
+    /// The header checks of a Data-In carrying `len` bytes; returns where its data ends.
+    fn check(&self, pdu: &DataIn, len: u32) -> Result<u32, TaskError> {
         if self.done {
             return Err(TaskError::AfterCompletion);
         }
@@ -70,7 +236,6 @@ impl InitiatorRead {
         }
         let edtl = self.edtl;
         let offset = pdu.buffer_offset;
-        let len = u32::try_from(pdu.data.len()).unwrap_or(u32::MAX);
         let end = offset
             .checked_add(len)
             .filter(|&end| end <= edtl)
@@ -91,27 +256,20 @@ impl InitiatorRead {
                 });
             }
         }
-        match self.received.insert(offset, end) {
-            Insert::Overlap => return Err(TaskError::Overlap(offset)),
-            Insert::Duplicate if len > 0 => {
-                self.counters.duplicates += 1;
-                return Ok(ReadProgress::Waiting);
-            }
-            Insert::Duplicate | Insert::New => {}
+        Ok(end)
+    }
+
+    /// An in-order read that kept its first payload as received: copy it into the
+    /// reassembly buffer (sized for the whole read) before more data follows it.
+    fn unfreeze_first(&mut self) {
+        if let Some(first) = self.first.take() {
+            self.buffer.reserve(self.edtl as usize);
+            self.buffer.extend_from_slice(&first);
         }
-        if self.in_order {
-            if offset == 0 && self.first.is_none() && self.buffer.is_empty() {
-                self.first = Some(pdu.data.clone());
-            } else {
-                if let Some(first) = self.first.take() {
-                    self.buffer.reserve(self.edtl as usize);
-                    self.buffer.extend_from_slice(&first);
-                }
-                self.buffer.extend_from_slice(&pdu.data);
-            }
-        } else {
-            self.buffer[offset as usize..end as usize].copy_from_slice(&pdu.data);
-        }
+    }
+
+    /// Counts a Data-In whose data is stored and reads its status, if it carries one.
+    fn account(&mut self, pdu: &DataIn) -> Result<ReadProgress, TaskError> {
         self.pdus += 1;
         self.counters.data_in += 1;
         self.max_data_sn = Some(self.max_data_sn.map_or(pdu.data_sn, |m| m.max(pdu.data_sn)));
@@ -131,24 +289,6 @@ impl InitiatorRead {
                 sense: Bytes::new(),
             },
         )
-    }
-
-    /// Takes in the SCSI Response ending this read (status not carried in a Data-In).
-    pub fn handle_response(&mut self, rsp: &ScsiResponse) -> Result<ReadProgress, TaskError> {
-        if self.done {
-            return Err(TaskError::AfterCompletion);
-        }
-        if rsp.itt != self.itt {
-            return Err(TaskError::WrongTask(rsp.itt));
-        }
-        let status = TaskStatus::from_response(rsp)?;
-        // Section 11.4.6: ExpDataSN is the number of Data-In PDUs the target sent.
-        self.finish(rsp.exp_data_sn, status)
-    }
-
-    /// PDU counters so far.
-    pub fn counters(&self) -> TaskCounters {
-        self.counters
     }
 
     fn finish(&mut self, data_in_sent: u32, status: TaskStatus) -> Result<ReadProgress, TaskError> {

@@ -1,6 +1,8 @@
 //! Initiator-side unit tests: Data-Out planning, R2T checks, Data-In reassembly.
 
 use super::*;
+use bytes::BufMut;
+
 use crate::pdu::DataIn;
 use crate::task::{scsi_response, STATUS_CHECK_CONDITION, STATUS_GOOD};
 
@@ -208,4 +210,155 @@ fn check_condition_response_carries_sense() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// Receives `pdu`'s payload through a placement, in pieces of `piece` bytes.
+fn place(r: &mut InitiatorRead, pdu: &DataIn, piece: usize) -> Result<ReadProgress, TaskError> {
+    let mut p = r
+        .start_placement(pdu, pdu.data.len() as u32)
+        .expect("placeable");
+    let mut rest = &pdu.data[..];
+    // The first piece as if it were already in the receive buffer, the rest through `spare`.
+    let n = p.append(&rest[..piece.min(rest.len())]);
+    rest = &rest[n..];
+    while !rest.is_empty() {
+        let mut spare = p.spare();
+        let n = piece.min(rest.len()).min(spare.remaining_mut());
+        spare.put_slice(&rest[..n]);
+        rest = &rest[n..];
+    }
+    assert_eq!(p.remaining(), 0);
+    assert_eq!(p.landed(), &pdu.data[..]);
+    r.handle_placed(pdu, p)
+}
+
+fn pattern_in(data_sn: u32, offset: u32, len: usize) -> DataIn {
+    let mut pdu = data_in(data_sn, offset, len);
+    pdu.data = (0..len).map(|i| (offset as usize + i) as u8).collect();
+    pdu
+}
+
+#[test]
+fn placed_read_reassembles_like_handle_data_in() {
+    let mut last = pattern_in(2, 2000, 800);
+    last.final_bit = true;
+    last.status_present = true;
+    last.underflow = true;
+    last.residual = 200;
+    let expected: Vec<u8> = (0..2800usize).map(|i| i as u8).collect();
+    // Every mix of placed and whole PDUs, with the first kept zero-copy or not.
+    for mask in 0..8u8 {
+        let mut r = InitiatorRead::new(Itt(1), 3000, &params());
+        let pdus = [
+            pattern_in(0, 0, 1000),
+            pattern_in(1, 1000, 1000),
+            last.clone(),
+        ];
+        let mut outcome = None;
+        for (i, pdu) in pdus.iter().enumerate() {
+            let progress = if mask & (1 << i) != 0 {
+                place(&mut r, pdu, 300).unwrap()
+            } else {
+                r.handle_data_in(pdu).unwrap()
+            };
+            outcome = Some(progress);
+        }
+        match outcome.unwrap() {
+            ReadProgress::Complete(data, status) => {
+                assert_eq!(&data[..], &expected[..], "mask {mask}");
+                assert_eq!(status.residual, Residual::Underflow(200));
+            }
+            other => panic!("mask {mask}: {other:?}"),
+        }
+        assert_eq!(r.counters().data_in, 3);
+    }
+}
+
+#[test]
+fn placed_read_ending_with_a_response() {
+    let mut r = InitiatorRead::new(Itt(1), 2000, &params());
+    place(&mut r, &pattern_in(0, 0, 1000), 1000).unwrap();
+    place(&mut r, &pattern_in(1, 1000, 1000), 7).unwrap();
+    let rsp = scsi_response(Itt(1), STATUS_GOOD, Residual::None, 2, &[]);
+    match r.handle_response(&rsp).unwrap() {
+        ReadProgress::Complete(data, _) => {
+            assert!(data.iter().enumerate().all(|(i, b)| *b == i as u8));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn placement_refuses_what_handle_data_in_refuses() {
+    let any_order = SessionParams {
+        data_pdu_in_order: false,
+        ..params()
+    };
+    let mut r = InitiatorRead::new(Itt(1), 3000, &any_order);
+    assert!(r.start_placement(&data_in(0, 0, 1000), 1000).is_none());
+
+    let mut r = InitiatorRead::new(Itt(1), 3000, &params());
+    let mut other = data_in(0, 0, 1000);
+    other.itt = Itt(2);
+    assert!(r.start_placement(&other, 1000).is_none());
+    assert!(r.start_placement(&data_in(0, 0, 0), 0).is_none());
+    assert!(r.start_placement(&data_in(0, 500, 1000), 1000).is_none());
+    assert!(r.start_placement(&data_in(1, 0, 1000), 1000).is_none());
+    assert!(r.start_placement(&data_in(0, 0, 3001), 3001).is_none());
+    assert!(r.start_placement(&data_in(0, u32::MAX, 2), 2).is_none());
+    // Refused placements leave the read untouched.
+    assert_eq!(
+        r.handle_data_in(&data_in(0, 0, 1000)),
+        Ok(ReadProgress::Waiting)
+    );
+    assert!(r.start_placement(&data_in(2, 1000, 1000), 1000).is_none());
+    assert!(r.start_placement(&data_in(1, 2000, 1000), 1000).is_none());
+    let mut p = r.start_placement(&data_in(1, 1000, 1000), 1000).unwrap();
+    // One placement at a time, and nothing else while the buffer is lent out.
+    assert!(r.start_placement(&data_in(1, 1000, 1000), 1000).is_none());
+    assert_eq!(
+        r.handle_data_in(&data_in(1, 1000, 1000)),
+        Err(TaskError::Inconsistent)
+    );
+    let rsp = scsi_response(Itt(1), STATUS_GOOD, Residual::None, 2, &[]);
+    assert_eq!(r.handle_response(&rsp), Err(TaskError::Inconsistent));
+    // Part of the payload only: refused.
+    p.append(&[1; 999]);
+    assert_eq!(p.remaining(), 1);
+    assert_eq!(p.append(&[1; 10]), 1);
+    assert_eq!(p.remaining(), 0);
+    assert_eq!(p.spare().remaining_mut(), 0);
+    let mut wrong = data_in(1, 1000, 1000);
+    wrong.buffer_offset = 0;
+    assert_eq!(r.handle_placed(&wrong, p), Err(TaskError::Inconsistent));
+}
+
+#[test]
+fn placed_pdu_short_of_its_length_fails() {
+    let mut r = InitiatorRead::new(Itt(1), 2000, &params());
+    let pdu = data_in(0, 0, 1000);
+    let mut p = r.start_placement(&pdu, 1000).unwrap();
+    p.append(&[0; 600]);
+    assert_eq!(r.handle_placed(&pdu, p), Err(TaskError::Inconsistent));
+}
+
+#[test]
+fn placed_status_follows_section_11_7_3() {
+    // S without F is inconsistent, on a placed PDU as on a whole one.
+    let mut r = InitiatorRead::new(Itt(1), 1000, &params());
+    let mut pdu = pattern_in(0, 0, 1000);
+    pdu.status_present = true;
+    assert_eq!(place(&mut r, &pdu, 100), Err(TaskError::Inconsistent));
+    // A CHECK CONDITION collapsed into the last placed Data-In completes the read.
+    let mut r = InitiatorRead::new(Itt(1), 1000, &params());
+    pdu.final_bit = true;
+    pdu.status = STATUS_CHECK_CONDITION;
+    match place(&mut r, &pdu, 100).unwrap() {
+        ReadProgress::Complete(data, status) => {
+            assert_eq!(data.len(), 1000);
+            assert_eq!(status.status, STATUS_CHECK_CONDITION);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(r.start_placement(&pattern_in(1, 0, 10), 10).is_none());
 }
