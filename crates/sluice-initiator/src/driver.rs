@@ -33,6 +33,8 @@ use crate::transport::Transport;
 const SEND_HIGH_WATER: usize = 8 << 20;
 /// Bytes asked of the socket per read.
 const READ_CHUNK: usize = 256 * 1024;
+/// Requests taken from the channel in one turn at most (its capacity is 1024).
+const REQUEST_BATCH: usize = 256;
 
 /// A request from a session handle.
 pub(crate) enum Request {
@@ -139,6 +141,11 @@ impl Driver {
     }
 
     async fn serve(&mut self) -> Result<Exit, Error> {
+        // One timer for the connection, re-armed lazily: moving it on every read (activity
+        // pushes the keepalive deadline) cost a timer-wheel removal and insertion per turn.
+        let mut armed = self.timer_deadline();
+        let sleep = tokio::time::sleep_until(armed.into());
+        tokio::pin!(sleep);
         loop {
             self.issue_waiting();
             let logging_out = self
@@ -150,6 +157,12 @@ impl Driver {
                 self.logout(None);
             }
             let deadline = self.timer_deadline();
+            if deadline < armed {
+                // Earlier than armed (a ping went out): re-arm. A later deadline waits until
+                // the armed one fires, and `handle_timer` finds nothing due yet.
+                armed = deadline;
+                sleep.as_mut().reset(armed.into());
+            }
             let ev = {
                 let Transport {
                     stream,
@@ -162,7 +175,11 @@ impl Driver {
                 } = &mut self.conn;
                 let (mut rd, mut wr) = stream.split();
                 let want_write = !wbuf.is_empty();
-                let accept = wbuf.len() < SEND_HIGH_WATER && !self.handles_gone;
+                // Taking requests first must not starve the socket: stop while many wait for
+                // the CmdSN window or for the writes.
+                let accept = wbuf.len() < SEND_HIGH_WATER
+                    && self.waiting.len() < REQUEST_BATCH
+                    && !self.handles_gone;
                 let place = placing.as_mut().filter(|p| p.wants_data());
                 let limit = if *header_reads {
                     HEADER_READ_BYTES
@@ -173,14 +190,21 @@ impl Driver {
                     // A PDU that is not placed is buffered whole: reserve the rest of it at
                     // once, so that it is not moved again by every read while earlier PDUs
                     // still share the buffer.
-                    rbuf.reserve(READ_CHUNK.max(framer.bytes_needed(rbuf)));
+                    let rest = if rbuf.is_empty() {
+                        0
+                    } else {
+                        framer.bytes_needed(rbuf)
+                    };
+                    rbuf.reserve(READ_CHUNK.max(rest));
                 }
-                let sleep = tokio::time::sleep_until(deadline.into());
+                // Requests first (all of them are taken at once, see `Ev::Request`), then the
+                // write, so that the commands issued in one turn leave in one system call.
                 tokio::select! {
-                    r = read_some(&mut rd, rbuf, limit, place) => Ev::Read(r),
-                    w = wr.write_buf(wbuf), if want_write => Ev::Wrote(w),
+                    biased;
                     q = self.rx.recv(), if accept => Ev::Request(q),
-                    () = sleep => Ev::Timer,
+                    w = wr.write_buf(wbuf), if want_write => Ev::Wrote(w),
+                    r = read_some(&mut rd, rbuf, limit, place) => Ev::Read(r),
+                    () = &mut sleep => Ev::Timer,
                 }
             };
             match ev {
@@ -196,15 +220,31 @@ impl Driver {
                 }
                 Ev::Read(Err(e)) | Ev::Wrote(Err(e)) => return Err(self.conn.io(e)),
                 Ev::Wrote(Ok(_)) => {}
-                Ev::Request(Some(req)) => self.handle_request(req),
+                Ev::Request(Some(req)) => {
+                    self.handle_request(req);
+                    // Every request already queued, up to the channel's capacity.
+                    for _ in 1..REQUEST_BATCH {
+                        match self.rx.try_recv() {
+                            Ok(req) => self.handle_request(req),
+                            Err(mpsc::error::TryRecvError::Empty) => break,
+                            Err(mpsc::error::TryRecvError::Disconnected) => {
+                                self.handles_gone = true;
+                                break;
+                            }
+                        }
+                    }
+                }
                 Ev::Request(None) => self.handles_gone = true,
-                Ev::Timer => self.handle_timer()?,
+                Ev::Timer => {
+                    self.handle_timer()?;
+                    armed = self.timer_deadline();
+                    sleep.as_mut().reset(armed.into());
+                }
             }
         }
     }
 
     fn timer_deadline(&self) -> Instant {
-        let far = Instant::now() + Duration::from_secs(3600);
         let ping = self.waiters.values().find_map(|w| match w {
             Waiter::Ping(_, sent) => Some(*sent + self.opts.keepalive_timeout),
             _ => None,
@@ -212,7 +252,7 @@ impl Driver {
         match (ping, self.opts.keepalive_interval) {
             (Some(d), _) => d,
             (None, Some(i)) => self.last_activity + i,
-            (None, None) => far,
+            (None, None) => self.last_activity + Duration::from_secs(3600),
         }
     }
 
@@ -302,6 +342,10 @@ impl Driver {
 
     /// Sends waiting commands while the CmdSN window is open.
     fn issue_waiting(&mut self) {
+        if self.waiting.is_empty() {
+            return;
+        }
+        let mut out = Vec::new();
         while !self.waiting.is_empty() && self.window.can_send() {
             let Some(cmd_sn) = self.window.next() else {
                 break;
@@ -310,15 +354,14 @@ impl Driver {
                 break;
             };
             let itt = self.next_itt();
-            let mut out = Vec::new();
             let task = Task::start(pending, itt, cmd_sn, &self.params, &mut out);
-            for pdu in out {
+            for pdu in out.drain(..) {
                 self.send_stamped(pdu);
             }
             self.tasks.insert(itt, task);
-            let mut c = self.counters.lock();
-            c.max_in_flight = c.max_in_flight.max(self.tasks.len() as u64);
         }
+        let mut c = self.counters.lock();
+        c.max_in_flight = c.max_in_flight.max(self.tasks.len() as u64);
     }
 
     /// Queues a PDU with the current ExpStatSN.
@@ -349,8 +392,12 @@ impl Driver {
         let ok = result.as_ref().is_ok_and(|o| o.is_good());
         let read = result.as_ref().map_or(0, |o| o.data.len() as u64);
         let written = if ok { task.write_len() } else { 0 };
-        self.counters
-            .completed(ok, task.pending.submitted.elapsed(), read, written);
+        // The outcome's latency was measured when it was built: no second clock read.
+        let latency = match &result {
+            Ok(o) => o.latency,
+            Err(_) => task.pending.submitted.elapsed(),
+        };
+        self.counters.completed(ok, latency, read, written);
         let _ = task.pending.reply.send(result);
     }
 
