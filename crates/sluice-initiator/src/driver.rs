@@ -564,7 +564,7 @@ async fn read_some(
     match place {
         Some(p) => {
             let n = rd.read_buf(&mut p.spare()).await?;
-            p.landed(n);
+            p.landed(n, rbuf);
             Ok(n)
         }
         None => rd.read_buf(&mut rbuf.limit(limit)).await,

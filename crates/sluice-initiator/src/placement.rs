@@ -7,13 +7,15 @@
 //! payload still has at least [`PLACE_MIN_BYTES`] to come, the driver takes the header off,
 //! moves the payload bytes already received to the read's buffer, reads the rest of the
 //! payload from the socket directly after them, digests it there (when DataDigest is on) and
-//! lets the task account for the PDU. While placed PDUs follow each other, the reads between
-//! their payloads ask for one header only ([`HEADER_READ_BYTES`]), so that the next payload
-//! is not pulled into the receive buffer first. Everything that decides (bounds, DataSN, offsets, status
+//! lets the task account for the PDU. The read that completes a payload may also fetch the
+//! padding, digest and next header (`PLACEMENT_OVERRUN` bytes past the payload, moved to the
+//! receive buffer), so a stream of large Data-In PDUs costs no read per header. When that read
+//! did not get the next header, the read that does asks for one header only
+//! ([`HEADER_READ_BYTES`]), so that the next payload is not pulled into the receive buffer. Everything that decides (bounds, DataSN, offsets, status
 //! bits, digests) is sluice-proto's: `Framer::peek_data_in`, `SegmentReceiver` and
 //! `InitiatorRead::{start_placement, handle_placed}`.
 
-use bytes::{Buf, Bytes};
+use bytes::{Buf, Bytes, BytesMut};
 use sluice_proto::framing::{FrameError, SegmentReceiver};
 use sluice_proto::pdu::{opcode, DataIn, Pdu};
 use sluice_proto::seq::Itt;
@@ -46,15 +48,19 @@ impl Placing {
         self.rx.data_left() > 0
     }
 
-    /// Where the next socket read goes, at most the rest of the payload.
+    /// Where the next socket read goes: the rest of the payload and, past it, room for the
+    /// next PDU's header (saves a read per PDU while Data-In streams in).
     pub(crate) fn spare(&mut self) -> bytes::buf::Limit<&mut bytes::BytesMut> {
-        self.placement.spare()
+        self.placement.spare_with_overrun()
     }
 
-    /// The socket appended `n` bytes to the placement: digest them where they landed.
-    pub(crate) fn landed(&mut self, n: usize) {
+    /// The socket appended `n` bytes to the placement: what went past the payload belongs
+    /// to the receive buffer `rbuf` (empty while a payload is placed: the payload ended it);
+    /// the payload bytes are digested where they landed.
+    pub(crate) fn landed(&mut self, n: usize, rbuf: &mut BytesMut) {
+        let payload = n - self.placement.split_overrun(rbuf).min(n);
         let landed = self.placement.landed();
-        let start = landed.len().saturating_sub(n);
+        let start = landed.len().saturating_sub(payload);
         self.rx.handle_data(&landed[start..]);
     }
 }

@@ -17,7 +17,7 @@ use crate::seq::{Itt, Lun, Ttt};
 
 #[path = "initiator_read.rs"]
 mod read;
-pub use read::{InitiatorRead, Placement, ReadProgress};
+pub use read::{InitiatorRead, Placement, ReadProgress, PLACEMENT_OVERRUN};
 
 /// Hands out Initiator Task Tags, never the reserved 0xffffffff (section 11.2.1.8).
 #[derive(Clone, Debug, Default)]

@@ -48,6 +48,11 @@ pub struct InitiatorRead {
     done: bool,
 }
 
+/// Bytes a [`Placement`] can take past the end of its payload: enough for the padding and data
+/// digest of the PDU (7 bytes) and the next PDU's header with its digest (52), so that one read
+/// can fetch the rest of a payload and the next header (see [`Placement::spare_with_overrun`]).
+pub const PLACEMENT_OVERRUN: usize = 64;
+
 /// The reassembly buffer of an in-order read, lent out while one Data-In payload is received
 /// into it in place (see [`InitiatorRead::start_placement`]).
 #[derive(Debug)]
@@ -71,6 +76,28 @@ impl Placement {
         (&mut self.buffer).limit(remaining)
     }
 
+    /// [`spare`](Self::spare) plus [`PLACEMENT_OVERRUN`] bytes past the payload's end (also
+    /// reserved), for a read that may fetch what follows the payload on the wire as well.
+    /// Move those bytes out with [`split_overrun`](Self::split_overrun) after each read.
+    pub fn spare_with_overrun(&mut self) -> Limit<&mut BytesMut> {
+        let limit = self.remaining() + PLACEMENT_OVERRUN;
+        (&mut self.buffer).limit(limit)
+    }
+
+    /// Moves whatever lies past the payload's end (bytes read by
+    /// [`spare_with_overrun`](Self::spare_with_overrun) that belong to the stream after this
+    /// PDU) to the end of `out`; returns how many.
+    pub fn split_overrun(&mut self, out: &mut BytesMut) -> usize {
+        let end = self.offset + self.len;
+        let over = self.buffer.get(end..).unwrap_or_default();
+        let n = over.len();
+        if n > 0 {
+            out.extend_from_slice(over);
+            self.buffer.truncate(end);
+        }
+        n
+    }
+
     /// Appends payload bytes that already arrived elsewhere (at most
     /// [`remaining`](Self::remaining) of them); returns how many were taken.
     pub fn append(&mut self, bytes: &[u8]) -> usize {
@@ -81,7 +108,8 @@ impl Placement {
 
     /// The payload bytes received so far, where they landed (for the data digest).
     pub fn landed(&self) -> &[u8] {
-        self.buffer.get(self.offset..).unwrap_or_default()
+        let end = self.buffer.len().min(self.offset + self.len);
+        self.buffer.get(self.offset..end).unwrap_or_default()
     }
 }
 
@@ -153,10 +181,10 @@ impl InitiatorRead {
         }
         let end = self.check(pdu, len).ok()?;
         self.unfreeze_first();
-        if self.buffer.capacity() < end as usize {
+        let want = (end as usize).max(self.edtl as usize) + PLACEMENT_OVERRUN;
+        if self.buffer.capacity() < want {
             // In order, so `buffer.len()` is the offset; one reservation for the whole read.
-            self.buffer
-                .reserve((self.edtl as usize).saturating_sub(self.buffer.len()));
+            self.buffer.reserve(want - self.buffer.len());
         }
         self.placing = true;
         Some(Placement {
@@ -263,7 +291,7 @@ impl InitiatorRead {
     /// reassembly buffer (sized for the whole read) before more data follows it.
     fn unfreeze_first(&mut self) {
         if let Some(first) = self.first.take() {
-            self.buffer.reserve(self.edtl as usize);
+            self.buffer.reserve(self.edtl as usize + PLACEMENT_OVERRUN);
             self.buffer.extend_from_slice(&first);
         }
     }

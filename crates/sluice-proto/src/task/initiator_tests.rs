@@ -1,7 +1,7 @@
 //! Initiator-side unit tests: Data-Out planning, R2T checks, Data-In reassembly.
 
 use super::*;
-use bytes::BufMut;
+use bytes::{BufMut, BytesMut};
 
 use crate::pdu::DataIn;
 use crate::task::{scsi_response, STATUS_CHECK_CONDITION, STATUS_GOOD};
@@ -361,4 +361,33 @@ fn placed_status_follows_section_11_7_3() {
         other => panic!("{other:?}"),
     }
     assert!(r.start_placement(&pattern_in(1, 0, 10), 10).is_none());
+}
+
+#[test]
+fn overrun_past_the_payload_is_moved_out() {
+    let mut r = InitiatorRead::new(Itt(1), 2000, &params());
+    let mut last = pattern_in(1, 1000, 1000);
+    last.final_bit = true;
+    last.status_present = true;
+    for pdu in [pattern_in(0, 0, 1000), last] {
+        let mut p = r.start_placement(&pdu, 1000).unwrap();
+        p.append(&pdu.data[..100]);
+        // One read: the rest of the payload and what follows it on the wire.
+        let mut wire = pdu.data[100..].to_vec();
+        wire.extend_from_slice(&[0xee; PLACEMENT_OVERRUN]);
+        let mut spare = p.spare_with_overrun();
+        assert_eq!(spare.remaining_mut(), 900 + PLACEMENT_OVERRUN);
+        spare.put_slice(&wire);
+        assert_eq!(p.landed(), &pdu.data[..]);
+        let mut rbuf = BytesMut::from(&b"ab"[..]);
+        assert_eq!(p.split_overrun(&mut rbuf), PLACEMENT_OVERRUN);
+        assert_eq!(rbuf.len(), 2 + PLACEMENT_OVERRUN);
+        assert_eq!(p.split_overrun(&mut rbuf), 0);
+        assert_eq!(p.remaining(), 0);
+        if let ReadProgress::Complete(data, _) = r.handle_placed(&pdu, p).unwrap() {
+            assert!(data.iter().enumerate().all(|(i, b)| *b == i as u8));
+            return;
+        }
+    }
+    panic!("the read did not complete");
 }
