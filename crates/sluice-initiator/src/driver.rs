@@ -33,6 +33,9 @@ use crate::transport::Transport;
 const SEND_HIGH_WATER: usize = 8 << 20;
 /// Bytes asked of the socket per read.
 const READ_CHUNK: usize = 256 * 1024;
+/// Completed bytes after which the driver yields to its callers (see `completed_since_yield`):
+/// once per large command, once per many small ones.
+const YIELD_AFTER_BYTES: u64 = 256 * 1024;
 /// Requests taken from the channel in one turn at most (its capacity is 1024).
 const REQUEST_BATCH: usize = 256;
 
@@ -89,6 +92,8 @@ pub(crate) struct Driver {
     pub(crate) shared: Arc<Mutex<Shared>>,
     last_activity: Instant,
     handles_gone: bool,
+    /// Bytes moved by commands completed since the driver last let other tasks run.
+    completed_since_yield: u64,
 }
 
 impl Driver {
@@ -120,6 +125,7 @@ impl Driver {
             shared,
             last_activity: Instant::now(),
             handles_gone: false,
+            completed_since_yield: 0,
         }
     }
 
@@ -216,6 +222,14 @@ impl Driver {
                     self.last_activity = Instant::now();
                     if let Some(exit) = self.handle_received()? {
                         return Ok(exit);
+                    }
+                    if self.completed_since_yield >= YIELD_AFTER_BYTES {
+                        // While large Data-In streams in, the socket is rarely empty, so the
+                        // callers woken by these completions (same thread) would wait for
+                        // the coop budget to run out before issuing their next command: let
+                        // them run now, so the queue depth stays where they set it.
+                        self.completed_since_yield = 0;
+                        tokio::task::yield_now().await;
                     }
                 }
                 Ev::Read(Err(e)) | Ev::Wrote(Err(e)) => return Err(self.conn.io(e)),
@@ -398,6 +412,7 @@ impl Driver {
             Err(_) => task.pending.submitted.elapsed(),
         };
         self.counters.completed(ok, latency, read, written);
+        self.completed_since_yield += read + written;
         let _ = task.pending.reply.send(result);
     }
 

@@ -85,11 +85,15 @@ pub struct ConnectOptions {
 
 impl Default for ConnectOptions {
     fn default() -> Self {
-        // open-iscsi's offers: large bursts, unsolicited data allowed.
+        // open-iscsi's offers (large bursts, unsolicited data allowed), except that we accept
+        // Data-In segments of up to 1 MiB where open-iscsi and libiscsi say 256 KiB: payloads
+        // are received in place (no copy either way), and fewer, larger PDUs cost the target
+        // and us less per byte (against tgtd, 1 MiB reads went 1,374 -> 1,466 IOPS). A target
+        // still sends at most its own MaxXmitDataSegmentLength.
         let offer = OperationalOffer {
             initial_r2t: false,
             immediate_data: true,
-            max_recv_data_segment_length: 262_144,
+            max_recv_data_segment_length: 1 << 20,
             max_burst_length: 16_776_192,
             first_burst_length: 262_144,
             ..OperationalOffer::default()
