@@ -169,7 +169,10 @@ mod tests {
     use tokio::io::AsyncReadExt;
 
     fn data_in(len: usize) -> Pdu {
-        let data: Bytes = (0..len).map(|i| (i * 13 + 7) as u8).collect::<Vec<_>>().into();
+        let data: Bytes = (0..len)
+            .map(|i| (i * 13 + 7) as u8)
+            .collect::<Vec<_>>()
+            .into();
         Pdu::DataIn(DataIn {
             final_bit: true,
             ack: false,
