@@ -67,10 +67,15 @@ pub async fn connect(url: &IscsiUrl, args: &ConnArgs) -> Result<Session> {
     Ok(Session::connect_url_with(url, opts).await?)
 }
 
-/// Prints `value` as pretty JSON on stdout.
+/// Prints `value` as pretty JSON on stdout. A reader that went away (`| head`) is not an
+/// error: the output is simply not wanted any more.
 pub fn print_json<T: Serialize>(value: &T) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
-    Ok(())
+    use std::io::Write;
+    let text = serde_json::to_string_pretty(value)?;
+    match writeln!(std::io::stdout().lock(), "{text}") {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
 }
 
 /// Capacity as JSON.
