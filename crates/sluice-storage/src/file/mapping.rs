@@ -170,3 +170,66 @@ impl std::fmt::Debug for MappedFile {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shm_file(len: usize) -> (tempfile::TempDir, File) {
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        let path = dir.path().join("map.img");
+        std::fs::write(&path, vec![0u8; len]).unwrap();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        (dir, file)
+    }
+
+    #[test]
+    fn writes_land_in_the_file_and_out_of_range_or_read_only_writes_are_refused() {
+        use std::os::unix::fs::FileExt;
+        let len = 3 * STRIPE_BYTES;
+        let (_dir, file) = shm_file(len);
+        let m = MappedFile::map(&file, len as u64, true).unwrap();
+        // Across a stripe boundary.
+        let data: Vec<u8> = (0..10_000).map(|i| (i % 251) as u8).collect();
+        assert!(m.write((STRIPE_BYTES - 4000) as u64, &data));
+        let mut back = vec![0u8; data.len()];
+        file.read_exact_at(&mut back, (STRIPE_BYTES - 4000) as u64)
+            .unwrap();
+        assert_eq!(back, data, "pread sees what the mapping wrote");
+        assert_eq!(&m.bytes()[STRIPE_BYTES - 4000..][..10_000], &data[..]);
+        assert!(!m.write((len - 10) as u64, &data), "past the end");
+        assert!(!m.write(u64::MAX, &data));
+        let ro = MappedFile::map(&file, len as u64, false).unwrap();
+        assert!(!ro.write(0, &data), "read-only mapping");
+    }
+
+    /// Writers to the same stripe are serialised: a write inside one stripe is never torn by
+    /// another writer, whatever the interleaving.
+    #[test]
+    fn concurrent_writes_within_a_stripe_are_not_torn() {
+        let len = 2 * STRIPE_BYTES;
+        let (_dir, file) = shm_file(len);
+        let m = MappedFile::map(&file, len as u64, true).unwrap();
+        std::thread::scope(|s| {
+            for w in 1..=4u8 {
+                let m = &m;
+                s.spawn(move || {
+                    let block = vec![w; STRIPE_BYTES];
+                    for _ in 0..20 {
+                        assert!(m.write(0, &block));
+                        assert!(m.write(STRIPE_BYTES as u64, &block));
+                    }
+                });
+            }
+        });
+        for stripe in m.bytes().chunks(STRIPE_BYTES) {
+            let first = stripe[0];
+            assert!((1..=4).contains(&first));
+            assert!(stripe.iter().all(|b| *b == first), "torn stripe");
+        }
+    }
+}
