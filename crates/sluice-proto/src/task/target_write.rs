@@ -20,6 +20,16 @@ use crate::params::SessionParams;
 use crate::pdu::{DataOut, R2t, ScsiCommand, ScsiResponse};
 use crate::seq::{Itt, Lun, Ttt};
 
+/// In-order data segments at least this long are kept as they arrived (a slice of the
+/// driver's receive buffer); shorter ones are copied into their own small buffer, so that a
+/// few bytes cannot keep a whole receive buffer alive (an initiator sending tiny Data-Out PDUs
+/// would otherwise pin far more memory than its writes carry).
+pub const ZERO_COPY_MIN: usize = 16 * 1024;
+
+/// Most segments one write keeps; past that its data is gathered into one buffer (bounds the
+/// bookkeeping of writes made of many small PDUs).
+pub const MAX_SEGMENTS: usize = 1024;
+
 /// What the driver does next for a write task.
 #[derive(Debug, Eq, PartialEq)]
 pub enum WriteProgress {
@@ -403,8 +413,16 @@ impl TargetWrite {
         if start >= end {
             return;
         }
-        if self.gathered.is_none() && start == self.segments_len {
-            self.segments.push(data.slice(..end - start));
+        if self.gathered.is_none()
+            && start == self.segments_len
+            && self.segments.len() < MAX_SEGMENTS
+        {
+            let piece = data.slice(..end - start);
+            self.segments.push(if piece.len() >= ZERO_COPY_MIN {
+                piece
+            } else {
+                Bytes::copy_from_slice(&piece)
+            });
             self.segments_len = end;
             return;
         }

@@ -431,30 +431,85 @@ fn answer_r2t(
 
 #[test]
 fn in_order_data_is_kept_as_the_pdus_segments_without_a_copy() {
+    let seg = ZERO_COPY_MIN as u32;
     let p = SessionParams {
         immediate_data: true,
         initial_r2t: true,
+        first_burst_length: seg,
+        max_burst_length: 4 * seg,
+        target_max_recv_data_segment_length: seg,
         ..params()
     };
-    let data = pattern(3072);
+    let len = 3 * seg as usize;
+    let data = pattern(len);
     let mut ttts = SequentialTtts::default();
     let (mut task, first) = TargetWrite::new(
-        &command(3072, data.slice(..1024), true),
+        &command(len as u32, data.slice(..seg as usize), true),
         &p,
-        3072,
+        len as u32,
         &mut ttts,
     )
     .unwrap();
     let r = r2ts(first);
-    let done = answer_r2t(&mut task, &r[0], &data, 1024, &[0, 1], &mut ttts);
+    let done = answer_r2t(&mut task, &r[0], &data, seg, &[0, 1], &mut ttts);
     let WriteProgress::Complete(got) = done else {
         panic!("expected completion, got {done:?}");
     };
     assert_eq!(got.segments().len(), 3);
     for (i, s) in got.segments().iter().enumerate() {
         // The same memory as the PDUs carried: nothing was copied.
-        assert_eq!(s.as_ptr(), data[i * 1024..].as_ptr());
+        assert_eq!(s.as_ptr(), data[i * seg as usize..].as_ptr());
     }
+    assert_eq!(got.to_bytes(), data);
+}
+
+#[test]
+fn small_segments_are_copied_and_many_are_gathered() {
+    let p = SessionParams {
+        immediate_data: false,
+        initial_r2t: true,
+        max_burst_length: 1 << 20,
+        target_max_recv_data_segment_length: 512,
+        ..params()
+    };
+    // 512-byte PDUs: each kept segment is a copy (it must not pin the PDU's buffer).
+    let data = pattern(8192);
+    let mut ttts = SequentialTtts::default();
+    let (mut task, first) =
+        TargetWrite::new(&command(8192, Bytes::new(), true), &p, 8192, &mut ttts).unwrap();
+    let r = r2ts(first);
+    let order: Vec<usize> = (0..16).collect();
+    let WriteProgress::Complete(got) = answer_r2t(&mut task, &r[0], &data, 512, &order, &mut ttts)
+    else {
+        panic!("expected completion");
+    };
+    assert_eq!(got.segments().len(), 16);
+    for (i, s) in got.segments().iter().enumerate() {
+        assert_ne!(
+            s.as_ptr(),
+            data[i * 512..].as_ptr(),
+            "segment {i} was not copied"
+        );
+    }
+    assert_eq!(got.to_bytes(), data);
+
+    // More PDUs than MAX_SEGMENTS: gathered into one buffer.
+    let len = (MAX_SEGMENTS + 8) * 512;
+    let data = pattern(len);
+    let (mut task, first) = TargetWrite::new(
+        &command(len as u32, Bytes::new(), true),
+        &p,
+        len as u32,
+        &mut ttts,
+    )
+    .unwrap();
+    let r = r2ts(first);
+    let order: Vec<usize> = (0..MAX_SEGMENTS + 8).collect();
+    let WriteProgress::Complete(got) = answer_r2t(&mut task, &r[0], &data, 512, &order, &mut ttts)
+    else {
+        panic!("expected completion");
+    };
+    assert_eq!(got.segments().len(), 1);
     assert_eq!(got.to_bytes(), data);
 }
 
