@@ -6,6 +6,8 @@
 //!
 //! * [`crc32c`] computes a digest in one call, and [`Crc32c`] computes it over data spread
 //!   across several buffers (header + AHS, or a data segment that arrives in pieces).
+//! * [`combine`] and [`Appender`] give the CRC of a concatenation from its pieces' CRCs (a
+//!   cache of per-block CRCs digests a large read without reading its bytes).
 //! * [`to_wire`] / [`from_wire`] turn a digest into the four bytes iSCSI sends, and back.
 //!   The byte order is the classic interoperability bug, so it lives in exactly one place.
 //!
@@ -29,6 +31,7 @@
 #![forbid(unsafe_code)]
 
 mod algorithm;
+mod combine;
 pub mod hardware;
 pub mod sarwate;
 pub mod slicing_by_8;
@@ -39,6 +42,7 @@ mod wire;
 mod tests;
 
 pub use algorithm::{Algorithm, ParseAlgorithmError};
+pub use combine::{combine, Appender};
 pub use stream::Crc32c;
 pub use wire::{from_wire, to_wire};
 

@@ -62,8 +62,11 @@ impl Default for FileOptions {
 /// slices of that mapping ([`BlockDevice::read_shared`]): no copy into a buffer, the socket
 /// copies straight from the page cache. Writes copy into the mapping instead of `pwrite`
 /// (tmpfs's `pwrite` costs about twice the copy: page lookups and folio locks per 4 KiB); on
-/// such a file a write does not update its modification time. Such a file must not be shrunk by another program
-/// while it is served (touching pages past the new end raises SIGBUS, as with any mapping).
+/// such a file a write does not update its modification time. Once a data digest is wanted
+/// for a large read of the mapping ([`cached_crc32c`](crate::cached_crc32c)), a CRC32C per
+/// 4 KiB chunk is kept and refreshed by every write, so digests of reads need not read the
+/// data; the file must therefore not be written by other programs while it is served, nor
+/// shrunk (touching pages past the new end raises SIGBUS, as with any mapping).
 ///
 /// Durability: a write is reported durable only once it is. With FUA the write is followed by
 /// `fdatasync` before returning; [`flush`](BlockDevice::flush) is `fdatasync` too. Without FUA a
@@ -378,8 +381,15 @@ impl BlockDevice for FileDevice {
         let mut done = 0u64;
         while done < len {
             let n = (len - done).min(zeros.as_slice().len() as u64) as usize;
-            self.file
-                .write_all_at(&zeros.as_slice()[..n], offset + done)?;
+            let piece = &zeros.as_slice()[..n];
+            // Through the mapping when there is one, so its per-chunk CRCs stay exact.
+            if !self
+                .mapped
+                .as_ref()
+                .is_some_and(|m| m.write(offset + done, piece))
+            {
+                self.file.write_all_at(piece, offset + done)?;
+            }
             done += n as u64;
         }
         if fua {
@@ -444,7 +454,10 @@ impl AlignedBuf {
     }
 }
 
+mod crc_table;
 mod mapping;
+
+pub use crc_table::cached_crc32c;
 
 #[cfg(test)]
 mod tests;

@@ -17,7 +17,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
-use sluice_proto::framing::{encode_parts, Digests};
+use sluice_proto::framing::{encode_parts, pad_len, Digests};
 use sluice_proto::pdu::Pdu;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
@@ -61,6 +61,14 @@ impl Outbox {
         if self.scratch.capacity() < 256 {
             self.scratch.reserve(4096);
         }
+        if self.digests.data {
+            // A large Data-In served from a mapped LUN file: its digest comes from the file's
+            // per-chunk CRCs, without reading the data (sluice_storage::cached_crc32c).
+            if let Some(crc) = sluice_storage::cached_crc32c(&pdu.wire_data()) {
+                self.push_with_data_crc(pdu, crc);
+                return;
+            }
+        }
         let (data, trailer) = encode_parts(pdu, self.digests, &mut self.scratch);
         let header = self.scratch.split().freeze();
         self.enqueue(header);
@@ -74,6 +82,29 @@ impl Outbox {
                 self.enqueue(t);
             }
         }
+    }
+
+    /// [`push`](Self::push) with the data segment's CRC32C already known: only the padding is
+    /// folded in (RFC 7143 section 11.1: the data digest covers data and padding).
+    fn push_with_data_crc(&mut self, pdu: &Pdu, data_crc: u32) {
+        let header_only = Digests {
+            data: false,
+            ..self.digests
+        };
+        let (data, _) = encode_parts(pdu, header_only, &mut self.scratch);
+        let header = self.scratch.split().freeze();
+        self.enqueue(header);
+        let pad = &[0u8; 3][..pad_len(data.len())];
+        let crc = if pad.is_empty() {
+            data_crc
+        } else {
+            sluice_digest::combine(data_crc, sluice_digest::crc32c(pad), pad.len() as u64)
+        };
+        self.enqueue(data);
+        self.scratch.extend_from_slice(pad);
+        self.scratch.extend_from_slice(&sluice_digest::to_wire(crc));
+        let trailer = self.scratch.split().freeze();
+        self.enqueue(trailer);
     }
 
     fn enqueue(&mut self, b: Bytes) {
@@ -173,6 +204,10 @@ mod tests {
             .map(|i| (i * 13 + 7) as u8)
             .collect::<Vec<_>>()
             .into();
+        data_in_of(data)
+    }
+
+    fn data_in_of(data: Bytes) -> Pdu {
         Pdu::DataIn(DataIn {
             final_bit: true,
             ack: false,
@@ -193,6 +228,26 @@ mod tests {
         })
     }
 
+    /// A fully allocated tmpfs file of patterned bytes, mapped by sluice-storage, and all of it.
+    fn mapped_lun() -> (tempfile::TempDir, Bytes, sluice_storage::FileDevice) {
+        use sluice_storage::{BlockDevice, FileDevice, FileOptions};
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        let path = dir.path().join("lun.img");
+        let len = 2 << 20;
+        let bytes: Vec<u8> = (0..len).map(|i| (i * 7 / 3) as u8).collect();
+        std::fs::write(&path, bytes).unwrap();
+        let options = FileOptions {
+            size: Some(len as u64),
+            block_size: 512,
+            read_only: false,
+            direct: false,
+            create: false,
+        };
+        let dev = FileDevice::open(&path, options).unwrap();
+        let all = dev.read_shared(0, len).expect("mapped").unwrap();
+        (dir, all, dev)
+    }
+
     /// The vectored, zero-copy send puts exactly the bytes `encode` produces on the wire, with
     /// and without digests, whatever the socket takes per write.
     #[tokio::test]
@@ -204,10 +259,15 @@ mod tests {
                 data: true,
             },
         ] {
-            let pdus: Vec<Pdu> = [0, 1, 4093, 65_536, 300_001]
+            let mut pdus: Vec<Pdu> = [0, 1, 4093, 65_536, 300_001]
                 .into_iter()
                 .map(data_in)
                 .collect();
+            // Data-In served from a mapped LUN file: its digest comes from the CRC table.
+            let lun = mapped_lun();
+            for (at, len) in [(0, 1 << 20), (512, 300_001), (4096 + 7, 65_536 + 2)] {
+                pdus.push(data_in_of(lun.1.slice(at..at + len)));
+            }
             let (client, mut server) = tokio::io::duplex(64 * 1024);
             let reader = tokio::spawn(async move {
                 let mut got = Vec::new();

@@ -68,6 +68,8 @@ pub(super) struct MappedFile {
     /// The mapping's start as mmap returned it (full provenance), when it is writable.
     write_ptr: Option<NonNull<u8>>,
     stripes: Box<[Mutex<()>]>,
+    /// Its entry in the registry of per-chunk CRCs (see `crc_table`).
+    crcs: std::sync::Arc<super::crc_table::Shared>,
 }
 
 // SAFETY: `write_ptr` points into the mapping that `bytes` keeps alive; it is only used in
@@ -114,6 +116,7 @@ impl MappedFile {
             bytes: Bytes::from_owner(Mapping { ptr, len }),
             write_ptr: writable.then_some(ptr),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            crcs: super::crc_table::Shared::register(ptr.as_ptr().addr(), len),
         })
     }
 
@@ -154,6 +157,7 @@ impl MappedFile {
             unsafe {
                 std::ptr::copy(data[done..].as_ptr(), ptr.as_ptr().add(at), n);
             }
+            self.crcs.written(&self.bytes, at, at + n);
             done += n;
         }
         true
