@@ -6,24 +6,12 @@
 mod common;
 
 use bytes::Bytes;
-use common::{config, TestTarget, IQN};
+use common::{config, noise as pattern, TestTarget, IQN};
 use sluice_initiator::{Command, ConnectOptions, Session};
 use sluice_target::config::Backend;
 
 const BLOCK: u32 = 512;
 const LUN_BYTES: usize = 4 << 20;
-
-fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 async fn read(s: &Session, at: usize, len: usize) -> Bytes {
     let out = s

@@ -19,16 +19,7 @@ const BLOCK: u32 = 512;
 const SIZES: [(usize, usize); 3] = [(1 << 20, 8), (768 * 1024 + 512, 3), (40_960, 16)];
 
 fn pattern(len: usize, seed: u64) -> Bytes {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect::<Vec<_>>()
-        .into()
+    common::noise(len, seed).into()
 }
 
 /// Reads `data` back at `lba` in pieces of `size` bytes, `depth` at a time.

@@ -153,3 +153,50 @@ pub fn spawn_tgtd(port: u16, control: &str) -> std::process::Child {
         .spawn()
         .expect("start tgtd")
 }
+
+/// Runs `tgtadm --lld iscsi ARGS` against the tgtd with management socket `control`; fails
+/// the test if it fails, otherwise returns its standard output.
+pub fn tgtadm(control: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new("/usr/sbin/tgtadm")
+        .args(["-C", control, "--lld", "iscsi"])
+        .args(args)
+        .output()
+        .expect("run tgtadm");
+    assert!(
+        out.status.success(),
+        "tgtadm {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Makes the tgtd behind `control` export target 1 named `iqn` with LUN 1 backed by `image`,
+/// open to every initiator.
+pub fn tgtd_export(control: &str, iqn: &str, image: &std::path::Path) {
+    let image = image.to_str().expect("UTF-8 image path");
+    tgtadm(
+        control,
+        &["--op", "new", "--mode", "target", "--tid", "1", "-T", iqn],
+    );
+    tgtadm(
+        control,
+        &[
+            "--op",
+            "new",
+            "--mode",
+            "logicalunit",
+            "--tid",
+            "1",
+            "--lun",
+            "1",
+            "-b",
+            image,
+        ],
+    );
+    tgtadm(
+        control,
+        &[
+            "--op", "bind", "--mode", "target", "--tid", "1", "-I", "ALL",
+        ],
+    );
+}

@@ -81,49 +81,23 @@ pub fn tgtd() -> Daemon {
     let control = sluice_test_support::tgtd_control_port();
     let mut child = sluice_test_support::spawn_tgtd(port, &control);
     wait_for_portal(port, &mut child, "tgtd");
-    let tgtadm = |args: &[&str]| {
-        let out = Command::new("/usr/sbin/tgtadm")
-            .args(["-C", &control, "--lld", "iscsi"])
-            .args(args)
-            .output()
-            .expect("run tgtadm");
-        assert!(
-            out.status.success(),
-            "tgtadm {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    tgtadm(&[
-        "--op", "new", "--mode", "target", "--tid", "1", "-T", TGT_IQN,
-    ]);
-    tgtadm(&[
-        "--op",
-        "new",
-        "--mode",
-        "logicalunit",
-        "--tid",
-        "1",
-        "--lun",
-        "1",
-        "-b",
-        image.to_str().unwrap(),
-    ]);
-    tgtadm(&[
-        "--op", "bind", "--mode", "target", "--tid", "1", "-I", "ALL",
-    ]);
+    sluice_test_support::tgtd_export(&control, TGT_IQN, &image);
     for key in ["HeaderDigest", "DataDigest"] {
-        tgtadm(&[
-            "--op",
-            "update",
-            "--mode",
-            "target",
-            "--tid",
-            "1",
-            "--name",
-            key,
-            "--value",
-            "CRC32C,None",
-        ]);
+        sluice_test_support::tgtadm(
+            &control,
+            &[
+                "--op",
+                "update",
+                "--mode",
+                "target",
+                "--tid",
+                "1",
+                "--name",
+                key,
+                "--value",
+                "CRC32C,None",
+            ],
+        );
     }
     Daemon {
         child,

@@ -81,40 +81,13 @@ impl Tgtd {
         };
         let mut t = t;
         t._dir = Some(dir);
-        t.tgtadm(&[
-            "--op", "new", "--mode", "target", "--tid", "1", "-T", TGT_IQN,
-        ]);
-        t.tgtadm(&[
-            "--op",
-            "new",
-            "--mode",
-            "logicalunit",
-            "--tid",
-            "1",
-            "--lun",
-            "1",
-            "-b",
-            image.to_str().unwrap(),
-        ]);
-        t.tgtadm(&[
-            "--op", "bind", "--mode", "target", "--tid", "1", "-I", "ALL",
-        ]);
+        sluice_test_support::tgtd_export(&t.control, TGT_IQN, &image);
         t
     }
 
     /// Runs `tgtadm --lld iscsi ARGS` against this daemon; fails the test if it fails.
     pub fn tgtadm(&self, args: &[&str]) -> String {
-        let out = std::process::Command::new("/usr/sbin/tgtadm")
-            .args(["-C", &self.control, "--lld", "iscsi"])
-            .args(args)
-            .output()
-            .expect("run tgtadm");
-        assert!(
-            out.status.success(),
-            "tgtadm {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        sluice_test_support::tgtadm(&self.control, args)
     }
 
     /// Sets a session parameter of target 1 (applies to sessions logged in afterwards).
@@ -160,4 +133,17 @@ pub fn model(
         off += burst;
     }
     seqs
+}
+
+/// `len` pseudo-random bytes (xorshift) for `seed`: data whose misplacement shows.
+pub fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
 }
