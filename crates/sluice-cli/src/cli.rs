@@ -104,6 +104,12 @@ pub struct TargetArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
 
+    /// Leave --file LUNs on tmpfs with 4 KiB pages. By default a background thread asks the
+    /// kernel to back a fully allocated tmpfs LUN file with 2 MiB pages (MADV_COLLAPSE; the
+    /// contents never change, the pages stay huge after exit). See docs/configuration.md.
+    #[arg(long)]
+    pub no_huge_pages: bool,
+
     /// Export every LUN read-only (writes fail with DATA PROTECT).
     #[arg(long)]
     pub read_only: bool,

@@ -128,6 +128,7 @@ pub fn config_from_flags(args: &TargetArgs, luns: Vec<LunFlag>) -> anyhow::Resul
                     path,
                     size,
                     direct: false,
+                    huge_pages: !args.no_huge_pages,
                 }
             }
         };
@@ -218,7 +219,12 @@ fn describe_backend(b: &Backend) -> String {
     match b {
         Backend::Memory { size } => format!("memory {}", format_size(*size)),
         Backend::Null { size } => format!("null {}", format_size(*size)),
-        Backend::File { path, size, direct } => {
+        Backend::File {
+            path,
+            size,
+            direct,
+            huge_pages: _,
+        } => {
             let mut s = format!("file {}", path.display());
             if let Some(size) = size {
                 s += &format!(" ({})", format_size(*size));
@@ -547,7 +553,8 @@ mod tests {
                     Backend::File {
                         path: a.clone(),
                         size: Some(2 << 30),
-                        direct: false
+                        direct: false,
+                        huge_pages: true
                     }
                 ),
                 (2, Backend::Memory { size: 512 << 20 }),
@@ -556,7 +563,8 @@ mod tests {
                     Backend::File {
                         path: b.clone(),
                         size: None,
-                        direct: false
+                        direct: false,
+                        huge_pages: true
                     }
                 ),
                 (4, Backend::Memory { size: 1 << 30 }),

@@ -363,6 +363,7 @@ struct LunToml {
     size: Option<Spanned<Size>>,
     path: Option<Spanned<PathBuf>>,
     direct: Option<Spanned<bool>>,
+    huge_pages: Option<Spanned<bool>>,
     block_size: Option<Spanned<i64>>,
     read_only: Option<bool>,
     removable: Option<bool>,
@@ -784,11 +785,13 @@ fn convert_target(
                     format!("`path` only applies to backend = \"file\", not {name:?}"),
                 ));
             }
-            if let Some(d) = &lun.direct {
-                return Err(at(
-                    d.span(),
-                    format!("`direct` only applies to backend = \"file\", not {name:?}"),
-                ));
+            for (key, value) in [("direct", &lun.direct), ("huge_pages", &lun.huge_pages)] {
+                if let Some(v) = value {
+                    return Err(at(
+                        v.span(),
+                        format!("`{key}` only applies to backend = \"file\", not {name:?}"),
+                    ));
+                }
             }
         }
         let size = lun.size.as_ref().map(|s| s.get_ref().0);
@@ -820,6 +823,7 @@ fn convert_target(
                     path,
                     size,
                     direct: lun.direct.as_ref().is_some_and(|d| *d.get_ref()),
+                    huge_pages: lun.huge_pages.as_ref().is_none_or(|h| *h.get_ref()),
                 }
             }
         };
@@ -1334,6 +1338,11 @@ size = "1G"
             9,
             "only applies to backend = \"file\"",
         );
+        fails_at(
+            &MINIMAL.replace("size = \"1G\"", "size = \"1G\"\nhuge_pages = false"),
+            9,
+            "`huge_pages` only applies to backend = \"file\"",
+        );
         fails_at(&MINIMAL.replace("size = \"1G\"\n", ""), 7, "needs a `size`");
         fails_at(
             &MINIMAL.replace("\"memory\"", "\"file\""),
@@ -1363,7 +1372,7 @@ size = "1G"
         let dir = tempfile::tempdir().unwrap();
         let src = MINIMAL.replace(
             "backend = \"memory\"",
-            "backend = \"file\"\npath = \"disk.img\"\ndirect = true",
+            "backend = \"file\"\npath = \"disk.img\"\ndirect = true\nhuge_pages = false",
         );
         let c = parse_str(&src, &dir.path().join("t.toml")).unwrap();
         assert_eq!(
@@ -1371,7 +1380,8 @@ size = "1G"
             Backend::File {
                 path: dir.path().join("disk.img"),
                 size: Some(1 << 30),
-                direct: true
+                direct: true,
+                huge_pages: false
             }
         );
     }

@@ -37,6 +37,7 @@ async fn digests_from_the_crc_table_follow_every_write() {
         path: path.clone(),
         size: None,
         direct: false,
+        huge_pages: true,
     };
     let t = TestTarget::start(cfg);
     let mut opts = ConnectOptions::default();

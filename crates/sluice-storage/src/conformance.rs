@@ -63,6 +63,7 @@ impl Subject {
             read_only: false,
             direct,
             create: true,
+            huge_pages: true,
         };
         let dev = Box::new(FileDevice::open(dir.path().join("lun.img"), options).unwrap());
         Self {

@@ -36,10 +36,16 @@ pub struct FileOptions {
     pub direct: bool,
     /// Create the file if it is missing; `size` is then required.
     pub create: bool,
+    /// When the file is mapped (fully allocated, on tmpfs), have a background thread ask the
+    /// kernel to back it with 2 MiB pages (`MADV_COLLAPSE`): fewer TLB misses when large reads
+    /// copy from it. The file's contents never change; its pages stay huge after sluice exits.
+    /// See [`FileDevice::huge_pages`].
+    pub huge_pages: bool,
 }
 
 impl Default for FileOptions {
-    /// Whole existing file, 512-byte blocks, read-write, through the page cache, not created.
+    /// Whole existing file, 512-byte blocks, read-write, through the page cache, not created,
+    /// huge pages asked for when mapped.
     fn default() -> Self {
         Self {
             size: None,
@@ -47,6 +53,7 @@ impl Default for FileOptions {
             read_only: false,
             direct: false,
             create: false,
+            huge_pages: true,
         }
     }
 }
@@ -187,7 +194,8 @@ impl FileDevice {
             file.metadata()?.blocks().saturating_mul(512) >= size_bytes
         };
         let mapped = if memory_backed && !options.direct && file_type.is_file() && fully_allocated {
-            mapping::MappedFile::map(&file, size_bytes, !options.read_only).ok()
+            let huge_pages = options.huge_pages.then(|| path.display().to_string());
+            mapping::MappedFile::map(&file, size_bytes, !options.read_only, huge_pages).ok()
         } else {
             None
         };
@@ -207,6 +215,14 @@ impl FileDevice {
     /// The path this device was opened from.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// How far backing the mapped file with 2 MiB pages has come ([`FileOptions::huge_pages`]);
+    /// `None` when the file is not mapped or huge pages were not asked for.
+    pub fn huge_pages(&self) -> Option<HugePageStatus> {
+        self.mapped
+            .as_ref()
+            .and_then(mapping::MappedFile::huge_pages)
     }
 
     /// Whether the file lives on a RAM filesystem (tmpfs or ramfs).
@@ -455,9 +471,11 @@ impl AlignedBuf {
 }
 
 mod crc_table;
+mod huge_pages;
 mod mapping;
 
 pub use crc_table::cached_crc32c;
+pub use huge_pages::HugePageStatus;
 
 #[cfg(test)]
 mod tests;

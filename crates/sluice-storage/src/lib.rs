@@ -35,7 +35,7 @@ mod null;
 #[cfg(test)]
 mod conformance;
 
-pub use file::{cached_crc32c, FileDevice, FileOptions};
+pub use file::{cached_crc32c, FileDevice, FileOptions, HugePageStatus};
 pub use memory::MemoryDevice;
 pub use null::NullDevice;
 

@@ -93,6 +93,8 @@ pub enum Backend {
         size: Option<u64>,
         /// Open with O_DIRECT.
         direct: bool,
+        /// Back a mapped tmpfs file with 2 MiB pages (see `sluice_storage::FileOptions`).
+        huge_pages: bool,
     },
     /// Discards writes, reads zeros: for protocol benchmarks.
     Null {

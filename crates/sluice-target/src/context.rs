@@ -88,13 +88,19 @@ fn open_backend(l: &LunDef) -> io::Result<Arc<dyn BlockDevice>> {
     Ok(match &l.backend {
         Backend::Memory { size } => Arc::new(MemoryDevice::new(bs, size / u64::from(bs))),
         Backend::Null { size } => Arc::new(NullDevice::new(bs, size / u64::from(bs))),
-        Backend::File { path, size, direct } => {
+        Backend::File {
+            path,
+            size,
+            direct,
+            huge_pages,
+        } => {
             let options = FileOptions {
                 size: *size,
                 block_size: bs,
                 read_only: l.read_only,
                 direct: *direct,
                 create: size.is_some(),
+                huge_pages: *huge_pages,
             };
             let dev = FileDevice::open(path, options).map_err(|e| {
                 io::Error::other(format!("LUN {}: {}: {e}", l.number, path.display()))

@@ -177,6 +177,7 @@ mod tests {
             read_only: false,
             direct: false,
             create: false,
+            huge_pages: false,
         };
         let dev = FileDevice::open(&path, options).unwrap();
         let all = dev.read_shared(0, len).expect("mapped").unwrap();

@@ -16,6 +16,8 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 
+use super::huge_pages::{Collapser, HugePageStatus, HUGE_PAGE};
+
 /// Writers lock the stripe of every [`STRIPE_BYTES`] window they copy into, so two writes never
 /// copy into the same bytes at once.
 const STRIPE_BYTES: usize = 1 << 20;
@@ -70,6 +72,8 @@ pub(super) struct MappedFile {
     stripes: Box<[Mutex<()>]>,
     /// Its entry in the registry of per-chunk CRCs (see `crc_table`).
     crcs: std::sync::Arc<super::crc_table::Shared>,
+    /// The background collapse into huge pages, when asked for; stopped on drop.
+    collapser: Option<Collapser>,
 }
 
 // SAFETY: `write_ptr` points into the mapping that `bytes` keeps alive; it is only used in
@@ -81,8 +85,15 @@ unsafe impl Sync for MappedFile {}
 impl MappedFile {
     /// Maps the first `len` bytes of `file` (which must be at least that long and fully
     /// allocated: the mapping is populated at once), writable when `writable` (the file must
-    /// then be open for writing).
-    pub(super) fn map(file: &File, len: u64, writable: bool) -> io::Result<Self> {
+    /// then be open for writing). The mapping starts on a 2 MiB boundary, so huge pages of the
+    /// file can be mapped whole; with `huge_pages`, a background thread asks the kernel to
+    /// back the file with them (see `huge_pages`), and `name` labels its log line.
+    pub(super) fn map(
+        file: &File,
+        len: u64,
+        writable: bool,
+        huge_pages: Option<String>,
+    ) -> io::Result<Self> {
         let len = usize::try_from(len)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file too large to map"))?;
         if len == 0 || file.metadata()?.len() < len as u64 {
@@ -96,28 +107,21 @@ impl MappedFile {
         } else {
             libc::PROT_READ
         };
-        // SAFETY: a fresh mapping chosen by the kernel (addr NULL) of a valid open descriptor;
-        // the result is checked against MAP_FAILED before use.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                prot,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or_else(io::Error::last_os_error)?;
+        let ptr = map_aligned(file, len, prot)?;
+        let bytes = Bytes::from_owner(Mapping { ptr, len });
+        let collapser = huge_pages.and_then(|name| Collapser::start(bytes.clone(), name));
         Ok(Self {
-            bytes: Bytes::from_owner(Mapping { ptr, len }),
+            bytes,
             write_ptr: writable.then_some(ptr),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             crcs: super::crc_table::Shared::register(ptr.as_ptr().addr(), len),
+            collapser,
         })
+    }
+
+    /// How far backing the file with huge pages has come, if it was asked for.
+    pub(super) fn huge_pages(&self) -> Option<HugePageStatus> {
+        self.collapser.as_ref().map(Collapser::status)
     }
 
     /// The mapped bytes (a cheap handle; `slice` it for a range).
@@ -164,6 +168,75 @@ impl MappedFile {
     }
 }
 
+/// Maps `len` bytes of `file` from offset 0, shared and populated, at an address aligned to
+/// [`HUGE_PAGE`]: a huge page of the file can only be mapped by one page-table entry when the
+/// virtual address and the file offset agree modulo 2 MiB, and the kernel aligns tmpfs
+/// mappings only on mounts with huge pages enabled. Falls back to wherever the kernel puts it
+/// if the aligned reservation fails.
+fn map_aligned(file: &File, len: usize, prot: libc::c_int) -> io::Result<NonNull<u8>> {
+    let flags = libc::MAP_SHARED | libc::MAP_POPULATE;
+    let reserve = len.checked_add(HUGE_PAGE);
+    // SAFETY: an anonymous PROT_NONE reservation at an address of the kernel's choosing; it
+    // is checked against MAP_FAILED and is only ever replaced or unmapped below.
+    let base = reserve.map_or(libc::MAP_FAILED, |reserve| unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            reserve,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    });
+    let ptr = if base == libc::MAP_FAILED {
+        // SAFETY: a fresh mapping chosen by the kernel (addr NULL) of a valid open
+        // descriptor; checked against MAP_FAILED below.
+        unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, file.as_raw_fd(), 0) }
+    } else {
+        let reserve = len + HUGE_PAGE;
+        let start = base.addr();
+        let aligned = start.next_multiple_of(HUGE_PAGE);
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+        let end = aligned + len.next_multiple_of(page);
+        // SAFETY: [aligned, aligned + len) lies inside the reservation (aligned - start <
+        // HUGE_PAGE), which this function owns, so MAP_FIXED replaces only our own PROT_NONE
+        // pages. The unmapped head [start, aligned) and tail [end, start + reserve) are the
+        // reservation's leftovers, page aligned (mmap results and `end` are), and nothing
+        // else refers to them.
+        unsafe {
+            let at = base.cast::<u8>().add(aligned - start);
+            let mapped = libc::mmap(
+                at.cast(),
+                len,
+                prot,
+                flags | libc::MAP_FIXED,
+                file.as_raw_fd(),
+                0,
+            );
+            let error = io::Error::last_os_error();
+            if aligned > start {
+                libc::munmap(base, aligned - start);
+            }
+            if start + reserve > end {
+                libc::munmap(
+                    base.cast::<u8>().add(end - start).cast(),
+                    start + reserve - end,
+                );
+            }
+            if mapped == libc::MAP_FAILED {
+                libc::munmap(at.cast(), end - aligned);
+                return Err(error);
+            }
+            mapped
+        }
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    NonNull::new(ptr.cast::<u8>()).ok_or_else(io::Error::last_os_error)
+}
+
 impl std::fmt::Debug for MappedFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -196,7 +269,7 @@ mod tests {
         use std::os::unix::fs::FileExt;
         let len = 3 * STRIPE_BYTES;
         let (_dir, file) = shm_file(len);
-        let m = MappedFile::map(&file, len as u64, true).unwrap();
+        let m = MappedFile::map(&file, len as u64, true, None).unwrap();
         // Across a stripe boundary.
         let data: Vec<u8> = (0..10_000).map(|i| (i % 251) as u8).collect();
         assert!(m.write((STRIPE_BYTES - 4000) as u64, &data));
@@ -207,7 +280,7 @@ mod tests {
         assert_eq!(&m.bytes()[STRIPE_BYTES - 4000..][..10_000], &data[..]);
         assert!(!m.write((len - 10) as u64, &data), "past the end");
         assert!(!m.write(u64::MAX, &data));
-        let ro = MappedFile::map(&file, len as u64, false).unwrap();
+        let ro = MappedFile::map(&file, len as u64, false, None).unwrap();
         assert!(!ro.write(0, &data), "read-only mapping");
     }
 
@@ -217,7 +290,7 @@ mod tests {
     fn concurrent_writes_within_a_stripe_are_not_torn() {
         let len = 2 * STRIPE_BYTES;
         let (_dir, file) = shm_file(len);
-        let m = MappedFile::map(&file, len as u64, true).unwrap();
+        let m = MappedFile::map(&file, len as u64, true, None).unwrap();
         std::thread::scope(|s| {
             for w in 1..=4u8 {
                 let m = &m;
