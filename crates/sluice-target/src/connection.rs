@@ -219,6 +219,12 @@ impl Reader {
         }
     }
 
+    /// Whether the buffer already holds the whole next PDU, so [`next`](Self::next) needs no
+    /// read (or fails at once on a malformed header).
+    pub(crate) fn has_complete_pdu(&self) -> bool {
+        self.buf.len() >= sluice_proto::pdu::BHS_LEN && self.framer.bytes_needed(&self.buf) == 0
+    }
+
     /// The next PDU (or a rejectable error), reading from the socket as needed.
     pub(crate) async fn next(&mut self) -> Result<Incoming, ReadEnd> {
         loop {

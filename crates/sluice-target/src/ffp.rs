@@ -29,6 +29,10 @@ use crate::outbox::Outbox;
 use crate::scsi_exec::Execution;
 use crate::sessions::SessionGuard;
 
+/// Answers queued below this many bytes wait for the rest of a batch of buffered commands
+/// (see the end of `FullFeature::run`); above it they are written at once.
+const WRITE_BATCH_BYTES: usize = 64 * 1024;
+
 /// Why full feature phase ended.
 #[derive(Debug)]
 pub(crate) enum End {
@@ -218,6 +222,13 @@ impl<'a> FullFeature<'a> {
             };
             if let Flow::Stop(end) = flow {
                 return end;
+            }
+            // While the next command is already buffered, its answer can join this one's in a
+            // single writev: a batch of commands read at once is answered with one syscall and
+            // one TCP push, not one per command. A large queue goes out at once regardless,
+            // so big reads keep streaming.
+            if reader.has_complete_pdu() && self.outbox.queued_bytes() < WRITE_BATCH_BYTES {
+                continue;
             }
             if let Err(e) = self.outbox.write_now() {
                 debug!(error = %e, "write failed");

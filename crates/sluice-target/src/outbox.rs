@@ -117,6 +117,11 @@ impl Outbox {
         !self.queue.is_empty()
     }
 
+    /// Bytes waiting to be written.
+    pub(crate) fn queued_bytes(&self) -> usize {
+        self.queued_bytes
+    }
+
     /// Whether so much waits that reading should pause.
     pub(crate) fn congested(&self) -> bool {
         self.queued_bytes > MAX_QUEUED_BYTES
