@@ -60,10 +60,9 @@ impl Subject {
         let options = FileOptions {
             size: Some(u64::from(block_size) * num_blocks),
             block_size,
-            read_only: false,
             direct,
             create: true,
-            huge_pages: true,
+            ..FileOptions::default()
         };
         let dev = Box::new(FileDevice::open(dir.path().join("lun.img"), options).unwrap());
         Self {

@@ -26,18 +26,6 @@ static ZEROS: [u8; CHUNK_BYTES] = [0; CHUNK_BYTES];
 /// the bytes it was served.
 type Chunk = Option<Arc<[u8]>>;
 
-/// A read handed out without a copy: a range of a chunk it keeps alive.
-struct ChunkSlice {
-    chunk: Arc<[u8]>,
-    range: std::ops::Range<usize>,
-}
-
-impl AsRef<[u8]> for ChunkSlice {
-    fn as_ref(&self) -> &[u8] {
-        &self.chunk[self.range.clone()]
-    }
-}
-
 /// A RAM disk whose memory is committed only for chunks that have been written.
 ///
 /// The device is cut into 1 MiB chunks, each behind its own [`RwLock`]. A chunk
@@ -193,13 +181,10 @@ impl BlockDevice for MemoryDevice {
         if len < SHARED_READ_MIN || in_chunk + len > CHUNK_BYTES {
             return None;
         }
-        let range = in_chunk..in_chunk + len;
         Some(Ok(
             match &*self.read_chunk((offset / CHUNK_BYTES as u64) as usize) {
-                Some(chunk) => Bytes::from_owner(ChunkSlice {
-                    chunk: Arc::clone(chunk),
-                    range,
-                }),
+                // The Bytes keeps the chunk alive (and so unwritten in place).
+                Some(chunk) => Bytes::from_owner(Arc::clone(chunk)).slice(in_chunk..in_chunk + len),
                 None => Bytes::from_static(&ZEROS[..len]),
             },
         ))

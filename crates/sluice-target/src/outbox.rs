@@ -243,11 +243,8 @@ mod tests {
         std::fs::write(&path, bytes).unwrap();
         let options = FileOptions {
             size: Some(len as u64),
-            block_size: 512,
-            read_only: false,
-            direct: false,
-            create: false,
             huge_pages: false,
+            ..FileOptions::default()
         };
         let dev = FileDevice::open(&path, options).unwrap();
         let all = dev.read_shared(0, len).expect("mapped").unwrap();

@@ -3,12 +3,12 @@
 //! A 1 MiB read of a mapped LUN is one copy, page cache to socket, and that copy streams from
 //! memory rather than cache; with 4 KiB pages it also takes a TLB miss every 4 KiB. Asking
 //! the kernel to collapse the file's pages into transparent huge pages (`MADV_COLLAPSE`,
-//! Linux 6.1) made 1 MiB reads about 6 % faster on the development machine
+//! Linux 6.1) made 1 MiB reads 6 to 9 % faster on the development machine
 //! (docs/performance.md). `MADV_COLLAPSE` works on tmpfs even when the mount says
 //! `huge=never` (only `shmem_enabled=deny` refuses it); it changes how the file's pages are
 //! held, never their contents, and the file keeps its huge pages after sluice exits.
 //!
-//! Collapsing copies each 2 MiB window once (about 2.8 s of CPU per GiB here), so a thread of
+//! Collapsing copies each 2 MiB window once (about 1 to 3 s of CPU per GiB here), so a thread of
 //! its own does it at the lowest priority (nice 19), one window at a time, while the LUN is
 //! already being served: an access to a window being collapsed just waits for the kernel to
 //! finish it. Only fully allocated files are mapped, so collapsing allocates no new memory

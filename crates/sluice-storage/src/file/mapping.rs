@@ -171,14 +171,16 @@ impl MappedFile {
 /// Maps `len` bytes of `file` from offset 0, shared and populated, at an address aligned to
 /// [`HUGE_PAGE`]: a huge page of the file can only be mapped by one page-table entry when the
 /// virtual address and the file offset agree modulo 2 MiB, and the kernel aligns tmpfs
-/// mappings only on mounts with huge pages enabled. Falls back to wherever the kernel puts it
-/// if the aligned reservation fails.
+/// mappings only on mounts with huge pages enabled. The address range is first reserved
+/// (`PROT_NONE`, no memory committed), then the file is mapped over its aligned part.
 fn map_aligned(file: &File, len: usize, prot: libc::c_int) -> io::Result<NonNull<u8>> {
     let flags = libc::MAP_SHARED | libc::MAP_POPULATE;
-    let reserve = len.checked_add(HUGE_PAGE);
+    let reserve = len
+        .checked_add(HUGE_PAGE)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "file too large to map"))?;
     // SAFETY: an anonymous PROT_NONE reservation at an address of the kernel's choosing; it
     // is checked against MAP_FAILED and is only ever replaced or unmapped below.
-    let base = reserve.map_or(libc::MAP_FAILED, |reserve| unsafe {
+    let base = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
             reserve,
@@ -187,13 +189,11 @@ fn map_aligned(file: &File, len: usize, prot: libc::c_int) -> io::Result<NonNull
             -1,
             0,
         )
-    });
-    let ptr = if base == libc::MAP_FAILED {
-        // SAFETY: a fresh mapping chosen by the kernel (addr NULL) of a valid open
-        // descriptor; checked against MAP_FAILED below.
-        unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, file.as_raw_fd(), 0) }
-    } else {
-        let reserve = len + HUGE_PAGE;
+    };
+    if base == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    let ptr = {
         let start = base.addr();
         let aligned = start.next_multiple_of(HUGE_PAGE);
         // SAFETY: sysconf has no preconditions.
@@ -231,9 +231,6 @@ fn map_aligned(file: &File, len: usize, prot: libc::c_int) -> io::Result<NonNull
             mapped
         }
     };
-    if ptr == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
     NonNull::new(ptr.cast::<u8>()).ok_or_else(io::Error::last_os_error)
 }
 
