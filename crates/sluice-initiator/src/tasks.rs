@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use sluice_proto::params::SessionParams;
-use sluice_proto::pdu::{DataIn, DataOut, Pdu, R2t, ScsiCommand, ScsiResponse};
+use sluice_proto::pdu::{Cdb, DataIn, DataOut, Pdu, R2t, ScsiCommand, ScsiResponse};
 use sluice_proto::seq::{Itt, Lun, SeqNum};
 use sluice_proto::task::initiator::{
     InitiatorRead, InitiatorWrite, Placement, ReadProgress, TaskStatus,
@@ -63,11 +63,6 @@ impl Task {
     ) -> Self {
         let cmd = &pending.cmd;
         let lun = Lun::from_number(cmd.lun);
-        let mut cdb = cmd.cdb.to_vec();
-        // The BHS CDB field is 16 bytes; shorter CDBs are zero-padded (section 11.3.5).
-        if cdb.len() < 16 {
-            cdb.resize(16, 0);
-        }
         let mut stats = CommandStats {
             attempts: pending.attempts,
             ..CommandStats::default()
@@ -83,7 +78,8 @@ impl Task {
             expected_data_transfer_length: cmd.edtl(),
             cmd_sn,
             exp_stat_sn: SeqNum(0),
-            cdb: Bytes::from(cdb),
+            // The BHS CDB field is 16 bytes; shorter CDBs are zero-padded (section 11.3.5).
+            cdb: Cdb::new(&cmd.cdb),
             bidi_read_length: None,
             data: Bytes::new(),
         };

@@ -5,6 +5,11 @@
 use std::borrow::Cow;
 
 use bytes::Bytes;
+use smallvec::SmallVec;
+
+/// The slices of one command's Data-Out: a few inline (most writes arrive in one to four
+/// segments), so handing them to the device allocates nothing.
+pub type Slices<'a> = SmallVec<[&'a [u8]; 4]>;
 
 /// A command's Data-Out: contiguous, or segments that follow one another.
 #[derive(Clone, Copy, Debug)]
@@ -69,8 +74,8 @@ impl<'a> DataOut<'a> {
     }
 
     /// The first `len` bytes (all, if fewer) as slices in order, none of them empty: no copy.
-    pub fn slices(&self, len: usize) -> Vec<&'a [u8]> {
-        let mut out = Vec::new();
+    pub fn slices(&self, len: usize) -> Slices<'a> {
+        let mut out = Slices::new();
         let mut left = len;
         let mut push = |piece: &'a [u8]| {
             let take = left.min(piece.len());
@@ -116,9 +121,12 @@ mod tests {
     fn slices_cut_at_the_length_and_skip_empty_pieces() {
         let s = segs();
         let d = DataOut::from(&s[..]);
-        assert_eq!(d.slices(5), vec![&b"abc"[..], &b"de"[..]]);
+        assert_eq!(d.slices(5).to_vec(), vec![&b"abc"[..], &b"de"[..]]);
         assert_eq!(d.slices(8).concat(), b"abcdefgh");
-        assert_eq!(d.slices(0), Vec::<&[u8]>::new());
-        assert_eq!(DataOut::from(&b"xyz"[..]).slices(9), vec![&b"xyz"[..]]);
+        assert!(d.slices(0).is_empty());
+        assert_eq!(
+            DataOut::from(&b"xyz"[..]).slices(9).to_vec(),
+            vec![&b"xyz"[..]]
+        );
     }
 }

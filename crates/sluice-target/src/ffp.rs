@@ -33,6 +33,10 @@ use crate::sessions::SessionGuard;
 /// (see the end of `FullFeature::run`); above it they are written at once.
 const WRITE_BATCH_BYTES: usize = 64 * 1024;
 
+/// Room given to the recycled Data-In buffer when a read up to this size finds too little
+/// spare capacity in it (see `execute`).
+const DATA_IN_REFILL: usize = 64 * 1024;
+
 /// Why full feature phase ended.
 #[derive(Debug)]
 pub(crate) enum End {
@@ -448,7 +452,14 @@ impl<'a> FullFeature<'a> {
             return Flow::Continue;
         };
         let blocking = target.blocking_luns.contains(&exec.lun.0);
-        let buf = std::mem::take(&mut self.data_in_buf);
+        let mut buf = std::mem::take(&mut self.data_in_buf);
+        let want = exec.data_in_len();
+        if want > 0 && want <= DATA_IN_REFILL && buf.capacity() < want {
+            // Data built in the buffer leaves as slices of it; give it room for many small
+            // answers at once, so that refilling (one allocation, and one more when the first
+            // slice is shared) happens once per 64 KiB rather than once per command.
+            buf = BytesMut::with_capacity(DATA_IN_REFILL);
+        }
         let (result, data_in) = if blocking {
             let scsi = Arc::clone(&target.scsi);
             let nexus = self.nexus;

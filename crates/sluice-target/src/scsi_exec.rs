@@ -2,7 +2,7 @@
 //! the residuals of RFC 7143 section 11.4.5.
 
 use bytes::{Bytes, BytesMut};
-use sluice_proto::pdu::{Pdu, ScsiCommand};
+use sluice_proto::pdu::{Cdb, Pdu, ScsiCommand};
 use sluice_proto::seq::{Itt, Lun};
 use sluice_proto::task::target_read::DataInSequence;
 use sluice_proto::task::target_write::{TargetWrite, WriteData};
@@ -17,7 +17,7 @@ use crate::ffp::FullFeature;
 pub(crate) struct Execution {
     pub itt: Itt,
     pub lun: Lun,
-    cdb: Bytes,
+    cdb: Cdb,
     /// The Data-Out as it arrived (the PDUs' segments when in order: no copy).
     data_out: WriteData,
     /// The initiator's Expected Data Transfer Length.
@@ -38,6 +38,15 @@ impl Execution {
             edtl: cmd.expected_data_transfer_length,
             read: cmd.read,
             transfer,
+        }
+    }
+
+    /// How many bytes of Data-In the initiator expects (0 for commands without a read).
+    pub(crate) fn data_in_len(&self) -> usize {
+        if self.read {
+            self.edtl as usize
+        } else {
+            0
         }
     }
 

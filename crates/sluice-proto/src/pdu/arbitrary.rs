@@ -10,7 +10,7 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 
 use super::types::*;
-use super::{Pdu, MAX_CDB_LEN};
+use super::{Cdb, Pdu, MAX_CDB_LEN};
 use crate::seq::{Isid, Itt, Lun, SeqNum, Tsih, Ttt};
 
 /// Any PDU of any opcode, both directions.
@@ -43,8 +43,8 @@ pub fn data() -> impl Strategy<Value = Bytes> {
 }
 
 /// A CDB of 16 to 260 bytes (the Extended CDB AHS is used above 16).
-pub fn cdb() -> impl Strategy<Value = Bytes> {
-    vec(any::<u8>(), 16..=260.min(MAX_CDB_LEN)).prop_map(Bytes::from)
+pub fn cdb() -> impl Strategy<Value = Cdb> {
+    vec(any::<u8>(), 16..=260.min(MAX_CDB_LEN)).prop_map(Cdb::from)
 }
 
 /// Any serial number.

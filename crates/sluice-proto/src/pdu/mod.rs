@@ -5,6 +5,7 @@
 #[cfg(any(test, feature = "proptest"))]
 pub mod arbitrary;
 pub mod bhs;
+mod cdb;
 pub mod codes;
 mod emit;
 mod parse;
@@ -13,6 +14,7 @@ mod tests;
 pub mod types;
 
 pub use bhs::{Bhs, BHS_LEN, MAX_DATA_SEGMENT_LEN};
+pub use cdb::{Cdb, BHS_CDB_LEN};
 pub use emit::MAX_CDB_LEN;
 pub use parse::{ahs_type, ParseError};
 pub use types::*;

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use super::bhs::{bits, field, Bhs, BHS_LEN};
 use super::codes::reject;
 use super::types::*;
-use super::Pdu;
+use super::{Cdb, Pdu};
 use crate::seq::{Itt, SeqNum};
 
 /// Why a header (with its AHS and data segment) is not a valid PDU.
@@ -322,9 +322,6 @@ fn parse_scsi_command(
 ) -> Result<ScsiCommand, ParseError> {
     let f = h.flags();
     let (ext_cdb, bidi_read_length) = parse_ahs(ahs)?;
-    let mut cdb = Vec::with_capacity(16 + ext_cdb.len());
-    cdb.extend_from_slice(h.cdb());
-    cdb.extend_from_slice(ext_cdb);
     Ok(ScsiCommand {
         immediate: h.is_immediate(),
         final_bit: h.is_final(),
@@ -336,7 +333,7 @@ fn parse_scsi_command(
         expected_data_transfer_length: h.expected_data_transfer_length(),
         cmd_sn: h.cmd_sn(),
         exp_stat_sn: h.exp_stat_sn(),
-        cdb: Bytes::from(cdb),
+        cdb: Cdb::from_parts(h.cdb(), ext_cdb),
         bidi_read_length,
         data,
     })

@@ -70,7 +70,7 @@ fn scsi_read10_vector() {
         expected_data_transfer_length: 4096,
         cmd_sn: SeqNum(5),
         exp_stat_sn: SeqNum(3),
-        cdb: Bytes::from(cdb),
+        cdb: Cdb::from(cdb),
         bidi_read_length: None,
         data: Bytes::new(),
     });
@@ -94,7 +94,7 @@ fn scsi_command_with_32_byte_cdb_uses_extended_cdb_ahs() {
         expected_data_transfer_length: 0,
         cmd_sn: SeqNum(9),
         exp_stat_sn: SeqNum(9),
-        cdb: Bytes::from(cdb),
+        cdb: Cdb::from(cdb),
         bidi_read_length: Some(0x200),
         data: Bytes::new(),
     });

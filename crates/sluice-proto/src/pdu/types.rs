@@ -7,6 +7,7 @@
 
 use bytes::Bytes;
 
+use super::Cdb;
 use crate::seq::{Isid, Itt, Lun, SeqNum, Tsih, Ttt};
 
 /// Login stages (CSG/NSG, RFC 7143 section 11.12.3).
@@ -148,7 +149,7 @@ pub struct ScsiCommand {
     pub exp_stat_sn: SeqNum,
     /// The whole CDB: the 16 bytes of the BHS field, followed by the rest from an Extended CDB
     /// AHS when the CDB is longer than 16 bytes. Always at least 16 bytes long.
-    pub cdb: Bytes,
+    pub cdb: Cdb,
     /// Expected Bidirectional Read Data Length AHS (type 2), when present.
     pub bidi_read_length: Option<u32>,
     /// Immediate data.

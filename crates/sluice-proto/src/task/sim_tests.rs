@@ -10,7 +10,7 @@ use super::target_read::DataInSequence;
 use super::target_write::{TargetWrite, WriteProgress};
 use super::{Residual, SequentialTtts, STATUS_CHECK_CONDITION, STATUS_GOOD};
 use crate::params::SessionParams;
-use crate::pdu::{DataOut, R2t, ScsiCommand, TaskAttr};
+use crate::pdu::{Cdb, DataOut, R2t, ScsiCommand, TaskAttr};
 use crate::seq::{Itt, Lun, SeqNum};
 
 /// What a simulated write moved, per data sequence.
@@ -55,7 +55,7 @@ fn run_write(params: &SessionParams, data: &Bytes, mut seed: u64) -> WriteRun {
         expected_data_transfer_length: initiator.edtl(),
         cmd_sn: SeqNum(1),
         exp_stat_sn: SeqNum(1),
-        cdb: Bytes::from_static(&[0; 16]),
+        cdb: Cdb::default(),
         bidi_read_length: None,
         data: initiator.immediate_data(),
     };

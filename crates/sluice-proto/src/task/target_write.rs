@@ -13,6 +13,7 @@
 //! 5. On `Err(e)` do what `e.action()` says and drop the task.
 
 use bytes::{Bytes, BytesMut};
+use smallvec::{smallvec, SmallVec};
 
 use super::coverage::{Coverage, Insert};
 use super::{scsi_response, Residual, TaskCounters, TaskError, TttAllocator};
@@ -22,8 +23,10 @@ use crate::seq::{Itt, Lun, Ttt};
 
 /// In-order data segments at least this long are kept as they arrived (a slice of the
 /// driver's receive buffer); shorter ones are copied into their own small buffer, so that a
-/// few bytes cannot keep a whole receive buffer alive (an initiator sending tiny Data-Out PDUs
-/// would otherwise pin far more memory than its writes carry).
+/// few bytes cannot keep a whole receive buffer alive while the write waits for the rest (an
+/// initiator sending tiny Data-Out PDUs would otherwise pin far more memory than its writes
+/// carry). Immediate data that completes its write is never copied: the write runs at once,
+/// so the slice is not held for longer than the command.
 pub const ZERO_COPY_MIN: usize = 16 * 1024;
 
 /// Most segments one write keeps; past that its data is gathered into one buffer (bounds the
@@ -45,8 +48,12 @@ pub enum WriteProgress {
 /// they came in order, otherwise one gathered buffer.
 #[derive(Clone, Default)]
 pub struct WriteData {
-    segments: Vec<Bytes>,
+    segments: Segments,
 }
+
+/// Data segments of one write, the first few inline: most writes arrive in one to four
+/// segments, and keeping them needs no allocation.
+type Segments = SmallVec<[Bytes; 4]>;
 
 impl WriteData {
     /// The pieces, back to back from offset 0; none is empty.
@@ -102,9 +109,9 @@ impl std::fmt::Debug for WriteData {
 impl From<&[u8]> for WriteData {
     fn from(data: &[u8]) -> Self {
         let segments = if data.is_empty() {
-            Vec::new()
+            Segments::new()
         } else {
-            vec![Bytes::copy_from_slice(data)]
+            smallvec![Bytes::copy_from_slice(data)]
         };
         Self { segments }
     }
@@ -158,7 +165,7 @@ pub struct TargetWrite {
     residual: Residual,
     params: SessionParams,
     /// In-order data so far: segments covering `0..segments_len`, no copy.
-    segments: Vec<Bytes>,
+    segments: Segments,
     segments_len: usize,
     /// Out-of-order data, once any arrived: everything gathered here (`segments` is empty).
     gathered: Option<BytesMut>,
@@ -197,7 +204,7 @@ impl TargetWrite {
             collect_len,
             residual: Residual::from_lengths(edtl, wanted_len),
             params: *params,
-            segments: Vec::new(),
+            segments: Segments::new(),
             segments_len: 0,
             gathered: None,
             unsolicited: None,
@@ -227,7 +234,9 @@ impl TargetWrite {
             if imm_len > params.first_burst_length {
                 return Err(TaskError::IncorrectUnsolicitedAmount);
             }
-            task.copy_in(0, &cmd.data);
+            // All the data in the command PDU: the write completes now (no pinning to fear).
+            let complete = cmd.final_bit && imm_len >= collect_len;
+            task.copy_in(0, &cmd.data, complete);
             task.counters.immediate_bytes = imm_len;
         }
         // Section 11.3.1 (F bit): F=0 announces unsolicited Data-Out; section 11.4.7.2: when
@@ -329,7 +338,7 @@ impl TargetWrite {
         }
         let burst_done = burst.is_done();
         self.counters.data_out += 1;
-        self.copy_in(offset, &pdu.data);
+        self.copy_in(offset, &pdu.data, false);
         if burst_done {
             if unsolicited {
                 self.unsolicited = None;
@@ -395,7 +404,7 @@ impl TargetWrite {
                 Some(mut buf) => {
                     // Every byte up to collect_len has arrived, so this only trims.
                     buf.resize(self.collect_len as usize, 0);
-                    vec![buf.freeze()]
+                    smallvec![buf.freeze()]
                 }
                 None => std::mem::take(&mut self.segments),
             };
@@ -406,8 +415,9 @@ impl TargetWrite {
 
     /// Takes the part of `data` at `offset` that the SCSI layer wants: kept as it is when it
     /// continues the in-order data (no copy), otherwise everything is gathered into one buffer
-    /// from then on, zero-filling a gap that later data will cover.
-    fn copy_in(&mut self, offset: u32, data: &Bytes) {
+    /// from then on, zero-filling a gap that later data will cover. Pieces shorter than
+    /// [`ZERO_COPY_MIN`] are copied unless `keep_small` (the write completes with this data).
+    fn copy_in(&mut self, offset: u32, data: &Bytes, keep_small: bool) {
         let start = offset as usize;
         let end = (start + data.len()).min(self.collect_len as usize);
         if start >= end {
@@ -418,11 +428,12 @@ impl TargetWrite {
             && self.segments.len() < MAX_SEGMENTS
         {
             let piece = data.slice(..end - start);
-            self.segments.push(if piece.len() >= ZERO_COPY_MIN {
-                piece
-            } else {
-                Bytes::copy_from_slice(&piece)
-            });
+            self.segments
+                .push(if keep_small || piece.len() >= ZERO_COPY_MIN {
+                    piece
+                } else {
+                    Bytes::copy_from_slice(&piece)
+                });
             self.segments_len = end;
             return;
         }

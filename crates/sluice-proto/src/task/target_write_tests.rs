@@ -3,7 +3,7 @@
 use bytes::Bytes;
 
 use super::*;
-use crate::pdu::TaskAttr;
+use crate::pdu::{Cdb, TaskAttr};
 use crate::seq::SeqNum;
 use crate::task::{PeerAction, SequentialTtts};
 
@@ -37,7 +37,7 @@ fn command(edtl: u32, immediate: Bytes, final_bit: bool) -> ScsiCommand {
         expected_data_transfer_length: edtl,
         cmd_sn: SeqNum(1),
         exp_stat_sn: SeqNum(1),
-        cdb: Bytes::from_static(&[0; 16]),
+        cdb: Cdb::default(),
         bidi_read_length: None,
         data: immediate,
     }
@@ -532,4 +532,46 @@ fn out_of_order_data_is_gathered_into_one_buffer() {
     };
     assert_eq!(got.segments().len(), 1);
     assert_eq!(got.to_bytes(), data);
+}
+
+#[test]
+fn small_immediate_data_is_kept_only_when_it_completes_the_write() {
+    let mut ttts = SequentialTtts::default();
+    // 512 bytes of immediate data, the whole write: it runs at once, no copy needed.
+    let data = pattern(512);
+    let (_, done) =
+        TargetWrite::new(&command(512, data.clone(), true), &params(), 512, &mut ttts).unwrap();
+    let WriteProgress::Complete(got) = done else {
+        panic!("expected completion, got {done:?}");
+    };
+    assert_eq!(got.segments().len(), 1);
+    assert_eq!(
+        got.segments()[0].as_ptr(),
+        data.as_ptr(),
+        "complete write was copied"
+    );
+
+    // The same 512 bytes starting a 4 KiB write: the task waits for more, so the piece is
+    // copied rather than pinning the buffer it arrived in.
+    let all = pattern(4096);
+    let (mut task, first) = TargetWrite::new(
+        &command(4096, all.slice(..512), true),
+        &params(),
+        4096,
+        &mut ttts,
+    )
+    .unwrap();
+    let r = r2ts(first);
+    assert_eq!(r[0].buffer_offset, 512);
+    let order: Vec<usize> = (0..r[0].desired_data_transfer_length as usize / 512).collect();
+    let done = answer_r2t(&mut task, &r[0], &all, 512, &order, &mut ttts);
+    let WriteProgress::Complete(got) = done else {
+        panic!("expected completion, got {done:?}");
+    };
+    assert_ne!(
+        got.segments()[0].as_ptr(),
+        all.as_ptr(),
+        "waiting write kept a slice"
+    );
+    assert_eq!(got.to_bytes(), all);
 }

@@ -18,7 +18,7 @@ use sluice_proto::login::{
     ChapCredential, InitiatorChap, InitiatorConfig, InitiatorLogin, InitiatorOutcome, InitiatorStep,
 };
 use sluice_proto::pdu::{
-    DataIn, DataOut, LoginRequest, LoginResponse, NopOut, Pdu, R2t, ScsiCommand, ScsiResponse,
+    Cdb, DataIn, DataOut, LoginRequest, LoginResponse, NopOut, Pdu, R2t, ScsiCommand, ScsiResponse,
     TaskAttr, TaskMgmtRequest, TaskMgmtResponse, MAX_DATA_SEGMENT_LEN,
 };
 use sluice_proto::seq::{Isid, Itt, Lun, SeqNum, Tsih, Ttt};
@@ -416,7 +416,7 @@ impl Peer {
             expected_data_transfer_length: edtl,
             cmd_sn: self.next_cmd_sn(),
             exp_stat_sn: self.exp_stat_sn,
-            cdb: Bytes::copy_from_slice(&c),
+            cdb: Cdb::new(&c),
             bidi_read_length: None,
             data: Bytes::new(),
         }
