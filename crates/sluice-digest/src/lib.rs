@@ -47,7 +47,7 @@ pub use stream::Crc32c;
 pub use wire::{from_wire, to_wire};
 
 /// The Castagnoli polynomial `0x1EDC6F41` bit-reflected, because iSCSI feeds each byte least
-/// significant bit first (RFC 3720 B.4: "Big Endian on bytes / Little Endian on bits").
+/// significant bit first (RFC 3720 §12.1: "Big Endian on bytes / Little Endian on bits").
 pub(crate) const POLY_REFLECTED: u32 = 0x82F6_3B78;
 
 /// CRC register value before any byte is processed.

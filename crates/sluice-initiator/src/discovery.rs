@@ -100,7 +100,7 @@ async fn send_targets(
             }
         };
         *exp_stat_sn = rsp.stat_sn.next();
-        // Section 11.11.1: C=1 requires F=0; the text is reassembled before parsing.
+        // Section 11.11.2: C=1 requires F=0; the text is reassembled before parsing.
         let done = rsp.final_bit && !rsp.cont;
         match assembler.push(&rsp.data, !done) {
             Err(_) => return Err(Error::Protocol("SendTargets answer too long".into())),

@@ -49,7 +49,7 @@ impl Driver {
             }
             Pdu::NopIn(nop) => {
                 // Section 11.19: a NOP-In with a real TTT asks for a NOP-Out echoing it, with
-                // the reserved ITT (section 11.18.3).
+                // the reserved ITT (section 11.18.1).
                 if nop.ttt != Ttt::RESERVED {
                     let answer = Pdu::NopOut(NopOut {
                         immediate: true,

@@ -96,7 +96,7 @@ async fn login_once(
         t.send(&Pdu::LoginRequest(req)).await?;
         let rsp = match t.recv().await? {
             Pdu::LoginResponse(r) => r,
-            // Section 6.3: only Login Responses are valid during login; a Reject here means
+            // Section 4.2.4: only Login Responses are valid during login; a Reject here means
             // the target could not parse our request.
             Pdu::Reject(r) => return Err(Error::Rejected(r.reason)),
             other => {

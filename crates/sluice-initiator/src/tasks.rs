@@ -188,7 +188,7 @@ impl Task {
         }
         let result = match &mut self.state {
             // A failed read's data does not matter. tgtd (1.0.85) sends a Data-In before a
-            // CHECK CONDITION but reports ExpDataSN 0 (section 11.4.6 wants the Data-In
+            // CHECK CONDITION but reports ExpDataSN 0 (section 11.4.8 wants the Data-In
             // count), which the strict reassembly check would call inconsistent.
             State::Read(_) if rsp.status != sluice_scsi::status::GOOD => {
                 TaskStatus::from_response(rsp).map(|s| (Bytes::new(), s))
@@ -198,7 +198,7 @@ impl Task {
                 Ok(ReadProgress::Waiting) => return Progress::Waiting,
                 Err(e) => Err(e),
             },
-            // Section 11.4.6 makes ExpDataSN the number of R2Ts sent; tgtd (1.0.85) always
+            // RFC 3720 section 10.4.8 makes ExpDataSN the number of R2Ts sent; tgtd (1.0.85) always
             // sends 0. At ErrorRecoveryLevel 0 nothing depends on it (no SNACK), so a
             // mismatch is logged and the status taken as sent.
             State::Write(w) => match w.handle_response(rsp) {

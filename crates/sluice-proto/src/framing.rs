@@ -220,7 +220,7 @@ impl Framer {
         let frame = buf.split_to(total).freeze();
         let padded_end = head_len + data_len + pad_len(data_len);
         if self.digests.data && data_len > 0 {
-            // RFC 7143 section 11.1: padding bytes covered by a CRC "are included in the CRC".
+            // RFC 7143 section 13.1: padding bytes covered by a CRC "are included in the CRC".
             let computed = crc32c(&frame[head_len..padded_end]);
             if frame.get(padded_end..total) != Some(&computed[..]) {
                 let bhs = Bhs::from_array(&header);

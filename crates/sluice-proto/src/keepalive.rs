@@ -88,7 +88,7 @@ impl Keepalive {
             return KeepaliveAction::Dead;
         }
         // Tags stay below 0x8000_0000 and never take the reserved value 0xffffffff
-        // (RFC 7143 sections 11.18.4 and 11.19.4).
+        // (RFC 7143 sections 11.18.1 and 11.19.1).
         let tag = self.next_tag;
         self.next_tag = (self.next_tag % 0x7fff_ffff) + 1;
         self.ping = Some((tag, now));

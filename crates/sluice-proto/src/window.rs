@@ -2,7 +2,7 @@
 //! allocation on the initiator.
 //!
 //! Target: each command goes through [`CommandWindow::handle_command`]; commands are delivered
-//! to the SCSI layer in CmdSN order (section 3.2.2.1: "commands ... are delivered in order"),
+//! to the SCSI layer in CmdSN order (section 4.2.2.1: "commands ... are delivered in order"),
 //! commands ahead of ExpCmdSN wait until the gap fills, and the window slides as commands
 //! complete ([`CommandWindow::complete`]). Initiator: [`CmdSnAllocator`] numbers commands and
 //! stops when the target's window is full.

@@ -142,7 +142,7 @@ impl Reader {
             rd,
             buf: BytesMut::with_capacity(8192),
             // During login only login PDUs arrive, each at most 8192 data bytes
-            // (RFC 7143 section 11.12.14 / interop rule 7).
+            // (RFC 7143 section 6.3 / interop rule 7).
             framer: Framer::new(LOGIN_SEGMENT_MAX as u32),
             busy: BusyPoll::new(),
             spin_ok: false,
@@ -339,7 +339,7 @@ async fn login_phase(
     outbox: &mut Outbox,
 ) -> Option<(Box<LoginOutcome>, Bound)> {
     let window = ctx.config.offer.queue_depth;
-    // The initial StatSN is arbitrary (RFC 7143 section 11.13.4); a random start makes stale
+    // The initial StatSN is arbitrary (RFC 7143 section 4.2.2.2); a random start makes stale
     // responses from an earlier connection easy to spot.
     let stat_sn = SeqNum(rand::random::<u32>());
     let mut login = TargetLogin::new(stat_sn, window);
@@ -361,7 +361,7 @@ async fn login_phase(
             }
         };
         let Pdu::LoginRequest(req) = pdu else {
-            // RFC 7143 section 6.3: only Login Requests are allowed before full feature
+            // RFC 7143 section 4.2.4: only Login Requests are allowed before full feature
             // phase; anything else ends the connection.
             debug!(opcode = pdu.opcode(), "non-login PDU during login; closing");
             return None;

@@ -1,4 +1,4 @@
-//! Full feature phase of one connection (RFC 7143 sections 3.2, 4, 11): command ordering,
+//! Full feature phase of one connection (RFC 7143 sections 4, 11): command ordering,
 //! SCSI commands with their data, NOP, Text, Logout and task management.
 //!
 //! Everything a connection sends is produced here, on the connection's own task, so StatSN
@@ -256,7 +256,7 @@ impl<'a> FullFeature<'a> {
         match pdu {
             Pdu::DataOut(d) => self.handle_data_out(d).await,
             Pdu::SnackRequest(_) => {
-                // ErrorRecoveryLevel 0: SNACK support is not required (RFC 7143 section 7.1.4).
+                // ErrorRecoveryLevel 0: SNACK support is not required (RFC 7143 section 11.16).
                 self.reject_pdu(reject::COMMAND_NOT_SUPPORTED, &pdu);
                 Flow::Continue
             }
@@ -273,7 +273,7 @@ impl<'a> FullFeature<'a> {
         }
     }
 
-    /// Orders commands by CmdSN (RFC 7143 section 3.2.2.1) and runs those that are due.
+    /// Orders commands by CmdSN (RFC 7143 section 4.2.2.1) and runs those that are due.
     async fn admit_command(&mut self, pdu: Pdu) -> Flow {
         let (cmd_sn, immediate) = command_numbering(&pdu);
         match self.window.handle_command(cmd_sn, immediate, pdu) {

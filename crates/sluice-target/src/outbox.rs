@@ -85,7 +85,7 @@ impl Outbox {
     }
 
     /// [`push`](Self::push) with the data segment's CRC32C already known: only the padding is
-    /// folded in (RFC 7143 section 11.1: the data digest covers data and padding).
+    /// folded in (RFC 7143 section 11.2.3: the data digest covers data and padding).
     fn push_with_data_crc(&mut self, pdu: &Pdu, data_crc: u32) {
         let header_only = Digests {
             data: false,

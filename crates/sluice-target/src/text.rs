@@ -15,7 +15,7 @@ use crate::discovery::{send_targets, Query};
 use crate::ffp::{End, Flow, FullFeature};
 
 /// A text exchange in progress: request text still arriving (C bit), or response text still
-/// to be fetched by the initiator (section 11.11.2: "the target ... sets the TTT to a value
+/// to be fetched by the initiator (section 11.11.4: "the target ... sets the TTT to a value
 /// other than 0xffffffff" while more follows).
 #[derive(Debug, Default)]
 pub(crate) struct TextState {
@@ -48,7 +48,7 @@ impl FullFeature<'_> {
         let text = match asm.push(&req.data, req.cont) {
             Ok(Some(text)) => text,
             Ok(None) => {
-                // Section 11.10.2: acknowledge each continued request with an empty response.
+                // Section 6.2: acknowledge each continued request with an empty response.
                 self.text.assembler = Some((itt, asm));
                 self.text.next_ttt = self.text.next_ttt.wrapping_add(1) & 0x7fff_ffff;
                 let ttt = Ttt(self.text.next_ttt);

@@ -45,7 +45,7 @@ impl FullFeature<'_> {
                 self.reset(ResetKind::TargetCold);
                 (tmf_response::FUNCTION_COMPLETE, Flow::Stop(End::ColdReset))
             }
-            // ErrorRecoveryLevel 0 has no task reassignment (section 11.5.1).
+            // ErrorRecoveryLevel 0 has no task reassignment (section 7.2.2).
             tmf::TASK_REASSIGN => (tmf_response::REASSIGNMENT_NOT_SUPPORTED, Flow::Continue),
             // CLEAR ACA: NACA=1 is refused, so no ACA condition ever exists to clear; and any
             // function this target does not know.

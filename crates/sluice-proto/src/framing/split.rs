@@ -138,7 +138,7 @@ impl SegmentReceiver {
         let pad = &buf[..self.pad];
         let result = match &mut self.crc {
             Some(crc) => {
-                // RFC 7143 section 11.1: the padding is covered by the data digest.
+                // RFC 7143 section 11.2.3: the padding is covered by the data digest.
                 crc.update(pad);
                 let computed = sluice_digest::to_wire(crc.finish());
                 let received = wire_digest(&buf[self.pad..trailer]);

@@ -203,7 +203,7 @@ impl InitiatorLogin {
                     .as_ref()
                     .is_some_and(|m| m.secret == chap.credential.secret)
                 {
-                    // RFC 7143 section 12.1.3: secrets must differ per direction.
+                    // RFC 7143 section 9.2.1: secrets must differ per direction.
                     return Err(LoginError::Config(
                         "the same CHAP secret for both directions",
                     ));
@@ -290,7 +290,7 @@ impl InitiatorLogin {
         self.exp_stat_sn = rsp.stat_sn.next();
         let text = match self.assembler.push(&rsp.data, rsp.cont) {
             Err(_) => return Err(Protocol("response text too long")),
-            // RFC 7143 section 11.13 (C bit): fetch the rest of the text with an empty request.
+            // RFC 7143 section 6.2 (C bit): fetch the rest of the text with an empty request.
             Ok(None) => return Ok(InitiatorStep::Send(self.request(Vec::new(), None))),
             Ok(Some(text)) => text,
         };
@@ -401,7 +401,7 @@ impl InitiatorLogin {
                 out.push(("CHAP_R".into(), encode_hex(&response)));
                 if chap.mutual.is_some() {
                     let mut ours = ChapChallenge::issue(alg, alg.digest_len(), random);
-                    // RFC 7143 section 12.1.3: never reuse the responder's challenge.
+                    // RFC 7143 section 9.2.1: never reuse the responder's challenge.
                     if ours.challenge == challenge {
                         if let Some(b) = ours.challenge.first_mut() {
                             *b ^= 0xff;

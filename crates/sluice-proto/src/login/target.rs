@@ -195,8 +195,8 @@ impl TargetLogin {
             None
         };
         if let State::Active(s) = &self.state {
-            // Section 6.3 / 11.12.5: ISID, TSIH and CID do not change within a login, and the
-            // current stage is the one the last response moved to (no going back).
+            // Section 6.3 / 11.12.6 / 11.12.7: ISID, TSIH and CID do not change within a login,
+            // and the current stage is the one the last response moved to (no going back).
             // While a long response is being fetched, the stage is still the one it answers.
             let b = &s.binding;
             let stage = match &self.outgoing_end {
@@ -207,7 +207,7 @@ impl TargetLogin {
                 return Err(LoginStatus::INITIATOR_ERROR);
             }
         }
-        // RFC 7143 section 11.13 (C bit): the rest of a response sent with the C bit is fetched with
+        // RFC 7143 section 6.2 (C bit): the rest of a response sent with the C bit is fetched with
         // empty Login Requests.
         if !self.outgoing.is_empty() {
             if !req.data.is_empty() || req.cont {

@@ -30,7 +30,7 @@ fn operational_pairs(pairs: &[(String, String)]) -> Pairs {
 }
 
 impl Session {
-    /// Identity keys: accepted in the first request only (RFC 7143 section 6.2: redeclaring is
+    /// Identity keys: accepted in the first request only (RFC 7143 section 6.3: redeclaring is
     /// an initiator error); the first response carries TargetPortalGroupTag and TargetAlias.
     pub(super) fn identity_extras(
         &mut self,
@@ -163,14 +163,14 @@ impl Session {
                 let id = parse_identifier(id).map_err(|_| LoginStatus::AUTH_FAILURE)?;
                 let their_challenge =
                     decode_binary(their_challenge).map_err(|_| LoginStatus::AUTH_FAILURE)?;
-                // Section 12.1.3: "Originators MUST NOT reuse the CHAP challenge sent by the
+                // Section 9.2.1: "Originators MUST NOT reuse the CHAP challenge sent by the
                 // Responder for the other direction of a bidirectional authentication.
                 // Responders MUST check for this condition and close the iSCSI TCP connection
                 // if it occurs."
                 if their_challenge == challenge.challenge {
                     return Err(LoginStatus::AUTH_FAILURE);
                 }
-                // Section 12.1.3: "Any CHAP secret used for initiator authentication MUST NOT
+                // Section 9.2.1: "Any CHAP secret used for initiator authentication MUST NOT
                 // be configured for authentication of any target".
                 if mutual.secret == chap.initiator.secret {
                     return Err(LoginStatus::AUTH_FAILURE);

@@ -1,6 +1,6 @@
 //! Typed PDU to bytes: [`Pdu::emit_header`] and the per-PDU helpers (opcode, ITT, data).
 //!
-//! RFC 7143 section 11.2: reserved fields are set to zero by the sender, which is what starting
+//! RFC 7143 section 11: reserved fields are set to zero by the sender, which is what starting
 //! from [`Bhs::zeroed`] gives. Emission never fails and never panics: values wider than
 //! their wire field are truncated to it (see [`MAX_CDB_LEN`] and
 //! [`MAX_DATA_SEGMENT_LEN`]); producing such a value is a bug in the caller, not a peer error.
@@ -22,7 +22,7 @@ pub const MAX_CDB_LEN: usize = 16 + 255 * 4 - 4;
 static EMPTY: Bytes = Bytes::new();
 
 impl Pdu {
-    /// The opcode (RFC 7143 section 11.1.1), without the I bit.
+    /// The opcode (RFC 7143 section 11.2.1.2), without the I bit.
     pub fn opcode(&self) -> u8 {
         match self {
             Pdu::NopOut(_) => opcode::NOP_OUT,

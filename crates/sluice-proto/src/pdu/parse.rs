@@ -1,6 +1,6 @@
 //! Bytes to typed PDU: [`Pdu::parse`] (RFC 7143 section 11).
 //!
-//! RFC 7143 section 11.2: reserved fields are zero when sent and ignored when received, so
+//! RFC 7143 section 11: reserved fields are zero when sent and ignored when received, so
 //! nothing here looks at them. A data segment on a PDU that carries none (R2T,
 //! TMF, Logout, SNACK) is ignored too: the framer has already consumed it. Only the SCSI Command
 //! defines AHSs (section 11.2.2); on other opcodes the AHS bytes are ignored likewise.

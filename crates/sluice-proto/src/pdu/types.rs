@@ -1,7 +1,7 @@
 //! Typed PDU values: one struct per PDU of RFC 7143 section 11.
 //!
 //! These hold only values the wire can carry; reserved fields are not represented (they are
-//! emitted as zero and ignored on parse, RFC 7143 section 11.2: "Reserved fields ... MUST be set
+//! emitted as zero and ignored on parse, RFC 7143 section 11: "Reserved fields ... MUST be set
 //! to zero by the sender and ignored by the receiver"). Data segments are `Bytes` so that a PDU
 //! parsed from a frozen receive buffer shares it instead of copying.
 
@@ -42,7 +42,7 @@ impl Stage {
     }
 }
 
-/// SCSI task attributes (RFC 7143 section 11.3.1.3 ATTR field).
+/// SCSI task attributes (RFC 7143 section 11.3.1 ATTR field).
 #[derive(Clone, Copy, Debug, Eq, PartialEq, Hash, Default)]
 pub enum TaskAttr {
     /// 0: Untagged.
@@ -520,7 +520,7 @@ pub struct Reject {
     pub data: Bytes,
 }
 
-/// Opcodes of RFC 7143 section 11.1.1, without the I bit.
+/// Opcodes of RFC 7143 section 11.2.1.2, without the I bit.
 pub mod opcode {
     /// NOP-Out.
     pub const NOP_OUT: u8 = 0x00;

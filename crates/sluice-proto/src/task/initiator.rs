@@ -148,7 +148,7 @@ impl InitiatorWrite {
         if r2t.itt != self.itt {
             return Err(TaskError::WrongTask(r2t.itt));
         }
-        // Section 11.8.4: R2TSN counts the task's R2Ts from 0; a gap is a sequence error.
+        // Section 11.8.2: R2TSN counts the task's R2Ts from 0; a gap is a sequence error.
         if r2t.r2t_sn != self.next_r2t_sn {
             return Err(TaskError::Sequence {
                 expected: self.next_r2t_sn,
@@ -157,7 +157,7 @@ impl InitiatorWrite {
         }
         let len = r2t.desired_data_transfer_length;
         let end = r2t.buffer_offset.checked_add(len);
-        // Section 11.8.3: the desired length is non-zero and at most MaxBurstLength.
+        // Section 11.8.4: the desired length is non-zero and at most MaxBurstLength.
         let valid = len > 0 && len <= self.params.max_burst_length;
         let end = end
             .filter(|&e| valid && e <= self.edtl())
@@ -170,7 +170,7 @@ impl InitiatorWrite {
         Ok(seq)
     }
 
-    /// Reads the final status; ExpDataSN must equal the R2Ts received (section 11.4.6).
+    /// Reads the final status; ExpDataSN must equal the R2Ts received (RFC 3720 section 10.4.8).
     pub fn handle_response(&mut self, rsp: &ScsiResponse) -> Result<TaskStatus, TaskError> {
         if rsp.itt != self.itt {
             return Err(TaskError::WrongTask(rsp.itt));

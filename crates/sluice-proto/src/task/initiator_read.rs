@@ -245,7 +245,7 @@ impl InitiatorRead {
             return Err(TaskError::Inconsistent);
         }
         let status = TaskStatus::from_response(rsp)?;
-        // Section 11.4.6: ExpDataSN is the number of Data-In PDUs the target sent.
+        // Section 11.4.8: ExpDataSN is the number of Data-In PDUs the target sent.
         self.finish(rsp.exp_data_sn, status)
     }
 

@@ -178,7 +178,7 @@ pub enum Residual {
 impl Residual {
     /// The residual of a command with `edtl` whose SCSI layer wanted to move `wanted` bytes.
     ///
-    /// Section 11.4.5.1: "bit O ... Residual Overflow. In this case, the Residual Count
+    /// Section 11.4.1: "bit O ... Residual Overflow. In this case, the Residual Count
     /// indicates the number of bytes that were not transferred because the initiator's
     /// Expected Data Transfer Length was not sufficient"; "bit U ... Residual Underflow. In
     /// this case, the Residual Count indicates the number of bytes not transferred out of the
@@ -259,7 +259,7 @@ impl TttAllocator for SequentialTtts {
 /// Builds a SCSI Response with "Command Completed at Target" (RFC 7143 section 11.4).
 ///
 /// `exp_data_sn` is the number of R2T and Data-In PDUs the target sent for the command
-/// (section 11.4.6). `sense` is raw sense data; it is prefixed with its 2-byte SenseLength
+/// (RFC 3720 section 10.4.8). `sense` is raw sense data; it is prefixed with its 2-byte SenseLength
 /// (section 11.4.7.1). StatSN, ExpCmdSN and MaxCmdSN are left zero for the connection to fill.
 pub fn scsi_response(
     itt: Itt,

@@ -73,7 +73,7 @@ impl DataInSequence {
     }
 
     /// The SCSI Response to send after the Data-In PDUs when [`Self::needs_response`]:
-    /// ExpDataSN counts the Data-In PDUs (section 11.4.6). Call it after the iterator is done.
+    /// ExpDataSN counts the Data-In PDUs (section 11.4.8). Call it after the iterator is done.
     pub fn response(&self, sense: &[u8]) -> ScsiResponse {
         scsi_response(
             self.itt,

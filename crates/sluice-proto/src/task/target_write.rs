@@ -350,7 +350,7 @@ impl TargetWrite {
     }
 
     /// The SCSI Response for this write with `status` (and optional sense data): ExpDataSN is
-    /// the number of R2Ts sent (section 11.4.6), the residual that of section 11.4.5.1.
+    /// the number of R2Ts sent (RFC 3720 section 10.4.8), the residual that of section 11.4.5.1.
     pub fn response(&self, status: u8, sense: &[u8]) -> ScsiResponse {
         scsi_response(self.itt, status, self.residual, self.next_r2t_sn, sense)
     }
@@ -375,7 +375,7 @@ impl TargetWrite {
         let mut r2ts = Vec::new();
         let max_outstanding = usize::from(self.params.max_outstanding_r2t.max(1));
         while self.bursts.len() < max_outstanding && self.next_r2t_offset < self.collect_len {
-            // Section 11.8.3: each R2T asks for at most MaxBurstLength bytes.
+            // Section 11.8.4: each R2T asks for at most MaxBurstLength bytes.
             let len = (self.collect_len - self.next_r2t_offset).min(self.params.max_burst_length);
             let ttt = ttts.allocate();
             r2ts.push(R2t {
@@ -385,7 +385,7 @@ impl TargetWrite {
                 stat_sn: Default::default(),
                 exp_cmd_sn: Default::default(),
                 max_cmd_sn: Default::default(),
-                // Section 11.8.4: R2TSN numbers the R2Ts of the task from 0.
+                // Section 11.8.2: R2TSN numbers the R2Ts of the task from 0.
                 r2t_sn: self.next_r2t_sn,
                 buffer_offset: self.next_r2t_offset,
                 desired_data_transfer_length: len,

@@ -101,11 +101,11 @@ impl Default for OperationalOffer {
     }
 }
 
-/// A negotiation failure that ends the login (RFC 7143 section 6.2 / 6.10).
+/// A negotiation failure that ends the login (RFC 7143 section 6.2 / 7.12).
 #[derive(Clone, Debug, Eq, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum NegotiationError {
-    /// RFC 7143 section 6.2: "An attempt to renegotiate/redeclare parameters not specifically
+    /// RFC 7143 section 6.3: "An attempt to renegotiate/redeclare parameters not specifically
     /// allowed MUST be detected by the initiator and target. If such an attempt is detected by
     /// the target, the target MUST respond with a Login Reject (initiator error); if detected
     /// by the initiator, the initiator MUST drop the connection."
