@@ -479,7 +479,7 @@ fn whole_seconds(v: &Spanned<Dur>, key: &str) -> Result<u16, Located> {
     if d.subsec_nanos() != 0 {
         return Err(at(
             v.span(),
-            format!("{key} is a whole number of seconds (RFC 7143 section 13.15)"),
+            format!("{key} is a whole number of seconds (RFC 7143 sections 13.15 and 13.16)"),
         ));
     }
     u16::try_from(d.as_secs()).map_err(|_| {

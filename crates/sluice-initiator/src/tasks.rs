@@ -198,9 +198,9 @@ impl Task {
                 Ok(ReadProgress::Waiting) => return Progress::Waiting,
                 Err(e) => Err(e),
             },
-            // RFC 3720 section 10.4.8 makes ExpDataSN the number of R2Ts sent; tgtd (1.0.85) always
-            // sends 0. At ErrorRecoveryLevel 0 nothing depends on it (no SNACK), so a
-            // mismatch is logged and the status taken as sent.
+            // ExpDataSN of a write is 0 (RFC 7143 section 11.4.8) or, from RFC 3720 targets,
+            // the number of R2Ts sent. At ErrorRecoveryLevel 0 nothing depends on it (no
+            // SNACK), so any other value is logged and the status taken as sent.
             State::Write(w) => match w.handle_response(rsp) {
                 Err(TaskError::Inconsistent) => {
                     tracing::debug!(itt = ?rsp.itt, exp_data_sn = rsp.exp_data_sn, "ExpDataSN differs from the R2Ts received");

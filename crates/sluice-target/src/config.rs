@@ -266,6 +266,8 @@ pub enum ConfigError {
     )]
     ChapSecret(String),
     /// Mutual secret equal to the initiator's secret.
-    #[error("CHAP for {0}: the mutual secret must differ from the initiator's (RFC 7143 section 12.1.3)")]
+    #[error(
+        "CHAP for {0}: the mutual secret must differ from the initiator's (RFC 7143 section 9.2.1)"
+    )]
     ChapSameSecret(String),
 }

@@ -181,7 +181,7 @@ pub struct ScsiResponse {
     pub exp_cmd_sn: SeqNum,
     /// MaxCmdSN.
     pub max_cmd_sn: SeqNum,
-    /// ExpDataSN: number of Data-In (and R2T) PDUs sent for this command.
+    /// ExpDataSN: number of Data-In PDUs sent for this command (0 for a write).
     pub exp_data_sn: u32,
     /// Bidirectional Read Residual Count.
     pub bidi_residual: u32,

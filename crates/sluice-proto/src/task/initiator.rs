@@ -170,12 +170,14 @@ impl InitiatorWrite {
         Ok(seq)
     }
 
-    /// Reads the final status; ExpDataSN must equal the R2Ts received (RFC 3720 section 10.4.8).
+    /// Reads the final status. A write has no Data-In, so ExpDataSN must be 0 (RFC 7143 section
+    /// 11.4.8); targets written to RFC 3720 (section 10.4.8) count the R2Ts they sent instead,
+    /// and that is accepted too.
     pub fn handle_response(&mut self, rsp: &ScsiResponse) -> Result<TaskStatus, TaskError> {
         if rsp.itt != self.itt {
             return Err(TaskError::WrongTask(rsp.itt));
         }
-        if rsp.response == 0 && rsp.exp_data_sn != self.next_r2t_sn {
+        if rsp.response == 0 && rsp.exp_data_sn != 0 && rsp.exp_data_sn != self.next_r2t_sn {
             return Err(TaskError::Inconsistent);
         }
         TaskStatus::from_response(rsp)

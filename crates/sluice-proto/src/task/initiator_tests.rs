@@ -99,8 +99,14 @@ fn write_plan_follows_the_negotiated_keys() {
     );
     let c = w.counters();
     assert_eq!((c.immediate_bytes, c.data_out, c.r2t), (1024, 11, 1));
-    let rsp = scsi_response(Itt(1), STATUS_GOOD, Residual::None, 1, &[]);
-    assert_eq!(w.handle_response(&rsp).unwrap().status, STATUS_GOOD);
+    // ExpDataSN of a write: 0 (RFC 7143: Data-In PDUs only) or, from an RFC 3720 target, the
+    // R2Ts sent (one here); anything else is inconsistent.
+    for accepted in [0, 1] {
+        let rsp = scsi_response(Itt(1), STATUS_GOOD, Residual::None, accepted, &[]);
+        assert_eq!(w.handle_response(&rsp).unwrap().status, STATUS_GOOD);
+    }
+    let rsp = scsi_response(Itt(1), STATUS_GOOD, Residual::None, 2, &[]);
+    assert_eq!(w.handle_response(&rsp), Err(TaskError::Inconsistent));
 }
 
 #[test]

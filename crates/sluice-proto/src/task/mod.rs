@@ -258,8 +258,8 @@ impl TttAllocator for SequentialTtts {
 
 /// Builds a SCSI Response with "Command Completed at Target" (RFC 7143 section 11.4).
 ///
-/// `exp_data_sn` is the number of R2T and Data-In PDUs the target sent for the command
-/// (RFC 3720 section 10.4.8). `sense` is raw sense data; it is prefixed with its 2-byte SenseLength
+/// `exp_data_sn` is the number of Data-In PDUs the target sent for the command, 0 when it sent
+/// none (section 11.4.8). `sense` is raw sense data; it is prefixed with its 2-byte SenseLength
 /// (section 11.4.7.1). StatSN, ExpCmdSN and MaxCmdSN are left zero for the connection to fill.
 pub fn scsi_response(
     itt: Itt,

@@ -9,7 +9,7 @@
 //! 2. On [`WriteProgress::NeedR2ts`] send those R2Ts (stamping StatSN/ExpCmdSN/MaxCmdSN).
 //! 3. For each Data-Out routed to this task by ITT: `task.handle_data_out(&pdu, &mut ttts)`.
 //! 4. On [`WriteProgress::Complete`] hand the [`WriteData`] to the SCSI layer, then answer with
-//!    [`TargetWrite::response`] (ExpDataSN = R2Ts sent, residual per section 11.4.5.1).
+//!    [`TargetWrite::response`] (ExpDataSN 0, residual per section 11.4.5.1).
 //! 5. On `Err(e)` do what `e.action()` says and drop the task.
 
 use bytes::{Bytes, BytesMut};
@@ -349,10 +349,12 @@ impl TargetWrite {
         Ok(self.progress(ttts))
     }
 
-    /// The SCSI Response for this write with `status` (and optional sense data): ExpDataSN is
-    /// the number of R2Ts sent (RFC 3720 section 10.4.8), the residual that of section 11.4.5.1.
+    /// The SCSI Response for this write with `status` (and optional sense data), the residual
+    /// that of section 11.4.5.1. ExpDataSN counts Data-In PDUs only and "MUST be 0 if ... the
+    /// target sent no Data-In PDUs for the command" (section 11.4.8), so it is 0 here; RFC 3720
+    /// (section 10.4.8) counted R2Ts too, which RFC 7143 dropped.
     pub fn response(&self, status: u8, sense: &[u8]) -> ScsiResponse {
-        scsi_response(self.itt, status, self.residual, self.next_r2t_sn, sense)
+        scsi_response(self.itt, status, self.residual, 0, sense)
     }
 
     /// The residual the response reports.

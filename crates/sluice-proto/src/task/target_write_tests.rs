@@ -371,7 +371,8 @@ fn fewer_wanted_bytes_than_edtl_solicits_less_and_reports_underflow() {
         WriteProgress::Complete(WriteData::from(&data[..5000]))
     );
     let rsp = task.response(0, &[]);
-    assert!(rsp.underflow && rsp.residual == 15_000 && rsp.exp_data_sn == 1);
+    // One R2T was sent, but ExpDataSN counts Data-In PDUs only (section 11.4.8).
+    assert!(rsp.underflow && rsp.residual == 15_000 && rsp.exp_data_sn == 0);
     assert_eq!(
         task.handle_data_out(&data_out(r[0].ttt, 5, 0, pattern(1), true), &mut ttts),
         Err(TaskError::AfterCompletion)

@@ -184,12 +184,12 @@ pub const KEYS: &[KeyDef] = &[
     key!("X#NodeArchitecture", Text, Declarative, None, Both, LeadingLogin, Both, Negotiator, "13.26"),
     // RFC 7143 section 13.25: "When an IFMarker or OFMarker key is received, a compliant iSCSI
     // implementation SHOULD respond with the constant "Reject" value ... When an IFMarkInt or
-    // OFMarkInt key is received, a compliant iSCSI implementation MUST respond with an
-    // "Irrelevant" value."
+    // OFMarkInt key is received, a compliant iSCSI implementation MUST respond with the
+    // constant "Reject" value."
     key!("OFMarker", Boolean, Rule::Obsolete(REJECT), None, Both, Login, Both, Negotiator, "13.25"),
     key!("IFMarker", Boolean, Rule::Obsolete(REJECT), None, Both, Login, Both, Negotiator, "13.25"),
-    key!("OFMarkInt", Text, Rule::Obsolete(IRRELEVANT), None, Both, Login, Both, Negotiator, "13.25"),
-    key!("IFMarkInt", Text, Rule::Obsolete(IRRELEVANT), None, Both, Login, Both, Negotiator, "13.25"),
+    key!("OFMarkInt", Text, Rule::Obsolete(REJECT), None, Both, Login, Both, Negotiator, "13.25"),
+    key!("IFMarkInt", Text, Rule::Obsolete(REJECT), None, Both, Login, Both, Negotiator, "13.25"),
 ];
 
 /// Finds a key by its exact (case-sensitive) name.

@@ -164,8 +164,8 @@ fn unknown_and_extension_keys_are_not_understood_obsolete_keys_per_13_25() {
             ("Frobnicate", "NotUnderstood"),
             ("IFMarker", "Reject"),
             ("OFMarker", "Reject"),
-            ("IFMarkInt", "Irrelevant"),
-            ("OFMarkInt", "Irrelevant"),
+            ("IFMarkInt", "Reject"),
+            ("OFMarkInt", "Reject"),
         ])
     );
     // X#NodeArchitecture is a declared standard key: recorded, not answered.
