@@ -24,7 +24,7 @@ static ZEROS: [u8; CHUNK_BYTES] = [0; CHUNK_BYTES];
 /// A written chunk's bytes. Reads handed out without a copy hold a reference; a write to a
 /// chunk that is still referenced so copies it first (copy on write), so such a read keeps
 /// the bytes it was served.
-type Chunk = Option<Arc<[u8]>>;
+type Chunk = Option<Arc<Box<[u8]>>>;
 
 /// A RAM disk whose memory is committed only for chunks that have been written.
 ///
@@ -131,7 +131,7 @@ impl MemoryDevice {
 
     fn write_piece(&self, index: usize, in_chunk: usize, data: &[u8]) {
         let mut chunk = self.write_chunk(index);
-        let arc = chunk.get_or_insert_with(|| Arc::from(vec![0; self.chunk_len(index)]));
+        let arc = chunk.get_or_insert_with(|| zeroed_chunk(self.chunk_len(index)));
         // Copies the chunk only if a read handed out without a copy still holds it.
         Arc::make_mut(arc)[in_chunk..in_chunk + data.len()].copy_from_slice(data);
     }
@@ -143,6 +143,24 @@ impl MemoryDevice {
         } else if let Some(arc) = chunk.as_mut() {
             Arc::make_mut(arc)[in_chunk..in_chunk + len].fill(0);
         }
+    }
+}
+
+/// A new chunk of `len` zero bytes: `vec![0; len]` asks the allocator for zeroed memory, which
+/// comes from the kernel already zero, its pages faulted in only as writes reach them. (The
+/// chunk used to be an `Arc<[u8]>` made with `Arc::from(vec![0; len])`, which allocated twice
+/// and copied a mebibyte of zeros: 4 KiB writes to a fresh memory LUN ran at 83K IOPS, against
+/// 109K to 144K like this.)
+fn zeroed_chunk(len: usize) -> Arc<Box<[u8]>> {
+    Arc::new(vec![0; len].into_boxed_slice())
+}
+
+/// A chunk handed to a reader: the bytes stay valid while any `Bytes` of it lives.
+struct SharedChunk(Arc<Box<[u8]>>);
+
+impl AsRef<[u8]> for SharedChunk {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
     }
 }
 
@@ -184,7 +202,8 @@ impl BlockDevice for MemoryDevice {
         Some(Ok(
             match &*self.read_chunk((offset / CHUNK_BYTES as u64) as usize) {
                 // The Bytes keeps the chunk alive (and so unwritten in place).
-                Some(chunk) => Bytes::from_owner(Arc::clone(chunk)).slice(in_chunk..in_chunk + len),
+                Some(chunk) => Bytes::from_owner(SharedChunk(Arc::clone(chunk)))
+                    .slice(in_chunk..in_chunk + len),
                 None => Bytes::from_static(&ZEROS[..len]),
             },
         ))
