@@ -14,9 +14,6 @@ use std::cell::Cell;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use bytes::{Bytes, BytesMut};
-use sluice_proto::framing::encode;
-use sluice_proto::pdu::Pdu;
 use support::*;
 
 thread_local! {
@@ -92,44 +89,6 @@ fn start_counted_target() -> SocketAddr {
     addr_rx.recv().expect("target address")
 }
 
-/// Sends `count` READ(10)s of `blocks` blocks in one write and checks every answer.
-async fn read_batch(p: &mut Peer, first_lba: u32, count: u32, blocks: u16) {
-    let mut out = BytesMut::new();
-    let mut itts = Vec::new();
-    for i in 0..count {
-        let edtl = u32::from(blocks) * BLOCK as u32;
-        let lba = first_lba + i * u32::from(blocks);
-        let cmd = p.scsi_command(&read10(lba, blocks), true, false, edtl);
-        itts.push(cmd.itt);
-        encode(&Pdu::ScsiCommand(cmd), p.digests, &mut out);
-    }
-    p.send_raw(&out).await;
-    for itt in itts {
-        let c = p.completion(itt).await;
-        assert_eq!(c.status, 0, "{c:?}");
-        assert_eq!(c.data.len(), usize::from(blocks) * BLOCK);
-    }
-}
-
-/// Sends `count` WRITE(10)s of `blocks` blocks with immediate data in one write.
-async fn write_batch(p: &mut Peer, first_lba: u32, count: u32, blocks: u16) {
-    let data = Bytes::from(vec![0x5a; usize::from(blocks) * BLOCK]);
-    let mut out = BytesMut::new();
-    let mut itts = Vec::new();
-    for i in 0..count {
-        let lba = first_lba + i * u32::from(blocks);
-        let mut cmd = p.scsi_command(&write10(lba, blocks), false, true, data.len() as u32);
-        cmd.data = data.clone();
-        itts.push(cmd.itt);
-        encode(&Pdu::ScsiCommand(cmd), p.digests, &mut out);
-    }
-    p.send_raw(&out).await;
-    for itt in itts {
-        let c = p.completion(itt).await;
-        assert_eq!(c.status, 0, "{c:?}");
-    }
-}
-
 /// What to run, in batches of `per_batch` commands.
 #[derive(Clone, Copy)]
 enum Load {
@@ -155,8 +114,8 @@ async fn allocations_per_io(p: &mut Peer, load: Load, batches: u32) -> f64 {
         let span = u32::from(blocks) * per_batch;
         let lba = (b * (span + 4096)) % (blocks_in_lun - span);
         match load {
-            Load::Reads { .. } => read_batch(p, lba, per_batch, blocks).await,
-            Load::Writes { .. } => write_batch(p, lba, per_batch, blocks).await,
+            Load::Reads { .. } => p.read_batch(lba, per_batch, blocks).await,
+            Load::Writes { .. } => p.write_batch(lba, per_batch, blocks).await,
         }
     }
     let per_batch = match load {

@@ -10,9 +10,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::BytesMut;
-use sluice_proto::framing::encode;
-use sluice_proto::pdu::Pdu;
 use support::*;
 use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
 
@@ -86,31 +83,13 @@ async fn counted_connection(h: &Harness) -> (Peer, Arc<AtomicUsize>) {
     (p, writes)
 }
 
-/// Sends `count` READ(10)s of `blocks` blocks each in a single write and checks every answer.
-async fn read_batch(p: &mut Peer, count: u32, blocks: u16) {
-    let mut out = BytesMut::new();
-    let mut itts = Vec::new();
-    for i in 0..count {
-        let edtl = u32::from(blocks) * BLOCK as u32;
-        let cmd = p.scsi_command(&read10(i * u32::from(blocks), blocks), true, false, edtl);
-        itts.push(cmd.itt);
-        encode(&Pdu::ScsiCommand(cmd), p.digests, &mut out);
-    }
-    p.send_raw(&out).await;
-    for itt in itts {
-        let c = p.completion(itt).await;
-        assert_eq!(c.status, 0, "{c:?}");
-        assert_eq!(c.data.len(), usize::from(blocks) * BLOCK);
-    }
-}
-
 #[tokio::test]
 async fn answers_to_commands_that_arrived_together_share_one_write() {
     let h = Harness::new(config());
     let (mut p, writes) = counted_connection(&h).await;
     let before = writes.load(Ordering::Relaxed);
     // 16 reads of 4 KiB: 16 Data-In PDUs with status, about 65 KiB in all.
-    read_batch(&mut p, 16, 8).await;
+    p.read_batch(0, 16, 8).await;
     let used = writes.load(Ordering::Relaxed) - before;
     assert!(
         used <= 3,
@@ -125,7 +104,7 @@ async fn large_answers_are_not_held_back_for_the_rest_of_the_batch() {
     let before = writes.load(Ordering::Relaxed);
     // 8 reads of 256 KiB: each answer is over the batching threshold, so each is written as
     // soon as it is queued rather than all eight at the end.
-    read_batch(&mut p, 8, 512).await;
+    p.read_batch(0, 8, 512).await;
     let used = writes.load(Ordering::Relaxed) - before;
     assert!(used >= 8, "8 large answers in only {used} writes");
 }

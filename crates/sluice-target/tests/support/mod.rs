@@ -422,6 +422,52 @@ impl Peer {
         }
     }
 
+    /// Sends `count` READ(10)s of `blocks` blocks each, back to back from `first_lba`, in a
+    /// single write, and checks that every one completes GOOD with all its data.
+    pub async fn read_batch(&mut self, first_lba: u32, count: u32, blocks: u16) {
+        let len = u32::from(blocks) * BLOCK as u32;
+        let cmds: Vec<ScsiCommand> = (0..count)
+            .map(|i| {
+                let lba = first_lba + i * u32::from(blocks);
+                self.scsi_command(&read10(lba, blocks), true, false, len)
+            })
+            .collect();
+        for itt in self.send_batch(cmds).await {
+            let c = self.completion(itt).await;
+            assert_eq!(c.status, 0, "{c:?}");
+            assert_eq!(c.data.len(), len as usize);
+        }
+    }
+
+    /// Like [`Peer::read_batch`] with WRITE(10)s, each carrying its data as immediate data.
+    pub async fn write_batch(&mut self, first_lba: u32, count: u32, blocks: u16) {
+        let data = Bytes::from(vec![0x5a; usize::from(blocks) * BLOCK]);
+        let cmds: Vec<ScsiCommand> = (0..count)
+            .map(|i| {
+                let lba = first_lba + i * u32::from(blocks);
+                let mut cmd =
+                    self.scsi_command(&write10(lba, blocks), false, true, data.len() as u32);
+                cmd.data = data.clone();
+                cmd
+            })
+            .collect();
+        for itt in self.send_batch(cmds).await {
+            let c = self.completion(itt).await;
+            assert_eq!(c.status, 0, "{c:?}");
+        }
+    }
+
+    /// Sends these commands in one write; returns their ITTs in order.
+    async fn send_batch(&mut self, cmds: Vec<ScsiCommand>) -> Vec<Itt> {
+        let mut out = BytesMut::new();
+        let itts = cmds.iter().map(|c| c.itt).collect();
+        for cmd in cmds {
+            encode(&Pdu::ScsiCommand(cmd), self.digests, &mut out);
+        }
+        self.send_raw(&out).await;
+        itts
+    }
+
     /// Runs a command without data out (reads and the like) and collects its completion.
     pub async fn command(&mut self, cdb: &[u8], edtl: u32) -> Completion {
         let cmd = self.scsi_command(cdb, edtl > 0, false, edtl);
