@@ -42,7 +42,7 @@ impl ReadHalf for tokio::net::tcp::OwnedReadHalf {
 impl<S: AsyncRead + Send> ReadHalf for tokio::io::ReadHalf<S> {}
 
 /// Default busy-poll budget: how long a connection that just answered spins on its socket
-/// (non-blocking `recv`) for the initiator's next PDU before it sleeps in epoll. Override with
+/// (zero-timeout `poll`) for the initiator's next PDU before it sleeps in epoll. Override with
 /// `SLUICE_BUSY_POLL_US` (0 disables). See docs/performance.md ("Busy polling").
 const BUSY_POLL_US: u64 = 50;
 
@@ -96,6 +96,23 @@ impl BusyPoll {
     fn miss(&mut self) {
         self.misses = (self.misses + 1).min(10);
         self.skip = (1 << self.misses) - 1;
+    }
+}
+
+/// Whether a read of `sock` would not block (data, end of stream or an error waits), asked
+/// without waiting and without taking the socket's lock.
+fn readable_now(sock: &socket2::SockRef<'_>) -> std::io::Result<bool> {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let socket: &socket2::Socket = sock;
+    let mut fds = [PollFd::new(socket, PollFlags::IN)];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    match poll(&mut fds, Some(&now)) {
+        Ok(n) => Ok(n > 0),
+        Err(rustix::io::Errno::INTR) => Ok(false),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -156,9 +173,12 @@ impl Reader {
     /// `Ok(None)`: nothing came (or spinning is off), or data is there but too much is
     /// expected for the small direct read: the caller reads through tokio.
     ///
-    /// The spin peeks at the socket directly (`MSG_PEEK | MSG_DONTWAIT` on the non-blocking
-    /// descriptor), behind tokio's back: tokio caches readiness, so polling the `AsyncRead`
-    /// would not see new data until the reactor runs. When what is awaited is small (a header,
+    /// The spin asks the socket directly (`poll` with a zero timeout), behind tokio's back:
+    /// tokio caches readiness, so polling the `AsyncRead` would not see new data until the
+    /// reactor runs. `poll` reads the socket's state without taking its lock, unlike a
+    /// `recv(MSG_PEEK)`, which contends with the kernel delivering the initiator's data into
+    /// the same socket (on loopback, from the other CPU: a sixth of the target's time went to
+    /// that spinlock during 4 KiB writes at queue depth 32, which also spin). When what is awaited is small (a header,
     /// a command: the latency-bound case) the bytes are also read directly, into a small
     /// zeroed window. Otherwise the read goes through tokio, whose cached readiness is still
     /// "readable" (the last tokio read succeeded) so it reads at once; had it been cleared, the
@@ -173,25 +193,17 @@ impl Reader {
         let Some(sock) = self.rd.socket() else {
             return Ok(None);
         };
-        let mut probe = [std::mem::MaybeUninit::<u8>::uninit(); 1];
         let deadline = std::time::Instant::now() + self.busy.budget;
-        loop {
-            match sock.peek(&mut probe) {
-                Ok(_) => break,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if std::time::Instant::now() >= deadline {
-                        self.busy.miss();
-                        return Ok(None);
-                    }
-                    // Polite spinning: on an idle CPU this returns at once (the thread stays
-                    // awake, which is the point); when something else is runnable here (the
-                    // initiator on a small box, another connection's worker) it runs first,
-                    // so the spin does not take the CPU the answer is waiting for.
-                    std::thread::yield_now();
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+        while !readable_now(&sock)? {
+            if std::time::Instant::now() >= deadline {
+                self.busy.miss();
+                return Ok(None);
             }
+            // Polite spinning: on an idle CPU this returns at once (the thread stays awake,
+            // which is the point); when something else is runnable here (the initiator on a
+            // small box, another connection's worker) it runs first, so the spin does not take
+            // the CPU the answer is waiting for.
+            std::thread::yield_now();
         }
         self.busy.hit();
         if need > DIRECT_READ {
