@@ -89,38 +89,37 @@ fn start_counted_target() -> SocketAddr {
     addr_rx.recv().expect("target address")
 }
 
-/// What to run, in batches of `per_batch` commands.
+/// What the batches carry.
 #[derive(Clone, Copy)]
-enum Load {
-    Reads { blocks: u16, per_batch: u32 },
-    Writes { blocks: u16, per_batch: u32 },
+enum Op {
+    Read,
+    Write,
 }
 
-/// Allocations on the target's thread per I/O over `batches` batches, after as many batches
-/// again to warm up (buffers and queues reach their working size).
-async fn allocations_per_io(p: &mut Peer, load: Load, batches: u32) -> f64 {
+/// Allocations on the target's thread per I/O over `batches` batches of `per_batch` commands
+/// of `blocks` blocks, after as many batches again to warm up (buffers and queues reach their
+/// working size).
+async fn allocations_per_io(
+    p: &mut Peer,
+    op: Op,
+    blocks: u16,
+    per_batch: u32,
+    batches: u32,
+) -> f64 {
     let blocks_in_lun = (BIG_LUN / BLOCK as u64) as u32;
+    let span = u32::from(blocks) * per_batch;
     let mut before = 0;
     for b in 0..2 * batches {
         if b == batches {
             before = ALLOCATIONS.load(Ordering::Relaxed);
         }
         // Batches walk the LUN with a stride, so reads touch many chunks.
-        let (blocks, per_batch) = match load {
-            Load::Reads { blocks, per_batch } | Load::Writes { blocks, per_batch } => {
-                (blocks, per_batch)
-            }
-        };
-        let span = u32::from(blocks) * per_batch;
         let lba = (b * (span + 4096)) % (blocks_in_lun - span);
-        match load {
-            Load::Reads { .. } => p.read_batch(lba, per_batch, blocks).await,
-            Load::Writes { .. } => p.write_batch(lba, per_batch, blocks).await,
+        match op {
+            Op::Read => p.read_batch(lba, per_batch, blocks).await,
+            Op::Write => p.write_batch(lba, per_batch, blocks).await,
         }
     }
-    let per_batch = match load {
-        Load::Reads { per_batch, .. } | Load::Writes { per_batch, .. } => per_batch,
-    };
     let used = ALLOCATIONS.load(Ordering::Relaxed) - before;
     used as f64 / f64::from(batches * per_batch)
 }
@@ -139,33 +138,9 @@ async fn the_data_path_does_not_allocate_per_pdu() {
         .params
         .initiator_max_recv_data_segment_length;
 
-    let small_reads = allocations_per_io(
-        &mut p,
-        Load::Reads {
-            blocks: 8,
-            per_batch: 32,
-        },
-        64,
-    )
-    .await;
-    let large_reads = allocations_per_io(
-        &mut p,
-        Load::Reads {
-            blocks: 2048,
-            per_batch: 8,
-        },
-        8,
-    )
-    .await;
-    let small_writes = allocations_per_io(
-        &mut p,
-        Load::Writes {
-            blocks: 8,
-            per_batch: 32,
-        },
-        64,
-    )
-    .await;
+    let small_reads = allocations_per_io(&mut p, Op::Read, 8, 32, 64).await;
+    let large_reads = allocations_per_io(&mut p, Op::Read, 2048, 8, 8).await;
+    let small_writes = allocations_per_io(&mut p, Op::Write, 8, 32, 64).await;
 
     // A 1 MiB read is this many Data-In PDUs (8 KiB each by default).
     let pdus_per_large_read = f64::from((1u32 << 20).div_ceil(mrdsl));
