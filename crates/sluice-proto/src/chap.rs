@@ -1,8 +1,9 @@
 //! CHAP (RFC 1994) as used by iSCSI (RFC 7143 section 12.1.3), one-way and mutual.
 //!
 //! Response = H(identifier ‖ secret ‖ challenge) (RFC 1994 section 4.1), with H chosen by
-//! CHAP_A: 5 MD5, 6 SHA-1, 7 SHA-256, 8 SHA3-256 (the IANA "iSCSI CHAP algorithm" registry,
-//! extended by RFC 7143 section 12.1.3). Binary values travel as `0x` hex or `0b` base64
+//! CHAP_A. RFC 7143 section 12.1.3 takes the algorithm numbers "as defined in \[RFC1994\]", which
+//! defines 5, MD5; sluice also accepts 6 SHA-1, 7 SHA-256 and 8 SHA3-256, the numbers Linux's
+//! iSCSI target (LIO) and open-iscsi use for them. Binary values travel as `0x` hex or `0b` base64
 //! (RFC 7143 section 6.1). Randomness is an input: this crate reads no OS entropy, so callers
 //! pass a `FnMut(&mut [u8])` that fills a buffer from a CSPRNG.
 

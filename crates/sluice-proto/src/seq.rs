@@ -1,7 +1,9 @@
 //! Sequence numbers and identifiers.
 //!
-//! CmdSN, StatSN, DataSN and R2TSN are 32-bit serial numbers compared with RFC 1982 arithmetic
-//! (RFC 7143 section 4.2.2.1): they wrap, so `a < b` means "b is ahead of a by less than 2^31".
+//! CmdSN, StatSN, DataSN and R2TSN are 32-bit counters that wrap modulo 2^32. RFC 7143 section
+//! 4.2.2.1 prescribes RFC 1982 serial number arithmetic for CmdSN, ExpCmdSN and MaxCmdSN; sluice
+//! compares the others the same way, so `a < b` always means "b is ahead of a by less than
+//! 2^31" (the only sound order for a counter that wraps).
 //! The identifiers are newtypes so that an ITT can never be passed where a TTT is expected.
 
 use std::cmp::Ordering;
