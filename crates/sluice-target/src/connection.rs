@@ -352,8 +352,10 @@ async fn login_phase(
 ) -> Option<(Box<LoginOutcome>, Bound)> {
     let window = ctx.config.offer.queue_depth;
     // The initial StatSN is arbitrary (RFC 7143 section 4.2.2.2); a random start makes stale
-    // responses from an earlier connection easy to spot.
-    let stat_sn = SeqNum(rand::random::<u32>());
+    // responses from an earlier connection easy to spot. It stays below 2^31 because libiscsi
+    // 1.19 compares StatSNs as signed integers and stops advancing its ExpStatSN past 2^31,
+    // which would hide from the busy-polling heuristic that the initiator is pipelining.
+    let stat_sn = SeqNum(rand::random::<u32>() >> 1);
     let mut login = TargetLogin::new(stat_sn, window);
     let mut env = LoginEnv {
         config: &ctx.config,

@@ -112,6 +112,13 @@ pub(crate) struct FullFeature<'a> {
     /// and when keepalive is off.
     keepalive: Option<Keepalive>,
     data_in_buf: BytesMut,
+    /// Whether the initiator had seen every status sent so far when it sent its latest SCSI
+    /// command (its ExpStatSN was our next StatSN, RFC 7143 section 11.3.3): it waits for each
+    /// answer before sending more, so busy polling for its next command saves a sleep and a
+    /// wake-up per command. When its ExpStatSN lags, it is pipelining: commands come on their
+    /// own, and spinning for them only takes CPU from the initiator (4 KiB writes at queue
+    /// depth 32 from qemu-img ran at half speed on 2 vCPUs). See docs/performance.md.
+    peer_waits: bool,
 }
 
 /// What handling one PDU asks of the loop.
@@ -155,6 +162,7 @@ impl<'a> FullFeature<'a> {
             logout_requested: None,
             keepalive: None,
             data_in_buf: BytesMut::new(),
+            peer_waits: true,
         }
     }
 
@@ -173,7 +181,8 @@ impl<'a> FullFeature<'a> {
         loop {
             let deadline = self.next_deadline();
             let mut killed = self.guard.killed.clone();
-            reader.spin_ok = !self.outbox.has_pending() && self.logout_requested.is_none();
+            reader.spin_ok =
+                self.peer_waits && !self.outbox.has_pending() && self.logout_requested.is_none();
             let incoming = tokio::select! {
                 biased;
                 _ = killed.changed() => return End::Reinstated,
@@ -324,6 +333,11 @@ impl<'a> FullFeature<'a> {
     }
 
     async fn handle_scsi_command(&mut self, cmd: ScsiCommand) -> Flow {
+        self.peer_waits = initiator_waits(
+            self.stat_sn,
+            cmd.exp_stat_sn,
+            self.ctx.config.offer.queue_depth,
+        );
         let Some(target) = self.target else {
             self.window.complete();
             return Flow::Continue;
@@ -669,5 +683,44 @@ async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending::<()>().await,
+    }
+}
+
+/// Whether an initiator that sent a command carrying `exp_stat_sn` had seen every status up to
+/// our next StatSN `stat_sn`, i.e. waits for answers rather than pipelining (see
+/// `FullFeature::peer_waits`).
+///
+/// The difference counts statuses sent that it had not seen. More than `queue_depth` (the
+/// most it can have outstanding) means it does not track ExpStatSN at all (libiscsi 1.19 stops
+/// updating it once StatSN passes 2^31): nothing is known then, and the answer is `true`, which
+/// keeps busy polling as it was before this signal existed.
+fn initiator_waits(stat_sn: SeqNum, exp_stat_sn: SeqNum, queue_depth: u32) -> bool {
+    let unseen = stat_sn.0.wrapping_sub(exp_stat_sn.0);
+    unseen == 0 || unseen > queue_depth
+}
+
+#[cfg(test)]
+mod initiator_waits_tests {
+    use super::*;
+
+    #[test]
+    fn only_an_initiator_that_saw_every_status_waits() {
+        assert!(initiator_waits(SeqNum(100), SeqNum(100), 128));
+        assert!(!initiator_waits(SeqNum(101), SeqNum(100), 128));
+        assert!(!initiator_waits(SeqNum(228), SeqNum(100), 128));
+    }
+
+    #[test]
+    fn counts_across_the_wrap() {
+        assert!(initiator_waits(SeqNum(3), SeqNum(3), 128));
+        assert!(!initiator_waits(SeqNum(2), SeqNum(u32::MAX - 4), 128));
+    }
+
+    #[test]
+    fn an_initiator_that_does_not_track_exp_stat_sn_is_not_judged() {
+        // libiscsi 1.19 past 2^31: ExpStatSN stuck at 1.
+        assert!(initiator_waits(SeqNum(0x9000_0000), SeqNum(1), 128));
+        // ExpStatSN ahead of StatSN (a confused initiator): also unknown.
+        assert!(initiator_waits(SeqNum(100), SeqNum(105), 128));
     }
 }

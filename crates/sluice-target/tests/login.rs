@@ -253,3 +253,19 @@ async fn same_isid_and_initiator_name_reinstates_the_session() {
     third.assert_alive().await;
     assert_eq!(h.target.session_count(), 2);
 }
+
+#[tokio::test]
+async fn initial_stat_sn_stays_below_two_to_the_31() {
+    // libiscsi 1.19 compares StatSNs as signed integers: from 2^31 on it stops advancing its
+    // ExpStatSN, which would hide from busy polling that it pipelines. 16 logins: a start
+    // drawn from the whole u32 range would pass by chance once in 65,536 runs.
+    let h = Harness::new(config());
+    for n in 0..16u8 {
+        let (mut p, _task) = h.connect();
+        p.login(&LoginOpts::normal().with_isid(n))
+            .await
+            .expect("login");
+        let first = p.exp_stat_sn.0.wrapping_sub(1);
+        assert!(first < 1 << 31, "login {n}: initial StatSN {first:#x}");
+    }
+}
