@@ -32,7 +32,64 @@ pub struct Cli {
 pub enum Command {
     /// Serve disks over iSCSI. With no arguments: a 1 GiB RAM disk on 127.0.0.1:3260.
     #[command(after_help = TARGET_AFTER_HELP)]
-    Target(TargetArgs),
+    Target(Box<TargetArgs>),
+    /// Performance experiments that need no iSCSI peer.
+    #[command(subcommand)]
+    Lab(LabCommand),
+}
+
+/// `sluice lab` experiments.
+#[derive(Debug, Subcommand)]
+pub enum LabCommand {
+    /// What one loopback TCP stream moves when fed from a LUN file: a cache-hot buffer
+    /// (iperf3's pattern), the whole file (a target's sequential reads) and sendfile.
+    #[command(after_help = LOOPBACK_AFTER_HELP)]
+    Loopback(LoopbackArgs),
+}
+
+/// Text after `sluice lab loopback --help`.
+const LOOPBACK_AFTER_HELP: &str = "\
+The file is mapped as `sluice target --file` maps a LUN (fully allocated on tmpfs, huge pages
+collapsed first). Sources alternate within each round; medians are printed, and cold/hot is
+the share of a cache-hot stream that a one-copy sender reading a LUN larger than the caches
+can reach on this machine. Example:
+  fallocate -l 1G /dev/shm/lun && sluice lab loopback --file /dev/shm/lun --rounds 5";
+
+/// `sluice lab loopback`.
+#[derive(Debug, Args)]
+pub struct LoopbackArgs {
+    /// LUN file to send from: fully allocated on tmpfs or ramfs.
+    #[arg(long)]
+    pub file: PathBuf,
+    /// Seconds per stream.
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// Rounds; each runs every source once, in turn.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
+    /// Bytes per send (K, M suffixes).
+    #[arg(long, default_value = "1M", value_parser = parse_size)]
+    pub chunk: u64,
+    /// Sources to run, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [SourceArg::Hot, SourceArg::Cold, SourceArg::Sendfile])]
+    pub sources: Vec<SourceArg>,
+    /// Longest wait, in seconds, for the file's huge pages before measuring.
+    #[arg(long, default_value_t = 120.0)]
+    pub huge_page_wait: f64,
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A `sluice lab loopback` source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SourceArg {
+    /// One chunk, resent (cache-hot, like iperf3 -l).
+    Hot,
+    /// Consecutive chunks over the whole file, written.
+    Cold,
+    /// Consecutive chunks over the whole file, through sendfile.
+    Sendfile,
 }
 
 /// Text after `sluice target --help`.

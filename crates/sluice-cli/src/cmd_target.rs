@@ -501,7 +501,9 @@ mod tests {
         full.extend_from_slice(argv);
         let matches = Cli::command().try_get_matches_from(full)?;
         let cli = Cli::from_arg_matches(&matches)?;
-        let Command::Target(args) = cli.command;
+        let Command::Target(args) = cli.command else {
+            unreachable!("argv starts with the target subcommand")
+        };
         let sub = matches.subcommand_matches("target").unwrap();
         check_file_mode(sub)?;
         config_from_flags(&args, lun_flags_in_order(sub)?)

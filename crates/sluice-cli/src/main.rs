@@ -20,6 +20,7 @@ mod cmd_bench;
 mod cmd_dd;
 mod cmd_discover;
 mod cmd_inquiry;
+mod cmd_lab;
 mod cmd_rw;
 mod cmd_target;
 mod config_file;
@@ -30,7 +31,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Subcommand};
 
-use crate::cli::{Cli, Command, LogFormat};
+use crate::cli::{Cli, Command, LabCommand, LogFormat};
 use crate::client_args::ClientCommand;
 
 fn main() -> ExitCode {
@@ -62,6 +63,7 @@ fn main() -> ExitCode {
                 .expect("clap matched the target subcommand");
             cmd_target::run(args, sub)
         }
+        Command::Lab(LabCommand::Loopback(args)) => cmd_lab::run_loopback(args),
     };
     exit(result)
 }

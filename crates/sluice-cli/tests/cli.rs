@@ -159,3 +159,71 @@ fn serves_until_sigterm() {
         }
     }
 }
+
+/// A fully allocated file on /dev/shm (tmpfs), which `sluice lab loopback` maps.
+fn tmpfs_lun(len: usize) -> tempfile::NamedTempFile {
+    use std::io::Write;
+    let mut f = tempfile::Builder::new()
+        .prefix("sluice-cli-lab")
+        .tempfile_in("/dev/shm")
+        .expect("create a file on /dev/shm");
+    f.write_all(&vec![0x5a; len]).expect("fill the file");
+    f
+}
+
+#[test]
+fn lab_loopback_reports_every_source_as_json() {
+    let lun = tmpfs_lun(2 << 20);
+    let path = lun.path().to_str().unwrap();
+    let out = sluice(&[
+        "lab",
+        "loopback",
+        "--file",
+        path,
+        "--rounds",
+        "2",
+        "--seconds",
+        "0.1",
+        "--chunk",
+        "256K",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let sources = doc["sources"].as_array().expect("sources");
+    let names: Vec<&str> = sources
+        .iter()
+        .map(|s| s["source"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["hot", "cold", "sendfile"]);
+    for s in sources {
+        let runs = s["mib_per_s"].as_array().unwrap();
+        assert_eq!(runs.len(), 2, "one stream per round: {s}");
+        assert!(s["median_mib_per_s"].as_f64().unwrap() > 0.0, "{s}");
+    }
+    assert_eq!(doc["chunk"], 256 << 10);
+    assert!(doc["cold_over_hot"].as_f64().unwrap() > 0.0);
+    assert!(!doc["congestion_control"].as_str().unwrap().is_empty());
+}
+
+#[test]
+fn lab_loopback_refuses_a_file_it_cannot_map() {
+    let sparse = tempfile::Builder::new()
+        .tempfile_in("/dev/shm")
+        .expect("create a file on /dev/shm");
+    sparse.as_file().set_len(4 << 20).unwrap();
+    let out = sluice(&[
+        "lab",
+        "loopback",
+        "--file",
+        sparse.path().to_str().unwrap(),
+        "--seconds",
+        "0.1",
+    ]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("not mapped") && err.contains("fallocate"),
+        "{err}"
+    );
+}
