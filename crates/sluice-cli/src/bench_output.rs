@@ -151,13 +151,13 @@ pub fn print_text(w: &Workload, r: &Report) {
     } else {
         format!("{} bs={}", rw_name(w.rw), sizes.join(","))
     };
-    println!(
+    outln!(
         "sluice bench: {what}, {} session(s) x qd {}, {:.2} s",
         r.sessions,
         r.queue_depth,
         r.elapsed.as_secs_f64()
     );
-    println!(
+    outln!(
         "  total: {} ios, {:.0} IOPS, {:.2} MiB/s ({:.2} MB/s), {} errors",
         r.ios(),
         r.iops(),
@@ -168,18 +168,18 @@ pub fn print_text(w: &Workload, r: &Report) {
     for (name, d) in [("read", &r.read), ("write", &r.write)] {
         if d.ios > 0 {
             let s = r.elapsed.as_secs_f64().max(1e-9);
-            println!(
+            outln!(
                 "  {name:<6} {} ios, {:.0} IOPS, {:.2} MiB/s",
                 d.ios,
                 d.ios as f64 / s,
                 d.bytes as f64 / s / 1048576.0
             );
-            println!("{}", latency_line(name, &d.latency));
+            outln!("{}", latency_line(name, &d.latency));
         }
     }
-    println!("{}", latency_line("all", &r.latency));
+    outln!("{}", latency_line("all", &r.latency));
     let p = &r.pdus;
-    println!(
+    outln!(
         "  pdus: {} sent, {} received; per command: Data-In {:.2}, Data-Out {:.2}, R2T {:.2}",
         p.sent,
         p.received,
@@ -187,19 +187,21 @@ pub fn print_text(w: &Workload, r: &Report) {
         p.per_command(p.data_out),
         p.per_command(p.r2t)
     );
-    println!(
+    outln!(
         "  cpu: user {:.2} s, system {:.2} s, {:.1} us per I/O",
         r.cpu.user.as_secs_f64(),
         r.cpu.system.as_secs_f64(),
         r.cpu_us_per_io()
     );
     if let Some(v) = &r.verify {
-        println!(
+        outln!(
             "  verify: {} read-backs, {} bytes, {} mismatches",
-            v.checked, v.bytes, v.errors
+            v.checked,
+            v.bytes,
+            v.errors
         );
     }
     if let Some(e) = &r.first_error {
-        println!("  first error: {e}");
+        outln!("  first error: {e}");
     }
 }

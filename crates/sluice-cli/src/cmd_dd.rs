@@ -70,14 +70,14 @@ pub fn run_dd(args: &DdArgs) -> Result<()> {
     if args.conn.json {
         return print_json(&summary);
     }
-    println!(
+    outln!(
         "{} bytes ({}) copied in {:.3} s, {:.1} MiB/s",
         summary.bytes,
         human(summary.bytes),
         summary.seconds,
         summary.mib_per_second
     );
-    println!("sha256 {}", summary.sha256);
+    outln!("sha256 {}", summary.sha256);
     Ok(())
 }
 

@@ -26,10 +26,10 @@ pub fn run_discover(args: &DiscoverArgs) -> Result<()> {
     }
     for t in targets {
         if t.addresses.is_empty() {
-            println!("{} {}", url.portal(), t.name);
+            outln!("{} {}", url.portal(), t.name);
         }
         for a in &t.addresses {
-            println!("{a} {}", t.name);
+            outln!("{a} {}", t.name);
         }
     }
     Ok(())
@@ -96,7 +96,7 @@ pub fn run_ls(args: &LsArgs) -> Result<()> {
         return print_json(&out);
     }
     for t in out {
-        println!("Target:{} Portal:{}", t.name, t.portal);
+        outln!("Target:{} Portal:{}", t.name, t.portal);
         for l in t.luns {
             let size = l
                 .capacity
@@ -110,9 +110,12 @@ pub fn run_ls(args: &LsArgs) -> Result<()> {
                     )
                 })
                 .unwrap_or_default();
-            println!(
+            outln!(
                 "Lun:{:<4} Type:{} {} {}{size}",
-                l.lun, l.device_type_name, l.vendor, l.product
+                l.lun,
+                l.device_type_name,
+                l.vendor,
+                l.product
             );
         }
     }

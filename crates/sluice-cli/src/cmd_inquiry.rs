@@ -81,22 +81,23 @@ pub fn run_inq(args: &InqArgs) -> Result<()> {
         return print_json(&out);
     }
     if let Some(i) = &out.standard {
-        println!("Standard INQUIRY:");
-        println!("  peripheral qualifier: {}", i.qualifier);
-        println!(
+        outln!("Standard INQUIRY:");
+        outln!("  peripheral qualifier: {}", i.qualifier);
+        outln!(
             "  device type: {:#04x} ({})",
-            i.device_type, i.device_type_name
+            i.device_type,
+            i.device_type_name
         );
-        println!("  removable: {}", i.removable);
-        println!("  version: {:#04x}", i.version);
-        println!("  vendor: {}", i.vendor);
-        println!("  product: {}", i.product);
-        println!("  revision: {}", i.revision);
+        outln!("  removable: {}", i.removable);
+        outln!("  version: {:#04x}", i.version);
+        outln!("  vendor: {}", i.vendor);
+        outln!("  product: {}", i.product);
+        outln!("  revision: {}", i.revision);
     }
     for p in &out.vpd {
-        println!("VPD page {:#04x} ({}):", p.page, p.name);
+        outln!("VPD page {:#04x} ({}):", p.page, p.name);
         for (k, v) in &p.fields {
-            println!("  {k}: {v}");
+            outln!("  {k}: {v}");
         }
     }
     Ok(())
@@ -114,10 +115,10 @@ pub fn run_readcap(args: &UrlArgs) -> Result<()> {
     if args.conn.json {
         return print_json(&CapacityJson::from(cap));
     }
-    println!("Last LBA: {}", cap.last_lba);
-    println!("Block size: {}", cap.block_size);
-    println!("Blocks: {}", cap.blocks());
-    println!("Size: {} bytes ({})", cap.bytes(), human(cap.bytes()));
-    println!("Thin provisioned: {}", cap.thin_provisioned);
+    outln!("Last LBA: {}", cap.last_lba);
+    outln!("Block size: {}", cap.block_size);
+    outln!("Blocks: {}", cap.blocks());
+    outln!("Size: {} bytes ({})", cap.bytes(), human(cap.bytes()));
+    outln!("Thin provisioned: {}", cap.thin_provisioned);
     Ok(())
 }

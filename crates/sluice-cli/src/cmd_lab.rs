@@ -59,7 +59,7 @@ pub fn run_loopback(args: &LoopbackArgs) -> Result<()> {
     let mut results: Vec<Vec<StreamResult>> = vec![Vec::new(); sources.len()];
     let mut cold_at = 0u64;
     if !args.json {
-        println!(
+        outln!(
             "loopback, one TCP stream, {} B sends, {} s each, congestion control {cc}{}",
             args.chunk,
             args.seconds,
@@ -74,7 +74,7 @@ pub fn run_loopback(args: &LoopbackArgs) -> Result<()> {
                 .stream(*s, duration, &mut cold_at)
                 .with_context(|| format!("{} stream", s.name()))?;
             if !args.json {
-                println!(
+                outln!(
                     "round {round}  {:<8} {:>8.0} MiB/s",
                     s.name(),
                     r.mib_per_s()
@@ -118,15 +118,15 @@ pub fn run_loopback(args: &LoopbackArgs) -> Result<()> {
     if args.json {
         return print_json(&report);
     }
-    println!("medians:");
+    outln!("medians:");
     for s in &report.sources {
-        println!("  {:<8} {:>8.0} MiB/s", s.source, s.median_mib_per_s);
+        outln!("  {:<8} {:>8.0} MiB/s", s.source, s.median_mib_per_s);
     }
     if let Some(r) = report.cold_over_hot {
-        println!("cold / hot = {:.1} %", r * 100.0);
+        outln!("cold / hot = {:.1} %", r * 100.0);
     }
     if let Some(r) = report.sendfile_over_cold {
-        println!("sendfile / cold = {:.1} %", r * 100.0);
+        outln!("sendfile / cold = {:.1} %", r * 100.0);
     }
     Ok(())
 }

@@ -361,7 +361,7 @@ pub fn run(args: &TargetArgs, matches: &ArgMatches) -> anyhow::Result<()> {
     check_file_mode(matches)?;
     if let Some(path) = &args.check_config {
         let config = config_file::load(path)?;
-        println!("{}: OK", path.display());
+        outln!("{}: OK", path.display());
         print!("{}", summary(&config));
         for w in exposure_warnings(&config) {
             eprintln!("warning: {w}");
@@ -452,7 +452,7 @@ fn announce(targets: &[TargetDef], bound: &[SocketAddr]) {
         );
     }
     for url in urls(targets, bound) {
-        println!("{url}");
+        outln!("{url}");
     }
 }
 

@@ -12,6 +12,9 @@
 // the help.
 #![allow(rustdoc::broken_intra_doc_links)]
 
+#[macro_use]
+mod stdout;
+
 mod bench_output;
 mod cli;
 mod client_args;

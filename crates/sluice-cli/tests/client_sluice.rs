@@ -169,3 +169,20 @@ fn chap_one_way_mutual_and_refused() {
     ]);
     assert!(e.contains("target authentication failed"), "{e}");
 }
+
+#[test]
+fn text_output_into_a_closed_pipe_ends_quietly() {
+    // `sluice ls ... | head -0`: the reader is gone before the first line is written.
+    let t = TestTarget::start(config());
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["ls", &t.portal()])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run sluice");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
