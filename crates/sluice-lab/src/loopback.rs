@@ -133,9 +133,12 @@ impl LoopbackSource {
     ) -> io::Result<StreamResult> {
         let listener = TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))?;
         let addr = listener.local_addr()?;
-        let chunk = self.chunk;
-        let receiver = thread::spawn(move || receive_all(addr, chunk));
+        // Connected before the receiver thread starts, so a failed connect cannot leave
+        // `accept` waiting forever.
+        let receiving = TcpStream::connect(addr)?;
         let (mut socket, _) = listener.accept()?;
+        let chunk = self.chunk;
+        let receiver = thread::spawn(move || receive_all(receiving, chunk));
         socket.set_nodelay(true)?;
         let began = Instant::now();
         let sent = self.send_for(&mut socket, source, duration, start);
@@ -181,7 +184,7 @@ impl LoopbackSource {
                     let bytes = self
                         .device
                         .read_shared(offset, self.chunk)
-                        .expect("checked at open: the file is mapped")
+                        .ok_or_else(|| io::Error::other("the file is no longer mapped"))?
                         .map_err(io::Error::other)?;
                     socket.write_all(&bytes)?;
                 }
@@ -212,8 +215,7 @@ impl LoopbackSource {
 
 /// The receiving side: reads into one buffer of `chunk` bytes until end-of-stream, as
 /// iperf3's server does.
-fn receive_all(addr: SocketAddr, chunk: usize) -> io::Result<u64> {
-    let mut socket = TcpStream::connect(addr)?;
+fn receive_all(mut socket: TcpStream, chunk: usize) -> io::Result<u64> {
     let mut buf = vec![0u8; chunk];
     let mut total = 0u64;
     loop {
