@@ -51,8 +51,8 @@ pub enum LabCommand {
 const LOOPBACK_AFTER_HELP: &str = "\
 The file is mapped as `sluice target --file` maps a LUN (fully allocated on tmpfs, huge pages
 collapsed first). Sources alternate within each round; medians are printed, and cold/hot is
-the share of a cache-hot stream that a one-copy sender reading a LUN larger than the caches
-can reach on this machine. Example:
+the share of a cache-hot stream that a plain sender copying a LUN larger than the caches into
+the socket keeps on this machine. Example:
   fallocate -l 1G /dev/shm/lun && sluice lab loopback --file /dev/shm/lun --rounds 5";
 
 /// `sluice lab loopback`.

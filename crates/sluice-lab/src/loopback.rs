@@ -1,5 +1,5 @@
-//! What one loopback TCP stream can move, fed three ways from a LUN file: the bound that
-//! large reads from a LUN bigger than the caches can reach on a given machine.
+//! What one loopback TCP stream can move, fed three ways from a LUN file: how much of a
+//! cache-hot stream a plain sender keeps when it reads a LUN bigger than the caches.
 //!
 //! `iperf3 -l 1M` resends one 1 MiB buffer, which stays in the sender's L2 cache. A target
 //! serving a LUN larger than the caches copies every byte from DRAM into the socket instead
