@@ -22,6 +22,9 @@
 //! - [`task`]: per-task data transfer: R2T issuance and Data-Out collection, Data-In
 //!   segmentation, initiator-side Data-Out planning and Data-In reassembly.
 //! - [`keepalive`]: the NOP ping timer, reporting deadlines (`poll_timeout`) and taking `now`.
+//! - [`target`]: the target's full feature phase: a [`target::TargetSession`] with its
+//!   connections (command ordering across them, SCSI tasks, task management, text, logout,
+//!   keepalive), and the session table that binds logins to sessions.
 #![forbid(unsafe_code)]
 
 pub mod chap;
@@ -31,6 +34,7 @@ pub mod login;
 pub mod params;
 pub mod pdu;
 pub mod seq;
+pub mod target;
 pub mod task;
 pub mod text;
 pub mod window;

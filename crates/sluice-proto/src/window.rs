@@ -2,10 +2,12 @@
 //! allocation on the initiator.
 //!
 //! Target: each command goes through [`CommandWindow::handle_command`]; commands are delivered
-//! to the SCSI layer in CmdSN order (section 4.2.2.1: "commands ... are delivered in order"),
-//! commands ahead of ExpCmdSN wait until the gap fills, and the window slides as commands
-//! complete ([`CommandWindow::complete`]). Initiator: [`CmdSnAllocator`] numbers commands and
-//! stops when the target's window is full.
+//! in CmdSN order (section 4.2.2.1: "commands ... are delivered in order"), commands ahead of
+//! ExpCmdSN wait until the gap fills, and the window slides as commands end. Window slots are
+//! linear: a delivered non-immediate command takes a [`Slot`], which is not `Clone`, and the
+//! slot comes back exactly once, through [`CommandWindow::release`]. Immediate commands take
+//! none, so their completion cannot widen the window. Initiator: [`CmdSnAllocator`] numbers
+//! commands and stops when the target's window is full.
 
 use std::collections::HashMap;
 
@@ -18,15 +20,17 @@ pub enum Ignored {
     Stale,
     /// CmdSN above MaxCmdSN (or exactly 2^31 away): outside the window.
     OutOfWindow,
-    /// A command with this CmdSN is already waiting.
+    /// A command with this CmdSN is already waiting (or was cancelled, see
+    /// [`CommandWindow::cancel`]).
     Duplicate,
 }
 
 /// What happened to a command handed to [`CommandWindow::handle_command`].
 #[derive(Debug, Eq, PartialEq)]
 pub enum Admission<T> {
-    /// Run it now. Afterwards call [`CommandWindow::poll_ready`] for commands it unblocked.
-    Deliver(T),
+    /// Run it now; a non-immediate command comes with its slot. Afterwards call
+    /// [`CommandWindow::poll_ready`] for commands it unblocked.
+    Deliver(T, Option<Slot>),
     /// Kept until the commands before it arrive.
     Held,
     /// Dropped silently (section 4.2.2.1: "The target MUST silently ignore any non-immediate
@@ -34,18 +38,36 @@ pub enum Admission<T> {
     Ignored(Ignored, T),
 }
 
+/// One place in the command window, held by a delivered non-immediate command until it ends.
+///
+/// Deliberately neither `Clone` nor `Copy`: [`CommandWindow::release`] consumes it, so a slot
+/// can be given back only once, and only a delivered command has one to give.
+#[derive(Debug, Eq, PartialEq)]
+#[must_use = "a slot must be given back with CommandWindow::release when its command ends"]
+pub struct Slot {
+    cmd_sn: SeqNum,
+}
+
+impl Slot {
+    /// The CmdSN of the command that holds the slot.
+    pub fn cmd_sn(&self) -> SeqNum {
+        self.cmd_sn
+    }
+}
+
 /// Target-side command window of one session.
 ///
-/// Invariant: `depth` = commands delivered and not yet completed + free slots in
-/// `[exp_cmd_sn, max_cmd_sn]`. MaxCmdSN never goes backwards: a slot once advertised stays
-/// usable, and a slot is freed (MaxCmdSN + 1) only when a command completes.
+/// Invariant: `depth` = slots held (commands delivered and not yet ended) + free places in
+/// `[exp_cmd_sn, max_cmd_sn]`. MaxCmdSN never goes backwards: a place once advertised stays
+/// usable, and MaxCmdSN advances only when a slot is released.
 #[derive(Debug)]
 pub struct CommandWindow<T> {
     exp_cmd_sn: SeqNum,
     max_cmd_sn: SeqNum,
     depth: u32,
     active: u32,
-    held: HashMap<u32, T>,
+    /// Commands waiting for a gap to fill; `None` marks a CmdSN cancelled before it arrived.
+    held: HashMap<u32, Option<T>>,
 }
 
 impl<T> CommandWindow<T> {
@@ -73,17 +95,23 @@ impl<T> CommandWindow<T> {
         self.max_cmd_sn
     }
 
-    /// Commands delivered (non-immediate) and not yet completed.
+    /// The number of commands the window admits at once.
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    /// Slots held: commands delivered (non-immediate) and not yet ended.
     pub fn active(&self) -> u32 {
         self.active
     }
 
-    /// Commands held waiting for a gap to fill.
+    /// Commands held waiting for a gap to fill (cancelled places included).
     pub fn held(&self) -> usize {
         self.held.len()
     }
 
-    /// Where a command with `cmd_sn` would go, without taking it.
+    /// Where a command with `cmd_sn` would go, without taking it: `Ok(true)` deliver now,
+    /// `Ok(false)` hold.
     pub fn classify(&self, cmd_sn: SeqNum, immediate: bool) -> Result<bool, Ignored> {
         // Section 4.2.2.1: immediate commands carry the current CmdSN and are not ordered by
         // the window; they are delivered at once and do not advance ExpCmdSN.
@@ -108,45 +136,102 @@ impl<T> CommandWindow<T> {
     /// Takes in a command: deliver it, hold it, or drop it.
     pub fn handle_command(&mut self, cmd_sn: SeqNum, immediate: bool, cmd: T) -> Admission<T> {
         match self.classify(cmd_sn, immediate) {
+            Ok(true) if immediate => Admission::Deliver(cmd, None),
             Ok(true) => {
-                if !immediate {
-                    self.accept();
-                }
-                Admission::Deliver(cmd)
+                let slot = self.accept();
+                self.skip_cancelled();
+                Admission::Deliver(cmd, Some(slot))
             }
             Ok(false) => {
-                self.held.insert(cmd_sn.get(), cmd);
+                self.held.insert(cmd_sn.get(), Some(cmd));
                 Admission::Held
             }
             Err(why) => Admission::Ignored(why, cmd),
         }
     }
 
-    /// The next held command that is now in order, if any. Call until `None` after each
-    /// delivery.
-    pub fn poll_ready(&mut self) -> Option<T> {
-        let cmd = self.held.remove(&self.exp_cmd_sn.get())?;
-        self.accept();
-        Some(cmd)
+    /// The next held command that is now in order, with its slot, if any. Call until `None`
+    /// after each delivery, cancellation or release.
+    pub fn poll_ready(&mut self) -> Option<(T, Slot)> {
+        if !self.window_open() {
+            return None;
+        }
+        let cmd = self.held.remove(&self.exp_cmd_sn.get())??;
+        let slot = self.accept();
+        self.skip_cancelled();
+        Some((cmd, slot))
     }
 
-    /// A delivered non-immediate command completed: its slot is free again (MaxCmdSN + 1).
-    /// Extra calls (more completions than deliveries) are ignored.
-    pub fn complete(&mut self) {
-        if self.active > 0 {
-            self.active -= 1;
-            self.max_cmd_sn = self.max_cmd_sn.next();
+    /// A delivered command ended: its slot is free again (MaxCmdSN + 1).
+    pub fn release(&mut self, slot: Slot) {
+        let Slot { cmd_sn: _ } = slot;
+        debug_assert!(self.active > 0, "more slots released than taken");
+        self.active = self.active.saturating_sub(1);
+        self.max_cmd_sn = self.max_cmd_sn.next();
+        self.skip_cancelled();
+    }
+
+    /// Considers the command with `cmd_sn` received and ended without running it: a held one
+    /// is dropped, one not yet arrived will be ignored as a duplicate when it does, and the
+    /// window moves past it like past any completed command. Returns `false` (and does nothing)
+    /// when `cmd_sn` is not in `[ExpCmdSN, MaxCmdSN]` (RFC 7143 section 11.5.1, ABORT TASK
+    /// with a RefCmdSN "within the valid CmdSN window").
+    pub fn cancel(&mut self, cmd_sn: SeqNum) -> bool {
+        if !cmd_sn.in_window(self.exp_cmd_sn, self.max_cmd_sn) {
+            return false;
         }
+        self.held.insert(cmd_sn.get(), None);
+        self.skip_cancelled();
+        true
+    }
+
+    /// Whether `cmd_sn` is held (or cancelled) waiting for its turn.
+    pub fn is_held(&self, cmd_sn: SeqNum) -> bool {
+        self.held.contains_key(&cmd_sn.get())
+    }
+
+    /// Drops every held command matching `pred` (e.g. those of a connection that failed),
+    /// leaving cancelled places so that the window still moves past them. Returns how many.
+    pub fn cancel_held_where(&mut self, mut pred: impl FnMut(&T) -> bool) -> usize {
+        let mut n = 0;
+        for cmd in self.held.values_mut() {
+            if cmd.as_ref().is_some_and(&mut pred) {
+                *cmd = None;
+                n += 1;
+            }
+        }
+        self.skip_cancelled();
+        n
+    }
+
+    /// The held commands, for inspection (cancelled places are skipped).
+    pub fn held_commands(&self) -> impl Iterator<Item = (SeqNum, &T)> {
+        self.held
+            .iter()
+            .filter_map(|(sn, c)| c.as_ref().map(|c| (SeqNum(*sn), c)))
     }
 
     fn window_open(&self) -> bool {
         self.exp_cmd_sn.in_window(self.exp_cmd_sn, self.max_cmd_sn)
     }
 
-    fn accept(&mut self) {
+    fn accept(&mut self) -> Slot {
+        let slot = Slot {
+            cmd_sn: self.exp_cmd_sn,
+        };
         self.exp_cmd_sn = self.exp_cmd_sn.next();
         self.active += 1;
         debug_assert!(self.active <= self.depth);
+        slot
+    }
+
+    /// Cancelled places at ExpCmdSN pass through the window at once: taken and given back.
+    fn skip_cancelled(&mut self) {
+        while self.window_open() && matches!(self.held.get(&self.exp_cmd_sn.get()), Some(None)) {
+            self.held.remove(&self.exp_cmd_sn.get());
+            let slot = self.accept();
+            self.release(slot);
+        }
     }
 }
 
@@ -236,9 +321,9 @@ impl CmdSnAllocator {
 mod tests {
     use super::*;
 
-    fn deliver<T: std::fmt::Debug>(a: Admission<T>) -> T {
+    fn deliver<T: std::fmt::Debug>(a: Admission<T>) -> (T, Option<Slot>) {
         match a {
-            Admission::Deliver(t) => t,
+            Admission::Deliver(t, slot) => (t, slot),
             other => panic!("expected delivery, got {other:?}"),
         }
     }
@@ -247,8 +332,12 @@ mod tests {
     fn in_order_commands_are_delivered_and_fill_the_window() {
         let mut w = CommandWindow::new(SeqNum(1), 3);
         assert_eq!((w.exp_cmd_sn(), w.max_cmd_sn()), (SeqNum(1), SeqNum(3)));
+        let mut slots = Vec::new();
         for sn in 1..=3 {
-            assert_eq!(deliver(w.handle_command(SeqNum(sn), false, sn)), sn);
+            let (cmd, slot) = deliver(w.handle_command(SeqNum(sn), false, sn));
+            assert_eq!(cmd, sn);
+            assert_eq!(slot.as_ref().map(Slot::cmd_sn), Some(SeqNum(sn)));
+            slots.extend(slot);
         }
         // Window full: MaxCmdSN = ExpCmdSN - 1.
         assert_eq!((w.exp_cmd_sn(), w.max_cmd_sn()), (SeqNum(4), SeqNum(3)));
@@ -256,10 +345,14 @@ mod tests {
             w.handle_command(SeqNum(4), false, 4),
             Admission::Ignored(Ignored::OutOfWindow, 4)
         );
-        w.complete();
+        w.release(slots.remove(0));
         assert_eq!(w.max_cmd_sn(), SeqNum(4));
-        assert_eq!(deliver(w.handle_command(SeqNum(4), false, 4)), 4);
+        slots.extend(deliver(w.handle_command(SeqNum(4), false, 4)).1);
         assert_eq!(w.active(), 3);
+        for slot in slots {
+            w.release(slot);
+        }
+        assert_eq!((w.active(), w.max_cmd_sn()), (0, SeqNum(7)));
     }
 
     #[test]
@@ -271,11 +364,17 @@ mod tests {
             w.handle_command(SeqNum(12), false, 99),
             Admission::Ignored(Ignored::Duplicate, 99)
         );
-        assert_eq!(w.poll_ready(), None);
-        assert_eq!(deliver(w.handle_command(SeqNum(10), false, 10)), 10);
-        assert_eq!(w.poll_ready(), Some(11));
-        assert_eq!(w.poll_ready(), Some(12));
-        assert_eq!(w.poll_ready(), None);
+        assert!(w.poll_ready().is_none());
+        assert_eq!(deliver(w.handle_command(SeqNum(10), false, 10)).0, 10);
+        assert_eq!(
+            w.poll_ready().map(|(c, s)| (c, s.cmd_sn())),
+            Some((11, SeqNum(11)))
+        );
+        assert_eq!(
+            w.poll_ready().map(|(c, s)| (c, s.cmd_sn())),
+            Some((12, SeqNum(12)))
+        );
+        assert!(w.poll_ready().is_none());
         assert_eq!(w.exp_cmd_sn(), SeqNum(13));
         assert_eq!(
             w.handle_command(SeqNum(11), false, 11),
@@ -288,16 +387,17 @@ mod tests {
     }
 
     #[test]
-    fn immediate_commands_do_not_advance_exp_cmd_sn() {
+    fn immediate_commands_take_no_slot() {
         let mut w = CommandWindow::new(SeqNum(5), 1);
-        assert_eq!(deliver(w.handle_command(SeqNum(5), true, 'i')), 'i');
+        let (c, slot) = deliver(w.handle_command(SeqNum(5), true, 'i'));
+        assert_eq!((c, slot), ('i', None));
         assert_eq!(w.exp_cmd_sn(), SeqNum(5));
         assert_eq!(w.active(), 0);
-        deliver(w.handle_command(SeqNum(5), false, 'n'));
-        // Window closed, but an immediate command still goes through.
-        deliver(w.handle_command(SeqNum(6), true, 'j'));
-        w.complete();
-        w.complete(); // extra completion ignored
+        let (_, slot) = deliver(w.handle_command(SeqNum(5), false, 'n'));
+        // Window closed, but an immediate command still goes through, and takes nothing.
+        assert_eq!(deliver(w.handle_command(SeqNum(6), true, 'j')).1, None);
+        assert_eq!(w.max_cmd_sn(), SeqNum(5));
+        w.release(slot.expect("a non-immediate command holds a slot"));
         assert_eq!(w.max_cmd_sn(), SeqNum(6));
     }
 
@@ -312,12 +412,9 @@ mod tests {
             Admission::Ignored(Ignored::OutOfWindow, 2)
         );
         deliver(w.handle_command(SeqNum(u32::MAX - 1), false, 7));
-        assert_eq!(
-            w.handle_command(SeqNum(u32::MAX), false, 8),
-            Admission::Deliver(8)
-        );
-        assert_eq!(w.poll_ready(), Some(0));
-        assert_eq!(w.poll_ready(), Some(1));
+        assert_eq!(deliver(w.handle_command(SeqNum(u32::MAX), false, 8)).0, 8);
+        assert_eq!(w.poll_ready().map(|p| p.0), Some(0));
+        assert_eq!(w.poll_ready().map(|p| p.0), Some(1));
         assert_eq!(w.exp_cmd_sn(), SeqNum(2));
         assert_eq!(
             w.handle_command(SeqNum(u32::MAX - 3), false, 9),
@@ -325,6 +422,64 @@ mod tests {
         );
         // Exactly 2^31 away is undefined in RFC 1982: never accepted.
         assert!(w.classify(SeqNum(0x8000_0002), false).is_err());
+    }
+
+    #[test]
+    fn a_cancelled_cmd_sn_fills_its_gap_and_its_late_command_is_a_duplicate() {
+        let mut w = CommandWindow::new(SeqNum(1), 4);
+        assert_eq!(w.handle_command(SeqNum(2), false, 2), Admission::Held);
+        // CmdSN 1 never arrives; ABORT TASK names it: the window moves on.
+        assert!(w.cancel(SeqNum(1)));
+        assert_eq!(w.exp_cmd_sn(), SeqNum(2));
+        assert_eq!(
+            w.max_cmd_sn(),
+            SeqNum(5),
+            "the cancelled place went through the window"
+        );
+        let (c, slot) = w.poll_ready().expect("CmdSN 2 is now in order");
+        assert_eq!(c, 2);
+        assert_eq!(
+            w.handle_command(SeqNum(1), false, 1),
+            Admission::Ignored(Ignored::Stale, 1)
+        );
+        // A held command cancelled: skipped when its turn comes.
+        assert_eq!(w.handle_command(SeqNum(4), false, 4), Admission::Held);
+        assert!(w.cancel(SeqNum(4)));
+        assert_eq!(
+            w.handle_command(SeqNum(4), false, 44),
+            Admission::Ignored(Ignored::Duplicate, 44)
+        );
+        let (_, s3) = deliver(w.handle_command(SeqNum(3), false, 3));
+        assert_eq!(w.exp_cmd_sn(), SeqNum(5));
+        assert!(w.poll_ready().is_none());
+        w.release(slot);
+        w.release(s3.unwrap());
+        assert_eq!(w.active(), 0);
+        assert_eq!(w.max_cmd_sn().distance_from(w.exp_cmd_sn()), 3);
+        // Outside the window: nothing to cancel.
+        assert!(!w.cancel(SeqNum(1)));
+        assert!(!w.cancel(SeqNum(100)));
+    }
+
+    #[test]
+    fn held_commands_of_a_failed_connection_are_skipped() {
+        let mut w = CommandWindow::new(SeqNum(1), 8);
+        assert_eq!(
+            w.handle_command(SeqNum(2), false, ('b', 2)),
+            Admission::Held
+        );
+        assert_eq!(
+            w.handle_command(SeqNum(3), false, ('a', 3)),
+            Admission::Held
+        );
+        assert_eq!(w.cancel_held_where(|c| c.0 == 'b'), 1);
+        let (_, s1) = deliver(w.handle_command(SeqNum(1), false, ('a', 1)));
+        let (c, s3) = w.poll_ready().expect("CmdSN 3 follows the skipped 2");
+        assert_eq!(c, ('a', 3));
+        w.release(s1.unwrap());
+        w.release(s3);
+        assert_eq!((w.exp_cmd_sn(), w.active()), (SeqNum(4), 0));
+        assert_eq!(w.max_cmd_sn(), SeqNum(11));
     }
 
     #[test]

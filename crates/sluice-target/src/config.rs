@@ -134,6 +134,8 @@ pub struct OperationalOffer {
     pub error_recovery_level: u8,
     /// Commands a session may have outstanding (sets MaxCmdSN - ExpCmdSN + 1).
     pub queue_depth: u32,
+    /// MaxConnections the target accepts at most per session (RFC 7143 section 13.2).
+    pub max_connections: u16,
 }
 
 /// How the target answers a digest offer.
@@ -164,6 +166,7 @@ impl Default for OperationalOffer {
             default_time2retain: 20,
             error_recovery_level: 0,
             queue_depth: 128,
+            max_connections: 8,
         }
     }
 }

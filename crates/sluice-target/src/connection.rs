@@ -8,15 +8,18 @@ use sluice_proto::framing::{Digests, FrameError, Framer};
 use sluice_proto::login::{LoginOutcome, LoginStep, TargetLogin, LOGIN_SEGMENT_MAX};
 use sluice_proto::pdu::{LoginResponse, Pdu};
 use sluice_proto::seq::SeqNum;
+use sluice_proto::target::registry::{Binding, ConnectionRef};
+use sluice_proto::target::{
+    Added, CloseReason, ConnId, ConnectionSetup, KeepaliveConfig, SessionConfig, TargetSession,
+};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tracing::{debug, info, warn};
 
 use crate::context::Context;
-use crate::ffp::FullFeature;
 use crate::login_env::LoginEnv;
 use crate::outbox::Outbox;
-use crate::sessions::Bound;
+use crate::sessions::SharedSession;
 
 /// Largest read a busy-polling wait does itself, into a zeroed window (see
 /// `Reader::spin_read`): enough for a batch of commands.
@@ -288,7 +291,7 @@ pub(crate) async fn serve(
         login_phase(&ctx, &mut reader, &mut outbox),
     )
     .await;
-    let (outcome, bound) = match login {
+    let done = match login {
         Ok(Some(done)) => done,
         Ok(None) => {
             outbox.close().await;
@@ -299,6 +302,11 @@ pub(crate) async fn serve(
             return;
         }
     };
+    let LoginDone {
+        outcome,
+        binding,
+        response,
+    } = done;
     let span = tracing::info_span!(
         "session",
         initiator = %outcome.initiator_name,
@@ -307,9 +315,19 @@ pub(crate) async fn serve(
         cid = outcome.cid,
     );
     let _entered = span.enter();
+    let wake = Arc::new(Notify::new());
+    // The session exists (or has the connection) before the initiator learns its TSIH from
+    // the final Login Response, so a second connection's login can join it at once.
+    let (session, id, conn_ref) = join_session(&ctx, &outcome, binding, local, &wake);
+    if send_login(&mut outbox, response).await.is_none() {
+        leave_session(&ctx, &session, id, conn_ref);
+        return;
+    }
     info!(%peer, target = outcome.target_name.as_deref().unwrap_or("(discovery)"), "logged in");
     debug!(params = ?outcome.params, "negotiated");
 
+    // Digests apply from the first PDU after the final Login Response (RFC 7143 section
+    // 13.1).
     let digests = Digests {
         header: outcome.params.header_digest,
         data: outcome.params.data_digest,
@@ -320,36 +338,113 @@ pub(crate) async fn serve(
         .set_max_data_segment(outcome.params.target_max_recv_data_segment_length);
     outbox.set_digests(digests);
 
-    if let Some(old) = bound.reinstated {
-        info!(
-            old_nexus = old,
-            "session reinstated: the previous session was closed"
-        );
-    }
-    let nexus = bound.guard.nexus_id;
-    let scsi = outcome
-        .target_name
-        .as_deref()
-        .and_then(|n| ctx.target(n))
-        .map(|t| Arc::clone(&t.scsi));
-    let end = FullFeature::new(&ctx, *outcome, bound.guard, local, &mut outbox, shutdown)
-        .run(&mut reader)
-        .await;
+    let end =
+        crate::ffp::Connection::new(&ctx, Arc::clone(&session), id, &mut outbox, wake, shutdown)
+            .run(&mut reader)
+            .await;
     info!(reason = %end, "connection closed");
-    if let Some(scsi) = scsi {
-        if !ctx.sessions.nexus_alive(nexus) {
-            scsi.nexus_gone(nexus);
-        }
-    }
+    leave_session(&ctx, &session, id, conn_ref);
     outbox.close().await;
 }
 
-/// Runs the login; `None` means the connection should be closed.
-async fn login_phase(
+/// What a completed login hands to full feature phase.
+struct LoginDone {
+    outcome: Box<LoginOutcome>,
+    binding: Binding<Arc<SharedSession>>,
+    /// The final Login Response, sent once the session is ready.
+    response: LoginResponse,
+}
+
+/// Creates the session of a leading login, or adds the connection to its session.
+fn join_session(
     ctx: &Context,
-    reader: &mut Reader,
-    outbox: &mut Outbox,
-) -> Option<(Box<LoginOutcome>, Bound)> {
+    outcome: &LoginOutcome,
+    binding: Binding<Arc<SharedSession>>,
+    local: SocketAddr,
+    wake: &Arc<Notify>,
+) -> (Arc<SharedSession>, ConnId, ConnectionRef) {
+    let now = tokio::time::Instant::now().into_std();
+    let setup = ConnectionSetup {
+        cid: outcome.cid,
+        params: outcome.params,
+        next_stat_sn: outcome.next_stat_sn,
+        exp_cmd_sn: outcome.exp_cmd_sn,
+    };
+    match binding {
+        Binding::NewSession { conn, replaced } => {
+            if let Some(old) = replaced {
+                info!(
+                    old_nexus = old.nexus,
+                    "session reinstated: the previous session is closed"
+                );
+                old.close(CloseReason::SessionReinstated);
+            }
+            let config = SessionConfig {
+                session_type: outcome.session_type,
+                queue_depth: ctx.config.offer.queue_depth,
+                max_write_bytes_per_connection: ctx
+                    .config
+                    .limits
+                    .max_outstanding_bytes_per_connection,
+                keepalive: ctx.config.keepalive.map(|k| KeepaliveConfig {
+                    interval: k.interval,
+                    timeout: k.timeout,
+                }),
+            };
+            let (core, id) = TargetSession::new(config, setup, now);
+            let target = outcome.target_name.as_deref().map(str::to_ascii_lowercase);
+            let session = Arc::new(SharedSession::new(
+                core,
+                ctx.sessions.next_nexus(),
+                target,
+                outcome.initiator_name.clone(),
+                conn.session,
+            ));
+            session.register(id, Arc::clone(wake), local);
+            ctx.sessions.registry().attach(
+                conn.session,
+                Arc::clone(&session),
+                outcome.params.max_connections,
+            );
+            (session, id, conn)
+        }
+        Binding::AddConnection { conn, handle, .. } => {
+            let added = {
+                let mut env = crate::ffp::DriverEnv::new(ctx, &handle);
+                handle.lock().add_connection(setup, now, &mut env)
+            };
+            handle.register(added.conn(), Arc::clone(wake), local);
+            if let Added::Reinstated { replaced, .. } = added {
+                info!("connection reinstated: the previous connection with this CID is closed");
+                handle.wake(replaced);
+            }
+            (handle, added.conn(), conn)
+        }
+    }
+}
+
+/// A connection's task is ending: the core forgets it, the session ends with its last
+/// connection (the SCSI layer drops the I_T nexus), and the table forgets both.
+fn leave_session(ctx: &Context, session: &Arc<SharedSession>, id: ConnId, conn: ConnectionRef) {
+    session.unregister(id);
+    let ended = {
+        let mut env = crate::ffp::DriverEnv::new(ctx, session);
+        let mut core = session.lock();
+        core.handle_connection_closed(id, &mut env);
+        session.wake_others(id, &core);
+        core.is_ended()
+    };
+    ctx.sessions.connection_ended(conn);
+    if ended {
+        ctx.sessions.registry().remove_session(session.session);
+        if let Some(t) = session.target.as_deref().and_then(|n| ctx.target(n)) {
+            t.scsi.nexus_gone(session.nexus);
+        }
+    }
+}
+
+/// Runs the login; `None` means the connection should be closed.
+async fn login_phase(ctx: &Context, reader: &mut Reader, outbox: &mut Outbox) -> Option<LoginDone> {
     let window = ctx.config.offer.queue_depth;
     // The initial StatSN is arbitrary (RFC 7143 section 4.2.2.2); a random start makes stale
     // responses from an earlier connection easy to spot. It stays below 2^31 because libiscsi
@@ -383,9 +478,12 @@ async fn login_phase(
         match login.handle_request(&req, &mut env) {
             LoginStep::Respond(rsp) => send_login(outbox, rsp).await?,
             LoginStep::Complete { response, outcome } => {
-                send_login(outbox, response).await?;
-                let bound = env.bound.take()?;
-                return Some((outcome, bound));
+                let binding = env.bound.take()?;
+                return Some(LoginDone {
+                    outcome,
+                    binding,
+                    response,
+                });
             }
             LoginStep::Fail(rsp) => {
                 warn!(

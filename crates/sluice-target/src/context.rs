@@ -12,7 +12,7 @@ use sluice_storage::{FileDevice, FileOptions, MemoryDevice, NullDevice};
 
 use crate::config::{Backend, LunDef, TargetConfig, TargetDef};
 use crate::discovery::PORTAL_GROUP_TAG;
-use crate::sessions::SessionTable;
+use crate::sessions::Sessions;
 
 /// One configured target at run time.
 #[derive(Debug)]
@@ -28,7 +28,7 @@ pub(crate) struct Context {
     pub config: TargetConfig,
     /// By lower-cased target name.
     pub targets: HashMap<String, TargetRuntime>,
-    pub sessions: Arc<SessionTable>,
+    pub sessions: Sessions,
     pub connections: AtomicUsize,
 }
 
@@ -56,7 +56,7 @@ impl Context {
             };
             targets.insert(t.iqn.to_ascii_lowercase(), runtime);
         }
-        let sessions = SessionTable::new(config.limits.max_sessions);
+        let sessions = Sessions::new(config.limits.max_sessions);
         Ok(Arc::new(Self {
             config,
             targets,

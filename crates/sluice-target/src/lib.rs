@@ -5,10 +5,10 @@
 //! [`run`] serves a [`config::TargetConfig`] until a shutdown future completes.
 //!
 //! Module map: `server` (listeners, accept, shutdown), `connection` (one TCP connection: read
-//! loop and login phase), `ffp` (full feature phase: ordering, SCSI commands and their data,
-//! NOP, keepalive), `scsi_exec` (command results to Data-In/Response), `tmf` (task
-//! management), `text` (Text and Logout), `discovery` (SendTargets), `sessions` (TSIH,
-//! reinstatement), `login_env` (configuration as login policy), `outbox` (the writer task),
+//! loop, login phase, joining its session), `ffp` (full feature phase: the loop around the
+//! sans-IO `sluice_proto::target::TargetSession`, running SCSI work), `discovery`
+//! (SendTargets answers), `sessions` (the shared session cores and the session table),
+//! `login_env` (configuration as login policy), `outbox` (PDUs to vectored writes),
 //! `context` (shared state and LUN construction).
 
 pub mod config;
@@ -18,11 +18,8 @@ mod discovery;
 mod ffp;
 mod login_env;
 mod outbox;
-mod scsi_exec;
 mod server;
 mod sessions;
-mod text;
-mod tmf;
 mod validate;
 
 pub use server::{run, run_on, Target};

@@ -9,18 +9,19 @@ use sluice_proto::login::{
     ChapCredential, ChapSecrets, LoginStatus, SessionBinding, TargetLoginEnv, TargetLoginPolicy,
 };
 use sluice_proto::params::SessionType;
-use sluice_proto::seq::Tsih;
+use sluice_proto::seq::{SeqNum, Tsih};
+use sluice_proto::target::registry::{Binding, NexusKey};
 use sluice_proto::text::{DigestKind, OperationalOffer as ProtoOffer};
 
 use crate::config::{ChapCredentials, DigestPolicy, OperationalOffer, TargetConfig};
 use crate::discovery::{admits, find_target, PORTAL_GROUP_TAG};
-use crate::sessions::{BindError, Bound, NexusKey, SessionTable};
+use crate::sessions::{Sessions, SharedSession};
 
 /// One connection's login environment. Holds the session binding once the login completes.
 pub(crate) struct LoginEnv<'a> {
     pub config: &'a TargetConfig,
-    pub sessions: &'a Arc<SessionTable>,
-    pub bound: Option<Bound>,
+    pub sessions: &'a Sessions,
+    pub bound: Option<Binding<Arc<SharedSession>>>,
 }
 
 impl TargetLoginEnv for LoginEnv<'_> {
@@ -56,7 +57,11 @@ impl TargetLoginEnv for LoginEnv<'_> {
         if refused {
             return Err(LoginStatus::AUTHORIZATION_FAILURE);
         }
-        Ok(())
+        // A connection for an existing session is refused before authentication when the
+        // session does not exist or is full (RFC 7143 section 11.13.5: 0x020a, 0x0206).
+        self.sessions
+            .registry()
+            .check(&nexus_key(binding), binding.tsih, binding.cid)
     }
 
     fn random_bytes(&mut self, buf: &mut [u8]) {
@@ -64,30 +69,32 @@ impl TargetLoginEnv for LoginEnv<'_> {
     }
 
     fn bind_session(&mut self, binding: &SessionBinding) -> Result<Tsih, LoginStatus> {
-        let target = match binding.session_type {
-            SessionType::Discovery => String::new(),
-            SessionType::Normal => binding
-                .target_name
-                .clone()
-                .unwrap_or_default()
-                .to_ascii_lowercase(),
-        };
-        let key = NexusKey {
-            initiator: binding.initiator_name.to_ascii_lowercase(),
-            isid: binding.isid,
-            target,
-        };
-        match self.sessions.bind(key, binding.tsih, binding.cid) {
-            Ok(bound) => {
-                let tsih = bound.guard.tsih;
-                self.bound = Some(bound);
-                Ok(tsih)
+        let bound = self
+            .sessions
+            .registry()
+            .bind(nexus_key(binding), binding.tsih, binding.cid)?;
+        let tsih = match &bound {
+            Binding::NewSession { conn, .. } | Binding::AddConnection { conn, .. } => {
+                conn.session.tsih
             }
-            Err(BindError::SessionDoesNotExist) => Err(LoginStatus::SESSION_DOES_NOT_EXIST),
-            Err(BindError::TooManyConnections) => Err(LoginStatus::TOO_MANY_CONNECTIONS),
-            Err(BindError::OutOfResources) => Err(LoginStatus::OUT_OF_RESOURCES),
-        }
+        };
+        self.bound = Some(bound);
+        Ok(tsih)
     }
+
+    fn session_command_window(&self, tsih: Tsih) -> Option<(SeqNum, SeqNum)> {
+        let session = self.sessions.registry().by_tsih(tsih).cloned()?;
+        let window = session.lock().command_window();
+        Some(window)
+    }
+}
+
+fn nexus_key(binding: &SessionBinding) -> NexusKey {
+    let target = match binding.session_type {
+        SessionType::Discovery => "",
+        SessionType::Normal => binding.target_name.as_deref().unwrap_or_default(),
+    };
+    NexusKey::new(&binding.initiator_name, binding.isid, target)
 }
 
 fn chap_secrets(c: &ChapCredentials) -> ChapSecrets {
@@ -108,13 +115,14 @@ fn digests(policy: DigestPolicy) -> Vec<DigestKind> {
     }
 }
 
-/// The configuration's offer in the negotiator's terms. MaxConnections is 1: sluice does not
-/// do multiple connections per session, and open-iscsi refuses anything else (interop rule 1).
+/// The configuration's offer in the negotiator's terms. MaxConnections is negotiated as the
+/// smaller of the two offers (RFC 7143 section 13.2), so an initiator that offers 1
+/// (open-iscsi refuses any other answer) gets 1.
 pub(crate) fn proto_offer(o: &OperationalOffer) -> ProtoOffer {
     ProtoOffer {
         header_digest: digests(o.header_digest),
         data_digest: digests(o.data_digest),
-        max_connections: 1,
+        max_connections: o.max_connections,
         initial_r2t: o.initial_r2t,
         immediate_data: o.immediate_data,
         max_recv_data_segment_length: o.max_recv_data_segment_length,

@@ -139,7 +139,9 @@ pub async fn run_on(
     let wait_all = async { while connections.join_next().await.is_some() {} };
     if tokio::time::timeout(grace, wait_all).await.is_err() {
         warn!("some connections did not close in time");
-        ctx.sessions.kill_all();
+        for session in ctx.sessions.all() {
+            session.close(sluice_proto::target::CloseReason::Shutdown);
+        }
     }
     ctx.flush_all();
     Ok(())

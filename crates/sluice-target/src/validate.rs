@@ -84,6 +84,7 @@ impl TargetConfig {
         range("DefaultTime2Retain", o.default_time2retain.into(), 0, 3600)?;
         range("ErrorRecoveryLevel", o.error_recovery_level.into(), 0, 2)?;
         range("queue_depth", o.queue_depth.into(), 1, 65_536)?;
+        range("MaxConnections", o.max_connections.into(), 1, 65_535)?;
         if o.first_burst_length > o.max_burst_length {
             return Err(ConfigError::FirstBurst(
                 o.first_burst_length,

@@ -501,3 +501,52 @@ async fn keepalive_keeps_an_initiator_that_answers() {
     p.assert_alive().await;
     assert_eq!(h.target.session_count(), 1);
 }
+
+/// An immediate command takes no slot of the CmdSN window (RFC 7143 section 4.2.2.1: it is
+/// not ordered and does not advance ExpCmdSN), so its completion must not give one back: while
+/// a write holds a slot, MaxCmdSN stays ExpCmdSN + queue depth - 2, whatever immediate commands
+/// come and go; otherwise the initiator may have one command more in flight than the depth.
+#[tokio::test]
+async fn an_immediate_command_does_not_widen_the_command_window() {
+    let mut cfg = r2t_config();
+    cfg.offer.queue_depth = 4;
+    let h = Harness::new(cfg);
+    let (mut p, _task) = h.logged_in().await;
+    p.clear_unit_attention().await;
+    // A write that waits for its data holds one slot.
+    let write = p.scsi_command(&write10(0, 1), false, true, BLOCK as u32);
+    let write_itt = write.itt;
+    p.send(&Pdu::ScsiCommand(write)).await;
+    let r2t = p.expect_r2t().await;
+    // An immediate TEST UNIT READY carries the next CmdSN without taking it.
+    let mut tur_cmd = p.scsi_command(&tur(), false, false, 0);
+    p.cmd_sn = SeqNum(p.cmd_sn.0.wrapping_sub(1));
+    tur_cmd.immediate = true;
+    let tur_itt = tur_cmd.itt;
+    p.send(&Pdu::ScsiCommand(tur_cmd)).await;
+    assert_eq!(p.completion(tur_itt).await.status, 0);
+    let window = |p: &mut Peer, nop: Pdu| match nop {
+        Pdu::NopIn(n) => {
+            assert_eq!(n.exp_cmd_sn, p.cmd_sn);
+            n.max_cmd_sn.0.wrapping_sub(n.exp_cmd_sn.0) + 1
+        }
+        other => panic!("expected a NOP-In, got {other:?}"),
+    };
+    p.nop_ping(b"").await;
+    let nop = p.expect().await;
+    assert_eq!(
+        window(&mut p, nop),
+        3,
+        "the immediate command's completion gave back a slot it never took"
+    );
+    let data = pattern(BLOCK, 5);
+    p.send(&p.data_out(&r2t, 0, 0, &data, true)).await;
+    assert_eq!(p.completion(write_itt).await.status, 0);
+    p.nop_ping(b"").await;
+    let nop = p.expect().await;
+    assert_eq!(
+        window(&mut p, nop),
+        4,
+        "the whole window once nothing is outstanding"
+    );
+}

@@ -131,6 +131,14 @@ pub trait TargetLoginEnv {
     /// - TSIH ≠ 0: add the connection (CID) to that session and return the same TSIH, or
     ///   refuse with 0x020a / 0x0206 / 0x0208.
     fn bind_session(&mut self, binding: &SessionBinding) -> Result<Tsih, LoginStatus>;
+
+    /// ExpCmdSN and MaxCmdSN of the live session `tsih`, for the responses of a login that
+    /// adds a connection to it. `None` (the default) when there is no such session: the
+    /// login's own CmdSN is used, and binding will refuse it.
+    fn session_command_window(&self, tsih: Tsih) -> Option<(SeqNum, SeqNum)> {
+        let _ = tsih;
+        None
+    }
 }
 
 /// What a successful login settled; handed to the driver with the final Login Response.

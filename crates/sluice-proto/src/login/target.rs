@@ -80,6 +80,9 @@ pub struct TargetLogin {
     /// Remaining chunks of a long response, and what the last one completes.
     outgoing: VecDeque<(Bytes, bool)>,
     outgoing_end: Option<Pending>,
+    /// ExpCmdSN and MaxCmdSN of the session a non-leading login joins (its responses carry
+    /// the session's window, not one computed from the login's CmdSN).
+    session_window: Option<(SeqNum, SeqNum)>,
 }
 
 #[derive(Debug)]
@@ -134,6 +137,7 @@ impl TargetLogin {
             assembler: TextAssembler::new(TextLimits::LOGIN.max_total_len),
             outgoing: VecDeque::new(),
             outgoing_end: None,
+            session_window: None,
         }
     }
 
@@ -168,6 +172,9 @@ impl TargetLogin {
         env: &mut dyn TargetLoginEnv,
     ) -> Result<LoginStep, LoginStatus> {
         self.requests += 1;
+        if req.tsih != Tsih::NEW_SESSION {
+            self.session_window = env.session_command_window(req.tsih);
+        }
         if self.requests > MAX_LOGIN_REQUESTS || matches!(self.state, State::Done) {
             return Err(LoginStatus::INITIATOR_ERROR);
         }
@@ -349,6 +356,13 @@ impl TargetLogin {
     ) -> LoginResponse {
         let stat_sn = self.stat_sn;
         self.stat_sn = stat_sn.next();
+        // A leading login's requests are immediate: ExpCmdSN is the request's CmdSN (RFC 7143
+        // section 4.2.2.1), and the window opens from there. A connection joining a session
+        // reports the session's window (section 11.13: ExpCmdSN and MaxCmdSN are
+        // session-wide).
+        let (exp_cmd_sn, max_cmd_sn) = self
+            .session_window
+            .unwrap_or((req.cmd_sn, req.cmd_sn.add(self.window - 1)));
         LoginResponse {
             transit: transit.is_some(),
             cont,
@@ -360,9 +374,8 @@ impl TargetLogin {
             tsih,
             itt: req.itt,
             stat_sn,
-            // Login requests are immediate: ExpCmdSN is the request's CmdSN (checklist rule 6).
-            exp_cmd_sn: req.cmd_sn,
-            max_cmd_sn: req.cmd_sn.add(self.window - 1),
+            exp_cmd_sn,
+            max_cmd_sn,
             status_class: status.class,
             status_detail: status.detail,
             data,

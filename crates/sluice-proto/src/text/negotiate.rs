@@ -225,8 +225,8 @@ impl Negotiator {
     /// Our offers for negotiable keys that are neither settled nor pending; they become
     /// pending. An initiator offers every key relevant to the session; a target offers only
     /// keys whose value differs from the RFC default (so that it sends no unsolicited keys
-    /// open-iscsi would refuse, interop checklist rule 2) and never TaskReporting or
-    /// iSCSIProtocolLevel.
+    /// open-iscsi would refuse: it fails a login on a key it did not offer) and never
+    /// MaxConnections, TaskReporting or iSCSIProtocolLevel.
     pub fn offers(&mut self) -> Vec<(String, String)> {
         let defaults = Negotiator::new(self.role, OperationalOffer::default());
         let mut out = Vec::new();
@@ -240,6 +240,12 @@ impl Negotiator {
                 continue;
             }
             if def.name == "TaskReporting" {
+                continue;
+            }
+            // Extra connections are the initiator's to open: a target that offered
+            // MaxConnections would only invite an answer of 1 from an initiator that did not
+            // ask for more (and open-iscsi fails a login on any MaxConnections but 1).
+            if def.name == "MaxConnections" && self.role == Role::Target {
                 continue;
             }
             if def.name == "iSCSIProtocolLevel"
