@@ -3,7 +3,10 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use sluice_proto::pdu::TaskAttr;
+pub use sluice_proto::initiator::CommandStats;
+use sluice_proto::initiator::{CommandData, CommandResult};
+use sluice_proto::pdu::{Cdb, TaskAttr};
+use sluice_proto::seq::Lun;
 use sluice_proto::task::Residual;
 use sluice_scsi::SenseData;
 
@@ -65,6 +68,20 @@ impl Command {
         }
     }
 
+    /// The command as the session core takes it.
+    pub(crate) fn into_core(self) -> sluice_proto::initiator::Command {
+        sluice_proto::initiator::Command {
+            lun: Lun::from_number(self.lun),
+            cdb: Cdb::new(&self.cdb),
+            data: match self.data {
+                DataDirection::None => CommandData::None,
+                DataDirection::Read(n) => CommandData::Read(n),
+                DataDirection::Write(d) => CommandData::Write(d),
+            },
+            attr: self.attr,
+        }
+    }
+
     /// The Expected Data Transfer Length.
     pub fn edtl(&self) -> u32 {
         match &self.data {
@@ -73,27 +90,6 @@ impl Command {
             DataDirection::Write(d) => u32::try_from(d.len()).unwrap_or(u32::MAX),
         }
     }
-}
-
-/// How many PDUs one command moved (the lab checks these against the RFC rules).
-#[derive(Clone, Debug, Default, Eq, PartialEq)]
-pub struct CommandStats {
-    /// Bytes of immediate data in the SCSI Command PDU.
-    pub immediate_bytes: u32,
-    /// Data-Out PDUs sent.
-    pub data_out: u32,
-    /// R2Ts received.
-    pub r2t: u32,
-    /// Data-In PDUs received.
-    pub data_in: u32,
-    /// Data-carrying PDUs per write sequence: the first entry is the unsolicited sequence
-    /// (the command PDU if it carried immediate data, plus the unsolicited Data-Outs), then
-    /// one entry per R2T. Empty for reads.
-    pub sequences: Vec<u32>,
-    /// Whether the status came in the last Data-In (phase collapse, section 11.7.3).
-    pub phase_collapse: bool,
-    /// Times the command was sent (more than 1 after a reconnect).
-    pub attempts: u32,
 }
 
 /// How a command ended.
@@ -116,6 +112,22 @@ pub struct CommandOutcome {
 }
 
 impl CommandOutcome {
+    /// The core's result, with its sense data decoded.
+    pub(crate) fn from_result(r: CommandResult) -> Self {
+        let sense = (!r.sense.is_empty())
+            .then(|| SenseData::parse(&r.sense).ok())
+            .flatten();
+        Self {
+            status: r.status,
+            sense_bytes: r.sense,
+            sense,
+            residual: r.residual,
+            data: r.data,
+            stats: r.stats,
+            latency: r.latency,
+        }
+    }
+
     /// Whether the status is GOOD.
     pub fn is_good(&self) -> bool {
         self.status == sluice_scsi::status::GOOD

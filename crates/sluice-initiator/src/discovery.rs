@@ -44,7 +44,15 @@ pub struct DiscoveredTarget {
 /// ```
 pub async fn discover(portal: &str, opts: &ConnectOptions) -> Result<Vec<DiscoveredTarget>, Error> {
     let counters = Counters::default();
-    let logged = login(portal.to_owned(), None, random_isid(), opts, &counters).await?;
+    let logged = login(
+        portal.to_owned(),
+        None,
+        random_isid(),
+        None,
+        opts,
+        &counters,
+    )
+    .await?;
     let mut t = logged.transport;
     let mut cmd_sn = logged.cmd_sn;
     let mut exp_stat_sn = logged.outcome.exp_stat_sn;

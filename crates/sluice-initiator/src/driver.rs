@@ -1,174 +1,331 @@
-//! The full-feature driver: one tokio task owns the connection (no locks on the data path)
-//! and serves the [`Session`](crate::Session) handles through a channel.
+//! The tokio driver around the sans-IO session core (`sluice_proto::initiator`): one task per
+//! connection owns its socket, the core sits behind a lock the session's tasks and handles
+//! share (never held across an `.await`), and completions go to the waiting callers through
+//! oneshot channels.
 //!
-//! Each loop turn does one of: read bytes and handle every whole PDU, write buffered bytes,
-//! take a request, or fire the keepalive timer. Commands wait in `waiting` while the CmdSN
-//! window is closed (RFC 7143 section 4.2.2.1). A lost connection at ErrorRecoveryLevel 0 is
-//! recovered by session reinstatement: log in again with the same ISID and TSIH 0 (section
-//! 6.3.5) and send the commands again, within [`ConnectOptions::max_reconnects`] and
-//! [`ConnectOptions::max_retries`].
+//! A connection task reads bytes, frames PDUs and hands them to the core, writes what the core
+//! queued for its connection, sleeps until the core's next deadline, and wakes the other
+//! connections' tasks when the core queued something for them. Every protocol decision is
+//! the core's.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use bytes::{BufMut, BytesMut};
+use sluice_proto::initiator::{
+    Completion, ConnId, Event, Failure, InitiatorSession, RequestId, TaskId,
+};
 use sluice_proto::params::SessionParams;
-use sluice_proto::pdu::{LogoutRequest, NopOut, Pdu, TaskMgmtRequest};
-use sluice_proto::seq::{Isid, Itt, Lun, SeqNum, Ttt};
-use sluice_proto::task::initiator::IttAllocator;
-use sluice_proto::window::CmdSnAllocator;
+use sluice_proto::seq::Isid;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::counters::Counters;
 use crate::error::Error;
-use crate::login::{login, LoggedIn};
 use crate::options::ConnectOptions;
-use crate::placement::{Placing, HEADER_READ_BYTES};
-use crate::tasks::{Pending, Task};
+use crate::placement::Placing;
 use crate::transport::Transport;
 
-/// Stop taking requests while this many bytes wait to be written.
-const SEND_HIGH_WATER: usize = 8 << 20;
 /// Bytes asked of the socket per read.
 const READ_CHUNK: usize = 256 * 1024;
-/// Completed bytes after which the driver yields to its callers (see `completed_since_yield`):
-/// once per large command, once per many small ones.
+/// Completed bytes after which a connection task yields to its callers (see
+/// `completed_since_yield`): once per large command, once per many small ones.
 const YIELD_AFTER_BYTES: u64 = 256 * 1024;
-/// Requests taken from the channel in one turn at most (its capacity is 1024).
-const REQUEST_BATCH: usize = 256;
+/// Stop reading while this many bytes wait to be written (backpressure towards the core).
+const SEND_HIGH_WATER: usize = 8 << 20;
 
-/// A request from a session handle.
-pub(crate) enum Request {
-    Command(Pending),
-    TaskMgmt {
-        function: u8,
-        lun: u16,
-        referenced: Itt,
-        reply: oneshot::Sender<Result<u8, Error>>,
-    },
-    Ping(oneshot::Sender<Result<Duration, Error>>),
+/// Where a finished request's result goes.
+pub(crate) enum Waiter {
+    Command(oneshot::Sender<Result<sluice_proto::initiator::CommandResult, Error>>),
+    TaskMgmt(oneshot::Sender<Result<u8, Error>>),
+    Ping(oneshot::Sender<Result<std::time::Duration, Error>>),
+    Text(oneshot::Sender<Result<Vec<(String, String)>, Error>>),
     Logout(oneshot::Sender<Result<(), Error>>),
 }
 
-/// What the handles can read about the session.
+/// Waiters by what they wait for.
+#[derive(Clone, Copy, Debug, Eq, PartialEq, Hash)]
+pub(crate) enum Key {
+    Task(TaskId),
+    Request(RequestId),
+}
+
+/// What the session's users can read about it.
 #[derive(Clone, Debug)]
-pub(crate) struct Shared {
+pub(crate) struct Info {
     pub(crate) params: SessionParams,
     pub(crate) tsih: u16,
     pub(crate) portal: String,
     pub(crate) target_alias: Option<String>,
 }
 
-enum Waiter {
-    TaskMgmt(oneshot::Sender<Result<u8, Error>>),
-    Ping(Option<oneshot::Sender<Result<Duration, Error>>>, Instant),
-    Logout(Option<oneshot::Sender<Result<(), Error>>>),
+/// Messages to the session's supervisor (connection management).
+#[derive(Debug)]
+pub(crate) enum ToSupervisor {
+    /// The core asked for session reinstatement.
+    Reinstate,
+    /// A connection task ended.
+    ConnectionEnded,
+    /// The session is over.
+    Ended,
 }
 
-pub(crate) enum Exit {
-    /// Logged out or every handle dropped.
-    Closed,
-    /// The target asked for a logout (Async Message 1) and it is done: log in again.
-    Relogin,
+#[derive(Debug)]
+struct ConnEntry {
+    id: ConnId,
+    wake: Arc<Notify>,
+    /// The core closed this connection: the task flushes and ends.
+    close: Arc<AtomicBool>,
 }
 
-pub(crate) struct Driver {
+/// Everything a session's tasks and handles share.
+pub(crate) struct Shared {
+    core: Mutex<InitiatorSession>,
+    waiters: Mutex<HashMap<Key, Waiter>>,
+    conns: Mutex<Vec<ConnEntry>>,
+    pub(crate) counters: Counters,
+    pub(crate) info: Mutex<Info>,
     pub(crate) opts: ConnectOptions,
     pub(crate) target: String,
     pub(crate) isid: Isid,
-    pub(crate) portal: String,
-    pub(crate) conn: Transport,
-    pub(crate) params: SessionParams,
-    pub(crate) window: CmdSnAllocator,
-    pub(crate) exp_stat_sn: SeqNum,
-    pub(crate) itts: IttAllocator,
-    pub(crate) tasks: HashMap<Itt, Task>,
-    pub(crate) waiting: VecDeque<Pending>,
-    waiters: HashMap<Itt, Waiter>,
-    pub(crate) rx: mpsc::Receiver<Request>,
-    pub(crate) counters: Counters,
-    pub(crate) shared: Arc<Mutex<Shared>>,
-    last_activity: Instant,
-    handles_gone: bool,
-    /// Bytes moved by commands completed since the driver last let other tasks run.
-    completed_since_yield: u64,
+    pub(crate) supervisor: mpsc::UnboundedSender<ToSupervisor>,
+    /// Why the last connection attempt failed, for [`Error::ConnectionLost`].
+    pub(crate) last_error: Mutex<(u32, String)>,
 }
 
-impl Driver {
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
     pub(crate) fn new(
-        logged: LoggedIn,
+        core: InitiatorSession,
+        info: Info,
         opts: ConnectOptions,
         target: String,
         isid: Isid,
-        rx: mpsc::Receiver<Request>,
         counters: Counters,
-        shared: Arc<Mutex<Shared>>,
+        supervisor: mpsc::UnboundedSender<ToSupervisor>,
     ) -> Self {
-        let o = &logged.outcome;
         Self {
-            portal: logged.transport.portal.clone(),
-            params: o.params,
-            window: CmdSnAllocator::new(logged.cmd_sn, o.exp_cmd_sn, o.max_cmd_sn),
-            exp_stat_sn: o.exp_stat_sn,
-            conn: logged.transport,
-            itts: IttAllocator::starting_at(1),
-            tasks: HashMap::new(),
-            waiting: VecDeque::new(),
-            waiters: HashMap::new(),
+            core: Mutex::new(core),
+            waiters: Mutex::new(HashMap::new()),
+            conns: Mutex::new(Vec::new()),
+            counters,
+            info: Mutex::new(info),
             opts,
             target,
             isid,
-            rx,
-            counters,
-            shared,
-            last_activity: Instant::now(),
-            handles_gone: false,
-            completed_since_yield: 0,
+            supervisor,
+            last_error: Mutex::new((0, String::new())),
         }
     }
 
-    /// Runs until the session is closed or cannot be recovered.
-    pub(crate) async fn run(mut self) {
-        loop {
-            let cause = match self.serve().await {
-                Ok(Exit::Closed) => break,
-                Ok(Exit::Relogin) => "target requested logout".to_owned(),
-                Err(e) => e.to_string(),
+    /// The core. Lock order: core, then waiters, then conns.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, InitiatorSession> {
+        // Every core method keeps its invariants before returning: a poisoned lock is usable.
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn waiters(&self) -> MutexGuard<'_, HashMap<Key, Waiter>> {
+        self.waiters.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn conns(&self) -> MutexGuard<'_, Vec<ConnEntry>> {
+        self.conns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Submits a request to the core and registers who waits for it, then does what the core
+    /// asks (under the same lock, so its completion cannot be missed).
+    pub(crate) fn call<T>(
+        &self,
+        submit: impl FnOnce(&mut InitiatorSession, Instant) -> Key,
+        waiter: impl FnOnce(oneshot::Sender<T>) -> Waiter,
+    ) -> oneshot::Receiver<T> {
+        let (tx, rx) = oneshot::channel();
+        let mut core = self.lock();
+        let key = submit(&mut core, Instant::now());
+        self.waiters().insert(key, waiter(tx));
+        self.after(&mut core, None);
+        drop(core);
+        rx
+    }
+
+    /// Submits a command; its id, and where its result arrives.
+    pub(crate) fn submit(
+        &self,
+        cmd: sluice_proto::initiator::Command,
+    ) -> (
+        TaskId,
+        oneshot::Receiver<Result<sluice_proto::initiator::CommandResult, Error>>,
+    ) {
+        let (tx, rx) = oneshot::channel();
+        let mut core = self.lock();
+        let id = core.submit(cmd, Instant::now());
+        self.waiters().insert(Key::Task(id), Waiter::Command(tx));
+        self.after(&mut core, None);
+        drop(core);
+        (id, rx)
+    }
+
+    /// After any call into the core: completions to their waiters, events acted on, and the
+    /// connections with something to send (other than `me`) woken. Returns the payload bytes
+    /// of the commands that completed.
+    pub(crate) fn after(&self, core: &mut InitiatorSession, me: Option<ConnId>) -> u64 {
+        let mut completed = 0;
+        while let Some(c) = core.poll_completion() {
+            completed += self.deliver(c, core);
+        }
+        while let Some(e) = core.poll_event() {
+            match e {
+                Event::Close(conn, reason) => {
+                    tracing::debug!(?conn, %reason, "closing connection");
+                    if let Some(c) = self.conns().iter().find(|c| c.id == conn) {
+                        c.close.store(true, Ordering::Release);
+                        c.wake.notify_one();
+                    }
+                }
+                Event::Reinstate => {
+                    let _ = self.supervisor.send(ToSupervisor::Reinstate);
+                }
+                Event::Ended => {
+                    let _ = self.supervisor.send(ToSupervisor::Ended);
+                }
+            }
+        }
+        for c in self.conns().iter() {
+            if Some(c.id) != me && core.has_transmit(c.id) {
+                c.wake.notify_one();
+            }
+        }
+        completed
+    }
+
+    fn deliver(&self, c: Completion, core: &InitiatorSession) -> u64 {
+        let key = match &c {
+            Completion::Command(id, _) => Key::Task(*id),
+            Completion::TaskMgmt(id, _)
+            | Completion::Ping(id, _)
+            | Completion::Text(id, _)
+            | Completion::Logout(id, _) => Key::Request(*id),
+        };
+        let mut moved = 0;
+        if let Completion::Command(_, result) = &c {
+            let ok = matches!(result, Ok(r) if r.status == sluice_scsi::status::GOOD);
+            let (latency, read, written) = match result {
+                Ok(r) => (
+                    r.latency,
+                    r.data.len() as u64,
+                    if ok { r.written } else { 0 },
+                ),
+                Err(_) => (std::time::Duration::ZERO, 0, 0),
             };
-            tracing::debug!(%cause, "connection lost");
-            if !self.reconnect(cause).await {
-                break;
-            }
+            self.counters.completed(ok, latency, read, written);
+            self.counters.lock().max_in_flight = core.stats().max_in_flight;
+            moved = read + written;
         }
-        let _ = self.conn.stream.shutdown().await;
-        self.fail_all(|| Error::Closed);
+        let Some(waiter) = self.waiters().remove(&key) else {
+            return moved;
+        };
+        let err = |f: Failure| self.error(f);
+        // A waiter that went away (its future was dropped) is not an error.
+        match (waiter, c) {
+            (Waiter::Command(tx), Completion::Command(_, r)) => drop(tx.send(r.map_err(err))),
+            (Waiter::TaskMgmt(tx), Completion::TaskMgmt(_, r)) => drop(tx.send(r.map_err(err))),
+            (Waiter::Ping(tx), Completion::Ping(_, r)) => drop(tx.send(r.map_err(err))),
+            (Waiter::Text(tx), Completion::Text(_, r)) => drop(tx.send(r.map_err(err))),
+            (Waiter::Logout(tx), Completion::Logout(_, r)) => drop(tx.send(r.map_err(err))),
+            _ => {}
+        }
+        moved
     }
 
-    async fn serve(&mut self) -> Result<Exit, Error> {
-        // One timer for the connection, re-armed lazily: moving it on every read (activity
-        // pushes the keepalive deadline) cost a timer-wheel removal and insertion per turn.
-        let mut armed = self.timer_deadline();
-        let sleep = tokio::time::sleep_until(armed.into());
-        tokio::pin!(sleep);
+    /// A core failure in the crate's error type.
+    fn error(&self, f: Failure) -> Error {
+        match f {
+            Failure::Rejected(reason) => Error::Rejected(reason),
+            Failure::Aborted => Error::Aborted,
+            Failure::Task(e) => Error::Task(e),
+            Failure::TargetFailure(r) => Error::TargetFailure(r),
+            Failure::ConnectionLost => {
+                let (attempts, last) = self
+                    .last_error
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
+                Error::ConnectionLost { attempts, last }
+            }
+            Failure::TooManyRetries => Error::ConnectionLost {
+                attempts: self.opts.max_retries,
+                last: "command retried too often".into(),
+            },
+            Failure::Closed => Error::Closed,
+            Failure::BadText => Error::Protocol("bad Text Response".into()),
+            _ => Error::Protocol(f.to_string()),
+        }
+    }
+
+    /// Starts the task of a logged-in connection the core knows as `id`.
+    pub(crate) fn spawn_connection(self: &Arc<Self>, id: ConnId, transport: Transport) {
+        let wake = Arc::new(Notify::new());
+        let close = Arc::new(AtomicBool::new(false));
+        self.conns().push(ConnEntry {
+            id,
+            wake: Arc::clone(&wake),
+            close: Arc::clone(&close),
+        });
+        let shared = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut task = ConnectionTask {
+                shared,
+                id,
+                t: transport,
+                wake,
+                close,
+                completed_since_yield: 0,
+            };
+            let end = task.run().await;
+            task.finish(end).await;
+        });
+    }
+
+    /// Number of connection tasks running.
+    pub(crate) fn connection_tasks(&self) -> usize {
+        self.conns().len()
+    }
+}
+
+/// One connection's task.
+struct ConnectionTask {
+    shared: Arc<Shared>,
+    id: ConnId,
+    t: Transport,
+    wake: Arc<Notify>,
+    close: Arc<AtomicBool>,
+    /// Bytes moved by commands completed since the task last let other tasks run.
+    completed_since_yield: u64,
+}
+
+impl ConnectionTask {
+    async fn run(&mut self) -> Result<(), Error> {
+        let mut deadline = self.pump();
         loop {
-            self.issue_waiting();
-            let logging_out = self
-                .waiters
-                .values()
-                .any(|w| matches!(w, Waiter::Logout(_)));
-            if self.handles_gone && self.tasks.is_empty() && self.waiting.is_empty() && !logging_out
-            {
-                self.logout(None);
+            if self.close.load(Ordering::Acquire) {
+                // Send what the core queued last (a Logout Response's answer, say), then end.
+                return self.t.flush().await;
             }
-            let deadline = self.timer_deadline();
-            if deadline < armed {
-                // Earlier than armed (a ping went out): re-arm. A later deadline waits until
-                // the armed one fires, and `handle_timer` finds nothing due yet.
-                armed = deadline;
-                sleep.as_mut().reset(armed.into());
-            }
+            let sleep = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
             let ev = {
                 let Transport {
                     stream,
@@ -178,24 +335,18 @@ impl Driver {
                     framer,
                     header_reads,
                     ..
-                } = &mut self.conn;
+                } = &mut self.t;
                 let (mut rd, mut wr) = stream.split();
                 let want_write = !wbuf.is_empty();
-                // Taking requests first must not starve the socket: stop while many wait for
-                // the CmdSN window or for the writes.
-                let accept = wbuf.len() < SEND_HIGH_WATER
-                    && self.waiting.len() < REQUEST_BATCH
-                    && !self.handles_gone;
                 let place = placing.as_mut().filter(|p| p.wants_data());
                 let limit = if *header_reads {
-                    HEADER_READ_BYTES
+                    crate::placement::HEADER_READ_BYTES
                 } else {
                     usize::MAX
                 };
                 if place.is_none() {
                     // A PDU that is not placed is buffered whole: reserve the rest of it at
-                    // once, so that it is not moved again by every read while earlier PDUs
-                    // still share the buffer.
+                    // once, so that it is not moved again by every read.
                     let rest = if rbuf.is_empty() {
                         0
                     } else {
@@ -203,26 +354,22 @@ impl Driver {
                     };
                     rbuf.reserve(READ_CHUNK.max(rest));
                 }
-                // Requests first (all of them are taken at once, see `Ev::Request`), then the
-                // write, so that the commands issued in one turn leave in one system call.
+                let reading = wbuf.len() < SEND_HIGH_WATER;
                 tokio::select! {
                     biased;
-                    q = self.rx.recv(), if accept => Ev::Request(q),
+                    () = self.wake.notified() => Ev::Wake,
                     w = wr.write_buf(wbuf), if want_write => Ev::Wrote(w),
-                    r = read_some(&mut rd, rbuf, limit, place) => Ev::Read(r),
-                    () = &mut sleep => Ev::Timer,
+                    r = read_some(&mut rd, rbuf, limit, place), if reading => Ev::Read(r),
+                    () = sleep => Ev::Timer,
                 }
             };
             match ev {
                 Ev::Read(Ok(0)) => {
-                    return Err(self.conn.io(std::io::ErrorKind::UnexpectedEof.into()))
+                    return Err(self.t.io(std::io::ErrorKind::UnexpectedEof.into()));
                 }
                 Ev::Read(Ok(n)) => {
-                    self.counters.bytes_received(n);
-                    self.last_activity = Instant::now();
-                    if let Some(exit) = self.handle_received()? {
-                        return Ok(exit);
-                    }
+                    self.shared.counters.bytes_received(n);
+                    self.handle_received()?;
                     if self.completed_since_yield >= YIELD_AFTER_BYTES {
                         // While large Data-In streams in, the socket is rarely empty, so the
                         // callers woken by these completions (same thread) would wait for
@@ -232,338 +379,60 @@ impl Driver {
                         tokio::task::yield_now().await;
                     }
                 }
-                Ev::Read(Err(e)) | Ev::Wrote(Err(e)) => return Err(self.conn.io(e)),
-                Ev::Wrote(Ok(_)) => {}
-                Ev::Request(Some(req)) => {
-                    self.handle_request(req);
-                    // Every request already queued, up to the channel's capacity.
-                    for _ in 1..REQUEST_BATCH {
-                        match self.rx.try_recv() {
-                            Ok(req) => self.handle_request(req),
-                            Err(mpsc::error::TryRecvError::Empty) => break,
-                            Err(mpsc::error::TryRecvError::Disconnected) => {
-                                self.handles_gone = true;
-                                break;
-                            }
-                        }
-                    }
-                }
-                Ev::Request(None) => self.handles_gone = true,
+                Ev::Read(Err(e)) | Ev::Wrote(Err(e)) => return Err(self.t.io(e)),
+                Ev::Wrote(Ok(_)) | Ev::Wake => {}
                 Ev::Timer => {
-                    self.handle_timer()?;
-                    armed = self.timer_deadline();
-                    sleep.as_mut().reset(armed.into());
+                    let mut core = self.shared.lock();
+                    core.handle_timeout(Instant::now());
                 }
             }
+            deadline = self.pump();
         }
     }
 
-    fn timer_deadline(&self) -> Instant {
-        let ping = self.waiters.values().find_map(|w| match w {
-            Waiter::Ping(_, sent) => Some(*sent + self.opts.keepalive_timeout),
-            _ => None,
-        });
-        match (ping, self.opts.keepalive_interval) {
-            (Some(d), _) => d,
-            (None, Some(i)) => self.last_activity + i,
-            (None, None) => self.last_activity + Duration::from_secs(3600),
-        }
+    /// Hands every whole PDU in the receive buffer to the core (under one lock), finishing
+    /// and starting in-place payloads (see `placement`).
+    fn handle_received(&mut self) -> Result<(), Error> {
+        let shared = Arc::clone(&self.shared);
+        let mut core = shared.lock();
+        let r =
+            crate::placement::handle_received(&mut core, self.id, &mut self.t, &shared.counters);
+        self.completed_since_yield += shared.after(&mut core, Some(self.id));
+        r
     }
 
-    fn handle_timer(&mut self) -> Result<(), Error> {
-        let now = Instant::now();
-        let overdue = self.waiters.values().any(
-            |w| matches!(w, Waiter::Ping(_, sent) if now >= *sent + self.opts.keepalive_timeout),
-        );
-        if overdue {
-            return Err(Error::Timeout("NOP-Out keepalive not answered"));
+    /// Takes this connection's PDUs from the core into the send buffer and does what the
+    /// core asks of the driver. Returns the core's next deadline.
+    fn pump(&mut self) -> Option<Instant> {
+        let shared = Arc::clone(&self.shared);
+        let mut core = shared.lock();
+        while let Some(pdu) = core.poll_transmit(self.id) {
+            self.t.queue(&pdu);
         }
-        if self
-            .opts
-            .keepalive_interval
-            .is_some_and(|i| now >= self.last_activity + i)
+        self.completed_since_yield += shared.after(&mut core, Some(self.id));
+        core.poll_timeout()
+    }
+
+    /// The connection ended (closed by the core, or lost): the core decides what follows.
+    async fn finish(mut self, end: Result<(), Error>) {
+        if let Err(e) = &end {
+            tracing::debug!(error = %e, "connection lost");
+            let mut last = self
+                .shared
+                .last_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            last.1 = e.to_string();
+        }
+        let _ = self.t.stream.shutdown().await;
+        self.shared.conns().retain(|c| c.id != self.id);
         {
-            self.ping(None);
+            let shared = Arc::clone(&self.shared);
+            let mut core = shared.lock();
+            core.handle_connection_closed(self.id, Instant::now());
+            shared.after(&mut core, None);
         }
-        Ok(())
-    }
-
-    fn handle_request(&mut self, req: Request) {
-        match req {
-            Request::Command(p) => self.waiting.push_back(p),
-            Request::TaskMgmt {
-                function,
-                lun,
-                referenced,
-                reply,
-            } => {
-                let itt = self.next_itt();
-                // Section 11.5: TMF requests are sent immediate; RefCmdSN names the task.
-                let ref_cmd_sn = self
-                    .tasks
-                    .get(&referenced)
-                    .map_or(self.window.current(), |t| t.cmd_sn);
-                let pdu = Pdu::TaskMgmtRequest(TaskMgmtRequest {
-                    immediate: true,
-                    function,
-                    lun: Lun::from_number(lun),
-                    itt,
-                    referenced_task_tag: referenced,
-                    cmd_sn: self.window.immediate(),
-                    exp_stat_sn: self.exp_stat_sn,
-                    ref_cmd_sn,
-                    exp_data_sn: 0,
-                });
-                self.conn.queue(&pdu);
-                self.waiters.insert(itt, Waiter::TaskMgmt(reply));
-            }
-            Request::Ping(reply) => self.ping(Some(reply)),
-            Request::Logout(reply) => self.logout(Some(reply)),
-        }
-    }
-
-    fn ping(&mut self, reply: Option<oneshot::Sender<Result<Duration, Error>>>) {
-        let itt = self.next_itt();
-        // Section 11.18: a ping that wants an answer has a real ITT and the reserved TTT.
-        let pdu = Pdu::NopOut(NopOut {
-            immediate: true,
-            lun: Lun::default(),
-            itt,
-            ttt: Ttt::RESERVED,
-            cmd_sn: self.window.immediate(),
-            exp_stat_sn: self.exp_stat_sn,
-            data: Default::default(),
-        });
-        self.conn.queue(&pdu);
-        self.last_activity = Instant::now();
-        self.waiters
-            .insert(itt, Waiter::Ping(reply, Instant::now()));
-    }
-
-    pub(crate) fn logout(&mut self, reply: Option<oneshot::Sender<Result<(), Error>>>) {
-        let itt = self.next_itt();
-        let pdu = Pdu::LogoutRequest(LogoutRequest {
-            immediate: true,
-            reason: 0,
-            itt,
-            cid: 0,
-            cmd_sn: self.window.immediate(),
-            exp_stat_sn: self.exp_stat_sn,
-        });
-        self.conn.queue(&pdu);
-        self.waiters.insert(itt, Waiter::Logout(reply));
-    }
-
-    /// Sends waiting commands while the CmdSN window is open.
-    fn issue_waiting(&mut self) {
-        if self.waiting.is_empty() {
-            return;
-        }
-        let mut out = Vec::new();
-        while !self.waiting.is_empty() && self.window.can_send() {
-            let Some(cmd_sn) = self.window.next() else {
-                break;
-            };
-            let Some(pending) = self.waiting.pop_front() else {
-                break;
-            };
-            let itt = self.next_itt();
-            let task = Task::start(pending, itt, cmd_sn, &self.params, &mut out);
-            for pdu in out.drain(..) {
-                self.send_stamped(pdu);
-            }
-            self.tasks.insert(itt, task);
-        }
-        let mut c = self.counters.lock();
-        c.max_in_flight = c.max_in_flight.max(self.tasks.len() as u64);
-    }
-
-    /// Queues a PDU with the current ExpStatSN.
-    pub(crate) fn send_stamped(&mut self, mut pdu: Pdu) {
-        match &mut pdu {
-            Pdu::ScsiCommand(p) => p.exp_stat_sn = self.exp_stat_sn,
-            Pdu::DataOut(p) => p.exp_stat_sn = self.exp_stat_sn,
-            Pdu::NopOut(p) => p.exp_stat_sn = self.exp_stat_sn,
-            _ => {}
-        }
-        self.conn.queue(&pdu);
-    }
-
-    fn next_itt(&mut self) -> Itt {
-        loop {
-            let itt = self.itts.allocate();
-            if !self.tasks.contains_key(&itt) && !self.waiters.contains_key(&itt) {
-                return itt;
-            }
-        }
-    }
-
-    /// Ends a task and answers its caller.
-    pub(crate) fn complete(&mut self, itt: Itt, result: Result<crate::CommandOutcome, Error>) {
-        let Some(task) = self.tasks.remove(&itt) else {
-            return;
-        };
-        let ok = result.as_ref().is_ok_and(|o| o.is_good());
-        let read = result.as_ref().map_or(0, |o| o.data.len() as u64);
-        let written = if ok { task.write_len() } else { 0 };
-        // The outcome's latency was measured when it was built: no second clock read.
-        let latency = match &result {
-            Ok(o) => o.latency,
-            Err(_) => task.pending.submitted.elapsed(),
-        };
-        self.counters.completed(ok, latency, read, written);
-        self.completed_since_yield += read + written;
-        let _ = task.pending.reply.send(result);
-    }
-
-    fn fail_all(&mut self, err: impl Fn() -> Error) {
-        for (_, t) in self.tasks.drain() {
-            let _ = t.pending.reply.send(Err(err()));
-        }
-        for p in self.waiting.drain(..) {
-            let _ = p.reply.send(Err(err()));
-        }
-        for (_, w) in self.waiters.drain() {
-            match w {
-                Waiter::TaskMgmt(r) => drop(r.send(Err(err()))),
-                Waiter::Ping(Some(r), _) => drop(r.send(Err(err()))),
-                Waiter::Logout(Some(r)) => drop(r.send(Err(err()))),
-                Waiter::Ping(None, _) | Waiter::Logout(None) => {}
-            }
-        }
-        while let Ok(req) = self.rx.try_recv() {
-            if let Request::Command(p) = req {
-                let _ = p.reply.send(Err(err()));
-            }
-        }
-    }
-
-    /// Session reinstatement after a lost connection (section 6.3.5, ERL 0).
-    async fn reconnect(&mut self, cause: String) -> bool {
-        let mut last = cause;
-        if self.opts.max_reconnects == 0 || self.handles_gone && self.tasks.is_empty() {
-            self.fail_all(|| Error::ConnectionLost {
-                attempts: 0,
-                last: last.clone(),
-            });
-            return false;
-        }
-        for attempt in 1..=self.opts.max_reconnects {
-            let delay = self
-                .opts
-                .reconnect_delay
-                .unwrap_or(Duration::from_secs(u64::from(
-                    self.params.default_time2wait,
-                )));
-            tokio::time::sleep(delay).await;
-            match login(
-                self.portal.clone(),
-                Some(&self.target),
-                self.isid,
-                &self.opts,
-                &self.counters,
-            )
-            .await
-            {
-                Ok(l) => {
-                    self.adopt(l);
-                    return true;
-                }
-                Err(e) => {
-                    tracing::debug!(attempt, error = %e, "reconnect failed");
-                    let fatal = e.login_status().is_some_and(|s| s.class == 2);
-                    last = e.to_string();
-                    if fatal {
-                        break;
-                    }
-                }
-            }
-        }
-        let attempts = self.opts.max_reconnects;
-        self.fail_all(|| Error::ConnectionLost {
-            attempts,
-            last: last.clone(),
-        });
-        false
-    }
-
-    /// Takes over a new connection and queues the outstanding commands again, in CmdSN order.
-    fn adopt(&mut self, l: LoggedIn) {
-        let o = &l.outcome;
-        self.params = o.params;
-        self.window = CmdSnAllocator::new(l.cmd_sn, o.exp_cmd_sn, o.max_cmd_sn);
-        self.exp_stat_sn = o.exp_stat_sn;
-        if let Ok(mut s) = self.shared.lock() {
-            s.params = o.params;
-            s.tsih = o.tsih.0;
-        }
-        self.conn = l.transport;
-        self.last_activity = Instant::now();
-        let mut old: Vec<Task> = self.tasks.drain().map(|(_, t)| t).collect();
-        old.sort_by(|a, b| {
-            b.cmd_sn
-                .serial_cmp(a.cmd_sn)
-                .unwrap_or(std::cmp::Ordering::Equal)
-        });
-        let mut retried = 0;
-        for t in old {
-            let mut p = t.pending;
-            p.attempts += 1;
-            if p.attempts > self.opts.max_retries + 1 {
-                let _ = p.reply.send(Err(Error::ConnectionLost {
-                    attempts: p.attempts - 1,
-                    last: "command retried too often".into(),
-                }));
-            } else {
-                retried += 1;
-                self.waiting.push_front(p);
-            }
-        }
-        for (_, w) in self.waiters.drain() {
-            match w {
-                Waiter::TaskMgmt(r) => drop(r.send(Err(Error::Closed))),
-                Waiter::Ping(Some(r), _) => drop(r.send(Err(Error::Closed))),
-                Waiter::Logout(Some(r)) => drop(r.send(Ok(()))),
-                _ => {}
-            }
-        }
-        let mut c = self.counters.lock();
-        c.reconnects += 1;
-        c.commands_retried += retried;
-    }
-
-    pub(crate) fn answer_ping(&mut self, itt: Itt) {
-        if let Some(Waiter::Ping(Some(r), sent)) = self.waiters.remove(&itt) {
-            let _ = r.send(Ok(sent.elapsed()));
-        }
-    }
-
-    pub(crate) fn answer_tmf(&mut self, itt: Itt, response: u8) {
-        if let Some(Waiter::TaskMgmt(r)) = self.waiters.remove(&itt) {
-            let _ = r.send(Ok(response));
-        }
-    }
-
-    /// A Logout Response: `Some(exit)` ends the connection.
-    fn answer_logout(&mut self, itt: Itt) -> Option<Exit> {
-        match self.waiters.remove(&itt) {
-            Some(Waiter::Logout(Some(r))) => {
-                let _ = r.send(Ok(()));
-                Some(Exit::Closed)
-            }
-            Some(Waiter::Logout(None)) if self.handles_gone => Some(Exit::Closed),
-            Some(Waiter::Logout(None)) => Some(Exit::Relogin),
-            _ => None,
-        }
-    }
-
-    pub(crate) fn handle_pdu(&mut self, pdu: Pdu) -> Result<Option<Exit>, Error> {
-        if let Pdu::LogoutResponse(r) = &pdu {
-            self.window.update(r.exp_cmd_sn, r.max_cmd_sn);
-            return Ok(self.answer_logout(r.itt));
-        }
-        self.handle_ffp_pdu(pdu)?;
-        Ok(None)
+        let _ = self.shared.supervisor.send(ToSupervisor::ConnectionEnded);
     }
 }
 
@@ -589,6 +458,6 @@ async fn read_some(
 enum Ev {
     Read(std::io::Result<usize>),
     Wrote(std::io::Result<usize>),
-    Request(Option<Request>),
+    Wake,
     Timer,
 }

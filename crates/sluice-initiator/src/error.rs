@@ -63,6 +63,9 @@ pub enum Error {
     /// The target answered with an iSCSI response code other than "completed at target".
     #[error("target failure (iSCSI response {0:#04x})")]
     TargetFailure(u8),
+    /// Task management (ABORT TASK, ABORT TASK SET, a reset) ended the command.
+    #[error("command aborted by task management")]
+    Aborted,
     /// The target rejected a PDU (RFC 7143 section 11.17.1 reason code).
     #[error("target rejected the PDU: reason {0:#04x} ({reason})", reason = reject_reason(*.0))]
     Rejected(u8),

@@ -43,13 +43,12 @@ mod counters;
 mod discovery;
 mod driver;
 mod error;
-mod inbound;
 mod login;
 mod options;
 mod placement;
 pub mod scsi;
 mod session;
-mod tasks;
+mod supervisor;
 mod transport;
 pub mod url;
 
@@ -59,7 +58,8 @@ pub use discovery::{discover, parse_send_targets, DiscoveredTarget};
 pub use error::{reject_reason, status_name, Error, ScsiFailure};
 pub use options::{Chap, ConnectOptions, Direction, PduTrace, DEFAULT_INITIATOR_NAME};
 pub use scsi::{tmf, Capacity, StandardInquiry};
-pub use session::{Session, UNIT_ATTENTION_RETRIES};
+pub use session::{InFlight, Session, UNIT_ATTENTION_RETRIES};
+pub use sluice_proto::initiator::{ConnectionStats, Policy, TaskId};
 pub use url::IscsiUrl;
 
 pub use sluice_proto::params::SessionParams;

@@ -36,17 +36,31 @@ pub(crate) fn random_isid() -> Isid {
     Isid(b)
 }
 
-/// Logs in to `target` (`None`: a discovery session) at `portal`, following redirects.
+/// A login that adds a connection to an existing session.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Join {
+    /// The session's TSIH.
+    pub(crate) tsih: Tsih,
+    /// The new connection's CID.
+    pub(crate) cid: u16,
+    /// The session's next CmdSN (RFC 7143 section 11.12.8: a login joining a session carries
+    /// the session's CmdSN).
+    pub(crate) cmd_sn: SeqNum,
+}
+
+/// Logs in to `target` (`None`: a discovery session) at `portal`, following redirects; with
+/// `join`, a connection for an existing session.
 pub(crate) async fn login(
     mut portal_addr: String,
     target: Option<&str>,
     isid: Isid,
+    join: Option<Join>,
     opts: &ConnectOptions,
     counters: &Counters,
 ) -> Result<LoggedIn, Error> {
     let mut redirects = 0;
     loop {
-        let attempt = login_once(&portal_addr, target, isid, opts, counters);
+        let attempt = login_once(&portal_addr, target, isid, join, opts, counters);
         let step = tokio::time::timeout(opts.login_timeout, attempt)
             .await
             .map_err(|_| Error::Timeout("login"))??;
@@ -78,6 +92,7 @@ async fn login_once(
     portal_addr: &str,
     target: Option<&str>,
     isid: Isid,
+    join: Option<Join>,
     opts: &ConnectOptions,
     counters: &Counters,
 ) -> Result<Attempt, Error> {
@@ -88,8 +103,9 @@ async fn login_once(
         portal: portal_addr.to_owned(),
         error,
     };
+    let cmd_sn = join.map_or(FIRST_CMD_SN, |j| j.cmd_sn);
     let mut login =
-        InitiatorLogin::new(config(target, isid, opts), Itt(0), FIRST_CMD_SN, SeqNum(0));
+        InitiatorLogin::new(config(target, isid, join, opts), Itt(0), cmd_sn, SeqNum(0));
     let mut req = login.start().map_err(fail)?;
     let mut random = |buf: &mut [u8]| rand::thread_rng().fill_bytes(buf);
     loop {
@@ -113,7 +129,7 @@ async fn login_once(
                 return Ok(Attempt::Done(Box::new(LoggedIn {
                     transport: t,
                     outcome: *outcome,
-                    cmd_sn: FIRST_CMD_SN,
+                    cmd_sn,
                 })));
             }
             InitiatorStep::Redirect { target_address, .. } => {
@@ -124,7 +140,12 @@ async fn login_once(
     }
 }
 
-fn config(target: Option<&str>, isid: Isid, opts: &ConnectOptions) -> InitiatorConfig {
+fn config(
+    target: Option<&str>,
+    isid: Isid,
+    join: Option<Join>,
+    opts: &ConnectOptions,
+) -> InitiatorConfig {
     let chap = opts.chap.as_ref().map(|c| InitiatorChap {
         credential: ChapCredential {
             user: c.user.clone(),
@@ -145,8 +166,8 @@ fn config(target: Option<&str>, isid: Isid, opts: &ConnectOptions) -> InitiatorC
         initiator_alias: opts.initiator_alias.clone(),
         target_name: target.map(str::to_owned),
         isid,
-        tsih: Tsih::NEW_SESSION,
-        cid: 0,
+        tsih: join.map_or(Tsih::NEW_SESSION, |j| j.tsih),
+        cid: join.map_or(0, |j| j.cid),
         chap,
         offer: opts.offer.clone(),
     }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_proto::chap::ChapAlgorithm;
+use sluice_proto::initiator::Policy;
 use sluice_proto::pdu::Pdu;
 use sluice_proto::text::keys::{parse_bool, parse_number};
 use sluice_proto::text::{DigestKind, OperationalOffer};
@@ -79,6 +80,11 @@ pub struct ConnectOptions {
     pub reconnect_delay: Option<Duration>,
     /// Most login redirects followed (RFC 7143 section 11.13.5, class 1).
     pub max_redirects: u32,
+    /// Connections to open in the session (MC/S). MaxConnections is offered at least this
+    /// high; the session opens as many as the target accepts.
+    pub connections: u16,
+    /// How commands are spread over the connections.
+    pub policy: Policy,
     /// Called for every PDU, for debugging.
     pub trace: Option<PduTrace>,
 }
@@ -111,6 +117,8 @@ impl Default for ConnectOptions {
             max_retries: 3,
             reconnect_delay: None,
             max_redirects: 8,
+            connections: 1,
+            policy: Policy::RoundRobin,
             trace: None,
         }
     }
@@ -182,8 +190,10 @@ impl ConnectOptions {
     }
 
     /// Applies one option: a libiscsi URL argument (`header_digest`, `data_digest`,
-    /// `target_user`, `target_password`, `initiator_name`, `chap_algorithms`) or any RFC 7143
-    /// operational key by its name (`InitialR2T=No`, `MaxBurstLength=65536`, ...).
+    /// `target_user`, `target_password`, `initiator_name`, `chap_algorithms`), sluice's
+    /// `connections` (MC/S) and `policy` (`round-robin`, `lu-affinity`, `least-commands`,
+    /// `least-bytes`), or any RFC 7143 operational key by its name (`InitialR2T=No`,
+    /// `MaxBurstLength=65536`, ...).
     pub fn apply(&mut self, key: &str, value: &str) -> Result<(), Error> {
         let bad = || Error::Option(format!("{key}={value}: invalid value"));
         let num = |max: u64| parse_number(value).filter(|&n| n <= max).ok_or_else(bad);
@@ -217,7 +227,14 @@ impl ConnectOptions {
                     .map(|a| chap_algorithm(a).ok_or_else(bad))
                     .collect::<Result<_, _>>()?;
             }
-            "MaxConnections" => o.max_connections = num(65535)? as u16,
+            "MaxConnections" => o.max_connections = num(65535)?.max(1) as u16,
+            "connections" => {
+                self.connections = u16::try_from(num(65535)?)
+                    .ok()
+                    .filter(|&n| n >= 1)
+                    .ok_or_else(bad)?;
+            }
+            "policy" => self.policy = Policy::from_name(value).ok_or_else(bad)?,
             "InitialR2T" => o.initial_r2t = boolean()?,
             "ImmediateData" => o.immediate_data = boolean()?,
             "MaxRecvDataSegmentLength" => {

@@ -18,11 +18,15 @@
 use bytes::{Buf, Bytes, BytesMut};
 use sluice_proto::framing::{FrameError, SegmentReceiver};
 use sluice_proto::pdu::{opcode, DataIn, Pdu};
-use sluice_proto::seq::Itt;
 use sluice_proto::task::initiator::Placement;
 
-use crate::driver::Driver;
+use std::time::Instant;
+
+use sluice_proto::initiator::{ConnId, InitiatorSession};
+
+use crate::counters::Counters;
 use crate::error::Error;
+use crate::transport::Transport;
 
 /// Place a payload only when at least this much of it is still to come: below that one more
 /// read into the receive buffer and a copy cost less than a separate read.
@@ -36,7 +40,6 @@ pub(crate) const HEADER_READ_BYTES: usize = 64;
 
 /// A Data-In whose payload is being received into its read's buffer.
 pub(crate) struct Placing {
-    itt: Itt,
     header: DataIn,
     rx: SegmentReceiver,
     placement: Placement,
@@ -65,112 +68,114 @@ impl Placing {
     }
 }
 
-impl Driver {
-    /// Handles what the receive buffer holds: whole PDUs, the end of a placed Data-In, and
-    /// the start of the next placement. An error ends the connection.
-    pub(crate) fn handle_received(&mut self) -> Result<Option<crate::driver::Exit>, Error> {
-        loop {
-            if let Some(p) = &mut self.conn.placing {
-                if p.wants_data() {
-                    return Ok(None);
-                }
-                match p.rx.finish(&mut self.conn.rbuf) {
-                    Ok(false) => return Ok(None),
-                    Ok(true) => self.handle_placed()?,
-                    Err(e) => {
-                        self.conn.placing = None;
-                        if let FrameError::DataDigest { .. } = e {
-                            self.counters.lock().data_digest_errors += 1;
-                        }
-                        return Err(Error::Frame(e));
-                    }
-                }
-                continue;
+/// Handles what the receive buffer holds: whole PDUs, the end of a placed Data-In, and the
+/// start of the next placement. An error ends the connection.
+pub(crate) fn handle_received(
+    core: &mut InitiatorSession,
+    conn: ConnId,
+    t: &mut Transport,
+    counters: &Counters,
+) -> Result<(), Error> {
+    loop {
+        if let Some(p) = &mut t.placing {
+            if p.wants_data() {
+                return Ok(());
             }
-            let before = self.conn.rbuf.len();
-            match self.conn.decode()? {
-                Some(pdu) => {
-                    if before - self.conn.rbuf.len() > HEADER_READ_BYTES {
-                        // PDUs with data of their own: back to reading in large chunks.
-                        self.conn.header_reads = false;
+            match p.rx.finish(&mut t.rbuf) {
+                Ok(false) => return Ok(()),
+                Ok(true) => handle_placed(core, conn, t, counters),
+                Err(e) => {
+                    t.placing = None;
+                    if let FrameError::DataDigest { .. } = e {
+                        counters.lock().data_digest_errors += 1;
                     }
-                    if let Some(exit) = self.handle_pdu(pdu)? {
-                        return Ok(Some(exit));
-                    }
+                    core.handle_frame_error(conn);
+                    return Err(Error::Frame(e));
                 }
-                None => {
-                    if !self.start_placement()? {
-                        return Ok(None);
-                    }
+            }
+            continue;
+        }
+        let before = t.rbuf.len();
+        let decoded = match t.decode() {
+            Ok(d) => d,
+            Err(e) => {
+                core.handle_frame_error(conn);
+                return Err(e);
+            }
+        };
+        match decoded {
+            Some(pdu) => {
+                if before - t.rbuf.len() > HEADER_READ_BYTES {
+                    // PDUs with data of their own: back to reading in large chunks.
+                    t.header_reads = false;
+                }
+                core.handle_pdu(conn, pdu, Instant::now());
+            }
+            None => {
+                if !start_placement(core, conn, t)? {
+                    return Ok(());
                 }
             }
         }
     }
+}
 
-    /// Starts receiving the payload of the partial Data-In at the front of the receive buffer
-    /// in place, if it qualifies; returns whether it did.
-    fn start_placement(&mut self) -> Result<bool, Error> {
-        let conn = &mut self.conn;
-        let partial = match conn.framer.peek_data_in(&conn.rbuf) {
-            Ok(Some(p)) => p,
-            Ok(None) => return Ok(false),
-            // `decode` returned these for the same bytes already; kept for completeness.
-            Err(e) => return Err(Error::Frame(e)),
-        };
-        let already = partial.data_in(&conn.rbuf);
-        if partial.data_len() - already < PLACE_MIN_BYTES {
-            return Ok(false);
-        }
-        let itt = partial.pdu().itt;
-        let Some(task) = self.tasks.get_mut(&itt) else {
-            return Ok(false);
-        };
-        // The framer bounded the length by our MaxRecvDataSegmentLength (< 2^24).
-        let len = partial.data_len() as u32;
-        let Some(mut placement) = task.start_placement(partial.pdu(), len) else {
-            return Ok(false);
-        };
-        let (header, mut rx) = partial.start(&mut conn.rbuf);
-        let moved = placement.append(&conn.rbuf[..already]);
-        rx.handle_data(placement.landed());
-        conn.rbuf.advance(moved);
-        conn.header_reads = true;
-        conn.placing = Some(Placing {
-            itt,
-            header,
-            rx,
-            placement,
+/// Starts receiving the payload of the partial Data-In at the front of the receive buffer in
+/// place, if it qualifies; returns whether it did.
+fn start_placement(
+    core: &mut InitiatorSession,
+    conn: ConnId,
+    t: &mut Transport,
+) -> Result<bool, Error> {
+    let partial = match t.framer.peek_data_in(&t.rbuf) {
+        Ok(Some(p)) => p,
+        Ok(None) => return Ok(false),
+        // `decode` returned these for the same bytes already; kept for completeness.
+        Err(e) => return Err(Error::Frame(e)),
+    };
+    let already = partial.data_in(&t.rbuf);
+    if partial.data_len() - already < PLACE_MIN_BYTES {
+        return Ok(false);
+    }
+    // The framer bounded the length by our MaxRecvDataSegmentLength (< 2^24).
+    let len = partial.data_len() as u32;
+    let Some(mut placement) = core.start_placement(conn, partial.pdu(), len) else {
+        return Ok(false);
+    };
+    let (header, mut rx) = partial.start(&mut t.rbuf);
+    let moved = placement.append(&t.rbuf[..already]);
+    rx.handle_data(placement.landed());
+    t.rbuf.advance(moved);
+    t.header_reads = true;
+    t.placing = Some(Placing {
+        header,
+        rx,
+        placement,
+    });
+    Ok(true)
+}
+
+/// A placed Data-In is complete and its digest checked: account for it like any PDU.
+fn handle_placed(
+    core: &mut InitiatorSession,
+    conn: ConnId,
+    t: &mut Transport,
+    counters: &Counters,
+) {
+    let Some(Placing {
+        header, placement, ..
+    }) = t.placing.take()
+    else {
+        return;
+    };
+    counters.pdu_received(opcode::DATA_IN);
+    if t.traced() || tracing::enabled!(tracing::Level::TRACE) {
+        // Observers see the whole PDU, payload included (copied only for them).
+        let pdu = Pdu::DataIn(DataIn {
+            data: Bytes::copy_from_slice(placement.landed()),
+            ..header.clone()
         });
-        Ok(true)
+        t.trace_received(&pdu);
     }
-
-    /// A placed Data-In is complete and its digest checked: account for it like any PDU.
-    fn handle_placed(&mut self) -> Result<(), Error> {
-        let Some(Placing {
-            itt,
-            header,
-            placement,
-            ..
-        }) = self.conn.placing.take()
-        else {
-            return Ok(());
-        };
-        self.counters.pdu_received(opcode::DATA_IN);
-        if self.conn.traced() || tracing::enabled!(tracing::Level::TRACE) {
-            // Observers see the whole PDU, payload included (copied only for them).
-            let pdu = Pdu::DataIn(DataIn {
-                data: Bytes::copy_from_slice(placement.landed()),
-                ..header.clone()
-            });
-            self.conn.trace_received(&pdu);
-        }
-        self.track_data_in(&header);
-        let progress = match self.tasks.get_mut(&itt) {
-            Some(t) => t.handle_placed(&header, placement),
-            // The task cannot go away while its buffer is lent out; be safe anyway.
-            None => return Ok(()),
-        };
-        self.progress(itt, progress);
-        Ok(())
-    }
+    core.handle_placed(conn, &header, placement, Instant::now());
 }

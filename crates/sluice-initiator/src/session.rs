@@ -1,35 +1,38 @@
 //! The async [`Session`] handle: cloneable, `&self` methods, usable from many tasks at once.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use sluice_proto::initiator::{
+    CommandResult, ConnId, ConnectionStats, InitiatorSession, SessionConfig, TaskId,
+};
 use sluice_proto::params::SessionParams;
-use sluice_proto::seq::Itt;
+use sluice_proto::seq::Lun;
 use sluice_scsi::{cdb, SenseKey};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::command::{Command, CommandOutcome};
 use crate::counters::{Counters, SessionCounters};
-use crate::driver::{Driver, Request, Shared};
+use crate::driver::{Info, Key, Shared, Waiter};
 use crate::error::Error;
 use crate::login::{login, random_isid};
 use crate::options::ConnectOptions;
 use crate::scsi::{self, Capacity, StandardInquiry};
-use crate::tasks::Pending;
+use crate::supervisor::{open_extra_connections, setup_of, supervise};
 use crate::url::IscsiUrl;
 
 /// How often [`Session::execute_good`] repeats a command that met a UNIT ATTENTION.
 pub const UNIT_ATTENTION_RETRIES: u32 = 4;
 
-/// Requests queued towards the driver before `execute` waits (backpressure).
-const REQUEST_QUEUE: usize = 1024;
-
-/// A logged-in normal session with one connection.
+/// A logged-in normal session, over one or more connections (MC/S).
 ///
-/// Cheap to clone; every clone talks to the same driver task, so many tasks can have commands
-/// in flight at once (up to the target's CmdSN window; the rest queue in order). The session
-/// logs out when the last clone is dropped, or explicitly with [`logout`](Self::logout).
+/// Cheap to clone; every clone drives the same session, so many tasks can have commands in
+/// flight at once (up to the target's CmdSN window; the rest queue in order). With
+/// [`ConnectOptions::connections`] above 1 the session opens that many connections (as many
+/// as the target's MaxConnections allows) and spreads commands over them by
+/// [`ConnectOptions::policy`]. The session logs out when the last clone is dropped, or
+/// explicitly with [`logout`](Self::logout).
 ///
 /// ```no_run
 /// use sluice_initiator::{IscsiUrl, Session};
@@ -44,10 +47,43 @@ const REQUEST_QUEUE: usize = 1024;
 /// ```
 #[derive(Clone, Debug)]
 pub struct Session {
-    tx: mpsc::Sender<Request>,
-    counters: Counters,
-    shared: Arc<Mutex<Shared>>,
+    shared: Arc<Shared>,
+    _handles: Arc<Handles>,
     target: Arc<str>,
+}
+
+/// Logs the session out when the last [`Session`] clone goes.
+#[derive(Debug)]
+struct Handles(Arc<Shared>);
+
+impl Drop for Handles {
+    fn drop(&mut self) {
+        let mut core = self.0.lock();
+        if core.connections().next().is_some() {
+            let _ = core.logout();
+            self.0.after(&mut core, None);
+        }
+    }
+}
+
+/// A command in flight, from [`Session::start`]: its id names it in task management.
+#[derive(Debug)]
+pub struct InFlight {
+    id: TaskId,
+    rx: oneshot::Receiver<Result<CommandResult, Error>>,
+}
+
+impl InFlight {
+    /// The id [`Session::task_management`] takes for ABORT TASK.
+    pub fn id(&self) -> TaskId {
+        self.id
+    }
+
+    /// Waits for the command to end.
+    pub async fn wait(self) -> Result<CommandOutcome, Error> {
+        let result = self.rx.await.map_err(|_| Error::Closed)??;
+        Ok(CommandOutcome::from_result(result))
+    }
 }
 
 impl Session {
@@ -66,32 +102,52 @@ impl Session {
         Self::connect(&url.portal(), target, opts).await
     }
 
-    /// Logs in to `target` at `portal` (`host:port`). Must run inside a tokio runtime: the
-    /// driver is spawned onto it.
+    /// Logs in to `target` at `portal` (`host:port`), then opens the other connections
+    /// [`ConnectOptions::connections`] asks for. Must run inside a tokio runtime: the
+    /// connections' tasks are spawned onto it.
     pub async fn connect(portal: &str, target: &str, opts: ConnectOptions) -> Result<Self, Error> {
+        let mut opts = opts;
+        if opts.connections > opts.offer.max_connections {
+            opts.offer.max_connections = opts.connections;
+        }
         let counters = Counters::default();
         let isid = random_isid();
-        let logged = login(portal.to_owned(), Some(target), isid, &opts, &counters).await?;
-        let shared = Arc::new(Mutex::new(Shared {
+        let logged = login(
+            portal.to_owned(),
+            Some(target),
+            isid,
+            None,
+            &opts,
+            &counters,
+        )
+        .await?;
+        let info = Info {
             params: logged.outcome.params,
             tsih: logged.outcome.tsih.0,
             portal: logged.transport.portal.clone(),
             target_alias: logged.outcome.target_alias.clone(),
-        }));
-        let (tx, rx) = mpsc::channel(REQUEST_QUEUE);
-        let driver = Driver::new(
-            logged,
+        };
+        let config = SessionConfig {
+            policy: opts.policy,
+            max_retries: opts.max_retries,
+            keepalive: opts.keepalive_interval.map(|i| (i, opts.keepalive_timeout)),
+        };
+        let (core, id) = InitiatorSession::new(config, setup_of(&logged, 0), Instant::now());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared::new(
+            core,
+            info,
             opts,
             target.to_owned(),
             isid,
-            rx,
-            counters.clone(),
-            Arc::clone(&shared),
-        );
-        tokio::spawn(driver.run());
-        Ok(Self {
-            tx,
             counters,
+            tx,
+        ));
+        shared.spawn_connection(id, logged.transport);
+        tokio::spawn(supervise(Arc::clone(&shared), rx));
+        open_extra_connections(&shared).await;
+        Ok(Self {
+            _handles: Arc::new(Handles(Arc::clone(&shared))),
             shared,
             target: target.into(),
         })
@@ -102,20 +158,21 @@ impl Session {
         &self.target
     }
 
-    /// The negotiated operational parameters (RFC 7143 section 13).
+    /// The negotiated operational parameters (RFC 7143 section 13) of the leading connection.
     pub fn params(&self) -> SessionParams {
-        self.shared().params
+        self.info().params
     }
 
     /// The TSIH the target assigned, the portal logged in to (after redirects) and the
     /// TargetAlias, if any.
     pub fn login_info(&self) -> (u16, String, Option<String>) {
-        let s = self.shared();
+        let s = self.info();
         (s.tsih, s.portal, s.target_alias)
     }
 
-    fn shared(&self) -> Shared {
+    fn info(&self) -> Info {
         self.shared
+            .info
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
@@ -123,24 +180,31 @@ impl Session {
 
     /// A snapshot of the session's counters.
     pub fn counters(&self) -> SessionCounters {
-        self.counters.snapshot()
+        let stats = self.shared.lock().stats();
+        let mut c = self.shared.counters.snapshot();
+        c.commands_retried = stats.retried;
+        c.rejects = stats.rejects;
+        c.async_messages = stats.async_messages;
+        c.max_in_flight = stats.max_in_flight;
+        c
+    }
+
+    /// Counters of each connection (its CID, commands, bytes), for reports.
+    pub fn connections(&self) -> Vec<ConnectionStats> {
+        self.shared.lock().connection_stats()
+    }
+
+    /// Starts any command; [`InFlight::wait`] collects its outcome, and its id names it in
+    /// [`Session::task_management`].
+    pub fn start(&self, cmd: Command) -> InFlight {
+        let (id, rx) = self.shared.submit(cmd.into_core());
+        InFlight { id, rx }
     }
 
     /// Runs any command. A non-GOOD status is not an error here; see
     /// [`CommandOutcome::check`].
     pub async fn execute(&self, cmd: Command) -> Result<CommandOutcome, Error> {
-        let (reply, rx) = oneshot::channel();
-        let pending = Pending {
-            cmd,
-            reply,
-            submitted: Instant::now(),
-            attempts: 1,
-        };
-        self.tx
-            .send(Request::Command(pending))
-            .await
-            .map_err(|_| Error::Closed)?;
-        rx.await.map_err(|_| Error::Closed)?
+        self.start(cmd).wait().await
     }
 
     /// Runs a command and fails unless the status is GOOD. A UNIT ATTENTION (e.g. the
@@ -248,42 +312,67 @@ impl Session {
     }
 
     /// A Task Management Function Request (RFC 7143 section 11.5; `function` as in
-    /// [`tmf`](crate::tmf)); returns the response code (0 = function complete).
+    /// [`tmf`](crate::tmf)); `referenced` names the command of ABORT TASK. Returns the
+    /// response code (0 = function complete); commands the function ended fail with
+    /// [`Error::Aborted`].
     pub async fn task_management(
         &self,
         function: u8,
         lun: u16,
-        referenced: Option<u32>,
+        referenced: Option<TaskId>,
     ) -> Result<u8, Error> {
-        let (reply, rx) = oneshot::channel();
-        let req = Request::TaskMgmt {
-            function,
-            lun,
-            referenced: referenced.map_or(Itt::RESERVED, Itt),
-            reply,
-        };
-        self.tx.send(req).await.map_err(|_| Error::Closed)?;
+        let lun = Lun::from_number(lun);
+        let rx = self.shared.call(
+            |core, now| Key::Request(core.task_management(function, lun, referenced, now)),
+            Waiter::TaskMgmt,
+        );
         rx.await.map_err(|_| Error::Closed)?
     }
 
     /// Sends a NOP-Out ping and returns the round-trip time.
     pub async fn ping(&self) -> Result<Duration, Error> {
-        let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(Request::Ping(reply))
-            .await
-            .map_err(|_| Error::Closed)?;
+        let rx = self
+            .shared
+            .call(|core, now| Key::Request(core.ping(now)), Waiter::Ping);
         rx.await.map_err(|_| Error::Closed)?
+    }
+
+    /// A text exchange in full feature phase (RFC 7143 section 11.10), e.g.
+    /// `[("SendTargets", "")]`: the answer's pairs.
+    pub async fn text(&self, pairs: &[(&str, &str)]) -> Result<Vec<(String, String)>, Error> {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let rx = self
+            .shared
+            .call(|core, _| Key::Request(core.text(&pairs)), Waiter::Text);
+        rx.await.map_err(|_| Error::Closed)?
+    }
+
+    /// Logs out the connection with this CID (RFC 7143 section 11.14, reason 1): it finishes
+    /// its commands and takes no new ones; the session goes on over the others.
+    pub async fn logout_connection(&self, cid: u16) -> Result<(), Error> {
+        let conn = self.connection_by_cid(cid)?;
+        let rx = self.shared.call(
+            |core, _| Key::Request(core.logout_connection(conn)),
+            Waiter::Logout,
+        );
+        rx.await.map_err(|_| Error::Closed)?
+    }
+
+    fn connection_by_cid(&self, cid: u16) -> Result<ConnId, Error> {
+        let core = self.shared.lock();
+        let found = core.connections().find(|c| core.cid(*c) == Some(cid));
+        found.ok_or_else(|| Error::Option(format!("the session has no connection with CID {cid}")))
     }
 
     /// Logs the session out (RFC 7143 section 11.14, reason 0: close the session). Commands
     /// still in flight fail with [`Error::Closed`].
     pub async fn logout(&self) -> Result<(), Error> {
-        let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(Request::Logout(reply))
-            .await
-            .map_err(|_| Error::Closed)?;
+        let rx = self
+            .shared
+            .call(|core, _| Key::Request(core.logout()), Waiter::Logout);
         rx.await.map_err(|_| Error::Closed)?
     }
 }

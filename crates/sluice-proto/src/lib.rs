@@ -22,6 +22,9 @@
 //! - [`task`]: per-task data transfer: R2T issuance and Data-Out collection, Data-In
 //!   segmentation, initiator-side Data-Out planning and Data-In reassembly.
 //! - [`keepalive`]: the NOP ping timer, reporting deadlines (`poll_timeout`) and taking `now`.
+//! - [`initiator`]: the initiator's full feature phase: an [`initiator::InitiatorSession`]
+//!   with its connections (CmdSN numbering, commands spread by a policy, task management,
+//!   pings, text, logout, ErrorRecoveryLevel 0 recovery).
 //! - [`target`]: the target's full feature phase: a [`target::TargetSession`] with its
 //!   connections (command ordering across them, SCSI tasks, task management, text, logout,
 //!   keepalive), and the session table that binds logins to sessions.
@@ -29,6 +32,7 @@
 
 pub mod chap;
 pub mod framing;
+pub mod initiator;
 pub mod keepalive;
 pub mod login;
 pub mod params;
