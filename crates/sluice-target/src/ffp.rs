@@ -170,7 +170,7 @@ impl<'a> FullFeature<'a> {
     pub(crate) async fn run(mut self, reader: &mut Reader) -> End {
         self.keepalive = match self.session_type {
             // Discovery sessions get no NOP-In: open-iscsi drops a discovery connection on
-            // any PDU but a Text Response (interop rule 15).
+            // any PDU but a Text Response (`usr/discovery.c`) and reconnects.
             SessionType::Discovery => None,
             SessionType::Normal => self
                 .ctx
@@ -389,7 +389,8 @@ impl<'a> FullFeature<'a> {
     async fn handle_data_out(&mut self, d: DataOut) -> Flow {
         let Some(mut pending) = self.writes.remove(&d.itt) else {
             // Data for a task we no longer have (aborted, or already failed): drop it. An
-            // initiator with FastAbort may still send some (interop rule 13).
+            // initiator may still send some: open-iscsi's FastAbort setting stops it answering
+            // R2Ts once it sent a TMF, but Data-Out sent before that is already on the wire.
             debug!(itt = ?d.itt, "Data-Out for an unknown task dropped");
             return Flow::Continue;
         };

@@ -109,7 +109,8 @@ fn digests(policy: DigestPolicy) -> Vec<DigestKind> {
 }
 
 /// The configuration's offer in the negotiator's terms. MaxConnections is 1: sluice does not
-/// do multiple connections per session, and open-iscsi refuses anything else (interop rule 1).
+/// do multiple connections per session, and open-iscsi fails a normal session's login on any
+/// other answer ("can't accept MaxConnections", `usr/login.c`).
 pub(crate) fn proto_offer(o: &OperationalOffer) -> ProtoOffer {
     ProtoOffer {
         header_digest: digests(o.header_digest),

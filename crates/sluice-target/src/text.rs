@@ -92,7 +92,8 @@ impl FullFeature<'_> {
         }
         let body = encode_pairs(&answer);
         // Section 11.11: each response segment within the initiator's MaxRecvDataSegmentLength
-        // and at most 8192 bytes (interop rule 7: open-iscsi refuses longer text PDUs).
+        // and at most 8192 bytes: open-iscsi's kernel path receives Text Responses into an
+        // 8192-byte buffer and fails the connection on a longer one (`libiscsi_tcp.c`).
         let max =
             (self.params.initiator_max_recv_data_segment_length as usize).min(LOGIN_SEGMENT_MAX);
         let chunks: VecDeque<(Bytes, bool)> = split_text(&body, max).into();
@@ -113,7 +114,8 @@ impl FullFeature<'_> {
         if last {
             self.text.outgoing = None;
         }
-        // The final response has F=1 and TTT 0xffffffff (interop rule 15).
+        // The final response has F=1 and TTT 0xffffffff (RFC 7143 section 11.11.4; tgt once sent
+        // another TTT in a final SendTargets response and fixed it in commit 4a96c30).
         let final_ttt = if last { Ttt::RESERVED } else { ttt };
         self.send_text(itt, final_ttt, data, last, more && !last);
     }

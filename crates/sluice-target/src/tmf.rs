@@ -1,7 +1,9 @@
 //! Task management (RFC 7143 sections 11.5, 11.6; SAM-5 7).
 //!
 //! Commands run to completion as they arrive, so the only tasks a TMF can find in progress are
-//! writes waiting for Data-Out. Aborted tasks get no further PDUs (interop rule 13).
+//! writes waiting for Data-Out. Aborted tasks get no further PDUs: an aborted task ends without
+//! status (SAM-5), and the Linux initiator fails the connection on a PDU for a task it has
+//! already freed (`drivers/scsi/libiscsi.c`, connection error 1010, BAD_ITT).
 
 use sluice_proto::pdu::codes::{tmf, tmf_response};
 use sluice_proto::pdu::{Pdu, TaskMgmtRequest, TaskMgmtResponse};

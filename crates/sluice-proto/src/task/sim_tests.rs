@@ -1,6 +1,8 @@
 //! Both sides driven against each other in memory: the initiator plans Data-Out, the target
 //! collects it and issues R2Ts; the target segments Data-In, the initiator reassembles it.
-//! Includes the worked WRITE example of seed 004 section 4.3.3 and property tests.
+//! Includes the worked WRITE example of section 4.3.3 of Sajid Hussain, "Performance
+//! Evaluation of iSCSI for IP Storage and Transport Protocols" (PhD dissertation, University of
+//! Manitoba, 2004), and property tests.
 
 use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
@@ -141,7 +143,7 @@ fn seed_004(pdu_len: u32) -> SessionParams {
     }
 }
 
-/// Seed 004 section 4.3.3: 168 KiB WRITE, ImmediateData=Yes, InitialR2T=No,
+/// Hussain's dissertation, section 4.3.3: 168 KiB WRITE, ImmediateData=Yes, InitialR2T=No,
 /// FirstBurstLength 32 KiB, MaxBurstLength 64 KiB.
 #[test]
 fn seed_004_worked_write_example() {

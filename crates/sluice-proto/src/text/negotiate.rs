@@ -225,7 +225,8 @@ impl Negotiator {
     /// Our offers for negotiable keys that are neither settled nor pending; they become
     /// pending. An initiator offers every key relevant to the session; a target offers only
     /// keys whose value differs from the RFC default (so that it sends no unsolicited keys
-    /// open-iscsi would refuse, interop checklist rule 2) and never TaskReporting or
+    /// open-iscsi would refuse: its `usr/login.c` fails the login on any key it does not know,
+    /// "couldn't recognize text") and never TaskReporting or
     /// iSCSIProtocolLevel.
     pub fn offers(&mut self) -> Vec<(String, String)> {
         let defaults = Negotiator::new(self.role, OperationalOffer::default());
