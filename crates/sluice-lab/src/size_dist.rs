@@ -153,7 +153,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_004_pmf() {
+    fn hussain_size_pmf() {
         let d = SizeDist::parse("8k:0.1,16k:0.2,32k:0.3,64k:0.4").unwrap();
         let e = d.entries();
         assert_eq!(
