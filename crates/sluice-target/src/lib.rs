@@ -11,6 +11,8 @@
 //! reinstatement), `login_env` (configuration as login policy), `outbox` (the writer task),
 //! `context` (shared state and LUN construction).
 
+#![forbid(unsafe_code)]
+
 pub mod config;
 mod connection;
 mod context;
