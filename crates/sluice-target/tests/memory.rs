@@ -20,7 +20,8 @@ const CONNECTIONS: usize = 1000;
 const SESSIONS: usize = 1000;
 
 fn raise_fd_limit(want: u64) {
-    // SAFETY: getrlimit/setrlimit with a valid, initialised struct.
+    // SAFETY: `lim` is an initialised rlimit on our stack, live for both calls; getrlimit
+    // writes only that struct and setrlimit only reads it.
     unsafe {
         let mut lim = libc::rlimit {
             rlim_cur: 0,
