@@ -14,7 +14,7 @@ use std::time::Duration;
 use support::*;
 use tokio::net::TcpStream;
 
-/// Bound per idle connection or session (the brief's budget).
+/// Most memory an idle connection or session may cost: the budget sluice holds itself to.
 const MAX_BYTES_PER_CONNECTION: u64 = 64 * 1024;
 const CONNECTIONS: usize = 1000;
 const SESSIONS: usize = 1000;
