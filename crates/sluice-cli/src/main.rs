@@ -11,6 +11,7 @@
 // optional part (`HOST[:PORT]`), not a rustdoc link; escaping them would show backslashes in
 // the help.
 #![allow(rustdoc::broken_intra_doc_links)]
+#![forbid(unsafe_code)]
 
 #[macro_use]
 mod stdout;

@@ -90,8 +90,10 @@ fn random_4k_reads_take_one_data_in_each() {
     assert_eq!(u(&r["write"]["ios"]), 0);
 }
 
+/// The size distribution of equation 4.1 in Hussain's dissertation (see sluice-lab's
+/// `size_dist`), mixed 70/30.
 #[test]
-fn randrw_mix_with_the_seed_size_distribution() {
+fn randrw_mix_with_hussains_size_distribution() {
     let t = target();
     let r = bench_json(&[
         &t.url,

@@ -22,7 +22,8 @@ const BURSTS: [(u32, u32); 5] = [
     (16_777_215, 16_777_215),
 ];
 
-/// What libiscsi 1.19 offers (the conformance map, section 1.2): the negotiated values are
+/// What libiscsi 1.19 offers for FirstBurstLength, MaxBurstLength and MaxRecvDataSegmentLength
+/// (`lib/login.c`: 262144 each, with InitialR2T=No, ImmediateData=Yes): the negotiated values are
 /// the target's offer combined with these by each key's rule.
 const LIBISCSI_BURST: u32 = 262_144;
 

@@ -1,8 +1,9 @@
 //! CRC32C throughput per implementation and size.
 //!
 //! Sizes: 48 B (a BHS, i.e. one header digest), 512 B (a sector), 8 KiB (a typical data
-//! segment, the size the Slicing-by-8 paper profiled), 64 KiB and 1 MiB (large bursts, past L1
-//! and on small cores past L2). Throughput is in decimal bytes, so criterion prints GB/s
+//! segment, the size profiled in Joglekar, Kounavis and Berry, "A Scalable and High Performance
+//! Software iSCSI Implementation"), 64 KiB and 1 MiB (large bursts, past L1 and on small cores
+//! past L2). Throughput is in decimal bytes, so criterion prints GB/s
 //! (10^9 B/s). Results and method: `docs/performance.md`, section "CRC32C".
 //!
 //! Run (`--bench` keeps the flags away from the unit-test harness):

@@ -13,9 +13,10 @@
 //!
 //! The data path uses the hardware-accelerated [`crc_fast`] crate ([`hardware`]). Two portable
 //! table-driven implementations sit beside it, [`sarwate`] (one table, a byte at a time) and
-//! [`slicing_by_8`] (eight tables, eight bytes at a time, after Kounavis and Berry's study of
-//! software iSCSI CRC). They exist so the perf lab can compare them by name through
-//! [`Algorithm`], and so the tests have three implementations that must agree.
+//! [`slicing_by_8`] (eight tables, eight bytes at a time, after Joglekar, Kounavis and Berry,
+//! "A Scalable and High Performance Software iSCSI Implementation"). They exist so the perf lab
+//! can compare them by name through [`Algorithm`], and so the tests have three implementations
+//! that must agree.
 //!
 //! ```
 //! use sluice_digest::{crc32c, to_wire, Crc32c};

@@ -37,6 +37,8 @@
 //! `tasks` + `placement` (the full-feature driver), `session` (the handle), `scsi` (data-in decoders),
 //! `counters`, `blocking`.
 
+#![forbid(unsafe_code)]
+
 pub mod blocking;
 mod command;
 mod counters;

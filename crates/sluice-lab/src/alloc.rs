@@ -2,6 +2,7 @@
 //! with glibc's defaults a 1 MiB buffer is mmapped, faulted in page by page and unmapped again
 //! on every command. Raising the mmap and trim thresholds keeps freed buffers in the heap for
 //! the next command, as fio's own buffer pool would.
+#![allow(unsafe_code)] // mallopt; see the SAFETY comment
 
 /// Keeps freed buffers of up to 64 MiB in the process's heap instead of returning them to the
 /// kernel (glibc only; a no-op elsewhere). Call once, before the run.
@@ -10,8 +11,9 @@ pub fn keep_freed_buffers() {
     {
         const MMAP_THRESHOLD: libc::c_int = 64 << 20;
         const TRIM_THRESHOLD: libc::c_int = 256 << 20;
-        // SAFETY: mallopt only changes allocator parameters; it is called before the run's
-        // threads start allocating.
+        // SAFETY: mallopt takes two integers and no pointer, so no memory of ours is at stake;
+        // it only changes glibc's thresholds for later allocations and frees, under glibc's
+        // own arena lock. It is called before the run's threads start allocating.
         unsafe {
             libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
             libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD);

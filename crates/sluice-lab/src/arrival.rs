@@ -1,6 +1,7 @@
 //! When commands arrive: as fast as completions allow (closed loop), at a fixed rate, or as a
-//! Poisson process (exponentially distributed inter-arrival times, seed 004 equations 4.3 and
-//! 4.4).
+//! Poisson process (exponentially distributed inter-arrival times, equations 4.3 and 4.4 of
+//! Sajid Hussain, "Performance Evaluation of iSCSI for IP Storage and Transport Protocols",
+//! PhD dissertation, University of Manitoba, 2004).
 
 use std::time::Duration;
 

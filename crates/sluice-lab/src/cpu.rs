@@ -1,4 +1,5 @@
 //! CPU time of this process (getrusage(RUSAGE_SELF)): user and system time over a run.
+#![allow(unsafe_code)] // getrusage; see the SAFETY comments
 
 use std::time::Duration;
 
@@ -14,8 +15,11 @@ pub struct CpuTime {
 impl CpuTime {
     /// The process's CPU time so far (zeros if getrusage fails, which it does not on Linux).
     pub fn now() -> Self {
-        // SAFETY: getrusage writes a struct rusage into the zeroed memory we own.
+        // SAFETY: `rusage` is a C struct of integers (and timevals of integers), for which
+        // all-zero bytes are a valid value.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `&mut ru` points to a live, writable `rusage` on our stack for the whole
+        // call, and getrusage writes nothing but that one struct.
         if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
             return Self::default();
         }

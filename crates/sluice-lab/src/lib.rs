@@ -18,6 +18,9 @@
 //! `latency` (histograms), `progress` (live counters), `pdus` (PDU counts), `cpu`
 //! (getrusage), `alloc` (allocator tuning), `worker` (one in-flight slot), `runner` (the run), `report`, `error`.
 
+// `unsafe` only in `alloc` (mallopt) and `cpu` (getrusage), each block with a SAFETY comment.
+#![deny(unsafe_code)]
+
 mod alloc;
 mod arrival;
 mod cpu;

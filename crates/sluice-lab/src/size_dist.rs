@@ -1,5 +1,7 @@
-//! Command sizes: one fixed size, or a probability mass function over sizes (seed 004,
-//! equation 4.1: `8k:0.1,16k:0.2,32k:0.3,64k:0.4`), sampled by inverting its CDF.
+//! Command sizes: one fixed size, or a probability mass function over sizes (equation 4.1 of
+//! Sajid Hussain, "Performance Evaluation of iSCSI for IP Storage and Transport Protocols",
+//! PhD dissertation, University of Manitoba, 2004: `8k:0.1,16k:0.2,32k:0.3,64k:0.4`), sampled
+//! by inverting its CDF.
 
 use rand::Rng;
 
@@ -151,7 +153,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_004_pmf() {
+    fn hussain_size_pmf() {
         let d = SizeDist::parse("8k:0.1,16k:0.2,32k:0.3,64k:0.4").unwrap();
         let e = d.entries();
         assert_eq!(

@@ -1,4 +1,6 @@
-//! SPC trace files (seed 004, section 4.7.2, "Records of a trace file"): one record per line,
+//! SPC trace files (section 4.7.2, "Records of a trace file", of Sajid Hussain, "Performance
+//! Evaluation of iSCSI for IP Storage and Transport Protocols", PhD dissertation, University of
+//! Manitoba, 2004): one record per line,
 //! `ASU,LBA,SIZE,OPCODE,TIMESTAMP[,optional fields...]`, e.g. `0,20941264,8192,W,0.551706`.
 //! The LBA counts 512-byte sectors, the size is in bytes, the opcode is `R` or `W` (either
 //! case) and the timestamp is seconds since the start of the trace.
@@ -88,7 +90,7 @@ fn parse_line(line: &str) -> Result<TraceRecord, String> {
 mod tests {
     use super::*;
 
-    /// Figure 4.9 of seed 004, verbatim.
+    /// Figure 4.9 of Hussain's dissertation (see the module documentation), verbatim.
     const FIGURE_4_9: &str = "\
 0,20941264,8192,W,0.551706,Alpha/NT
 0,20939840,8192,W,0.554041

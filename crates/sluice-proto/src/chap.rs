@@ -163,8 +163,9 @@ pub fn encode_hex(bytes: &[u8]) -> String {
     s
 }
 
-/// Parses CHAP_I: a decimal or `0x` hex number in 0..=255 (interop guide 1.5: LIO once refused
-/// hex CHAP_I).
+/// Parses CHAP_I: a decimal or `0x` hex number in 0..=255 (RFC 7143 section 6.1 allows both
+/// forms for a numerical value; the Linux LIO target once refused a hex CHAP_I, found by the
+/// libiscsi test added in sahlberg/libiscsi pull request 473).
 pub fn parse_identifier(value: &str) -> Result<u8, ChapError> {
     crate::text::keys::parse_number(value)
         .and_then(|n| u8::try_from(n).ok())

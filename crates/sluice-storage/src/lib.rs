@@ -16,11 +16,13 @@
 //!
 //! The same contract tests (`conformance.rs`) run against every backend.
 //!
-//! `unsafe` is denied crate-wide and allowed in exactly two places, each justified by a
-//! `// SAFETY:` comment: the shared `mmap` of RAM-backed files (`file/mapping.rs`, which lets
-//! reads hand out the page-cache bytes without copying and writes copy straight into them) and `pread` into a buffer's spare
-//! capacity (no zero-fill before a read). The `O_DIRECT` bounce buffer needs none (it is
-//! aligned by slicing a slightly larger `Vec`).
+//! `unsafe` is denied crate-wide and allowed in exactly three places, each block justified by a
+//! `// SAFETY:` comment: the shared, 2 MiB-aligned `mmap` of RAM-backed files
+//! (`file/mapping.rs`, which lets reads hand out the page-cache bytes without copying and writes
+//! copy straight into them), asking the kernel to back that mapping with huge pages
+//! (`file/huge_pages.rs`: `MADV_COLLAPSE`, and `setpriority` for the thread that does it) and
+//! `pread` into a buffer's spare capacity (`file.rs`: no zero-fill before a read). The
+//! `O_DIRECT` bounce buffer needs none (it is aligned by slicing a slightly larger `Vec`).
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 

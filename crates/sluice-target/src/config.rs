@@ -211,7 +211,9 @@ impl Default for Keepalive {
     fn default() -> Self {
         Self {
             // Tolerant values: busy initiators answer pings late, and LIO raised its own
-            // defaults to 15 s / 30 s after open-iscsi dropped connections (interop rule 12).
+            // defaults to 15 s / 30 s after open-iscsi could not answer within 5 s under heavy
+            // reads and dropped connections (Linux commit cf0eb28d3ba6, "iscsi-target: Bump
+            // defaults for nopin_timeout + nopin_response_timeout values").
             interval: Duration::from_secs(30),
             timeout: Duration::from_secs(30),
         }

@@ -162,7 +162,8 @@ impl Reader {
             rd,
             buf: BytesMut::with_capacity(8192),
             // During login only login PDUs arrive, each at most 8192 data bytes
-            // (RFC 7143 section 6.3 / interop rule 7).
+            // (RFC 7143 sections 6.3 and 13.12: the default MaxRecvDataSegmentLength applies
+            // until login completes).
             framer: Framer::new(LOGIN_SEGMENT_MAX as u32),
             busy: BusyPoll::new(),
             spin_ok: false,

@@ -112,7 +112,9 @@ fn open_backend(l: &LunDef) -> io::Result<Arc<dyn BlockDevice>> {
 
 /// The SCSI identity of a LUN. Serial and NAA identifier derive from the target name and LUN
 /// number, so they stay the same across restarts (initiators such as ESXi treat a changed
-/// identity as a different disk; interop rule 20).
+/// identity as a different disk: ESXi keeps the device identifier in the VMFS header and
+/// treats a LUN whose NAA identifier changed as a snapshot, not mounted until resignatured,
+/// as VMware's documentation of VMFS resignaturing describes).
 fn lu_config(t: &TargetDef, l: &LunDef, device: Arc<dyn BlockDevice>) -> LuConfig {
     let hash = fnv1a(format!("{}/{}", t.iqn.to_ascii_lowercase(), l.number).as_bytes());
     let product = match l.backend {

@@ -11,6 +11,8 @@
 //! `login_env` (configuration as login policy), `outbox` (PDUs to vectored writes),
 //! `context` (shared state and LUN construction).
 
+#![forbid(unsafe_code)]
+
 pub mod config;
 mod connection;
 mod context;

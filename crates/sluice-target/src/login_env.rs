@@ -116,8 +116,9 @@ fn digests(policy: DigestPolicy) -> Vec<DigestKind> {
 }
 
 /// The configuration's offer in the negotiator's terms. MaxConnections is negotiated as the
-/// smaller of the two offers (RFC 7143 section 13.2), so an initiator that offers 1
-/// (open-iscsi refuses any other answer) gets 1.
+/// smaller of the two offers (RFC 7143 section 13.2), so an initiator that offers 1 gets 1
+/// (open-iscsi fails a normal session's login on any other answer, "can't accept
+/// MaxConnections", `usr/login.c`).
 pub(crate) fn proto_offer(o: &OperationalOffer) -> ProtoOffer {
     ProtoOffer {
         header_digest: digests(o.header_digest),

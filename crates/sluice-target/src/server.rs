@@ -234,7 +234,8 @@ async fn serve_tcp(
         }
     };
     // Commands and responses are small and latency-bound; Nagle would hold them behind
-    // delayed ACKs (interop rule 25).
+    // delayed ACKs. Initiators with delayed ACK on (ESXi by default, VMware KB 1002598) stall
+    // a sender that waits for ACKs; open-iscsi sets TCP_NODELAY on its side for the same reason.
     let _ = stream.set_nodelay(true);
     let (rd, wr) = stream.into_split();
     connection::serve(ctx, Box::new(rd), Box::new(wr), peer, local, stop).await;

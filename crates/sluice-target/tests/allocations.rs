@@ -33,28 +33,34 @@ impl Counting {
     }
 }
 
-// SAFETY: every call is forwarded unchanged to the system allocator.
+// SAFETY: every call is forwarded unchanged to the system allocator, so this allocator
+// meets `GlobalAlloc`'s contract exactly when `System` does; counting touches only atomics and
+// a thread-local `Cell` and never allocates.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         self.note();
-        // SAFETY: same contract as ours.
+        // SAFETY: our caller upholds `GlobalAlloc::alloc`'s contract (a non-zero-size
+        // layout), which is exactly what `System.alloc` requires.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         self.note();
-        // SAFETY: same contract as ours.
+        // SAFETY: as for `alloc`: our caller's contract is `System.alloc_zeroed`'s.
         unsafe { System.alloc_zeroed(layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         self.note();
-        // SAFETY: same contract as ours.
+        // SAFETY: our caller guarantees `ptr` is live, came from this allocator with `layout`,
+        // and `new_size` is valid for it; every block of ours came from `System`, so the same
+        // holds for `System.realloc`.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
+        // SAFETY: our caller guarantees `ptr` is live and came from this allocator with
+        // `layout`; every block of ours came from `System`, so it is `System`'s to free.
         unsafe { System.dealloc(ptr, layout) }
     }
 }

@@ -14,13 +14,14 @@ use std::time::Duration;
 use support::*;
 use tokio::net::TcpStream;
 
-/// Bound per idle connection or session (the brief's budget).
+/// Most memory an idle connection or session may cost: the budget sluice holds itself to.
 const MAX_BYTES_PER_CONNECTION: u64 = 64 * 1024;
 const CONNECTIONS: usize = 1000;
 const SESSIONS: usize = 1000;
 
 fn raise_fd_limit(want: u64) {
-    // SAFETY: getrlimit/setrlimit with a valid, initialised struct.
+    // SAFETY: `lim` is an initialised rlimit on our stack, live for both calls; getrlimit
+    // writes only that struct and setrlimit only reads it.
     unsafe {
         let mut lim = libc::rlimit {
             rlim_cur: 0,

@@ -1,6 +1,7 @@
 //! Helpers shared by the end-to-end tests of several crates: a `sluice target` served
 //! in-process on 127.0.0.1:0 and torn down on drop.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a failure is a test failure
+#![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
 use std::sync::mpsc;

@@ -13,7 +13,9 @@ use super::LoginStatus;
 pub struct ChapCredential {
     /// The CHAP_N value (usually the initiator's or target's iSCSI name).
     pub user: String,
-    /// The shared secret (Windows requires 12 to 16 bytes, interop guide 3.2).
+    /// The shared secret. The Microsoft iSCSI initiator accepts only 12 to 16 bytes without
+    /// IPsec (Microsoft's documentation of `SetIScsiInitiatorCHAPSharedSecret`; the 12-byte
+    /// floor is RFC 7143 section 9.2.1's 96 random bits).
     pub secret: Vec<u8>,
 }
 
@@ -34,7 +36,9 @@ pub struct ChapSecrets {
     /// challenge. `None` refuses initiators that ask for mutual authentication.
     pub mutual: Option<ChapCredential>,
     /// Algorithms accepted, in any order; the initiator's CHAP_A order decides. Must contain
-    /// MD5 for interoperability (interop checklist rule 5).
+    /// MD5 for interoperability: open-iscsi offers `CHAP_A=5` alone unless configured otherwise
+    /// (its `node.session.auth.chap_algs` default), and RFC 7143 section 12.1.3 requires every
+    /// implementation to support MD5 (5).
     pub algorithms: Vec<ChapAlgorithm>,
     /// Length of the challenges we issue; clamped to digest length..=1024.
     pub challenge_len: usize,

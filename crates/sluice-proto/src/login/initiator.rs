@@ -14,10 +14,11 @@
 //! }
 //! ```
 //!
-//! The sequence follows open-iscsi (interop guide 1.3): without CHAP the first request is
-//! already operational (CSG=1, NSG=3, T=1); with one-way CHAP it offers `AuthMethod=CHAP,None`
-//! with T=1, with mutual CHAP `AuthMethod=CHAP` with T=0; CHAP_A is sent once the target chose
-//! CHAP. The target's response to our mutual challenge is verified in constant time.
+//! The sequence follows open-iscsi's iscsid (`usr/login.c`, `usr/auth.c`): without CHAP the
+//! first request is already operational (CSG=1, NSG=3, T=1); with one-way CHAP it offers
+//! `AuthMethod=CHAP,None` with T=1, with mutual CHAP `AuthMethod=CHAP` with T=0; CHAP_A is sent
+//! once the target chose CHAP. The target's response to our mutual challenge is verified in
+//! constant time.
 
 use bytes::Bytes;
 
@@ -42,8 +43,10 @@ pub const MAX_LOGIN_RESPONSES: u32 = 64;
 pub struct InitiatorChap {
     /// Our CHAP_N and the secret we share with the target.
     pub credential: ChapCredential,
-    /// CHAP_A values to offer, most preferred first (MD5 alone is the safe default, interop
-    /// guide 1.5).
+    /// CHAP_A values to offer, most preferred first. MD5 alone is the safe default: open-iscsi
+    /// 2.1.0 offered a list by default and Linux LIO targets older than kernel 3.15 (Synology
+    /// DSM among them) refused any CHAP_A but "5", so open-iscsi went back to MD5 alone
+    /// (open-iscsi/open-iscsi issue 180).
     pub algorithms: Vec<ChapAlgorithm>,
     /// For mutual CHAP: the CHAP_N the target must answer with and the target's secret.
     pub mutual: Option<ChapCredential>,
@@ -265,7 +268,8 @@ impl InitiatorLogin {
         if status != LoginStatus::SUCCESS {
             return Err(LoginError::Rejected { status });
         }
-        // Interop guide 1.4: the header checks open-iscsi applies to a success response.
+        // The header checks open-iscsi's iscsid applies to a success response (`usr/login.c`:
+        // VersionActive 0, the CSG it is in, T only towards a later stage).
         if rsp.version_active != 0 {
             return Err(Protocol("unsupported version"));
         }
@@ -319,7 +323,8 @@ impl InitiatorLogin {
             }
             None => {
                 // With mutual CHAP the initiator asks to transit together with its challenge
-                // (interop guide 1.3 (c), step 5); the target only transits once it answered.
+                // (open-iscsi sends CHAP_N, CHAP_R, CHAP_I and CHAP_C with T=1 in one request,
+                // `usr/auth.c`); the target only transits once it answered.
                 let ready = matches!(
                     self.security,
                     Security::Done | Security::AwaitTargetResponse(_)
@@ -425,8 +430,9 @@ impl InitiatorLogin {
                 if n != mutual.user || !ours.verify(&mutual.secret, r) {
                     return Err(TargetAuthentication("CHAP response did not match"));
                 }
-                // Interop guide 1.5 ("Local password same as remote"): a response computed
-                // with our own secret means both directions share one secret.
+                // A response computed with our own secret means both directions share one
+                // secret, which RFC 7143 section 9.2.1 forbids; open-iscsi refuses it too
+                // ("Local password same as remote", `usr/auth.c`).
                 let own = self.config.chap.as_ref().map(|c| {
                     ours.algorithm
                         .response(ours.identifier, &c.credential.secret, &ours.challenge)

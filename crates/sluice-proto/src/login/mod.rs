@@ -25,7 +25,8 @@ use std::fmt;
 
 /// Most bytes of text in one Login Response (or Request) data segment. During login the
 /// default MaxRecvDataSegmentLength (8192, RFC 7143 section 13.12) applies, and open-iscsi's
-/// kernel path receives login responses into an 8192-byte buffer (interop checklist rule 7).
+/// kernel path receives login responses into an 8192-byte buffer and fails the connection on
+/// a longer data segment (Linux `drivers/scsi/libiscsi_tcp.c`).
 pub const LOGIN_SEGMENT_MAX: usize = 8192;
 
 /// Status-Class and Status-Detail of a Login Response (RFC 7143 section 11.13.5).

@@ -30,9 +30,10 @@
 //! authentication, directly in LoginOperationalNegotiation (CSG=1); it may go from security
 //! straight to full feature phase. The target sets T only when the initiator did, the
 //! requested transition is valid, authentication is complete and none of the target's own
-//! offers is unanswered (RFC 7143 section 6.3; interop checklist rule 3). Long responses are
-//! split into several Login Responses with the C bit; the initiator fetches the rest with empty
-//! requests. Request text with the C bit is reassembled (empty responses acknowledge it).
+//! offers is unanswered (RFC 7143 section 6.3; open-iscsi refuses a response with T set when
+//! its own request had T clear or authentication is incomplete, `usr/auth.c`). Long responses
+//! are split into several Login Responses with the C bit; the initiator fetches the rest with
+//! empty requests. Request text with the C bit is reassembled (empty responses acknowledge it).
 
 use std::collections::VecDeque;
 
@@ -92,8 +93,9 @@ enum State {
     Done,
 }
 
-/// Security sub-states (RFC 7143 section 12.1.3 and the open-iscsi sequence of the interop
-/// guide 1.3 (b)/(c)).
+/// Security sub-states (RFC 7143 section 12.1.3, in the order open-iscsi's `usr/auth.c` sends
+/// the keys: AuthMethod, then CHAP_A once CHAP was chosen, then CHAP_N and CHAP_R, with CHAP_I
+/// and CHAP_C for mutual CHAP).
 #[derive(Debug)]
 enum Security {
     ExpectAuthMethod,
@@ -422,8 +424,10 @@ fn begin(
             return Err(LoginStatus::AUTHORIZATION_FAILURE);
         }
     }
-    // Interop checklist rule 4: a first PDU in the operational stage skips security, which is
-    // only allowed when no authentication is required.
+    // A first PDU in the operational stage skips security (RFC 7143 section 6.3), which is
+    // only allowed when no authentication is required; refusing with a Login Response
+    // (status 0x0201) rather than a reset makes open-iscsi report an authorization failure
+    // instead of retrying forever (`usr/initiator.c`).
     if csg == Stage::Operational && policy.chap.is_some() {
         return Err(LoginStatus::AUTH_FAILURE);
     }

@@ -1,5 +1,6 @@
-//! Scripted-peer tests of [`TargetLogin`] (one Login Request at a time, as open-iscsi sends
-//! them, interop guide 1.3), and a fixture environment shared with the pair tests.
+//! Scripted-peer tests of [`TargetLogin`] (one Login Request at a time, as open-iscsi's
+//! `usr/login.c` and `usr/auth.c` send them), and a fixture environment shared with the pair
+//! tests.
 
 use std::collections::HashMap;
 
@@ -206,7 +207,9 @@ fn no_auth_login_in_one_round_trip() {
     );
 }
 
-/// Drives the open-iscsi CHAP sequence (interop guide 1.3 (b) and (c)) for one algorithm.
+/// Drives open-iscsi's CHAP sequence for one algorithm: `AuthMethod=CHAP,None` with T=1 (one-way)
+/// or `AuthMethod=CHAP` with T=0 (mutual), then CHAP_A, then CHAP_N and CHAP_R (with CHAP_I and
+/// CHAP_C when mutual) with T=1 (`usr/auth.c`).
 fn chap_login(
     alg: ChapAlgorithm,
     mutual: bool,
@@ -338,7 +341,8 @@ fn bad_chap_response_is_an_authentication_failure() {
 
 #[test]
 fn auth_required_but_skipped_or_refused() {
-    // First PDU at CSG=1 while CHAP is required (interop checklist rule 4).
+    // First PDU at CSG=1 while CHAP is required: what open-iscsi sends when it has no secret
+    // configured (it skips the security stage, `usr/login.c`).
     let mut env = Env::new(chap_policy(false));
     let mut keys = identity();
     keys.extend_from_slice(OPEN_ISCSI_OPS);

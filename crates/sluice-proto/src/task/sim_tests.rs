@@ -1,6 +1,8 @@
 //! Both sides driven against each other in memory: the initiator plans Data-Out, the target
 //! collects it and issues R2Ts; the target segments Data-In, the initiator reassembles it.
-//! Includes the worked WRITE example of seed 004 section 4.3.3 and property tests.
+//! Includes the worked WRITE example of section 4.3.3 of Sajid Hussain, "Performance
+//! Evaluation of iSCSI for IP Storage and Transport Protocols" (PhD dissertation, University of
+//! Manitoba, 2004), and property tests.
 
 use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
@@ -130,7 +132,9 @@ fn predicted_write(params: &SessionParams, edtl: u32) -> Vec<u32> {
     sequences
 }
 
-fn seed_004(pdu_len: u32) -> SessionParams {
+/// The parameters of the worked example in Hussain's dissertation (section 4.3.3), with
+/// `pdu_len` as the target's MaxRecvDataSegmentLength.
+fn hussain_example(pdu_len: u32) -> SessionParams {
     SessionParams {
         immediate_data: true,
         initial_r2t: false,
@@ -141,27 +145,27 @@ fn seed_004(pdu_len: u32) -> SessionParams {
     }
 }
 
-/// Seed 004 section 4.3.3: 168 KiB WRITE, ImmediateData=Yes, InitialR2T=No,
+/// Hussain's dissertation, section 4.3.3: 168 KiB WRITE, ImmediateData=Yes, InitialR2T=No,
 /// FirstBurstLength 32 KiB, MaxBurstLength 64 KiB.
 #[test]
-fn seed_004_worked_write_example() {
+fn hussain_worked_write_example() {
     let data = pattern(168 * 1024);
-    let run = run_write(&seed_004(1500), &data, 1);
+    let run = run_write(&hussain_example(1500), &data, 1);
     assert_eq!(&run.buffer[..], &data[..]);
     assert_eq!(run.sequences, vec![22, 44, 44, 6]);
     assert_eq!(run.r2ts, 3);
     assert_eq!(run.data_out, 21 + 44 + 44 + 6);
 
-    let run = run_write(&seed_004(1024), &data, 1);
+    let run = run_write(&hussain_example(1024), &data, 1);
     assert_eq!(run.sequences, vec![32, 64, 64, 8]);
     assert_eq!(run.r2ts, 3);
     assert_eq!(&run.buffer[..], &data[..]);
 }
 
 #[test]
-fn predicted_counts_match_seed_004() {
+fn predicted_counts_match_hussain_example() {
     assert_eq!(
-        predicted_write(&seed_004(1500), 168 * 1024),
+        predicted_write(&hussain_example(1500), 168 * 1024),
         vec![22, 44, 44, 6]
     );
 }

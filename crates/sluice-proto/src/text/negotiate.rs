@@ -225,8 +225,9 @@ impl Negotiator {
     /// Our offers for negotiable keys that are neither settled nor pending; they become
     /// pending. An initiator offers every key relevant to the session; a target offers only
     /// keys whose value differs from the RFC default (so that it sends no unsolicited keys
-    /// open-iscsi would refuse: it fails a login on a key it did not offer) and never
-    /// MaxConnections, TaskReporting or iSCSIProtocolLevel.
+    /// open-iscsi would refuse: its `usr/login.c` fails the login on any key it does not know,
+    /// "couldn't recognize text") and never MaxConnections, TaskReporting or
+    /// iSCSIProtocolLevel.
     pub fn offers(&mut self) -> Vec<(String, String)> {
         let defaults = Negotiator::new(self.role, OperationalOffer::default());
         let mut out = Vec::new();

@@ -104,7 +104,8 @@ impl Drop for Collapser {
 fn run(mapping: &Bytes, name: &str, progress: &Progress, stop: &AtomicBool) {
     // The lowest CPU priority for this thread only (a thread is a task of its own for
     // setpriority); failing to lower it is harmless.
-    // SAFETY: plain syscalls on this thread's own id.
+    // SAFETY: gettid and setpriority take and return integers only, so no memory of ours is
+    // at stake; setpriority on this thread's own id changes nothing but its nice value.
     unsafe {
         let tid = libc::gettid();
         libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19);

@@ -196,7 +196,8 @@ fn map_aligned(file: &File, len: usize, prot: libc::c_int) -> io::Result<NonNull
     let ptr = {
         let start = base.addr();
         let aligned = start.next_multiple_of(HUGE_PAGE);
-        // SAFETY: sysconf has no preconditions.
+        // SAFETY: sysconf takes an integer and touches no memory of ours; it has no
+        // preconditions.
         let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
         let end = aligned + len.next_multiple_of(page);
         // SAFETY: [aligned, aligned + len) lies inside the reservation (aligned - start <
