@@ -4,6 +4,7 @@ use std::fmt;
 
 use sluice_proto::framing::FrameError;
 use sluice_proto::login::{LoginError, LoginStatus};
+use sluice_proto::pdu::codes::RejectReason;
 use sluice_proto::task::TaskError;
 use sluice_scsi::SenseData;
 
@@ -64,8 +65,12 @@ pub enum Error {
     #[error("target failure (iSCSI response {0:#04x})")]
     TargetFailure(u8),
     /// The target rejected a PDU (RFC 7143 section 11.17.1 reason code).
-    #[error("target rejected the PDU: reason {0:#04x} ({reason})", reason = reject_reason(*.0))]
-    Rejected(u8),
+    #[error(
+        "target rejected the PDU: reason {code:#04x} ({words})",
+        code = .0.code(),
+        words = .0.description()
+    )]
+    Rejected(RejectReason),
     /// A timer ran out.
     #[error("timed out: {0}")]
     Timeout(&'static str),
@@ -149,23 +154,6 @@ pub fn status_name(status: u8) -> &'static str {
     }
 }
 
-/// The words for a Reject reason (RFC 7143 section 11.17.1).
-pub fn reject_reason(reason: u8) -> &'static str {
-    match reason {
-        0x02 => "data digest error",
-        0x03 => "SNACK reject",
-        0x04 => "protocol error",
-        0x05 => "command not supported",
-        0x06 => "too many immediate commands",
-        0x07 => "task in progress",
-        0x08 => "invalid data ack",
-        0x09 => "invalid PDU field",
-        0x0a => "out of resources",
-        0x0c => "waiting for logout",
-        _ => "unknown reason",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,6 +177,15 @@ mod tests {
         };
         assert!(e.to_string().contains("authentication failure"), "{e}");
         assert_eq!(e.login_status(), Some(LoginStatus::AUTH_FAILURE));
-        assert!(Error::Rejected(9).to_string().contains("invalid PDU field"));
+        let e = Error::Rejected(RejectReason::from(9));
+        assert_eq!(
+            e.to_string(),
+            "target rejected the PDU: reason 0x09 (invalid PDU field)"
+        );
+        let e = Error::Rejected(RejectReason::from(0x42));
+        assert_eq!(
+            e.to_string(),
+            "target rejected the PDU: reason 0x42 (unknown)"
+        );
     }
 }

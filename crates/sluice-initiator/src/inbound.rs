@@ -97,7 +97,7 @@ impl Driver {
                 if let Some(itt) = itt.filter(|i| self.tasks.contains_key(i)) {
                     self.complete(itt, Err(Error::Rejected(r.reason)));
                 } else {
-                    tracing::warn!(reason = r.reason, "target rejected a PDU");
+                    tracing::warn!(reason = r.reason.code(), "target rejected a PDU");
                 }
             }
             Pdu::TextResponse(_) => tracing::debug!("unexpected Text Response ignored"),

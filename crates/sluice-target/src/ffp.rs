@@ -13,7 +13,7 @@ use bytes::{Bytes, BytesMut};
 use sluice_proto::keepalive::{Keepalive, KeepaliveAction};
 use sluice_proto::login::LoginOutcome;
 use sluice_proto::params::{SessionParams, SessionType};
-use sluice_proto::pdu::codes::{async_event, reject};
+use sluice_proto::pdu::codes::{async_event, RejectReason};
 use sluice_proto::pdu::{AsyncMessage, DataOut, NopIn, NopOut, Pdu, Reject, ScsiCommand};
 use sluice_proto::seq::{Itt, Lun, SeqNum, Ttt};
 use sluice_proto::task::target_write::{TargetWrite, WriteData, WriteProgress};
@@ -259,14 +259,14 @@ impl<'a> FullFeature<'a> {
             )
         {
             // RFC 7143 section 13.21: a discovery session carries only Text and Logout.
-            self.reject_pdu(reject::PROTOCOL_ERROR, &pdu);
+            self.reject_pdu(RejectReason::ProtocolError, &pdu);
             return Flow::Continue;
         }
         match pdu {
             Pdu::DataOut(d) => self.handle_data_out(d).await,
             Pdu::SnackRequest(_) => {
                 // ErrorRecoveryLevel 0: SNACK support is not required (RFC 7143 section 11.16).
-                self.reject_pdu(reject::COMMAND_NOT_SUPPORTED, &pdu);
+                self.reject_pdu(RejectReason::CommandNotSupported, &pdu);
                 Flow::Continue
             }
             Pdu::ScsiCommand(_)
@@ -276,7 +276,7 @@ impl<'a> FullFeature<'a> {
             | Pdu::LogoutRequest(_) => self.admit_command(pdu).await,
             // Target-to-initiator opcodes, or a Login Request after login: protocol errors.
             other => {
-                self.reject_pdu(reject::PROTOCOL_ERROR, &other);
+                self.reject_pdu(RejectReason::ProtocolError, &other);
                 Flow::Continue
             }
         }
@@ -322,7 +322,7 @@ impl<'a> FullFeature<'a> {
             Pdu::TextRequest(t) => self.handle_text(t),
             Pdu::LogoutRequest(l) => self.handle_logout(l),
             other => {
-                self.reject_pdu(reject::PROTOCOL_ERROR, &other);
+                self.reject_pdu(RejectReason::ProtocolError, &other);
                 Flow::Continue
             }
         };
@@ -588,14 +588,14 @@ impl<'a> FullFeature<'a> {
     }
 
     /// Rejects a PDU, quoting its header (RFC 7143 section 11.17).
-    pub(crate) fn reject_pdu(&mut self, reason: u8, pdu: &Pdu) {
+    pub(crate) fn reject_pdu(&mut self, reason: RejectReason, pdu: &Pdu) {
         let mut header = BytesMut::new();
         sluice_proto::framing::encode(pdu, sluice_proto::framing::Digests::NONE, &mut header);
         header.truncate(sluice_proto::pdu::BHS_LEN);
         self.send_reject(reason, header.freeze());
     }
 
-    pub(crate) fn send_reject(&mut self, reason: u8, header: Bytes) {
+    pub(crate) fn send_reject(&mut self, reason: RejectReason, header: Bytes) {
         let r = Reject {
             reason,
             stat_sn: SeqNum(0),

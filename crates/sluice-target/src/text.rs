@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 use sluice_proto::login::LOGIN_SEGMENT_MAX;
-use sluice_proto::pdu::codes::{logout_reason, logout_response, reject};
+use sluice_proto::pdu::codes::{logout_reason, logout_response, RejectReason};
 use sluice_proto::pdu::{LogoutRequest, LogoutResponse, Pdu, TextRequest, TextResponse};
 use sluice_proto::seq::{Itt, SeqNum, Ttt};
 use sluice_proto::text::{encode_pairs, parse_pairs, split_text, TextAssembler, TextLimits};
@@ -35,7 +35,7 @@ impl FullFeature<'_> {
             if matches {
                 self.send_next_text_chunk(req.itt);
             } else {
-                self.reject_pdu(reject::INVALID_PDU_FIELD, &Pdu::TextRequest(req));
+                self.reject_pdu(RejectReason::InvalidPduField, &Pdu::TextRequest(req));
             }
             return Flow::Continue;
         }
@@ -57,7 +57,7 @@ impl FullFeature<'_> {
             }
             Err(e) => {
                 debug!(error = %e, "text request refused");
-                self.reject_pdu(reject::PROTOCOL_ERROR, &Pdu::TextRequest(req));
+                self.reject_pdu(RejectReason::ProtocolError, &Pdu::TextRequest(req));
                 return Flow::Continue;
             }
         };
@@ -65,7 +65,7 @@ impl FullFeature<'_> {
             Ok(p) => p,
             Err(e) => {
                 debug!(error = %e, "malformed text");
-                self.reject_pdu(reject::PROTOCOL_ERROR, &Pdu::TextRequest(req));
+                self.reject_pdu(RejectReason::ProtocolError, &Pdu::TextRequest(req));
                 return Flow::Continue;
             }
         };

@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use bytes::Bytes;
-use sluice_proto::pdu::codes::{reject, tmf, tmf_response};
+use sluice_proto::pdu::codes::{tmf, tmf_response, RejectReason};
 use sluice_proto::pdu::{LogoutRequest, NopOut, Pdu, TextRequest};
 use sluice_proto::seq::{Itt, Lun, SeqNum, Ttt};
 use sluice_proto::text::{encode_pairs, parse_pairs, TextLimits};
@@ -189,7 +189,7 @@ async fn unknown_opcode_is_rejected_with_command_not_supported() {
     p.send_raw(&bhs).await;
     match p.expect().await {
         Pdu::Reject(r) => {
-            assert_eq!(r.reason, reject::COMMAND_NOT_SUPPORTED);
+            assert_eq!(r.reason, RejectReason::CommandNotSupported);
             assert_eq!(&r.data[..], &bhs[..], "the Reject quotes the header");
         }
         other => panic!("expected Reject, got {other:?}"),
@@ -274,7 +274,7 @@ async fn data_digest_error_is_rejected_and_connection_continues() {
     p.send_raw(&bytes).await;
     match p.expect().await {
         Pdu::Reject(r) => {
-            assert_eq!(r.reason, reject::DATA_DIGEST_ERROR);
+            assert_eq!(r.reason, RejectReason::DataDigestError);
             assert_eq!(
                 u32::from_be_bytes(r.data[16..20].try_into().unwrap()),
                 itt.0
@@ -296,7 +296,7 @@ async fn scsi_command_on_a_discovery_session_is_rejected() {
     let cmd = p.scsi_command(&read10(0, 1), true, false, BLOCK as u32);
     p.send(&Pdu::ScsiCommand(cmd)).await;
     match p.expect().await {
-        Pdu::Reject(r) => assert_eq!(r.reason, reject::PROTOCOL_ERROR),
+        Pdu::Reject(r) => assert_eq!(r.reason, RejectReason::ProtocolError),
         other => panic!("expected Reject, got {other:?}"),
     }
     p.assert_alive().await;

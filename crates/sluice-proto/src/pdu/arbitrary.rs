@@ -9,6 +9,7 @@ use bytes::Bytes;
 use proptest::collection::vec;
 use proptest::prelude::*;
 
+use super::codes::RejectReason;
 use super::types::*;
 use super::{Cdb, Pdu, MAX_CDB_LEN};
 use crate::seq::{Isid, Itt, Lun, SeqNum, Tsih, Ttt};
@@ -423,7 +424,7 @@ pub fn async_message() -> impl Strategy<Value = AsyncMessage> {
 pub fn reject() -> impl Strategy<Value = Reject> {
     (any::<u8>(), seq(), seq(), seq(), any::<u32>(), data()).prop_map(
         |(reason, stat_sn, exp_cmd_sn, max_cmd_sn, data_sn, data)| Reject {
-            reason,
+            reason: RejectReason::from(reason),
             stat_sn,
             exp_cmd_sn,
             max_cmd_sn,

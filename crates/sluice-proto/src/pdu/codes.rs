@@ -1,32 +1,37 @@
-//! Numeric codes carried in PDU fields, named as RFC 7143 section 11 lists them.
+//! Numeric codes carried in PDU fields, named as RFC 7143 section 11 lists them, each defined
+//! once.
 //!
-//! They are plain `u8`/`u16` constants rather than enums because the typed PDU values keep the raw
-//! code (so that unknown and vendor-specific values round-trip); match on these names.
+//! Each code is an enum of its named values plus `Unknown(raw)` (see `enum_with_unknown!`), so
+//! that the typed PDU values can hold any value the wire carries (unknown and vendor-specific
+//! codes round-trip) while code matches on names.
 
-/// Reject reasons (RFC 7143 section 11.17.1).
-pub mod reject {
-    /// 0x02: Data (payload) digest error. "The original PDU can be resent."
-    pub const DATA_DIGEST_ERROR: u8 = 0x02;
-    /// 0x03: SNACK Reject. "The original PDU can be resent."
-    pub const SNACK_REJECT: u8 = 0x03;
-    /// 0x04: Protocol Error (e.g., SNACK Request for a status that was already acknowledged).
-    pub const PROTOCOL_ERROR: u8 = 0x04;
-    /// 0x05: Command not supported.
-    pub const COMMAND_NOT_SUPPORTED: u8 = 0x05;
-    /// 0x06: Immediate command reject - too many immediate commands.
-    pub const IMMEDIATE_COMMAND_REJECT: u8 = 0x06;
-    /// 0x07: Task in progress.
-    pub const TASK_IN_PROGRESS: u8 = 0x07;
-    /// 0x08: Invalid data ack.
-    pub const INVALID_DATA_ACK: u8 = 0x08;
-    /// 0x09: Invalid PDU field.
-    pub const INVALID_PDU_FIELD: u8 = 0x09;
-    /// 0x0a: Long op reject - can't generate Target Transfer Tag - out of resources.
-    pub const LONG_OP_REJECT: u8 = 0x0a;
-    /// 0x0b: Deprecated; MUST NOT be used (was Negotiation Reset in RFC 3720).
-    pub const DEPRECATED_NEGOTIATION_RESET: u8 = 0x0b;
-    /// 0x0c: Waiting for Logout.
-    pub const WAITING_FOR_LOGOUT: u8 = 0x0c;
+enum_with_unknown! {
+    /// Reject reasons (RFC 7143 section 11.17.1).
+    pub enum RejectReason(u8) {
+        /// 0x02: Data (payload) digest error. "The original PDU can be resent."
+        DataDigestError = 0x02 => "data digest error",
+        /// 0x03: SNACK Reject. "The original PDU can be resent."
+        SnackReject = 0x03 => "SNACK reject",
+        /// 0x04: Protocol Error (e.g., SNACK Request for a status that was already
+        /// acknowledged).
+        ProtocolError = 0x04 => "protocol error",
+        /// 0x05: Command not supported.
+        CommandNotSupported = 0x05 => "command not supported",
+        /// 0x06: Immediate command reject - too many immediate commands.
+        ImmediateCommandReject = 0x06 => "too many immediate commands",
+        /// 0x07: Task in progress.
+        TaskInProgress = 0x07 => "task in progress",
+        /// 0x08: Invalid data ack.
+        InvalidDataAck = 0x08 => "invalid data ack",
+        /// 0x09: Invalid PDU field.
+        InvalidPduField = 0x09 => "invalid PDU field",
+        /// 0x0a: Long op reject - can't generate Target Transfer Tag - out of resources.
+        LongOpReject = 0x0a => "out of resources",
+        /// 0x0b: Deprecated; MUST NOT be used (was Negotiation Reset in RFC 3720).
+        DeprecatedNegotiationReset = 0x0b => "negotiation reset (deprecated)",
+        /// 0x0c: Waiting for Logout.
+        WaitingForLogout = 0x0c => "waiting for logout",
+    }
 }
 
 /// Login Response Status-Class and Status-Detail (RFC 7143 section 11.13.5), as
@@ -210,4 +215,39 @@ pub mod snack_type {
     pub const DATA_ACK: u8 = 2;
     /// 3: R-Data SNACK.
     pub const R_DATA: u8 = 3;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every byte decodes and encodes back to itself, every named value decodes to its own
+    /// variant (no two names share a value), and an unknown value shows its number.
+    fn round_trips<E>(known: &[E], unknown: u8)
+    where
+        E: Copy + Eq + std::fmt::Debug + std::fmt::Display + From<u8>,
+        u8: From<E>,
+    {
+        for code in 0..=u8::MAX {
+            assert_eq!(u8::from(E::from(code)), code);
+        }
+        for &k in known {
+            assert_eq!(E::from(u8::from(k)), k);
+        }
+        let e = E::from(unknown);
+        assert!(!known.contains(&e), "{e:?} is named");
+        assert_eq!(format!("{e:?}"), format!("Unknown({unknown:#04x})"));
+        assert_eq!(e.to_string(), format!("unknown ({unknown:#04x})"));
+    }
+
+    #[test]
+    fn reject_reasons() {
+        round_trips(RejectReason::KNOWN, 0x0d);
+        assert_eq!(RejectReason::KNOWN.len(), 11);
+        assert_eq!(RejectReason::from(0x09), RejectReason::InvalidPduField);
+        assert_eq!(
+            RejectReason::InvalidPduField.to_string(),
+            "invalid PDU field"
+        );
+    }
 }

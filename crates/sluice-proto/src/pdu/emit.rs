@@ -299,7 +299,7 @@ impl Pdu {
             }
             Pdu::Reject(p) => {
                 response(h, op, bits::FINAL, [p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn]);
-                h.set_u8(field::BYTE2, p.reason);
+                h.set_u8(field::BYTE2, p.reason.into());
                 h.set_u32(field::WORD36, p.data_sn);
             }
         }

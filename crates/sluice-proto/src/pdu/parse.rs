@@ -8,7 +8,7 @@
 use bytes::Bytes;
 
 use super::bhs::{bits, field, Bhs, BHS_LEN};
-use super::codes::reject;
+use super::codes::RejectReason;
 use super::types::*;
 use super::{Cdb, Pdu};
 use crate::seq::{Itt, SeqNum};
@@ -49,10 +49,10 @@ pub enum ParseError {
 
 impl ParseError {
     /// The Reject reason (RFC 7143 section 11.17.1) a target answers this error with.
-    pub fn reject_reason(&self) -> u8 {
+    pub fn reject_reason(&self) -> RejectReason {
         match self {
-            ParseError::UnknownOpcode(_) => reject::COMMAND_NOT_SUPPORTED,
-            _ => reject::PROTOCOL_ERROR,
+            ParseError::UnknownOpcode(_) => RejectReason::CommandNotSupported,
+            _ => RejectReason::ProtocolError,
         }
     }
 }
@@ -274,7 +274,7 @@ impl Pdu {
                 data,
             }),
             opcode::REJECT => Pdu::Reject(Reject {
-                reason: h.byte2(),
+                reason: h.byte2().into(),
                 stat_sn: h.stat_sn(),
                 exp_cmd_sn: h.exp_cmd_sn(),
                 max_cmd_sn: h.max_cmd_sn(),

@@ -4,7 +4,7 @@ use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
 
 use super::arbitrary;
-use super::codes::reject;
+use super::codes::RejectReason;
 use super::*;
 use crate::seq::{Isid, Itt, Lun, SeqNum, Tsih, Ttt};
 
@@ -158,7 +158,7 @@ fn unknown_opcode_is_reported_with_the_reject_reason() {
     wire[0] = 0x07;
     let err = Pdu::parse(&wire, &[], Bytes::new()).expect_err("0x07 is not an opcode");
     assert_eq!(err, ParseError::UnknownOpcode(0x07));
-    assert_eq!(err.reject_reason(), reject::COMMAND_NOT_SUPPORTED);
+    assert_eq!(err.reject_reason(), RejectReason::CommandNotSupported);
 }
 
 #[test]
@@ -205,7 +205,7 @@ fn malformed_ahs_is_refused() {
 #[test]
 fn helpers_report_opcode_itt_and_data() {
     let reject = Pdu::Reject(Reject {
-        reason: reject::DATA_DIGEST_ERROR,
+        reason: RejectReason::DataDigestError,
         stat_sn: SeqNum(1),
         exp_cmd_sn: SeqNum(2),
         max_cmd_sn: SeqNum(3),

@@ -7,6 +7,7 @@
 
 use bytes::Bytes;
 
+use super::codes::RejectReason;
 use super::Cdb;
 use crate::seq::{Isid, Itt, Lun, SeqNum, Tsih, Ttt};
 
@@ -507,7 +508,7 @@ pub struct SnackRequest {
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub struct Reject {
     /// Reason code (section 11.17.1).
-    pub reason: u8,
+    pub reason: RejectReason,
     /// StatSN.
     pub stat_sn: SeqNum,
     /// ExpCmdSN.

@@ -25,6 +25,7 @@ mod sim_tests;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::pdu::codes::RejectReason;
 use crate::pdu::ScsiResponse;
 use crate::seq::{Itt, Ttt};
 
@@ -33,19 +34,11 @@ pub const STATUS_GOOD: u8 = 0x00;
 /// SCSI status CHECK CONDITION (SAM-5).
 pub const STATUS_CHECK_CONDITION: u8 = 0x02;
 
-/// Reject reason codes this module asks for (RFC 7143 section 11.17.1).
-pub mod reject_reason {
-    /// 0x04 Protocol Error.
-    pub const PROTOCOL_ERROR: u8 = 0x04;
-    /// 0x09 Invalid PDU field.
-    pub const INVALID_PDU_FIELD: u8 = 0x09;
-}
-
 /// What the connection does about a [`TaskError`].
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
 pub enum PeerAction {
     /// Send a Reject PDU with this reason (section 11.17.1) and end the task.
-    Reject(u8),
+    Reject(RejectReason),
     /// End the command with CHECK CONDITION, sense key ABORTED COMMAND (0x0b) and this
     /// ASC/ASCQ (RFC 7143 section 11.4.7.2).
     CheckCondition {
@@ -133,7 +126,7 @@ impl TaskError {
     pub fn action(self) -> PeerAction {
         match self {
             Self::WrongTask(_) | Self::UnknownTtt(_) | Self::NotAWrite | Self::InvalidR2t => {
-                PeerAction::Reject(reject_reason::INVALID_PDU_FIELD)
+                PeerAction::Reject(RejectReason::InvalidPduField)
             }
             // Section 11.4.7.2 table: ABORTED COMMAND, ASC 0x0c, ASCQ 0x0c / 0x0d.
             Self::UnexpectedUnsolicited => PeerAction::CheckCondition {
@@ -148,7 +141,7 @@ impl TaskError {
             | Self::BurstMismatch
             | Self::Overlap(_)
             | Self::SequenceOrder
-            | Self::AfterCompletion => PeerAction::Reject(reject_reason::PROTOCOL_ERROR),
+            | Self::AfterCompletion => PeerAction::Reject(RejectReason::ProtocolError),
             // Section 7.9: a DataSN or offset out of sequence implies a lost PDU. Without
             // SNACK (ErrorRecoveryLevel 0) the task cannot be completed, but the byte stream is
             // still in step, so only the task fails: ABORTED COMMAND, DATA PHASE ERROR

@@ -262,7 +262,7 @@ fn data_beyond_edtl_and_sequence_errors() {
     assert!(matches!(e, Err(TaskError::BeyondEdtl { .. })));
     assert_eq!(
         e.unwrap_err().action(),
-        PeerAction::Reject(crate::task::reject_reason::PROTOCOL_ERROR)
+        PeerAction::Reject(crate::pdu::codes::RejectReason::ProtocolError)
     );
     let e = task.handle_data_out(
         &data_out(Ttt::RESERVED, 0, 1024, pattern(1024), true),
