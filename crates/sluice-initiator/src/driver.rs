@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, BytesMut};
 use sluice_proto::params::SessionParams;
+use sluice_proto::pdu::codes::{TmfFunction, TmfResponse};
 use sluice_proto::pdu::{LogoutRequest, NopOut, Pdu, TaskMgmtRequest};
 use sluice_proto::seq::{Isid, Itt, Lun, SeqNum, Ttt};
 use sluice_proto::task::initiator::IttAllocator;
@@ -43,10 +44,10 @@ const REQUEST_BATCH: usize = 256;
 pub(crate) enum Request {
     Command(Pending),
     TaskMgmt {
-        function: u8,
+        function: TmfFunction,
         lun: u16,
         referenced: Itt,
-        reply: oneshot::Sender<Result<u8, Error>>,
+        reply: oneshot::Sender<Result<TmfResponse, Error>>,
     },
     Ping(oneshot::Sender<Result<Duration, Error>>),
     Logout(oneshot::Sender<Result<(), Error>>),
@@ -62,7 +63,7 @@ pub(crate) struct Shared {
 }
 
 enum Waiter {
-    TaskMgmt(oneshot::Sender<Result<u8, Error>>),
+    TaskMgmt(oneshot::Sender<Result<TmfResponse, Error>>),
     Ping(Option<oneshot::Sender<Result<Duration, Error>>>, Instant),
     Logout(Option<oneshot::Sender<Result<(), Error>>>),
 }
@@ -538,7 +539,7 @@ impl Driver {
         }
     }
 
-    pub(crate) fn answer_tmf(&mut self, itt: Itt, response: u8) {
+    pub(crate) fn answer_tmf(&mut self, itt: Itt, response: TmfResponse) {
         if let Some(Waiter::TaskMgmt(r)) = self.waiters.remove(&itt) {
             let _ = r.send(Ok(response));
         }

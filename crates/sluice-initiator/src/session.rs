@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use sluice_proto::params::SessionParams;
+use sluice_proto::pdu::codes::{TmfFunction, TmfResponse};
 use sluice_proto::seq::Itt;
 use sluice_scsi::{cdb, SenseKey};
 use tokio::sync::{mpsc, oneshot};
@@ -247,14 +248,14 @@ impl Session {
             .map(drop)
     }
 
-    /// A Task Management Function Request (RFC 7143 section 11.5; `function` as in
-    /// [`tmf`](crate::tmf)); returns the response code (0 = function complete).
+    /// A Task Management Function Request (RFC 7143 section 11.5); returns the target's
+    /// response code ([`TmfResponse::FunctionComplete`] when done).
     pub async fn task_management(
         &self,
-        function: u8,
+        function: TmfFunction,
         lun: u16,
         referenced: Option<u32>,
-    ) -> Result<u8, Error> {
+    ) -> Result<TmfResponse, Error> {
         let (reply, rx) = oneshot::channel();
         let req = Request::TaskMgmt {
             function,

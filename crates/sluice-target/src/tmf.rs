@@ -3,7 +3,7 @@
 //! Commands run to completion as they arrive, so the only tasks a TMF can find in progress are
 //! writes waiting for Data-Out. Aborted tasks get no further PDUs (interop rule 13).
 
-use sluice_proto::pdu::codes::{tmf, tmf_response};
+use sluice_proto::pdu::codes::{TmfFunction, TmfResponse};
 use sluice_proto::pdu::{Pdu, TaskMgmtRequest, TaskMgmtResponse};
 use sluice_proto::seq::{Lun, SeqNum};
 use sluice_scsi::ResetKind;
@@ -13,45 +13,49 @@ use crate::ffp::{End, Flow, FullFeature};
 
 impl FullFeature<'_> {
     pub(crate) fn handle_tmf(&mut self, req: TaskMgmtRequest) -> Flow {
-        let function = req.function & 0x7f;
-        let (response, then) = match function {
-            tmf::ABORT_TASK => (self.abort_task(&req), Flow::Continue),
-            tmf::ABORT_TASK_SET | tmf::CLEAR_TASK_SET => {
+        let (response, then) = match req.function {
+            TmfFunction::AbortTask => (self.abort_task(&req), Flow::Continue),
+            TmfFunction::AbortTaskSet | TmfFunction::ClearTaskSet => {
                 if self.lun_exists(req.lun) {
                     self.abort_where(|lun| lun == req.lun);
-                    (tmf_response::FUNCTION_COMPLETE, Flow::Continue)
+                    (TmfResponse::FunctionComplete, Flow::Continue)
                 } else {
-                    (tmf_response::LUN_DOES_NOT_EXIST, Flow::Continue)
+                    (TmfResponse::LunDoesNotExist, Flow::Continue)
                 }
             }
-            tmf::LOGICAL_UNIT_RESET => {
+            TmfFunction::LogicalUnitReset => {
                 if self.lun_exists(req.lun) {
                     self.abort_where(|lun| lun == req.lun);
                     self.reset(ResetKind::LogicalUnit(req.lun.0));
-                    (tmf_response::FUNCTION_COMPLETE, Flow::Continue)
+                    (TmfResponse::FunctionComplete, Flow::Continue)
                 } else {
-                    (tmf_response::LUN_DOES_NOT_EXIST, Flow::Continue)
+                    (TmfResponse::LunDoesNotExist, Flow::Continue)
                 }
             }
-            tmf::TARGET_WARM_RESET => {
+            TmfFunction::TargetWarmReset => {
                 self.abort_where(|_| true);
                 self.reset(ResetKind::TargetWarm);
-                (tmf_response::FUNCTION_COMPLETE, Flow::Continue)
+                (TmfResponse::FunctionComplete, Flow::Continue)
             }
-            tmf::TARGET_COLD_RESET => {
+            TmfFunction::TargetColdReset => {
                 // Section 11.5.1: after a cold reset the target closes the connections; the
                 // response is sent first.
                 self.abort_where(|_| true);
                 self.reset(ResetKind::TargetCold);
-                (tmf_response::FUNCTION_COMPLETE, Flow::Stop(End::ColdReset))
+                (TmfResponse::FunctionComplete, Flow::Stop(End::ColdReset))
             }
             // ErrorRecoveryLevel 0 has no task reassignment (section 7.2.2).
-            tmf::TASK_REASSIGN => (tmf_response::REASSIGNMENT_NOT_SUPPORTED, Flow::Continue),
+            TmfFunction::TaskReassign => (TmfResponse::ReassignmentNotSupported, Flow::Continue),
             // CLEAR ACA: NACA=1 is refused, so no ACA condition ever exists to clear; and any
             // function this target does not know.
-            _ => (tmf_response::NOT_SUPPORTED, Flow::Continue),
+            _ => (TmfResponse::NotSupported, Flow::Continue),
         };
-        info!(function, lun = ?req.lun, response, "task management");
+        info!(
+            function = req.function.code(),
+            lun = ?req.lun,
+            response = response.code(),
+            "task management"
+        );
         let rsp = TaskMgmtResponse {
             response,
             itt: req.itt,
@@ -64,10 +68,10 @@ impl FullFeature<'_> {
     }
 
     /// ABORT TASK (section 11.5.1 and 11.6.1).
-    fn abort_task(&mut self, req: &TaskMgmtRequest) -> u8 {
+    fn abort_task(&mut self, req: &TaskMgmtRequest) -> TmfResponse {
         if let Some(pending) = self.writes.remove(&req.referenced_task_tag) {
             self.abort_pending(pending);
-            return tmf_response::FUNCTION_COMPLETE;
+            return TmfResponse::FunctionComplete;
         }
         // "If the Referenced Task Tag does not identify an existing task, but if the CmdSN
         // indicated by the RefCmdSN field ... is within the valid CmdSN window and less than
@@ -78,9 +82,9 @@ impl FullFeature<'_> {
         let exp = self.window.exp_cmd_sn();
         let max = self.window.max_cmd_sn();
         if req.ref_cmd_sn.in_window(exp, max) && req.ref_cmd_sn.lt(req.cmd_sn) {
-            tmf_response::FUNCTION_COMPLETE
+            TmfResponse::FunctionComplete
         } else {
-            tmf_response::TASK_DOES_NOT_EXIST
+            TmfResponse::TaskDoesNotExist
         }
     }
 

@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use bytes::Bytes;
-use sluice_proto::pdu::codes::{tmf, tmf_response, RejectReason};
+use sluice_proto::pdu::codes::{RejectReason, TmfFunction, TmfResponse};
 use sluice_proto::pdu::{LogoutRequest, NopOut, Pdu, TextRequest};
 use sluice_proto::seq::{Itt, Lun, SeqNum, Ttt};
 use sluice_proto::text::{encode_pairs, parse_pairs, TextLimits};
@@ -382,12 +382,12 @@ async fn abort_task_for_a_completed_command_says_task_does_not_exist() {
     let (itt, sn) = (cmd.itt, cmd.cmd_sn);
     p.send(&Pdu::ScsiCommand(cmd)).await;
     assert_eq!(p.completion(itt).await.status, 0);
-    let req = p.tmf(tmf::ABORT_TASK, itt, sn);
+    let req = p.tmf(TmfFunction::AbortTask, itt, sn);
     let tmf_itt = req.itt;
     p.send(&Pdu::TaskMgmtRequest(req)).await;
     let r = p.expect_tmf_response().await;
     assert_eq!(r.itt, tmf_itt);
-    assert_eq!(r.response, tmf_response::TASK_DOES_NOT_EXIST);
+    assert_eq!(r.response, TmfResponse::TaskDoesNotExist);
 }
 
 #[tokio::test]
@@ -400,10 +400,10 @@ async fn abort_task_for_a_write_waiting_on_r2t_completes_and_the_write_never_ans
     let r2t = p.expect_r2t().await;
     assert_eq!(r2t.itt, itt);
 
-    let req = p.tmf(tmf::ABORT_TASK, itt, sn);
+    let req = p.tmf(TmfFunction::AbortTask, itt, sn);
     p.send(&Pdu::TaskMgmtRequest(req)).await;
     let r = p.expect_tmf_response().await;
-    assert_eq!(r.response, tmf_response::FUNCTION_COMPLETE);
+    assert_eq!(r.response, TmfResponse::FunctionComplete);
 
     // Late data for the aborted task (FastAbort initiators send some): dropped silently, and
     // no SCSI Response for the aborted task ever comes.
@@ -425,11 +425,11 @@ async fn abort_task_for_a_write_waiting_on_r2t_completes_and_the_write_never_ans
 async fn lu_reset_completes_and_the_next_command_gets_unit_attention() {
     let h = Harness::new(config());
     let (mut p, _task) = h.logged_in().await;
-    let req = p.tmf(tmf::LOGICAL_UNIT_RESET, Itt::RESERVED, p.cmd_sn);
+    let req = p.tmf(TmfFunction::LogicalUnitReset, Itt::RESERVED, p.cmd_sn);
     p.send(&Pdu::TaskMgmtRequest(req)).await;
     assert_eq!(
         p.expect_tmf_response().await.response,
-        tmf_response::FUNCTION_COMPLETE
+        TmfResponse::FunctionComplete
     );
     let c = p.command(&tur(), 0).await;
     assert_eq!(c.status, 2, "{c:?}");
@@ -438,12 +438,12 @@ async fn lu_reset_completes_and_the_next_command_gets_unit_attention() {
     assert_eq!(p.command(&tur(), 0).await.status, 0);
 
     // A LUN that does not exist.
-    let mut req = p.tmf(tmf::LOGICAL_UNIT_RESET, Itt::RESERVED, p.cmd_sn);
+    let mut req = p.tmf(TmfFunction::LogicalUnitReset, Itt::RESERVED, p.cmd_sn);
     req.lun = Lun::from_number(5);
     p.send(&Pdu::TaskMgmtRequest(req)).await;
     assert_eq!(
         p.expect_tmf_response().await.response,
-        tmf_response::LUN_DOES_NOT_EXIST
+        TmfResponse::LunDoesNotExist
     );
 }
 

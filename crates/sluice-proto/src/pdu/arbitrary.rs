@@ -9,7 +9,7 @@ use bytes::Bytes;
 use proptest::collection::vec;
 use proptest::prelude::*;
 
-use super::codes::RejectReason;
+use super::codes::{RejectReason, TmfFunction, TmfResponse};
 use super::types::*;
 use super::{Cdb, Pdu, MAX_CDB_LEN};
 use crate::seq::{Isid, Itt, Lun, SeqNum, Tsih, Ttt};
@@ -125,7 +125,7 @@ pub fn task_mgmt_request() -> impl Strategy<Value = TaskMgmtRequest> {
         )| {
             TaskMgmtRequest {
                 immediate,
-                function,
+                function: TmfFunction::from(function),
                 lun,
                 itt,
                 referenced_task_tag,
@@ -281,7 +281,7 @@ pub fn scsi_response() -> impl Strategy<Value = ScsiResponse> {
 pub fn task_mgmt_response() -> impl Strategy<Value = TaskMgmtResponse> {
     (any::<u8>(), itt(), seq(), seq(), seq()).prop_map(
         |(response, itt, stat_sn, exp_cmd_sn, max_cmd_sn)| TaskMgmtResponse {
-            response,
+            response: TmfResponse::from(response),
             itt,
             stat_sn,
             exp_cmd_sn,

@@ -99,44 +99,48 @@ pub mod login_status {
     }
 }
 
-/// Task management function codes (RFC 7143 section 11.5.1).
-pub mod tmf {
-    /// 1: ABORT TASK.
-    pub const ABORT_TASK: u8 = 1;
-    /// 2: ABORT TASK SET.
-    pub const ABORT_TASK_SET: u8 = 2;
-    /// 3: CLEAR ACA.
-    pub const CLEAR_ACA: u8 = 3;
-    /// 4: CLEAR TASK SET.
-    pub const CLEAR_TASK_SET: u8 = 4;
-    /// 5: LOGICAL UNIT RESET.
-    pub const LOGICAL_UNIT_RESET: u8 = 5;
-    /// 6: TARGET WARM RESET.
-    pub const TARGET_WARM_RESET: u8 = 6;
-    /// 7: TARGET COLD RESET.
-    pub const TARGET_COLD_RESET: u8 = 7;
-    /// 8: TASK REASSIGN.
-    pub const TASK_REASSIGN: u8 = 8;
+enum_with_unknown! {
+    /// Task management function codes (RFC 7143 section 11.5.1). The field is 7 bits wide.
+    pub enum TmfFunction(u8) {
+        /// 1: ABORT TASK.
+        AbortTask = 1 => "ABORT TASK",
+        /// 2: ABORT TASK SET.
+        AbortTaskSet = 2 => "ABORT TASK SET",
+        /// 3: CLEAR ACA.
+        ClearAca = 3 => "CLEAR ACA",
+        /// 4: CLEAR TASK SET.
+        ClearTaskSet = 4 => "CLEAR TASK SET",
+        /// 5: LOGICAL UNIT RESET.
+        LogicalUnitReset = 5 => "LOGICAL UNIT RESET",
+        /// 6: TARGET WARM RESET.
+        TargetWarmReset = 6 => "TARGET WARM RESET",
+        /// 7: TARGET COLD RESET.
+        TargetColdReset = 7 => "TARGET COLD RESET",
+        /// 8: TASK REASSIGN.
+        TaskReassign = 8 => "TASK REASSIGN",
+    }
 }
 
-/// Task management response codes (RFC 7143 section 11.6.1).
-pub mod tmf_response {
-    /// 0: Function complete.
-    pub const FUNCTION_COMPLETE: u8 = 0;
-    /// 1: Task does not exist.
-    pub const TASK_DOES_NOT_EXIST: u8 = 1;
-    /// 2: LUN does not exist.
-    pub const LUN_DOES_NOT_EXIST: u8 = 2;
-    /// 3: Task still allegiant.
-    pub const TASK_STILL_ALLEGIANT: u8 = 3;
-    /// 4: Task allegiance reassignment not supported.
-    pub const REASSIGNMENT_NOT_SUPPORTED: u8 = 4;
-    /// 5: Task management function not supported.
-    pub const NOT_SUPPORTED: u8 = 5;
-    /// 6: Function authorization failed.
-    pub const AUTHORIZATION_FAILED: u8 = 6;
-    /// 255: Function rejected.
-    pub const FUNCTION_REJECTED: u8 = 255;
+enum_with_unknown! {
+    /// Task management response codes (RFC 7143 section 11.6.1).
+    pub enum TmfResponse(u8) {
+        /// 0: Function complete.
+        FunctionComplete = 0 => "function complete",
+        /// 1: Task does not exist.
+        TaskDoesNotExist = 1 => "task does not exist",
+        /// 2: LUN does not exist.
+        LunDoesNotExist = 2 => "LUN does not exist",
+        /// 3: Task still allegiant.
+        TaskStillAllegiant = 3 => "task still allegiant",
+        /// 4: Task allegiance reassignment not supported.
+        ReassignmentNotSupported = 4 => "task allegiance reassignment not supported",
+        /// 5: Task management function not supported.
+        NotSupported = 5 => "task management function not supported",
+        /// 6: Function authorization failed.
+        AuthorizationFailed = 6 => "function authorization failed",
+        /// 255: Function rejected.
+        FunctionRejected = 255 => "function rejected",
+    }
 }
 
 /// Logout Request reason codes (RFC 7143 section 11.14.1).
@@ -249,5 +253,15 @@ mod tests {
             RejectReason::InvalidPduField.to_string(),
             "invalid PDU field"
         );
+    }
+
+    #[test]
+    fn tmf_functions_and_responses() {
+        round_trips(TmfFunction::KNOWN, 0x09);
+        assert_eq!(TmfFunction::KNOWN.len(), 8);
+        assert_eq!(TmfFunction::from(5), TmfFunction::LogicalUnitReset);
+        round_trips(TmfResponse::KNOWN, 0x07);
+        assert_eq!(TmfResponse::KNOWN.len(), 8);
+        assert_eq!(u8::from(TmfResponse::FunctionRejected), 255);
     }
 }

@@ -162,7 +162,7 @@ impl Pdu {
             }
             Pdu::TaskMgmtRequest(p) => {
                 h.set_opcode(op, p.immediate);
-                h.set_u8(field::FLAGS, bits::FINAL | (p.function & 0x7f));
+                h.set_u8(field::FLAGS, bits::FINAL | (p.function.code() & 0x7f));
                 h.set_u64(field::LUN, p.lun.0);
                 h.set_u32(field::WORD20, p.referenced_task_tag.0);
                 h.set_u32(field::WORD24, p.cmd_sn.0);
@@ -241,7 +241,7 @@ impl Pdu {
             }
             Pdu::TaskMgmtResponse(p) => {
                 response(h, op, bits::FINAL, [p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn]);
-                h.set_u8(field::BYTE2, p.response);
+                h.set_u8(field::BYTE2, p.response.code());
             }
             Pdu::LoginResponse(p) => {
                 let stages = ((p.csg & 3) << 2) | (p.nsg & 3);
@@ -299,7 +299,7 @@ impl Pdu {
             }
             Pdu::Reject(p) => {
                 response(h, op, bits::FINAL, [p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn]);
-                h.set_u8(field::BYTE2, p.reason.into());
+                h.set_u8(field::BYTE2, p.reason.code());
                 h.set_u32(field::WORD36, p.data_sn);
             }
         }

@@ -8,7 +8,7 @@
 use bytes::Bytes;
 
 use super::bhs::{bits, field, Bhs, BHS_LEN};
-use super::codes::RejectReason;
+use super::codes::{RejectReason, TmfFunction, TmfResponse};
 use super::types::*;
 use super::{Cdb, Pdu};
 use crate::seq::{Itt, SeqNum};
@@ -98,7 +98,7 @@ impl Pdu {
             opcode::SCSI_COMMAND => Pdu::ScsiCommand(parse_scsi_command(&h, ahs, data)?),
             opcode::TASK_MGMT_REQUEST => Pdu::TaskMgmtRequest(TaskMgmtRequest {
                 immediate: h.is_immediate(),
-                function: f & 0x7f,
+                function: TmfFunction::from(f & 0x7f),
                 lun: h.lun(),
                 itt: h.itt(),
                 referenced_task_tag: Itt(h.u32_at(field::WORD20)),
@@ -189,7 +189,7 @@ impl Pdu {
                 data,
             }),
             opcode::TASK_MGMT_RESPONSE => Pdu::TaskMgmtResponse(TaskMgmtResponse {
-                response: h.byte2(),
+                response: TmfResponse::from(h.byte2()),
                 itt: h.itt(),
                 stat_sn: h.stat_sn(),
                 exp_cmd_sn: h.exp_cmd_sn(),
@@ -274,7 +274,7 @@ impl Pdu {
                 data,
             }),
             opcode::REJECT => Pdu::Reject(Reject {
-                reason: h.byte2().into(),
+                reason: RejectReason::from(h.byte2()),
                 stat_sn: h.stat_sn(),
                 exp_cmd_sn: h.exp_cmd_sn(),
                 max_cmd_sn: h.max_cmd_sn(),

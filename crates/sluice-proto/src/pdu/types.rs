@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 
-use super::codes::RejectReason;
+use super::codes::{RejectReason, TmfFunction, TmfResponse};
 use super::Cdb;
 use crate::seq::{Isid, Itt, Lun, SeqNum, Tsih, Ttt};
 
@@ -197,8 +197,9 @@ pub struct ScsiResponse {
 pub struct TaskMgmtRequest {
     /// I bit.
     pub immediate: bool,
-    /// Function code (1 ABORT TASK ... 8 TASK REASSIGN, and others).
-    pub function: u8,
+    /// Function code (1 ABORT TASK ... 8 TASK REASSIGN, and others). A 7-bit field: emit
+    /// keeps only the low 7 bits of an `Unknown` code.
+    pub function: TmfFunction,
     /// LUN.
     pub lun: Lun,
     /// ITT of this request.
@@ -219,7 +220,7 @@ pub struct TaskMgmtRequest {
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub struct TaskMgmtResponse {
     /// Response code (0 function complete ... 255 function rejected).
-    pub response: u8,
+    pub response: TmfResponse,
     /// ITT.
     pub itt: Itt,
     /// StatSN.

@@ -17,6 +17,7 @@ use sluice_proto::framing::{encode, Digests, FrameError, Framer};
 use sluice_proto::login::{
     ChapCredential, InitiatorChap, InitiatorConfig, InitiatorLogin, InitiatorOutcome, InitiatorStep,
 };
+use sluice_proto::pdu::codes::TmfFunction;
 use sluice_proto::pdu::{
     Cdb, DataIn, DataOut, LoginRequest, LoginResponse, NopOut, Pdu, R2t, ScsiCommand, ScsiResponse,
     TaskAttr, TaskMgmtRequest, TaskMgmtResponse, MAX_DATA_SEGMENT_LEN,
@@ -572,10 +573,15 @@ impl Peer {
     }
 
     /// A task management request (immediate, current CmdSN).
-    pub fn tmf(&mut self, function: u8, referenced: Itt, ref_cmd_sn: SeqNum) -> TaskMgmtRequest {
+    pub fn tmf(
+        &mut self,
+        function: TmfFunction,
+        referenced: Itt,
+        ref_cmd_sn: SeqNum,
+    ) -> TaskMgmtRequest {
         TaskMgmtRequest {
             immediate: true,
-            function: function | 0x80,
+            function,
             lun: Lun(0),
             itt: self.itt(),
             referenced_task_tag: referenced,
