@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, BytesMut};
 use sluice_proto::params::SessionParams;
-use sluice_proto::pdu::codes::{TmfFunction, TmfResponse};
+use sluice_proto::pdu::codes::{LogoutReason, TmfFunction, TmfResponse};
 use sluice_proto::pdu::{LogoutRequest, NopOut, Pdu, TaskMgmtRequest};
 use sluice_proto::seq::{Isid, Itt, Lun, SeqNum, Ttt};
 use sluice_proto::task::initiator::IttAllocator;
@@ -345,7 +345,7 @@ impl Driver {
         let itt = self.next_itt();
         let pdu = Pdu::LogoutRequest(LogoutRequest {
             immediate: true,
-            reason: 0,
+            reason: LogoutReason::CloseSession,
             itt,
             cid: 0,
             cmd_sn: self.window.immediate(),

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 use sluice_proto::login::LOGIN_SEGMENT_MAX;
-use sluice_proto::pdu::codes::{logout_reason, logout_response, RejectReason};
+use sluice_proto::pdu::codes::{LogoutReason, LogoutResponseCode, RejectReason};
 use sluice_proto::pdu::{LogoutRequest, LogoutResponse, Pdu, TextRequest, TextResponse};
 use sluice_proto::seq::{Itt, SeqNum, Ttt};
 use sluice_proto::text::{encode_pairs, parse_pairs, split_text, TextAssembler, TextLimits};
@@ -137,10 +137,10 @@ impl FullFeature<'_> {
     /// recovery, so reason 2 is refused.
     pub(crate) fn handle_logout(&mut self, req: LogoutRequest) -> Flow {
         let response = match req.reason {
-            logout_reason::CLOSE_SESSION => logout_response::CLOSED,
-            logout_reason::CLOSE_CONNECTION if req.cid == self.cid => logout_response::CLOSED,
-            logout_reason::CLOSE_CONNECTION => logout_response::CID_NOT_FOUND,
-            _ => logout_response::RECOVERY_NOT_SUPPORTED,
+            LogoutReason::CloseSession => LogoutResponseCode::Closed,
+            LogoutReason::CloseConnection if req.cid == self.cid => LogoutResponseCode::Closed,
+            LogoutReason::CloseConnection => LogoutResponseCode::CidNotFound,
+            _ => LogoutResponseCode::RecoveryNotSupported,
         };
         let rsp = LogoutResponse {
             response,
@@ -152,7 +152,7 @@ impl FullFeature<'_> {
             time2retain: 0,
         };
         self.send(Pdu::LogoutResponse(rsp));
-        if response == logout_response::CLOSED {
+        if response == LogoutResponseCode::Closed {
             Flow::Stop(End::Logout)
         } else {
             Flow::Continue

@@ -7,7 +7,9 @@ mod support;
 use std::time::Duration;
 
 use bytes::Bytes;
-use sluice_proto::pdu::codes::{RejectReason, TmfFunction, TmfResponse};
+use sluice_proto::pdu::codes::{
+    LogoutReason, LogoutResponseCode, RejectReason, TmfFunction, TmfResponse,
+};
 use sluice_proto::pdu::{LogoutRequest, NopOut, Pdu, TextRequest};
 use sluice_proto::seq::{Itt, Lun, SeqNum, Ttt};
 use sluice_proto::text::{encode_pairs, parse_pairs, TextLimits};
@@ -355,7 +357,7 @@ async fn logout_is_answered_and_the_connection_closed() {
     let itt = p.itt();
     let req = LogoutRequest {
         immediate: true,
-        reason: 0,
+        reason: LogoutReason::CloseSession,
         itt,
         cid: 0,
         cmd_sn: p.cmd_sn,
@@ -365,7 +367,7 @@ async fn logout_is_answered_and_the_connection_closed() {
     match p.expect().await {
         Pdu::LogoutResponse(r) => {
             assert_eq!(r.itt, itt);
-            assert_eq!(r.response, 0);
+            assert_eq!(r.response, LogoutResponseCode::Closed);
         }
         other => panic!("expected Logout Response, got {other:?}"),
     }

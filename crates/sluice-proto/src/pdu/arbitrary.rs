@@ -9,7 +9,7 @@ use bytes::Bytes;
 use proptest::collection::vec;
 use proptest::prelude::*;
 
-use super::codes::{RejectReason, TmfFunction, TmfResponse};
+use super::codes::{LogoutReason, LogoutResponseCode, RejectReason, TmfFunction, TmfResponse};
 use super::types::*;
 use super::{Cdb, Pdu, MAX_CDB_LEN};
 use crate::seq::{Isid, Itt, Lun, SeqNum, Tsih, Ttt};
@@ -210,7 +210,7 @@ pub fn logout_request() -> impl Strategy<Value = LogoutRequest> {
     (any::<bool>(), 0u8..0x80, itt(), any::<u16>(), seq(), seq()).prop_map(
         |(immediate, reason, itt, cid, cmd_sn, exp_stat_sn)| LogoutRequest {
             immediate,
-            reason,
+            reason: LogoutReason::from(reason),
             itt,
             cid,
             cmd_sn,
@@ -370,7 +370,7 @@ pub fn logout_response() -> impl Strategy<Value = LogoutResponse> {
     (any::<u8>(), itt(), seq(), seq(), seq(), any::<[u16; 2]>()).prop_map(
         |(response, itt, stat_sn, exp_cmd_sn, max_cmd_sn, [time2wait, time2retain])| {
             LogoutResponse {
-                response,
+                response: LogoutResponseCode::from(response),
                 itt,
                 stat_sn,
                 exp_cmd_sn,

@@ -143,26 +143,30 @@ enum_with_unknown! {
     }
 }
 
-/// Logout Request reason codes (RFC 7143 section 11.14.1).
-pub mod logout_reason {
-    /// 0: close the session.
-    pub const CLOSE_SESSION: u8 = 0;
-    /// 1: close the connection.
-    pub const CLOSE_CONNECTION: u8 = 1;
-    /// 2: remove the connection for recovery.
-    pub const REMOVE_FOR_RECOVERY: u8 = 2;
+enum_with_unknown! {
+    /// Logout Request reason codes (RFC 7143 section 11.14.1). The field is 7 bits wide.
+    pub enum LogoutReason(u8) {
+        /// 0: close the session.
+        CloseSession = 0 => "close the session",
+        /// 1: close the connection.
+        CloseConnection = 1 => "close the connection",
+        /// 2: remove the connection for recovery.
+        RemoveForRecovery = 2 => "remove the connection for recovery",
+    }
 }
 
-/// Logout Response codes (RFC 7143 section 11.15.1).
-pub mod logout_response {
-    /// 0: connection or session closed successfully.
-    pub const CLOSED: u8 = 0;
-    /// 1: CID not found.
-    pub const CID_NOT_FOUND: u8 = 1;
-    /// 2: connection recovery is not supported.
-    pub const RECOVERY_NOT_SUPPORTED: u8 = 2;
-    /// 3: cleanup failed for various reasons.
-    pub const CLEANUP_FAILED: u8 = 3;
+enum_with_unknown! {
+    /// Logout Response codes (RFC 7143 section 11.15.1).
+    pub enum LogoutResponseCode(u8) {
+        /// 0: connection or session closed successfully.
+        Closed = 0 => "closed successfully",
+        /// 1: CID not found.
+        CidNotFound = 1 => "CID not found",
+        /// 2: connection recovery is not supported.
+        RecoveryNotSupported = 2 => "connection recovery is not supported",
+        /// 3: cleanup failed for various reasons.
+        CleanupFailed = 3 => "cleanup failed",
+    }
 }
 
 /// AsyncEvent codes of the Asynchronous Message (RFC 7143 section 11.9.1).
@@ -263,5 +267,13 @@ mod tests {
         round_trips(TmfResponse::KNOWN, 0x07);
         assert_eq!(TmfResponse::KNOWN.len(), 8);
         assert_eq!(u8::from(TmfResponse::FunctionRejected), 255);
+    }
+
+    #[test]
+    fn logout_reasons_and_responses() {
+        round_trips(LogoutReason::KNOWN, 0x03);
+        assert_eq!(LogoutReason::KNOWN.len(), 3);
+        round_trips(LogoutResponseCode::KNOWN, 0x04);
+        assert_eq!(LogoutResponseCode::KNOWN.len(), 4);
     }
 }

@@ -206,7 +206,7 @@ impl Pdu {
             }
             Pdu::LogoutRequest(p) => {
                 h.set_opcode(op, p.immediate);
-                h.set_u8(field::FLAGS, bits::FINAL | (p.reason & 0x7f));
+                h.set_u8(field::FLAGS, bits::FINAL | (p.reason.code() & 0x7f));
                 h.set_u16(field::CID, p.cid);
                 h.set_u32(field::WORD24, p.cmd_sn.0);
                 h.set_u32(field::WORD28, p.exp_stat_sn.0);
@@ -276,7 +276,7 @@ impl Pdu {
             }
             Pdu::LogoutResponse(p) => {
                 response(h, op, bits::FINAL, [p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn]);
-                h.set_u8(field::BYTE2, p.response);
+                h.set_u8(field::BYTE2, p.response.code());
                 h.set_u16(field::WORD40, p.time2wait);
                 h.set_u16(field::WORD40 + 2, p.time2retain);
             }

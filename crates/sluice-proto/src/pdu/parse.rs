@@ -8,7 +8,7 @@
 use bytes::Bytes;
 
 use super::bhs::{bits, field, Bhs, BHS_LEN};
-use super::codes::{RejectReason, TmfFunction, TmfResponse};
+use super::codes::{LogoutReason, LogoutResponseCode, RejectReason, TmfFunction, TmfResponse};
 use super::types::*;
 use super::{Cdb, Pdu};
 use crate::seq::{Itt, SeqNum};
@@ -147,7 +147,7 @@ impl Pdu {
             }),
             opcode::LOGOUT_REQUEST => Pdu::LogoutRequest(LogoutRequest {
                 immediate: h.is_immediate(),
-                reason: f & 0x7f,
+                reason: LogoutReason::from(f & 0x7f),
                 itt: h.itt(),
                 cid: h.cid(),
                 cmd_sn: h.cmd_sn(),
@@ -242,7 +242,7 @@ impl Pdu {
                 data,
             }),
             opcode::LOGOUT_RESPONSE => Pdu::LogoutResponse(LogoutResponse {
-                response: h.byte2(),
+                response: LogoutResponseCode::from(h.byte2()),
                 itt: h.itt(),
                 stat_sn: h.stat_sn(),
                 exp_cmd_sn: h.exp_cmd_sn(),

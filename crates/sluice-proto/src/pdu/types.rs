@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 
-use super::codes::{RejectReason, TmfFunction, TmfResponse};
+use super::codes::{LogoutReason, LogoutResponseCode, RejectReason, TmfFunction, TmfResponse};
 use super::Cdb;
 use crate::seq::{Isid, Itt, Lun, SeqNum, Tsih, Ttt};
 
@@ -455,7 +455,8 @@ pub struct LogoutRequest {
     /// I bit.
     pub immediate: bool,
     /// Reason code (0 close session, 1 close connection, 2 remove connection for recovery).
-    pub reason: u8,
+    /// A 7-bit field: emit keeps only the low 7 bits of an `Unknown` code.
+    pub reason: LogoutReason,
     /// ITT.
     pub itt: Itt,
     /// CID of the connection to close (reasons 1 and 2).
@@ -471,7 +472,7 @@ pub struct LogoutRequest {
 pub struct LogoutResponse {
     /// Response code (0 closed successfully, 1 CID not found, 2 recovery not supported,
     /// 3 cleanup failed).
-    pub response: u8,
+    pub response: LogoutResponseCode,
     /// ITT.
     pub itt: Itt,
     /// StatSN.
