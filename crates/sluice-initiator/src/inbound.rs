@@ -1,6 +1,7 @@
 //! PDUs from the target in full feature phase: sequence numbers, then dispatch to the task,
 //! ping, task-management or asynchronous-event handling.
 
+use sluice_proto::pdu::codes::AsyncEvent;
 use sluice_proto::pdu::{DataIn, NopOut, Pdu};
 use sluice_proto::seq::{Itt, SeqNum, Ttt};
 
@@ -69,20 +70,20 @@ impl Driver {
             Pdu::TaskMgmtResponse(r) => self.answer_tmf(r.itt, r.response),
             Pdu::AsyncMessage(m) => {
                 self.counters.lock().async_messages += 1;
-                tracing::debug!(event = m.async_event, "asynchronous message");
+                tracing::debug!(event = m.async_event.code(), "asynchronous message");
                 match m.async_event {
-                    // Section 11.9.1: 1 = the target requests a logout; we log out and then
-                    // log in again so that the session's users see no failure.
-                    1 => self.logout(None),
-                    // 2/3 = the target will drop the connection(s): recover now.
-                    2 | 3 => {
+                    // Section 11.9.1: the target requests a logout; we log out and then log
+                    // in again so that the session's users see no failure.
+                    AsyncEvent::LogoutRequested => self.logout(None),
+                    // The target will drop the connection(s): recover now.
+                    AsyncEvent::DropConnection | AsyncEvent::DropAllConnections => {
                         return Err(Error::Protocol(format!(
                             "target announced it drops the connection (async event {})",
-                            m.async_event
+                            m.async_event.code()
                         )))
                     }
-                    // 0 = SCSI asynchronous event (sense in the data), 4 = renegotiation
-                    // request (declined: nothing to renegotiate), 255 = vendor specific.
+                    // SCSI asynchronous event (sense in the data), renegotiation request
+                    // (declined: nothing to renegotiate), vendor specific, unknown.
                     _ => {}
                 }
             }

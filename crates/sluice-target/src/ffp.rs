@@ -13,7 +13,7 @@ use bytes::{Bytes, BytesMut};
 use sluice_proto::keepalive::{Keepalive, KeepaliveAction};
 use sluice_proto::login::LoginOutcome;
 use sluice_proto::params::{SessionParams, SessionType};
-use sluice_proto::pdu::codes::{async_event, RejectReason};
+use sluice_proto::pdu::codes::{AsyncEvent, RejectReason};
 use sluice_proto::pdu::{AsyncMessage, DataOut, NopIn, NopOut, Pdu, Reject, ScsiCommand};
 use sluice_proto::seq::{Itt, Lun, SeqNum, Ttt};
 use sluice_proto::task::target_write::{TargetWrite, WriteData, WriteProgress};
@@ -529,7 +529,7 @@ impl<'a> FullFeature<'a> {
             stat_sn: SeqNum(0),
             exp_cmd_sn: SeqNum(0),
             max_cmd_sn: SeqNum(0),
-            async_event: async_event::LOGOUT_REQUESTED,
+            async_event: AsyncEvent::LogoutRequested,
             async_vcode: 0,
             parameter1: 0,
             parameter2: 0,

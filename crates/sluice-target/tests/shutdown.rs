@@ -7,7 +7,7 @@ mod support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use sluice_proto::pdu::codes::{async_event, LogoutReason, LogoutResponseCode};
+use sluice_proto::pdu::codes::{AsyncEvent, LogoutReason, LogoutResponseCode};
 use sluice_proto::pdu::{LogoutRequest, Pdu};
 use support::*;
 
@@ -45,7 +45,7 @@ async fn shutdown_asks_sessions_to_log_out_and_run_returns_after_logout() {
         Pdu::AsyncMessage(m) => m,
         other => panic!("expected an Async Message, got {other:?}"),
     };
-    assert_eq!(msg.async_event, async_event::LOGOUT_REQUESTED);
+    assert_eq!(msg.async_event, AsyncEvent::LogoutRequested);
     assert!(msg.parameter3 >= 1, "Parameter3 gives the time to log out");
     d.expect_closed().await;
 

@@ -9,7 +9,9 @@ use bytes::Bytes;
 use proptest::collection::vec;
 use proptest::prelude::*;
 
-use super::codes::{LogoutReason, LogoutResponseCode, RejectReason, TmfFunction, TmfResponse};
+use super::codes::{
+    AsyncEvent, LogoutReason, LogoutResponseCode, RejectReason, SnackType, TmfFunction, TmfResponse,
+};
 use super::types::*;
 use super::{Cdb, Pdu, MAX_CDB_LEN};
 use crate::seq::{Isid, Itt, Lun, SeqNum, Tsih, Ttt};
@@ -223,7 +225,7 @@ pub fn logout_request() -> impl Strategy<Value = LogoutRequest> {
 pub fn snack_request() -> impl Strategy<Value = SnackRequest> {
     (0u8..16, lun(), itt(), ttt(), seq(), any::<[u32; 2]>()).prop_map(
         |(snack_type, lun, itt, ttt, exp_stat_sn, [beg_run, run_length])| SnackRequest {
-            snack_type,
+            snack_type: SnackType::from(snack_type),
             lun,
             itt,
             ttt,
@@ -409,7 +411,7 @@ pub fn async_message() -> impl Strategy<Value = AsyncMessage> {
                 stat_sn,
                 exp_cmd_sn,
                 max_cmd_sn,
-                async_event: event,
+                async_event: AsyncEvent::from(event),
                 async_vcode: vcode,
                 parameter1: p1,
                 parameter2: p2,

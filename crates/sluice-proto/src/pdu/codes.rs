@@ -169,20 +169,22 @@ enum_with_unknown! {
     }
 }
 
-/// AsyncEvent codes of the Asynchronous Message (RFC 7143 section 11.9.1).
-pub mod async_event {
-    /// 0: a SCSI asynchronous event is reported in the sense data.
-    pub const SCSI_EVENT: u8 = 0;
-    /// 1: the target requests a logout (Parameter3 = seconds to wait).
-    pub const LOGOUT_REQUESTED: u8 = 1;
-    /// 2: the target will drop this connection (Parameter1 = CID).
-    pub const DROP_CONNECTION: u8 = 2;
-    /// 3: the target will drop all connections of the session.
-    pub const DROP_ALL_CONNECTIONS: u8 = 3;
-    /// 4: the target requests parameter negotiation on this connection.
-    pub const NEGOTIATION_REQUESTED: u8 = 4;
-    /// 255: vendor-specific iSCSI event (AsyncVCode says which).
-    pub const VENDOR_SPECIFIC: u8 = 255;
+enum_with_unknown! {
+    /// AsyncEvent codes of the Asynchronous Message (RFC 7143 section 11.9.1).
+    pub enum AsyncEvent(u8) {
+        /// 0: a SCSI asynchronous event is reported in the sense data.
+        ScsiEvent = 0 => "SCSI asynchronous event",
+        /// 1: the target requests a logout (Parameter3 = seconds to wait).
+        LogoutRequested = 1 => "logout requested",
+        /// 2: the target will drop this connection (Parameter1 = CID).
+        DropConnection = 2 => "connection will be dropped",
+        /// 3: the target will drop all connections of the session.
+        DropAllConnections = 3 => "all connections will be dropped",
+        /// 4: the target requests parameter negotiation on this connection.
+        NegotiationRequested = 4 => "parameter negotiation requested",
+        /// 255: vendor-specific iSCSI event (AsyncVCode says which).
+        VendorSpecific = 255 => "vendor-specific event",
+    }
 }
 
 /// SCSI Response "Response" field (RFC 7143 section 11.4.3).
@@ -213,16 +215,18 @@ pub mod scsi_status {
     pub const TASK_ABORTED: u8 = 0x40;
 }
 
-/// SNACK types (RFC 7143 section 11.16.1).
-pub mod snack_type {
-    /// 0: Data/R2T SNACK.
-    pub const DATA_R2T: u8 = 0;
-    /// 1: Status SNACK.
-    pub const STATUS: u8 = 1;
-    /// 2: DataACK.
-    pub const DATA_ACK: u8 = 2;
-    /// 3: R-Data SNACK.
-    pub const R_DATA: u8 = 3;
+enum_with_unknown! {
+    /// SNACK types (RFC 7143 section 11.16.1). The field is 4 bits wide.
+    pub enum SnackType(u8) {
+        /// 0: Data/R2T SNACK.
+        DataR2t = 0 => "Data/R2T SNACK",
+        /// 1: Status SNACK.
+        Status = 1 => "Status SNACK",
+        /// 2: DataACK.
+        DataAck = 2 => "DataACK",
+        /// 3: R-Data SNACK.
+        RData = 3 => "R-Data SNACK",
+    }
 }
 
 #[cfg(test)]
@@ -275,5 +279,14 @@ mod tests {
         assert_eq!(LogoutReason::KNOWN.len(), 3);
         round_trips(LogoutResponseCode::KNOWN, 0x04);
         assert_eq!(LogoutResponseCode::KNOWN.len(), 4);
+    }
+
+    #[test]
+    fn async_events_and_snack_types() {
+        round_trips(AsyncEvent::KNOWN, 0x05);
+        assert_eq!(AsyncEvent::KNOWN.len(), 6);
+        assert_eq!(AsyncEvent::from(255), AsyncEvent::VendorSpecific);
+        round_trips(SnackType::KNOWN, 0x04);
+        assert_eq!(SnackType::KNOWN.len(), 4);
     }
 }

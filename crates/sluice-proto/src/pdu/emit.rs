@@ -213,7 +213,7 @@ impl Pdu {
             }
             Pdu::SnackRequest(p) => {
                 h.set_opcode(op, false);
-                h.set_u8(field::FLAGS, bits::FINAL | (p.snack_type & 0x0f));
+                h.set_u8(field::FLAGS, bits::FINAL | (p.snack_type.code() & 0x0f));
                 h.set_u64(field::LUN, p.lun.0);
                 h.set_u32(field::WORD20, p.ttt.0);
                 h.set_u32(field::WORD28, p.exp_stat_sn.0);
@@ -291,7 +291,7 @@ impl Pdu {
             Pdu::AsyncMessage(p) => {
                 response(h, op, bits::FINAL, [p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn]);
                 h.set_u64(field::LUN, p.lun.0);
-                h.set_u8(field::WORD36, p.async_event);
+                h.set_u8(field::WORD36, p.async_event.code());
                 h.set_u8(field::WORD36 + 1, p.async_vcode);
                 h.set_u16(field::WORD36 + 2, p.parameter1);
                 h.set_u16(field::WORD40, p.parameter2);

@@ -8,7 +8,9 @@
 use bytes::Bytes;
 
 use super::bhs::{bits, field, Bhs, BHS_LEN};
-use super::codes::{LogoutReason, LogoutResponseCode, RejectReason, TmfFunction, TmfResponse};
+use super::codes::{
+    AsyncEvent, LogoutReason, LogoutResponseCode, RejectReason, SnackType, TmfFunction, TmfResponse,
+};
 use super::types::*;
 use super::{Cdb, Pdu};
 use crate::seq::{Itt, SeqNum};
@@ -154,7 +156,7 @@ impl Pdu {
                 exp_stat_sn: h.exp_stat_sn(),
             }),
             opcode::SNACK_REQUEST => Pdu::SnackRequest(SnackRequest {
-                snack_type: f & 0x0f,
+                snack_type: SnackType::from(f & 0x0f),
                 lun: h.lun(),
                 itt: h.itt(),
                 ttt: h.ttt(),
@@ -266,7 +268,7 @@ impl Pdu {
                 stat_sn: h.stat_sn(),
                 exp_cmd_sn: h.exp_cmd_sn(),
                 max_cmd_sn: h.max_cmd_sn(),
-                async_event: header[field::WORD36],
+                async_event: AsyncEvent::from(header[field::WORD36]),
                 async_vcode: header[field::WORD36 + 1],
                 parameter1: h.u16_at(field::WORD36 + 2),
                 parameter2: h.u16_at(field::WORD40),

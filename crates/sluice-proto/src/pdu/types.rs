@@ -7,7 +7,9 @@
 
 use bytes::Bytes;
 
-use super::codes::{LogoutReason, LogoutResponseCode, RejectReason, TmfFunction, TmfResponse};
+use super::codes::{
+    AsyncEvent, LogoutReason, LogoutResponseCode, RejectReason, SnackType, TmfFunction, TmfResponse,
+};
 use super::Cdb;
 use crate::seq::{Isid, Itt, Lun, SeqNum, Tsih, Ttt};
 
@@ -436,7 +438,7 @@ pub struct AsyncMessage {
     /// MaxCmdSN.
     pub max_cmd_sn: SeqNum,
     /// AsyncEvent code (1 = target requests logout, ...).
-    pub async_event: u8,
+    pub async_event: AsyncEvent,
     /// AsyncVCode.
     pub async_vcode: u8,
     /// Parameter1.
@@ -490,8 +492,9 @@ pub struct LogoutResponse {
 /// SNACK Request (opcode 0x10, RFC 7143 section 11.16).
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub struct SnackRequest {
-    /// Type (0 Data/R2T, 1 Status, 2 DataACK, 3 R-Data).
-    pub snack_type: u8,
+    /// Type (0 Data/R2T, 1 Status, 2 DataACK, 3 R-Data). A 4-bit field: emit keeps only the
+    /// low 4 bits of an `Unknown` code.
+    pub snack_type: SnackType,
     /// LUN.
     pub lun: Lun,
     /// ITT.
