@@ -4,7 +4,7 @@ use std::fmt;
 
 use sluice_proto::framing::FrameError;
 use sluice_proto::login::{LoginError, LoginStatus};
-use sluice_proto::pdu::codes::RejectReason;
+use sluice_proto::pdu::codes::{RejectReason, ScsiResponseCode};
 use sluice_proto::task::TaskError;
 use sluice_scsi::SenseData;
 
@@ -62,8 +62,8 @@ pub enum Error {
     #[error("{0}")]
     Scsi(ScsiFailure),
     /// The target answered with an iSCSI response code other than "completed at target".
-    #[error("target failure (iSCSI response {0:#04x})")]
-    TargetFailure(u8),
+    #[error("target failure (iSCSI response {code:#04x})", code = .0.code())]
+    TargetFailure(ScsiResponseCode),
     /// The target rejected a PDU (RFC 7143 section 11.17.1 reason code).
     #[error(
         "target rejected the PDU: reason {code:#04x} ({words})",

@@ -63,5 +63,5 @@ pub use session::{Session, UNIT_ATTENTION_RETRIES};
 pub use url::IscsiUrl;
 
 pub use sluice_proto::params::SessionParams;
-pub use sluice_proto::pdu::codes::{RejectReason, TmfFunction, TmfResponse};
+pub use sluice_proto::pdu::codes::{RejectReason, ScsiResponseCode, TmfFunction, TmfResponse};
 pub use sluice_proto::task::Residual;

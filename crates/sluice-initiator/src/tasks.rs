@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use sluice_proto::params::SessionParams;
+use sluice_proto::pdu::codes::ScsiResponseCode;
 use sluice_proto::pdu::{Cdb, DataIn, DataOut, Pdu, R2t, ScsiCommand, ScsiResponse};
 use sluice_proto::seq::{Itt, Lun, SeqNum};
 use sluice_proto::task::initiator::{
@@ -183,7 +184,7 @@ impl Task {
 
     /// The SCSI Response (section 11.4).
     pub(crate) fn handle_response(&mut self, rsp: &ScsiResponse) -> Progress {
-        if rsp.response != 0 {
+        if rsp.response != ScsiResponseCode::Completed {
             return Progress::Done(Err(Error::TargetFailure(rsp.response)));
         }
         let result = match &mut self.state {

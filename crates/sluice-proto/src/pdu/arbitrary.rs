@@ -10,7 +10,8 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 
 use super::codes::{
-    AsyncEvent, LogoutReason, LogoutResponseCode, RejectReason, SnackType, TmfFunction, TmfResponse,
+    AsyncEvent, LogoutReason, LogoutResponseCode, RejectReason, ScsiResponseCode, SnackType,
+    TmfFunction, TmfResponse,
 };
 use super::types::*;
 use super::{Cdb, Pdu, MAX_CDB_LEN};
@@ -263,7 +264,7 @@ pub fn scsi_response() -> impl Strategy<Value = ScsiResponse> {
                 bidi_underflow: u,
                 overflow: big_o,
                 underflow: big_u,
-                response,
+                response: ScsiResponseCode::from(response),
                 status,
                 itt,
                 snack_tag,

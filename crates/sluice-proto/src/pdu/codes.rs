@@ -187,12 +187,15 @@ enum_with_unknown! {
     }
 }
 
-/// SCSI Response "Response" field (RFC 7143 section 11.4.3).
-pub mod scsi_response {
-    /// 0x00: Command Completed at Target.
-    pub const COMPLETED: u8 = 0x00;
-    /// 0x01: Target Failure.
-    pub const TARGET_FAILURE: u8 = 0x01;
+enum_with_unknown! {
+    /// SCSI Response "Response" field (RFC 7143 section 11.4.3); 0x80-0xff are
+    /// vendor-specific.
+    pub enum ScsiResponseCode(u8) {
+        /// 0x00: Command Completed at Target.
+        Completed = 0x00 => "command completed at target",
+        /// 0x01: Target Failure.
+        TargetFailure = 0x01 => "target failure",
+    }
 }
 
 /// SCSI status values the transport carries (SAM-5, listed in RFC 7143 section 11.4.2).
@@ -288,5 +291,12 @@ mod tests {
         assert_eq!(AsyncEvent::from(255), AsyncEvent::VendorSpecific);
         round_trips(SnackType::KNOWN, 0x04);
         assert_eq!(SnackType::KNOWN.len(), 4);
+    }
+
+    #[test]
+    fn scsi_response_codes() {
+        round_trips(ScsiResponseCode::KNOWN, 0x80);
+        assert_eq!(ScsiResponseCode::KNOWN.len(), 2);
+        assert_eq!(ScsiResponseCode::from(0), ScsiResponseCode::Completed);
     }
 }

@@ -232,7 +232,7 @@ impl Pdu {
                     | bit(p.overflow, flag::RESP_OVERFLOW)
                     | bit(p.underflow, flag::RESP_UNDERFLOW);
                 response(h, op, f, [p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn]);
-                h.set_u8(field::BYTE2, p.response);
+                h.set_u8(field::BYTE2, p.response.code());
                 h.set_u8(field::BYTE3, p.status);
                 h.set_u32(field::WORD20, p.snack_tag);
                 h.set_u32(field::WORD36, p.exp_data_sn);

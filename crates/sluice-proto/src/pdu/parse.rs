@@ -9,7 +9,8 @@ use bytes::Bytes;
 
 use super::bhs::{bits, field, Bhs, BHS_LEN};
 use super::codes::{
-    AsyncEvent, LogoutReason, LogoutResponseCode, RejectReason, SnackType, TmfFunction, TmfResponse,
+    AsyncEvent, LogoutReason, LogoutResponseCode, RejectReason, ScsiResponseCode, SnackType,
+    TmfFunction, TmfResponse,
 };
 use super::types::*;
 use super::{Cdb, Pdu};
@@ -178,7 +179,7 @@ impl Pdu {
                 bidi_underflow: f & flag::BIDI_UNDERFLOW != 0,
                 overflow: f & flag::RESP_OVERFLOW != 0,
                 underflow: f & flag::RESP_UNDERFLOW != 0,
-                response: h.byte2(),
+                response: ScsiResponseCode::from(h.byte2()),
                 status: h.byte3(),
                 itt: h.itt(),
                 snack_tag: h.u32_at(field::WORD20),

@@ -8,7 +8,8 @@
 use bytes::Bytes;
 
 use super::codes::{
-    AsyncEvent, LogoutReason, LogoutResponseCode, RejectReason, SnackType, TmfFunction, TmfResponse,
+    AsyncEvent, LogoutReason, LogoutResponseCode, RejectReason, ScsiResponseCode, SnackType,
+    TmfFunction, TmfResponse,
 };
 use super::Cdb;
 use crate::seq::{Isid, Itt, Lun, SeqNum, Tsih, Ttt};
@@ -171,7 +172,7 @@ pub struct ScsiResponse {
     /// U bit: residual underflow.
     pub underflow: bool,
     /// iSCSI response code (0x00 command completed at target, 0x01 target failure).
-    pub response: u8,
+    pub response: ScsiResponseCode,
     /// SCSI status byte.
     pub status: u8,
     /// ITT.

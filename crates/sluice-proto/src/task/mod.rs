@@ -25,7 +25,7 @@ mod sim_tests;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::pdu::codes::RejectReason;
+use crate::pdu::codes::{RejectReason, ScsiResponseCode};
 use crate::pdu::ScsiResponse;
 use crate::seq::{Itt, Ttt};
 
@@ -276,7 +276,7 @@ pub fn scsi_response(
         bidi_underflow: false,
         overflow,
         underflow,
-        response: 0,
+        response: ScsiResponseCode::Completed,
         status,
         itt,
         snack_tag: 0,
