@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use sluice_proto::pdu::codes::ScsiStatus;
 use sluice_proto::pdu::TaskAttr;
 use sluice_proto::task::Residual;
 use sluice_scsi::SenseData;
@@ -99,8 +100,8 @@ pub struct CommandStats {
 /// How a command ended.
 #[derive(Clone, Debug)]
 pub struct CommandOutcome {
-    /// SCSI status byte.
-    pub status: u8,
+    /// SCSI status.
+    pub status: ScsiStatus,
     /// Raw sense data (empty if none).
     pub sense_bytes: Bytes,
     /// Decoded sense data.
@@ -118,7 +119,7 @@ pub struct CommandOutcome {
 impl CommandOutcome {
     /// Whether the status is GOOD.
     pub fn is_good(&self) -> bool {
-        self.status == sluice_scsi::status::GOOD
+        self.status == ScsiStatus::Good
     }
 
     /// `Ok(self)` if GOOD, else [`Error::Scsi`] with the decoded sense.

@@ -4,7 +4,7 @@ use std::fmt;
 
 use sluice_proto::framing::FrameError;
 use sluice_proto::login::{LoginError, LoginStatus};
-use sluice_proto::pdu::codes::{RejectReason, ScsiResponseCode};
+use sluice_proto::pdu::codes::{RejectReason, ScsiResponseCode, ScsiStatus};
 use sluice_proto::task::TaskError;
 use sluice_scsi::SenseData;
 
@@ -123,34 +123,19 @@ impl From<TaskError> for Error {
 /// A command that ended with a non-GOOD status.
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub struct ScsiFailure {
-    /// The SCSI status byte.
-    pub status: u8,
+    /// The SCSI status.
+    pub status: ScsiStatus,
     /// Decoded sense data, if the target sent any it could decode.
     pub sense: Option<SenseData>,
 }
 
 impl fmt::Display for ScsiFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "SCSI status {}", status_name(self.status))?;
+        write!(f, "SCSI status {}", self.status)?;
         if let Some(s) = &self.sense {
             write!(f, ": {s}")?;
         }
         Ok(())
-    }
-}
-
-/// The name of a SCSI status byte (SAM-5 5.3).
-pub fn status_name(status: u8) -> &'static str {
-    match status {
-        0x00 => "GOOD",
-        0x02 => "CHECK CONDITION",
-        0x04 => "CONDITION MET",
-        0x08 => "BUSY",
-        0x18 => "RESERVATION CONFLICT",
-        0x28 => "TASK SET FULL",
-        0x30 => "ACA ACTIVE",
-        0x40 => "TASK ABORTED",
-        _ => "unknown status",
     }
 }
 
@@ -162,7 +147,7 @@ mod tests {
     #[test]
     fn messages_are_in_words() {
         let e = Error::Scsi(ScsiFailure {
-            status: 2,
+            status: ScsiStatus::from(2),
             sense: Some(SenseData::new(SenseKey::ILLEGAL_REQUEST, 0x21, 0x00)),
         });
         let text = e.to_string();

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use sluice_proto::params::SessionParams;
-use sluice_proto::pdu::codes::ScsiResponseCode;
+use sluice_proto::pdu::codes::{ScsiResponseCode, ScsiStatus};
 use sluice_proto::pdu::{Cdb, DataIn, DataOut, Pdu, R2t, ScsiCommand, ScsiResponse};
 use sluice_proto::seq::{Itt, Lun, SeqNum};
 use sluice_proto::task::initiator::{
@@ -191,7 +191,7 @@ impl Task {
             // A failed read's data does not matter. tgtd (1.0.85) sends a Data-In before a
             // CHECK CONDITION but reports ExpDataSN 0 (section 11.4.8 wants the Data-In
             // count), which the strict reassembly check would call inconsistent.
-            State::Read(_) if rsp.status != sluice_scsi::status::GOOD => {
+            State::Read(_) if rsp.status != ScsiStatus::Good => {
                 TaskStatus::from_response(rsp).map(|s| (Bytes::new(), s))
             }
             State::Read(r) => match r.handle_response(rsp) {

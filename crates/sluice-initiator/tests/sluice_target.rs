@@ -55,7 +55,7 @@ async fn check_condition_is_decoded() {
         ))
         .await
         .unwrap();
-    assert_eq!(out.status, 2);
+    assert_eq!(out.status, sluice_initiator::ScsiStatus::CheckCondition);
     let err = out.check().unwrap_err();
     let text = err.to_string();
     assert!(text.contains("ILLEGAL REQUEST"), "{text}");

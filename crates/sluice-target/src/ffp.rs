@@ -13,7 +13,7 @@ use bytes::{Bytes, BytesMut};
 use sluice_proto::keepalive::{Keepalive, KeepaliveAction};
 use sluice_proto::login::LoginOutcome;
 use sluice_proto::params::{SessionParams, SessionType};
-use sluice_proto::pdu::codes::{AsyncEvent, RejectReason};
+use sluice_proto::pdu::codes::{AsyncEvent, RejectReason, ScsiStatus};
 use sluice_proto::pdu::{AsyncMessage, DataOut, NopIn, NopOut, Pdu, Reject, ScsiCommand};
 use sluice_proto::seq::{Itt, Lun, SeqNum, Ttt};
 use sluice_proto::task::target_write::{TargetWrite, WriteData, WriteProgress};
@@ -362,7 +362,7 @@ impl<'a> FullFeature<'a> {
             debug!(itt = ?cmd.itt, reserve, "write buffer limit reached; TASK SET FULL");
             let rsp = sluice_proto::task::scsi_response(
                 cmd.itt,
-                sluice_scsi::status::TASK_SET_FULL,
+                ScsiStatus::TaskSetFull,
                 sluice_proto::task::Residual::None,
                 0,
                 &[],
@@ -434,13 +434,13 @@ impl<'a> FullFeature<'a> {
             PeerAction::Reject(reason) => {
                 // The command is over: answer it too, so the initiator does not wait forever.
                 let sense = aborted_command_sense(0x0c, 0x0d);
-                self.finish_command(itt, sluice_scsi::status::CHECK_CONDITION, &sense);
+                self.finish_command(itt, ScsiStatus::CheckCondition, &sense);
                 self.send_reject(reason, Bytes::new());
                 Flow::Continue
             }
             PeerAction::CheckCondition { asc, ascq } => {
                 let sense = aborted_command_sense(asc, ascq);
-                self.finish_command(itt, sluice_scsi::status::CHECK_CONDITION, &sense);
+                self.finish_command(itt, ScsiStatus::CheckCondition, &sense);
                 Flow::Continue
             }
             PeerAction::Close => Flow::Stop(End::Protocol("data sequence error")),
@@ -448,7 +448,7 @@ impl<'a> FullFeature<'a> {
     }
 
     /// Ends a command early with a status (no data).
-    fn finish_command(&mut self, itt: Itt, status: u8, sense: &[u8]) {
+    fn finish_command(&mut self, itt: Itt, status: ScsiStatus, sense: &[u8]) {
         let rsp = sluice_proto::task::scsi_response(
             itt,
             status,

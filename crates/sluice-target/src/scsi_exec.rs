@@ -2,6 +2,7 @@
 //! the residuals of RFC 7143 section 11.4.5.
 
 use bytes::{Bytes, BytesMut};
+use sluice_proto::pdu::codes::ScsiStatus;
 use sluice_proto::pdu::{Cdb, Pdu, ScsiCommand};
 use sluice_proto::seq::{Itt, Lun};
 use sluice_proto::task::target_read::DataInSequence;
@@ -101,17 +102,18 @@ impl FullFeature<'_> {
     ) {
         self.recycle_data_in(buf);
         let Outcome { exec, result, data } = outcome;
+        // sluice-scsi knows nothing of iSCSI: its SAM status byte becomes the transport's here.
+        let status = ScsiStatus::from(result.status);
         let sense = result.sense_bytes().unwrap_or_default();
         if let Some(task) = write {
             // Writes: the residual compares what the CDB wanted with the EDTL (section
             // 11.4.5.1), which the write task already knows; ExpDataSN counts its R2Ts.
-            let rsp = task.response(result.status, &sense);
+            let rsp = task.response(status, &sense);
             self.send(Pdu::ScsiResponse(rsp));
             return;
         }
         if exec.read {
-            let mut seq =
-                DataInSequence::new(exec.itt, data, exec.edtl, result.status, &self.params);
+            let mut seq = DataInSequence::new(exec.itt, data, exec.edtl, status, &self.params);
             for pdu in &mut seq {
                 self.send(Pdu::DataIn(pdu));
             }
@@ -124,14 +126,12 @@ impl FullFeature<'_> {
         // No data phase on the wire. If the CDB wanted data, the shortfall is an overflow
         // (e.g. WRITE with EDTL 0: residual = the CDB's transfer length).
         let residual = match exec.transfer {
-            Transfer::ToDevice(n) | Transfer::FromDevice(n)
-                if result.status == sluice_scsi::status::GOOD =>
-            {
+            Transfer::ToDevice(n) | Transfer::FromDevice(n) if status == ScsiStatus::Good => {
                 Residual::from_lengths(exec.edtl, u32::try_from(n).unwrap_or(u32::MAX))
             }
             _ => Residual::None,
         };
-        let rsp = scsi_response(exec.itt, result.status, residual, 0, &sense);
+        let rsp = scsi_response(exec.itt, status, residual, 0, &sense);
         self.send(Pdu::ScsiResponse(rsp));
     }
 }

@@ -10,8 +10,8 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 
 use super::codes::{
-    AsyncEvent, LogoutReason, LogoutResponseCode, RejectReason, ScsiResponseCode, SnackType,
-    TmfFunction, TmfResponse,
+    AsyncEvent, LogoutReason, LogoutResponseCode, RejectReason, ScsiResponseCode, ScsiStatus,
+    SnackType, TmfFunction, TmfResponse,
 };
 use super::types::*;
 use super::{Cdb, Pdu, MAX_CDB_LEN};
@@ -265,7 +265,7 @@ pub fn scsi_response() -> impl Strategy<Value = ScsiResponse> {
                 overflow: big_o,
                 underflow: big_u,
                 response: ScsiResponseCode::from(response),
-                status,
+                status: ScsiStatus::from(status),
                 itt,
                 snack_tag,
                 stat_sn,
@@ -353,7 +353,7 @@ pub fn data_in() -> impl Strategy<Value = DataIn> {
             overflow: o,
             underflow: u,
             status_present: s,
-            status,
+            status: ScsiStatus::from(status),
             lun,
             itt,
             ttt,

@@ -198,24 +198,28 @@ enum_with_unknown! {
     }
 }
 
-/// SCSI status values the transport carries (SAM-5, listed in RFC 7143 section 11.4.2).
-pub mod scsi_status {
-    /// GOOD.
-    pub const GOOD: u8 = 0x00;
-    /// CHECK CONDITION: sense data follows in the data segment.
-    pub const CHECK_CONDITION: u8 = 0x02;
-    /// CONDITION MET.
-    pub const CONDITION_MET: u8 = 0x04;
-    /// BUSY.
-    pub const BUSY: u8 = 0x08;
-    /// RESERVATION CONFLICT.
-    pub const RESERVATION_CONFLICT: u8 = 0x18;
-    /// TASK SET FULL.
-    pub const TASK_SET_FULL: u8 = 0x28;
-    /// ACA ACTIVE.
-    pub const ACA_ACTIVE: u8 = 0x30;
-    /// TASK ABORTED.
-    pub const TASK_ABORTED: u8 = 0x40;
+enum_with_unknown! {
+    /// SCSI status as the transport carries it (SAM-5 5.3, listed in RFC 7143 section
+    /// 11.4.2). sluice-scsi keeps its own `u8` constants (it knows nothing of iSCSI); convert
+    /// with `ScsiStatus::from` where a status crosses over.
+    pub enum ScsiStatus(u8) {
+        /// 0x00: GOOD.
+        Good = 0x00 => "GOOD",
+        /// 0x02: CHECK CONDITION: sense data follows in the data segment.
+        CheckCondition = 0x02 => "CHECK CONDITION",
+        /// 0x04: CONDITION MET.
+        ConditionMet = 0x04 => "CONDITION MET",
+        /// 0x08: BUSY.
+        Busy = 0x08 => "BUSY",
+        /// 0x18: RESERVATION CONFLICT.
+        ReservationConflict = 0x18 => "RESERVATION CONFLICT",
+        /// 0x28: TASK SET FULL.
+        TaskSetFull = 0x28 => "TASK SET FULL",
+        /// 0x30: ACA ACTIVE.
+        AcaActive = 0x30 => "ACA ACTIVE",
+        /// 0x40: TASK ABORTED.
+        TaskAborted = 0x40 => "TASK ABORTED",
+    }
 }
 
 enum_with_unknown! {
@@ -298,5 +302,13 @@ mod tests {
         round_trips(ScsiResponseCode::KNOWN, 0x80);
         assert_eq!(ScsiResponseCode::KNOWN.len(), 2);
         assert_eq!(ScsiResponseCode::from(0), ScsiResponseCode::Completed);
+    }
+
+    #[test]
+    fn scsi_statuses() {
+        round_trips(ScsiStatus::KNOWN, 0x22);
+        assert_eq!(ScsiStatus::KNOWN.len(), 8);
+        assert_eq!(ScsiStatus::from(0x02), ScsiStatus::CheckCondition);
+        assert_eq!(ScsiStatus::TaskSetFull.to_string(), "TASK SET FULL");
     }
 }

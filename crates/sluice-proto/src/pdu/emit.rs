@@ -233,7 +233,7 @@ impl Pdu {
                     | bit(p.underflow, flag::RESP_UNDERFLOW);
                 response(h, op, f, [p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn]);
                 h.set_u8(field::BYTE2, p.response.code());
-                h.set_u8(field::BYTE3, p.status);
+                h.set_u8(field::BYTE3, p.status.code());
                 h.set_u32(field::WORD20, p.snack_tag);
                 h.set_u32(field::WORD36, p.exp_data_sn);
                 h.set_u32(field::WORD40, p.bidi_residual);
@@ -267,7 +267,7 @@ impl Pdu {
                     | bit(p.underflow, flag::DATA_IN_UNDERFLOW)
                     | bit(p.status_present, flag::STATUS);
                 response(h, op, f, [p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn]);
-                h.set_u8(field::BYTE3, p.status);
+                h.set_u8(field::BYTE3, p.status.code());
                 h.set_u64(field::LUN, p.lun.0);
                 h.set_u32(field::WORD20, p.ttt.0);
                 h.set_u32(field::WORD36, p.data_sn);

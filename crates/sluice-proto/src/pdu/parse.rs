@@ -9,8 +9,8 @@ use bytes::Bytes;
 
 use super::bhs::{bits, field, Bhs, BHS_LEN};
 use super::codes::{
-    AsyncEvent, LogoutReason, LogoutResponseCode, RejectReason, ScsiResponseCode, SnackType,
-    TmfFunction, TmfResponse,
+    AsyncEvent, LogoutReason, LogoutResponseCode, RejectReason, ScsiResponseCode, ScsiStatus,
+    SnackType, TmfFunction, TmfResponse,
 };
 use super::types::*;
 use super::{Cdb, Pdu};
@@ -180,7 +180,7 @@ impl Pdu {
                 overflow: f & flag::RESP_OVERFLOW != 0,
                 underflow: f & flag::RESP_UNDERFLOW != 0,
                 response: ScsiResponseCode::from(h.byte2()),
-                status: h.byte3(),
+                status: ScsiStatus::from(h.byte3()),
                 itt: h.itt(),
                 snack_tag: h.u32_at(field::WORD20),
                 stat_sn: h.stat_sn(),
@@ -232,7 +232,7 @@ impl Pdu {
                 overflow: f & flag::DATA_IN_OVERFLOW != 0,
                 underflow: f & flag::DATA_IN_UNDERFLOW != 0,
                 status_present: f & flag::STATUS != 0,
-                status: h.byte3(),
+                status: ScsiStatus::from(h.byte3()),
                 lun: h.lun(),
                 itt: h.itt(),
                 ttt: h.ttt(),

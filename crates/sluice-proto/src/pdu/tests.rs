@@ -120,7 +120,7 @@ fn data_in_with_status_vector() {
         overflow: false,
         underflow: true,
         status_present: true,
-        status: codes::scsi_status::GOOD,
+        status: codes::ScsiStatus::Good,
         lun: Lun(0),
         itt: Itt(0x10),
         ttt: Ttt::RESERVED,

@@ -8,8 +8,8 @@
 use bytes::Bytes;
 
 use super::codes::{
-    AsyncEvent, LogoutReason, LogoutResponseCode, RejectReason, ScsiResponseCode, SnackType,
-    TmfFunction, TmfResponse,
+    AsyncEvent, LogoutReason, LogoutResponseCode, RejectReason, ScsiResponseCode, ScsiStatus,
+    SnackType, TmfFunction, TmfResponse,
 };
 use super::Cdb;
 use crate::seq::{Isid, Itt, Lun, SeqNum, Tsih, Ttt};
@@ -174,7 +174,7 @@ pub struct ScsiResponse {
     /// iSCSI response code (0x00 command completed at target, 0x01 target failure).
     pub response: ScsiResponseCode,
     /// SCSI status byte.
-    pub status: u8,
+    pub status: ScsiStatus,
     /// ITT.
     pub itt: Itt,
     /// SNACK Tag.
@@ -381,7 +381,7 @@ pub struct DataIn {
     /// S bit: status is carried in this PDU (phase collapse).
     pub status_present: bool,
     /// SCSI status, meaningful only with S.
-    pub status: u8,
+    pub status: ScsiStatus,
     /// LUN (with A bit set, else reserved).
     pub lun: Lun,
     /// ITT.

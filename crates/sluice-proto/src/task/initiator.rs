@@ -12,7 +12,7 @@ use bytes::Bytes;
 
 use super::{Residual, TaskCounters, TaskError};
 use crate::params::SessionParams;
-use crate::pdu::codes::ScsiResponseCode;
+use crate::pdu::codes::{ScsiResponseCode, ScsiStatus};
 use crate::pdu::{DataOut, R2t, ScsiResponse};
 use crate::seq::{Itt, Lun, Ttt};
 
@@ -47,7 +47,7 @@ impl IttAllocator {
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub struct TaskStatus {
     /// SCSI status byte.
-    pub status: u8,
+    pub status: ScsiStatus,
     /// Residual (section 11.4.5.1).
     pub residual: Residual,
     /// Sense data without its SenseLength prefix (empty if none).

@@ -25,14 +25,9 @@ mod sim_tests;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::pdu::codes::{RejectReason, ScsiResponseCode};
+use crate::pdu::codes::{RejectReason, ScsiResponseCode, ScsiStatus};
 use crate::pdu::ScsiResponse;
 use crate::seq::{Itt, Ttt};
-
-/// SCSI status GOOD (SAM-5).
-pub const STATUS_GOOD: u8 = 0x00;
-/// SCSI status CHECK CONDITION (SAM-5).
-pub const STATUS_CHECK_CONDITION: u8 = 0x02;
 
 /// What the connection does about a [`TaskError`].
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
@@ -256,7 +251,7 @@ impl TttAllocator for SequentialTtts {
 /// (section 11.4.7.1). StatSN, ExpCmdSN and MaxCmdSN are left zero for the connection to fill.
 pub fn scsi_response(
     itt: Itt,
-    status: u8,
+    status: ScsiStatus,
     residual: Residual,
     exp_data_sn: u32,
     sense: &[u8],
@@ -329,7 +324,7 @@ mod tests {
     fn response_prefixes_sense_length() {
         let rsp = scsi_response(
             Itt(3),
-            STATUS_CHECK_CONDITION,
+            ScsiStatus::CheckCondition,
             Residual::None,
             2,
             &[1, 2, 3],

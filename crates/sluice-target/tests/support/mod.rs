@@ -504,7 +504,7 @@ impl Peer {
                 Pdu::DataIn(d) if d.itt == itt => {
                     place(&mut c.data, &d);
                     if d.status_present {
-                        c.status = d.status;
+                        c.status = d.status.code();
                         c.overflow = d.overflow;
                         c.underflow = d.underflow;
                         c.residual = d.residual;
@@ -609,7 +609,7 @@ fn place(buf: &mut Vec<u8>, d: &DataIn) {
 }
 
 fn fill_from_response(c: &mut Completion, r: &ScsiResponse) {
-    c.status = r.status;
+    c.status = r.status.code();
     c.overflow = r.overflow;
     c.underflow = r.underflow;
     c.residual = r.residual;
