@@ -3,7 +3,10 @@
 //!
 //! Each code is an enum of its named values plus `Unknown(raw)` (see `enum_with_unknown!`), so
 //! that the typed PDU values can hold any value the wire carries (unknown and vendor-specific
-//! codes round-trip) while code matches on names.
+//! codes round-trip) while code matches on names. The Login Response status is two bytes,
+//! Status-Class and Status-Detail, hence a struct with named constants instead ([`LoginStatus`]).
+
+use std::fmt;
 
 enum_with_unknown! {
     /// Reject reasons (RFC 7143 section 11.17.1).
@@ -34,68 +37,96 @@ enum_with_unknown! {
     }
 }
 
-/// Login Response Status-Class and Status-Detail (RFC 7143 section 11.13.5), as
-/// `(class << 8) | detail`. Use [`login_status::class`] and [`login_status::detail`] to split.
-pub mod login_status {
-    /// Class 0: success.
-    pub const CLASS_SUCCESS: u8 = 0x00;
-    /// Class 1: redirection.
-    pub const CLASS_REDIRECTION: u8 = 0x01;
-    /// Class 2: initiator error (not a format error; do not retry unchanged).
-    pub const CLASS_INITIATOR_ERROR: u8 = 0x02;
-    /// Class 3: target error (the initiator may retry later).
-    pub const CLASS_TARGET_ERROR: u8 = 0x03;
+/// Status-Class and Status-Detail of a Login Response (RFC 7143 section 11.13.5).
+#[derive(Clone, Copy, Debug, Eq, PartialEq, Hash)]
+pub struct LoginStatus {
+    /// Status-Class: 0 success, 1 redirection, 2 initiator error, 3 target error.
+    pub class: u8,
+    /// Status-Detail.
+    pub detail: u8,
+}
 
+impl LoginStatus {
     /// 0x0000 Success.
-    pub const SUCCESS: u16 = 0x0000;
-    /// 0x0101 Target moved temporarily (TargetAddress in the response).
-    pub const TARGET_MOVED_TEMPORARILY: u16 = 0x0101;
+    pub const SUCCESS: Self = Self::new(0x00, 0x00);
+    /// 0x0101 Target moved temporarily.
+    pub const MOVED_TEMPORARILY: Self = Self::new(0x01, 0x01);
     /// 0x0102 Target moved permanently.
-    pub const TARGET_MOVED_PERMANENTLY: u16 = 0x0102;
-    /// 0x0200 Initiator error (miscellaneous).
-    pub const INITIATOR_ERROR: u16 = 0x0200;
+    pub const MOVED_PERMANENTLY: Self = Self::new(0x01, 0x02);
+    /// 0x0200 Initiator error (miscellaneous, including invalid stage transitions).
+    pub const INITIATOR_ERROR: Self = Self::new(0x02, 0x00);
     /// 0x0201 Authentication failure.
-    pub const AUTHENTICATION_FAILURE: u16 = 0x0201;
-    /// 0x0202 Authorization failure.
-    pub const AUTHORIZATION_FAILURE: u16 = 0x0202;
-    /// 0x0203 Not found.
-    pub const NOT_FOUND: u16 = 0x0203;
+    pub const AUTH_FAILURE: Self = Self::new(0x02, 0x01);
+    /// 0x0202 Authorization failure (the initiator may not access this target).
+    pub const AUTHORIZATION_FAILURE: Self = Self::new(0x02, 0x02);
+    /// 0x0203 Not found (no such target).
+    pub const NOT_FOUND: Self = Self::new(0x02, 0x03);
     /// 0x0204 Target removed.
-    pub const TARGET_REMOVED: u16 = 0x0204;
+    pub const TARGET_REMOVED: Self = Self::new(0x02, 0x04);
     /// 0x0205 Unsupported version.
-    pub const UNSUPPORTED_VERSION: u16 = 0x0205;
+    pub const UNSUPPORTED_VERSION: Self = Self::new(0x02, 0x05);
     /// 0x0206 Too many connections.
-    pub const TOO_MANY_CONNECTIONS: u16 = 0x0206;
+    pub const TOO_MANY_CONNECTIONS: Self = Self::new(0x02, 0x06);
     /// 0x0207 Missing parameter.
-    pub const MISSING_PARAMETER: u16 = 0x0207;
+    pub const MISSING_PARAMETER: Self = Self::new(0x02, 0x07);
     /// 0x0208 Can't include in session.
-    pub const CANT_INCLUDE_IN_SESSION: u16 = 0x0208;
+    pub const CANT_INCLUDE_IN_SESSION: Self = Self::new(0x02, 0x08);
     /// 0x0209 Session type not supported.
-    pub const SESSION_TYPE_NOT_SUPPORTED: u16 = 0x0209;
+    pub const SESSION_TYPE_NOT_SUPPORTED: Self = Self::new(0x02, 0x09);
     /// 0x020a Session does not exist.
-    pub const SESSION_DOES_NOT_EXIST: u16 = 0x020a;
+    pub const SESSION_DOES_NOT_EXIST: Self = Self::new(0x02, 0x0a);
     /// 0x020b Invalid request during login.
-    pub const INVALID_DURING_LOGIN: u16 = 0x020b;
+    pub const INVALID_DURING_LOGIN: Self = Self::new(0x02, 0x0b);
     /// 0x0300 Target error (miscellaneous).
-    pub const TARGET_ERROR: u16 = 0x0300;
+    pub const TARGET_ERROR: Self = Self::new(0x03, 0x00);
     /// 0x0301 Service unavailable.
-    pub const SERVICE_UNAVAILABLE: u16 = 0x0301;
+    pub const SERVICE_UNAVAILABLE: Self = Self::new(0x03, 0x01);
     /// 0x0302 Out of resources.
-    pub const OUT_OF_RESOURCES: u16 = 0x0302;
+    pub const OUT_OF_RESOURCES: Self = Self::new(0x03, 0x02);
 
-    /// The Status-Class byte of a combined status.
-    pub const fn class(status: u16) -> u8 {
-        (status >> 8) as u8
+    /// A status from its two bytes.
+    pub const fn new(class: u8, detail: u8) -> Self {
+        Self { class, detail }
     }
 
-    /// The Status-Detail byte of a combined status.
-    pub const fn detail(status: u16) -> u8 {
-        (status & 0xff) as u8
+    /// The RFC 7143 section 11.13.5 description.
+    pub fn description(self) -> &'static str {
+        match (self.class, self.detail) {
+            (0, 0) => "success",
+            (1, 1) => "target moved temporarily",
+            (1, 2) => "target moved permanently",
+            (1, _) => "redirection",
+            (2, 0) => "initiator error",
+            (2, 1) => "authentication failure",
+            (2, 2) => "authorization failure",
+            (2, 3) => "target not found",
+            (2, 4) => "target removed",
+            (2, 5) => "unsupported version",
+            (2, 6) => "too many connections",
+            (2, 7) => "missing parameter",
+            (2, 8) => "can't include in session",
+            (2, 9) => "session type not supported",
+            (2, 0x0a) => "session does not exist",
+            (2, 0x0b) => "invalid request during login",
+            (2, _) => "initiator error",
+            (3, 0) => "target error",
+            (3, 1) => "service unavailable",
+            (3, 2) => "out of resources",
+            (3, _) => "target error",
+            _ => "unknown status",
+        }
     }
+}
 
-    /// Combines Status-Class and Status-Detail.
-    pub const fn combine(class: u8, detail: u8) -> u16 {
-        ((class as u16) << 8) | detail as u16
+impl fmt::Display for LoginStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:#04x}{:02x} ({})",
+            self.class,
+            self.detail,
+            self.description()
+        )
     }
 }
 
@@ -310,5 +341,19 @@ mod tests {
         assert_eq!(ScsiStatus::KNOWN.len(), 8);
         assert_eq!(ScsiStatus::from(0x02), ScsiStatus::CheckCondition);
         assert_eq!(ScsiStatus::TaskSetFull.to_string(), "TASK SET FULL");
+    }
+
+    #[test]
+    fn login_status_shows_its_number() {
+        assert_eq!(
+            LoginStatus::AUTH_FAILURE.to_string(),
+            "0x0201 (authentication failure)"
+        );
+        let unknown = LoginStatus::new(0x04, 0x07);
+        assert_eq!(unknown.to_string(), "0x0407 (unknown status)");
+        assert_eq!(
+            format!("{unknown:?}"),
+            "LoginStatus { class: 4, detail: 7 }"
+        );
     }
 }
