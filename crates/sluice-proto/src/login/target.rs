@@ -363,8 +363,7 @@ impl TargetLogin {
             // Login requests are immediate: ExpCmdSN is the request's CmdSN (checklist rule 6).
             exp_cmd_sn: req.cmd_sn,
             max_cmd_sn: req.cmd_sn.add(self.window - 1),
-            status_class: status.class,
-            status_detail: status.detail,
+            status,
             data,
         }
     }

@@ -10,8 +10,8 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 
 use super::codes::{
-    AsyncEvent, LogoutReason, LogoutResponseCode, RejectReason, ScsiResponseCode, ScsiStatus,
-    SnackType, TmfFunction, TmfResponse,
+    AsyncEvent, LoginStatus, LogoutReason, LogoutResponseCode, RejectReason, ScsiResponseCode,
+    ScsiStatus, SnackType, TmfFunction, TmfResponse,
 };
 use super::types::*;
 use super::{Cdb, Pdu, MAX_CDB_LEN};
@@ -313,8 +313,7 @@ pub fn login_response() -> impl Strategy<Value = LoginResponse> {
                 stat_sn,
                 exp_cmd_sn,
                 max_cmd_sn,
-                status_class: class,
-                status_detail: detail,
+                status: LoginStatus::new(class, detail),
                 data,
             }
         },

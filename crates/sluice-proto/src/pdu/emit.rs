@@ -251,8 +251,8 @@ impl Pdu {
                 h.set_u8(field::BYTE3, p.version_active);
                 h.set_bytes(field::ISID, &p.isid.0);
                 h.set_u16(field::TSIH, p.tsih.0);
-                h.set_u8(field::WORD36, p.status_class);
-                h.set_u8(field::WORD36 + 1, p.status_detail);
+                h.set_u8(field::WORD36, p.status.class);
+                h.set_u8(field::WORD36 + 1, p.status.detail);
             }
             Pdu::TextResponse(p) => {
                 let f = final_bit(p.final_bit) | bit(p.cont, flag::CONTINUE);

@@ -9,8 +9,8 @@ use bytes::Bytes;
 
 use super::bhs::{bits, field, Bhs, BHS_LEN};
 use super::codes::{
-    AsyncEvent, LogoutReason, LogoutResponseCode, RejectReason, ScsiResponseCode, ScsiStatus,
-    SnackType, TmfFunction, TmfResponse,
+    AsyncEvent, LoginStatus, LogoutReason, LogoutResponseCode, RejectReason, ScsiResponseCode,
+    ScsiStatus, SnackType, TmfFunction, TmfResponse,
 };
 use super::types::*;
 use super::{Cdb, Pdu};
@@ -211,8 +211,7 @@ impl Pdu {
                 stat_sn: h.stat_sn(),
                 exp_cmd_sn: h.exp_cmd_sn(),
                 max_cmd_sn: h.max_cmd_sn(),
-                status_class: header[field::WORD36],
-                status_detail: header[field::WORD36 + 1],
+                status: LoginStatus::new(header[field::WORD36], header[field::WORD36 + 1]),
                 data,
             }),
             opcode::TEXT_RESPONSE => Pdu::TextResponse(TextResponse {

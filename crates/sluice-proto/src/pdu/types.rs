@@ -8,8 +8,8 @@
 use bytes::Bytes;
 
 use super::codes::{
-    AsyncEvent, LogoutReason, LogoutResponseCode, RejectReason, ScsiResponseCode, ScsiStatus,
-    SnackType, TmfFunction, TmfResponse,
+    AsyncEvent, LoginStatus, LogoutReason, LogoutResponseCode, RejectReason, ScsiResponseCode,
+    ScsiStatus, SnackType, TmfFunction, TmfResponse,
 };
 use super::Cdb;
 use crate::seq::{Isid, Itt, Lun, SeqNum, Tsih, Ttt};
@@ -292,10 +292,8 @@ pub struct LoginResponse {
     pub exp_cmd_sn: SeqNum,
     /// MaxCmdSN.
     pub max_cmd_sn: SeqNum,
-    /// Status-Class (section 11.13.5).
-    pub status_class: u8,
-    /// Status-Detail.
-    pub status_detail: u8,
+    /// Status-Class and Status-Detail (section 11.13.5).
+    pub status: LoginStatus,
     /// Text key=value pairs.
     pub data: Bytes,
 }

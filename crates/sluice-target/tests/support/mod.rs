@@ -362,7 +362,7 @@ impl Peer {
                     self.outcome = Some((*outcome).clone());
                     return Ok(*outcome);
                 }
-                InitiatorStep::Failed(_) if rsp.status_class != 0 => return Err(rsp),
+                InitiatorStep::Failed(_) if rsp.status.class != 0 => return Err(rsp),
                 other => panic!("login went wrong: {other:?} after {rsp:?}"),
             }
         }
