@@ -3,7 +3,8 @@
 //!
 //! Every value generated is representable on the wire, so `parse(emit(pdu)) == pdu` holds:
 //! CDBs are 16..=[`MAX_CDB_LEN`] bytes (capped lower to keep cases small), bit fields stay within
-//! their width, and data segments are short.
+//! their width, and data segments are short. Code fields ([`super::codes`]) take any value of
+//! their width, decoded through `From`, so unnamed codes (`Unknown`) are generated too.
 
 use bytes::Bytes;
 use proptest::collection::vec;

@@ -219,6 +219,37 @@ fn helpers_report_opcode_itt_and_data() {
     assert_eq!(&wire[16..20], &[0xff; 4]);
 }
 
+/// A code without a name parses to `Unknown`, shows its number and is emitted unchanged.
+#[test]
+fn unknown_codes_survive_parse_and_emit() {
+    // (opcode, flags byte, byte holding the code, code); a code in the flags byte is in both.
+    // Async Message and Reject carry the reserved ITT.
+    let cases: [(u8, u8, usize, u8); 9] = [
+        (opcode::TASK_MGMT_REQUEST, 0x80 | 0x7f, 1, 0x7f),
+        (opcode::LOGOUT_REQUEST, 0x80 | 0x7f, 1, 0x7f),
+        (opcode::SNACK_REQUEST, 0x80 | 0x0f, 1, 0x0f),
+        (opcode::SCSI_RESPONSE, 0x80, 2, 0x80),
+        (opcode::SCSI_RESPONSE, 0x80, 3, 0x22),
+        (opcode::TASK_MGMT_RESPONSE, 0x80, 2, 0x07),
+        (opcode::DATA_IN, 0x81, 3, 0x22),
+        (opcode::LOGOUT_RESPONSE, 0x80, 2, 0x04),
+        (opcode::ASYNC_MESSAGE, 0x80, 36, 0x05),
+    ];
+    let reject = (opcode::REJECT, 0x80, 2, 0x0d);
+    for (op, flags, at, code) in cases.into_iter().chain([reject]) {
+        let mut wire = [0u8; BHS_LEN];
+        (wire[0], wire[1]) = (op, flags);
+        wire[at] |= code;
+        if matches!(op, opcode::ASYNC_MESSAGE | opcode::REJECT) {
+            wire[16..20].fill(0xff);
+        }
+        let pdu = Pdu::parse(&wire, &[], Bytes::new()).expect("valid header");
+        let shown = format!("{pdu:?}");
+        assert!(shown.contains(&format!("Unknown({code:#04x})")), "{shown}");
+        assert_eq!(header_of(&pdu), wire, "{shown}");
+    }
+}
+
 proptest! {
     #[test]
     fn parse_inverts_emit(pdu in arbitrary::pdu()) {
