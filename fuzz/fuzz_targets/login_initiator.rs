@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use sluice_proto::chap::ChapAlgorithm;
 use sluice_proto::login::{
-    ChapCredential, InitiatorChap, InitiatorConfig, InitiatorLogin, InitiatorStep,
+    ChapCredential, InitiatorChap, InitiatorConfig, InitiatorLogin, InitiatorStep, LoginStatus,
 };
 use sluice_proto::pdu::types::{LoginRequest, LoginResponse};
 use sluice_proto::seq::{Isid, Itt, SeqNum, Tsih};
@@ -70,8 +70,7 @@ libfuzzer_sys::fuzz_target!(|input: &[u8]| {
             stat_sn: SeqNum(u32::from(r.byte())),
             exp_cmd_sn: SeqNum(5),
             max_cmd_sn: SeqNum(5),
-            status_class: if status < 0xf0 { 0 } else { status & 3 },
-            status_detail: status & 0x0f,
+            status: LoginStatus::new(if status < 0xf0 { 0 } else { status & 3 }, status & 0x0f),
             data: Bytes::from(r.text(DICTIONARY, &[])),
         };
         match login.handle_response(&rsp, &mut random) {

@@ -119,10 +119,10 @@ libfuzzer_sys::fuzz_target!(|input: &[u8]| {
                 finished = true;
             }
             LoginStep::Fail(rsp) => {
-                assert!(rsp.status_class >= 2);
+                assert!(rsp.status.class >= 2);
                 finished = true;
             }
-            LoginStep::Respond(rsp) => assert_eq!(rsp.status_class, 0),
+            LoginStep::Respond(rsp) => assert_eq!(rsp.status.class, 0),
         }
     }
 });

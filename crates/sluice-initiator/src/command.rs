@@ -5,6 +5,7 @@ use std::time::Duration;
 use bytes::Bytes;
 pub use sluice_proto::initiator::CommandStats;
 use sluice_proto::initiator::{CommandData, CommandResult};
+use sluice_proto::pdu::codes::ScsiStatus;
 use sluice_proto::pdu::{Cdb, TaskAttr};
 use sluice_proto::seq::Lun;
 use sluice_proto::task::Residual;
@@ -95,8 +96,8 @@ impl Command {
 /// How a command ended.
 #[derive(Clone, Debug)]
 pub struct CommandOutcome {
-    /// SCSI status byte.
-    pub status: u8,
+    /// SCSI status.
+    pub status: ScsiStatus,
     /// Raw sense data (empty if none).
     pub sense_bytes: Bytes,
     /// Decoded sense data.
@@ -130,7 +131,7 @@ impl CommandOutcome {
 
     /// Whether the status is GOOD.
     pub fn is_good(&self) -> bool {
-        self.status == sluice_scsi::status::GOOD
+        self.status == ScsiStatus::Good
     }
 
     /// `Ok(self)` if GOOD, else [`Error::Scsi`] with the decoded sense.

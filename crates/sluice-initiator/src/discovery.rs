@@ -7,6 +7,7 @@
 //! See docs/initiator.md for how istgt's answer differs and what we do about it.
 
 use bytes::Bytes;
+use sluice_proto::pdu::codes::LogoutReason;
 use sluice_proto::pdu::{LogoutRequest, Pdu, TextRequest};
 use sluice_proto::seq::{Itt, Lun, SeqNum, Ttt};
 use sluice_proto::text::{encode_pairs, parse_pairs, TextAssembler, TextLimits};
@@ -60,7 +61,7 @@ pub async fn discover(portal: &str, opts: &ConnectOptions) -> Result<Vec<Discove
     // Logout is a courtesy (section 11.14); a target that just closes is fine too.
     let logout = Pdu::LogoutRequest(LogoutRequest {
         immediate: true,
-        reason: 0,
+        reason: LogoutReason::CloseSession,
         itt: Itt(2),
         cid: 0,
         cmd_sn,

@@ -18,6 +18,7 @@ use sluice_proto::initiator::{
     Completion, ConnId, Event, Failure, InitiatorSession, RequestId, TaskId,
 };
 use sluice_proto::params::SessionParams;
+use sluice_proto::pdu::codes::{ScsiStatus, TmfResponse};
 use sluice_proto::seq::Isid;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -39,7 +40,7 @@ const SEND_HIGH_WATER: usize = 8 << 20;
 /// Where a finished request's result goes.
 pub(crate) enum Waiter {
     Command(oneshot::Sender<Result<sluice_proto::initiator::CommandResult, Error>>),
-    TaskMgmt(oneshot::Sender<Result<u8, Error>>),
+    TaskMgmt(oneshot::Sender<Result<TmfResponse, Error>>),
     Ping(oneshot::Sender<Result<std::time::Duration, Error>>),
     Text(oneshot::Sender<Result<Vec<(String, String)>, Error>>),
     Logout(oneshot::Sender<Result<(), Error>>),
@@ -217,7 +218,7 @@ impl Shared {
         };
         let mut moved = 0;
         if let Completion::Command(_, result) = &c {
-            let ok = matches!(result, Ok(r) if r.status == sluice_scsi::status::GOOD);
+            let ok = matches!(result, Ok(r) if r.status == ScsiStatus::Good);
             let (latency, read, written) = match result {
                 Ok(r) => (
                     r.latency,
@@ -267,6 +268,7 @@ impl Shared {
             },
             Failure::Closed => Error::Closed,
             Failure::BadText => Error::Protocol("bad Text Response".into()),
+            Failure::Logout(code) => Error::Protocol(format!("logout refused: {code}")),
             _ => Error::Protocol(f.to_string()),
         }
     }

@@ -4,6 +4,7 @@ use std::fmt;
 
 use sluice_proto::framing::FrameError;
 use sluice_proto::login::{LoginError, LoginStatus};
+use sluice_proto::pdu::codes::{RejectReason, ScsiResponseCode, ScsiStatus};
 use sluice_proto::task::TaskError;
 use sluice_scsi::SenseData;
 
@@ -61,14 +62,18 @@ pub enum Error {
     #[error("{0}")]
     Scsi(ScsiFailure),
     /// The target answered with an iSCSI response code other than "completed at target".
-    #[error("target failure (iSCSI response {0:#04x})")]
-    TargetFailure(u8),
+    #[error("target failure (iSCSI response {code:#04x})", code = .0.code())]
+    TargetFailure(ScsiResponseCode),
     /// Task management (ABORT TASK, ABORT TASK SET, a reset) ended the command.
     #[error("command aborted by task management")]
     Aborted,
     /// The target rejected a PDU (RFC 7143 section 11.17.1 reason code).
-    #[error("target rejected the PDU: reason {0:#04x} ({reason})", reason = reject_reason(*.0))]
-    Rejected(u8),
+    #[error(
+        "target rejected the PDU: reason {code:#04x} ({words})",
+        code = .0.code(),
+        words = .0.description()
+    )]
+    Rejected(RejectReason),
     /// A timer ran out.
     #[error("timed out: {0}")]
     Timeout(&'static str),
@@ -121,51 +126,19 @@ impl From<TaskError> for Error {
 /// A command that ended with a non-GOOD status.
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub struct ScsiFailure {
-    /// The SCSI status byte.
-    pub status: u8,
+    /// The SCSI status.
+    pub status: ScsiStatus,
     /// Decoded sense data, if the target sent any it could decode.
     pub sense: Option<SenseData>,
 }
 
 impl fmt::Display for ScsiFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "SCSI status {}", status_name(self.status))?;
+        write!(f, "SCSI status {}", self.status)?;
         if let Some(s) = &self.sense {
             write!(f, ": {s}")?;
         }
         Ok(())
-    }
-}
-
-/// The name of a SCSI status byte (SAM-5 5.3).
-pub fn status_name(status: u8) -> &'static str {
-    match status {
-        0x00 => "GOOD",
-        0x02 => "CHECK CONDITION",
-        0x04 => "CONDITION MET",
-        0x08 => "BUSY",
-        0x18 => "RESERVATION CONFLICT",
-        0x28 => "TASK SET FULL",
-        0x30 => "ACA ACTIVE",
-        0x40 => "TASK ABORTED",
-        _ => "unknown status",
-    }
-}
-
-/// The words for a Reject reason (RFC 7143 section 11.17.1).
-pub fn reject_reason(reason: u8) -> &'static str {
-    match reason {
-        0x02 => "data digest error",
-        0x03 => "SNACK reject",
-        0x04 => "protocol error",
-        0x05 => "command not supported",
-        0x06 => "too many immediate commands",
-        0x07 => "task in progress",
-        0x08 => "invalid data ack",
-        0x09 => "invalid PDU field",
-        0x0a => "out of resources",
-        0x0c => "waiting for logout",
-        _ => "unknown reason",
     }
 }
 
@@ -177,7 +150,7 @@ mod tests {
     #[test]
     fn messages_are_in_words() {
         let e = Error::Scsi(ScsiFailure {
-            status: 2,
+            status: ScsiStatus::from(2),
             sense: Some(SenseData::new(SenseKey::ILLEGAL_REQUEST, 0x21, 0x00)),
         });
         let text = e.to_string();
@@ -192,6 +165,15 @@ mod tests {
         };
         assert!(e.to_string().contains("authentication failure"), "{e}");
         assert_eq!(e.login_status(), Some(LoginStatus::AUTH_FAILURE));
-        assert!(Error::Rejected(9).to_string().contains("invalid PDU field"));
+        let e = Error::Rejected(RejectReason::from(9));
+        assert_eq!(
+            e.to_string(),
+            "target rejected the PDU: reason 0x09 (invalid PDU field)"
+        );
+        let e = Error::Rejected(RejectReason::from(0x42));
+        assert_eq!(
+            e.to_string(),
+            "target rejected the PDU: reason 0x42 (unknown)"
+        );
     }
 }

@@ -57,12 +57,15 @@ pub mod url;
 pub use command::{Command, CommandOutcome, CommandStats, DataDirection};
 pub use counters::SessionCounters;
 pub use discovery::{discover, parse_send_targets, DiscoveredTarget};
-pub use error::{reject_reason, status_name, Error, ScsiFailure};
+pub use error::{Error, ScsiFailure};
 pub use options::{Chap, ConnectOptions, Direction, PduTrace, DEFAULT_INITIATOR_NAME};
-pub use scsi::{tmf, Capacity, StandardInquiry};
+pub use scsi::{Capacity, StandardInquiry};
 pub use session::{InFlight, Session, UNIT_ATTENTION_RETRIES};
 pub use sluice_proto::initiator::{ConnectionStats, Policy, TaskId};
 pub use url::IscsiUrl;
 
 pub use sluice_proto::params::SessionParams;
+pub use sluice_proto::pdu::codes::{
+    RejectReason, ScsiResponseCode, ScsiStatus, TmfFunction, TmfResponse,
+};
 pub use sluice_proto::task::Residual;

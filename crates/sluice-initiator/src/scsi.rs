@@ -1,27 +1,9 @@
-//! Decoders for the data-in of the common commands (SPC-4 / SBC-3), initiator side, and the
-//! Task Management function codes. All of them check lengths: target data never panics.
+//! Decoders for the data-in of the common commands (SPC-4 / SBC-3), initiator side. All of
+//! them check lengths: target data never panics.
 
 use bytes::Bytes;
 
 use crate::error::Error;
-
-/// Task Management function codes (RFC 7143 section 11.5.1).
-pub mod tmf {
-    /// ABORT TASK.
-    pub const ABORT_TASK: u8 = 1;
-    /// ABORT TASK SET.
-    pub const ABORT_TASK_SET: u8 = 2;
-    /// CLEAR ACA.
-    pub const CLEAR_ACA: u8 = 3;
-    /// CLEAR TASK SET.
-    pub const CLEAR_TASK_SET: u8 = 4;
-    /// LOGICAL UNIT RESET.
-    pub const LOGICAL_UNIT_RESET: u8 = 5;
-    /// TARGET WARM RESET.
-    pub const TARGET_WARM_RESET: u8 = 6;
-    /// TARGET COLD RESET.
-    pub const TARGET_COLD_RESET: u8 = 7;
-}
 
 /// Standard INQUIRY data (SPC-4 6.6.2).
 #[derive(Clone, Debug, Eq, PartialEq)]

@@ -8,6 +8,7 @@ use sluice_proto::initiator::{
     CommandResult, ConnId, ConnectionStats, InitiatorSession, SessionConfig, TaskId,
 };
 use sluice_proto::params::SessionParams;
+use sluice_proto::pdu::codes::{TmfFunction, TmfResponse};
 use sluice_proto::seq::Lun;
 use sluice_scsi::{cdb, SenseKey};
 use tokio::sync::{mpsc, oneshot};
@@ -311,16 +312,14 @@ impl Session {
             .map(drop)
     }
 
-    /// A Task Management Function Request (RFC 7143 section 11.5; `function` as in
-    /// [`tmf`](crate::tmf)); `referenced` names the command of ABORT TASK. Returns the
-    /// response code (0 = function complete); commands the function ended fail with
-    /// [`Error::Aborted`].
+    /// A Task Management Function Request (RFC 7143 section 11.5); `referenced` names the
+    /// command of ABORT TASK. Commands the function ended fail with [`Error::Aborted`].
     pub async fn task_management(
         &self,
-        function: u8,
+        function: TmfFunction,
         lun: u16,
         referenced: Option<TaskId>,
-    ) -> Result<u8, Error> {
+    ) -> Result<TmfResponse, Error> {
         let lun = Lun::from_number(lun);
         let rx = self.shared.call(
             |core, now| Key::Request(core.task_management(function, lun, referenced, now)),

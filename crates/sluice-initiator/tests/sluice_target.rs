@@ -55,7 +55,7 @@ async fn check_condition_is_decoded() {
         ))
         .await
         .unwrap();
-    assert_eq!(out.status, 2);
+    assert_eq!(out.status, sluice_initiator::ScsiStatus::CheckCondition);
     let err = out.check().unwrap_err();
     let text = err.to_string();
     assert!(text.contains("ILLEGAL REQUEST"), "{text}");
@@ -109,10 +109,10 @@ async fn nop_in_answered_tmf_and_ping() {
     assert!(c.nop_in() >= 2 && c.nop_out() >= 2, "{c:?}");
     assert!(s.ping().await.unwrap() < std::time::Duration::from_secs(1));
     let rsp = s
-        .task_management(sluice_initiator::tmf::LOGICAL_UNIT_RESET, 0, None)
+        .task_management(sluice_initiator::TmfFunction::LogicalUnitReset, 0, None)
         .await
         .unwrap();
-    assert_eq!(rsp, 0, "function complete");
+    assert_eq!(rsp, sluice_initiator::TmfResponse::FunctionComplete);
     s.logout().await.unwrap();
     assert!(traced.load(std::sync::atomic::Ordering::Relaxed) > 6);
 }

@@ -16,7 +16,8 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::pdu::{codes, Bhs, ParseError, Pdu, BHS_LEN, MAX_DATA_SEGMENT_LEN};
+use crate::pdu::codes::RejectReason;
+use crate::pdu::{Bhs, ParseError, Pdu, BHS_LEN, MAX_DATA_SEGMENT_LEN};
 use crate::seq::Itt;
 
 mod split;
@@ -129,13 +130,11 @@ impl FrameError {
 
     /// The Reject reason (RFC 7143 section 11.17.1) and the header to put in the Reject's data
     /// segment, for the errors a target answers with a Reject.
-    pub fn reject(&self) -> Option<(u8, &[u8; BHS_LEN])> {
+    pub fn reject(&self) -> Option<(RejectReason, &[u8; BHS_LEN])> {
         match self {
-            FrameError::DataDigest { header, .. } => {
-                Some((codes::reject::DATA_DIGEST_ERROR, header))
-            }
+            FrameError::DataDigest { header, .. } => Some((RejectReason::DataDigestError, header)),
             FrameError::UnknownOpcode { header, .. } => {
-                Some((codes::reject::COMMAND_NOT_SUPPORTED, header))
+                Some((RejectReason::CommandNotSupported, header))
             }
             FrameError::Malformed { error, header } => Some((error.reject_reason(), header)),
             FrameError::HeaderDigest { .. } | FrameError::SegmentTooLong { .. } => None,

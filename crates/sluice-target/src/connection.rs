@@ -489,8 +489,8 @@ async fn login_phase(ctx: &Context, reader: &mut Reader, outbox: &mut Outbox) ->
             LoginStep::Fail(rsp) => {
                 warn!(
                     initiator = ?initiator_name(&req.data),
-                    class = rsp.status_class,
-                    detail = rsp.status_detail,
+                    class = rsp.status.class,
+                    detail = rsp.status.detail,
                     "login refused"
                 );
                 let _ = send_login(outbox, rsp).await;

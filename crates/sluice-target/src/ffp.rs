@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use sluice_proto::pdu::codes::ScsiStatus;
 use sluice_proto::pdu::{Cdb, Pdu};
 use sluice_proto::seq::Lun;
 use sluice_proto::target::{
@@ -233,7 +234,12 @@ impl<'a> Connection<'a> {
     /// Runs one command on the SCSI layer.
     async fn execute(&mut self, work: ScsiWork) -> Result<ScsiCompletion, End> {
         let Some(target) = self.target else {
-            return Ok(ScsiCompletion::default());
+            // Discovery sessions have no LUNs; the core never asks them to run a command.
+            return Ok(ScsiCompletion {
+                status: ScsiStatus::Good,
+                sense: Bytes::new(),
+                data: Bytes::new(),
+            });
         };
         let blocking = target.blocking_luns.contains(&work.lun.0);
         let mut buf = std::mem::take(&mut self.data_in_buf);
@@ -305,7 +311,7 @@ fn run(
         None => buf.split().freeze(),
     };
     let completion = ScsiCompletion {
-        status: result.status,
+        status: ScsiStatus::from(result.status),
         sense: result.sense_bytes().map(Bytes::from).unwrap_or_default(),
         data,
     };

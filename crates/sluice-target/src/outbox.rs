@@ -200,6 +200,7 @@ impl Outbox {
 mod tests {
     use super::*;
     use sluice_proto::framing::encode;
+    use sluice_proto::pdu::codes::ScsiStatus;
     use sluice_proto::pdu::DataIn;
     use sluice_proto::seq::{Itt, Lun, Ttt};
     use tokio::io::AsyncReadExt;
@@ -219,7 +220,7 @@ mod tests {
             overflow: false,
             underflow: false,
             status_present: false,
-            status: 0,
+            status: ScsiStatus::Good,
             lun: Lun::default(),
             itt: Itt(9),
             ttt: Ttt::RESERVED,

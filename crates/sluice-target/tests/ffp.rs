@@ -7,7 +7,9 @@ mod support;
 use std::time::Duration;
 
 use bytes::Bytes;
-use sluice_proto::pdu::codes::{reject, tmf, tmf_response};
+use sluice_proto::pdu::codes::{
+    LogoutReason, LogoutResponseCode, RejectReason, TmfFunction, TmfResponse,
+};
 use sluice_proto::pdu::{LogoutRequest, NopOut, Pdu, TextRequest};
 use sluice_proto::seq::{Itt, Lun, SeqNum, Ttt};
 use sluice_proto::text::{encode_pairs, parse_pairs, TextLimits};
@@ -189,7 +191,7 @@ async fn unknown_opcode_is_rejected_with_command_not_supported() {
     p.send_raw(&bhs).await;
     match p.expect().await {
         Pdu::Reject(r) => {
-            assert_eq!(r.reason, reject::COMMAND_NOT_SUPPORTED);
+            assert_eq!(r.reason, RejectReason::CommandNotSupported);
             assert_eq!(&r.data[..], &bhs[..], "the Reject quotes the header");
         }
         other => panic!("expected Reject, got {other:?}"),
@@ -274,7 +276,7 @@ async fn data_digest_error_is_rejected_and_connection_continues() {
     p.send_raw(&bytes).await;
     match p.expect().await {
         Pdu::Reject(r) => {
-            assert_eq!(r.reason, reject::DATA_DIGEST_ERROR);
+            assert_eq!(r.reason, RejectReason::DataDigestError);
             assert_eq!(
                 u32::from_be_bytes(r.data[16..20].try_into().unwrap()),
                 itt.0
@@ -296,7 +298,7 @@ async fn scsi_command_on_a_discovery_session_is_rejected() {
     let cmd = p.scsi_command(&read10(0, 1), true, false, BLOCK as u32);
     p.send(&Pdu::ScsiCommand(cmd)).await;
     match p.expect().await {
-        Pdu::Reject(r) => assert_eq!(r.reason, reject::PROTOCOL_ERROR),
+        Pdu::Reject(r) => assert_eq!(r.reason, RejectReason::ProtocolError),
         other => panic!("expected Reject, got {other:?}"),
     }
     p.assert_alive().await;
@@ -355,7 +357,7 @@ async fn logout_is_answered_and_the_connection_closed() {
     let itt = p.itt();
     let req = LogoutRequest {
         immediate: true,
-        reason: 0,
+        reason: LogoutReason::CloseSession,
         itt,
         cid: 0,
         cmd_sn: p.cmd_sn,
@@ -365,7 +367,7 @@ async fn logout_is_answered_and_the_connection_closed() {
     match p.expect().await {
         Pdu::LogoutResponse(r) => {
             assert_eq!(r.itt, itt);
-            assert_eq!(r.response, 0);
+            assert_eq!(r.response, LogoutResponseCode::Closed);
         }
         other => panic!("expected Logout Response, got {other:?}"),
     }
@@ -382,12 +384,12 @@ async fn abort_task_for_a_completed_command_says_task_does_not_exist() {
     let (itt, sn) = (cmd.itt, cmd.cmd_sn);
     p.send(&Pdu::ScsiCommand(cmd)).await;
     assert_eq!(p.completion(itt).await.status, 0);
-    let req = p.tmf(tmf::ABORT_TASK, itt, sn);
+    let req = p.tmf(TmfFunction::AbortTask, itt, sn);
     let tmf_itt = req.itt;
     p.send(&Pdu::TaskMgmtRequest(req)).await;
     let r = p.expect_tmf_response().await;
     assert_eq!(r.itt, tmf_itt);
-    assert_eq!(r.response, tmf_response::TASK_DOES_NOT_EXIST);
+    assert_eq!(r.response, TmfResponse::TaskDoesNotExist);
 }
 
 #[tokio::test]
@@ -400,10 +402,10 @@ async fn abort_task_for_a_write_waiting_on_r2t_completes_and_the_write_never_ans
     let r2t = p.expect_r2t().await;
     assert_eq!(r2t.itt, itt);
 
-    let req = p.tmf(tmf::ABORT_TASK, itt, sn);
+    let req = p.tmf(TmfFunction::AbortTask, itt, sn);
     p.send(&Pdu::TaskMgmtRequest(req)).await;
     let r = p.expect_tmf_response().await;
-    assert_eq!(r.response, tmf_response::FUNCTION_COMPLETE);
+    assert_eq!(r.response, TmfResponse::FunctionComplete);
 
     // Late data for the aborted task (FastAbort initiators send some): dropped silently, and
     // no SCSI Response for the aborted task ever comes.
@@ -425,11 +427,11 @@ async fn abort_task_for_a_write_waiting_on_r2t_completes_and_the_write_never_ans
 async fn lu_reset_completes_and_the_next_command_gets_unit_attention() {
     let h = Harness::new(config());
     let (mut p, _task) = h.logged_in().await;
-    let req = p.tmf(tmf::LOGICAL_UNIT_RESET, Itt::RESERVED, p.cmd_sn);
+    let req = p.tmf(TmfFunction::LogicalUnitReset, Itt::RESERVED, p.cmd_sn);
     p.send(&Pdu::TaskMgmtRequest(req)).await;
     assert_eq!(
         p.expect_tmf_response().await.response,
-        tmf_response::FUNCTION_COMPLETE
+        TmfResponse::FunctionComplete
     );
     let c = p.command(&tur(), 0).await;
     assert_eq!(c.status, 2, "{c:?}");
@@ -438,12 +440,12 @@ async fn lu_reset_completes_and_the_next_command_gets_unit_attention() {
     assert_eq!(p.command(&tur(), 0).await.status, 0);
 
     // A LUN that does not exist.
-    let mut req = p.tmf(tmf::LOGICAL_UNIT_RESET, Itt::RESERVED, p.cmd_sn);
+    let mut req = p.tmf(TmfFunction::LogicalUnitReset, Itt::RESERVED, p.cmd_sn);
     req.lun = Lun::from_number(5);
     p.send(&Pdu::TaskMgmtRequest(req)).await;
     assert_eq!(
         p.expect_tmf_response().await.response,
-        tmf_response::LUN_DOES_NOT_EXIST
+        TmfResponse::LunDoesNotExist
     );
 }
 

@@ -5,7 +5,7 @@
 mod support;
 
 use rand::{Rng, SeedableRng};
-use sluice_proto::pdu::codes::reject;
+use sluice_proto::pdu::codes::RejectReason;
 use sluice_proto::pdu::Pdu;
 use support::*;
 
@@ -40,7 +40,7 @@ async fn malformed_ahs(h: &Harness) {
     p.send_raw(&bytes).await;
     match p.expect().await {
         Pdu::Reject(r) => assert!(
-            [reject::PROTOCOL_ERROR, reject::INVALID_PDU_FIELD].contains(&r.reason),
+            [RejectReason::ProtocolError, RejectReason::InvalidPduField].contains(&r.reason),
             "{r:?}"
         ),
         other => panic!("expected Reject, got {other:?}"),

@@ -12,7 +12,7 @@ use sluice_target::config::{Acl, ChapCredentials, Limits};
 use support::*;
 
 fn status(rsp: &sluice_proto::pdu::LoginResponse) -> u16 {
-    (u16::from(rsp.status_class) << 8) | u16::from(rsp.status_detail)
+    (u16::from(rsp.status.class) << 8) | u16::from(rsp.status.detail)
 }
 
 /// A refused login gets exactly one Login Response with `expected`, then the connection ends

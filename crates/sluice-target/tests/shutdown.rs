@@ -7,7 +7,7 @@ mod support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use sluice_proto::pdu::codes::async_event;
+use sluice_proto::pdu::codes::{AsyncEvent, LogoutReason, LogoutResponseCode};
 use sluice_proto::pdu::{LogoutRequest, Pdu};
 use support::*;
 
@@ -45,7 +45,7 @@ async fn shutdown_asks_sessions_to_log_out_and_run_returns_after_logout() {
         Pdu::AsyncMessage(m) => m,
         other => panic!("expected an Async Message, got {other:?}"),
     };
-    assert_eq!(msg.async_event, async_event::LOGOUT_REQUESTED);
+    assert_eq!(msg.async_event, AsyncEvent::LogoutRequested);
     assert!(msg.parameter3 >= 1, "Parameter3 gives the time to log out");
     d.expect_closed().await;
 
@@ -56,7 +56,7 @@ async fn shutdown_asks_sessions_to_log_out_and_run_returns_after_logout() {
     let itt = p.itt();
     let req = LogoutRequest {
         immediate: true,
-        reason: 0,
+        reason: LogoutReason::CloseSession,
         itt,
         cid: 0,
         cmd_sn: p.cmd_sn,
@@ -64,7 +64,9 @@ async fn shutdown_asks_sessions_to_log_out_and_run_returns_after_logout() {
     };
     p.send(&Pdu::LogoutRequest(req)).await;
     match p.expect().await {
-        Pdu::LogoutResponse(r) => assert_eq!((r.itt, r.response), (itt, 0)),
+        Pdu::LogoutResponse(r) => {
+            assert_eq!((r.itt, r.response), (itt, LogoutResponseCode::Closed))
+        }
         other => panic!("expected a Logout Response, got {other:?}"),
     }
     p.expect_closed().await;

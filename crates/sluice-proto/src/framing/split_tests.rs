@@ -5,6 +5,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::framing::{encode, Digests};
+use crate::pdu::codes::ScsiStatus;
 use crate::pdu::{NopIn, Pdu};
 use crate::seq::{Itt, Lun, SeqNum, Ttt};
 
@@ -15,7 +16,7 @@ fn data_in(len: usize) -> DataIn {
         overflow: false,
         underflow: true,
         status_present: true,
-        status: 0,
+        status: ScsiStatus::Good,
         lun: Lun(0),
         itt: Itt(9),
         ttt: Ttt::RESERVED,

@@ -113,10 +113,7 @@ fn corrupt_data_digest_is_rejected_and_the_stream_goes_on() {
     };
     assert_eq!((*opcode, *itt), (crate::pdu::opcode::NOP_OUT, Itt(7)));
     assert!(err.can_continue());
-    assert_eq!(
-        err.reject(),
-        Some((codes::reject::DATA_DIGEST_ERROR, header))
-    );
+    assert_eq!(err.reject(), Some((RejectReason::DataDigestError, header)));
     assert_eq!(framer.decode(&mut buf), Ok(Some(nop_out(b"next"))));
 }
 
@@ -175,7 +172,7 @@ fn unknown_opcode_is_consumed_and_rejected() {
     assert!(err.can_continue());
     assert_eq!(
         err.reject().map(|(r, _)| r),
-        Some(codes::reject::COMMAND_NOT_SUPPORTED)
+        Some(RejectReason::CommandNotSupported)
     );
     assert_eq!(framer.decode(&mut buf), Ok(Some(nop_out(b"ok"))));
 }
@@ -194,7 +191,7 @@ fn malformed_ahs_is_consumed_and_rejected_as_protocol_error() {
     assert!(matches!(err, FrameError::Malformed { .. }), "{err:?}");
     assert_eq!(
         err.reject().map(|(r, _)| r),
-        Some(codes::reject::PROTOCOL_ERROR)
+        Some(RejectReason::ProtocolError)
     );
     assert_eq!(framer.decode(&mut buf), Ok(Some(nop_out(b""))));
 }

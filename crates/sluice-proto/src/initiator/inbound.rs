@@ -8,13 +8,10 @@ use bytes::Bytes;
 use super::connection::ConnState;
 use super::task::{Progress, Task};
 use super::{CloseReason, Completion, ConnId, Failure, InitiatorSession};
-use crate::pdu::codes::async_event;
+use crate::pdu::codes::{AsyncEvent, ScsiStatus};
 use crate::pdu::{AsyncMessage, DataIn, NopOut, Pdu};
 use crate::seq::{Itt, SeqNum, Ttt};
 use crate::task::initiator::{Placement, TaskStatus};
-
-/// SCSI status GOOD (SAM-5).
-const GOOD: u8 = 0x00;
 
 impl InitiatorSession {
     /// A PDU received on `conn` at `now`.
@@ -183,7 +180,7 @@ impl InitiatorSession {
     }
 
     pub(super) fn finish_task(&mut self, t: Task, result: Result<super::CommandResult, Failure>) {
-        let ok = matches!(&result, Ok(r) if r.status == GOOD);
+        let ok = matches!(&result, Ok(r) if r.status == ScsiStatus::Good);
         let read = result.as_ref().map_or(0, |r| r.data.len() as u64);
         let written = if ok { t.write_len() } else { 0 };
         if let Some(c) = self.find_mut(t.conn) {
@@ -200,7 +197,7 @@ impl InitiatorSession {
             // "The initiator MUST honor this request by issuing a Logout as early as possible":
             // of this connection when others remain, else of the session, which is then
             // reinstated so that its users see no failure.
-            async_event::LOGOUT_REQUESTED => {
+            AsyncEvent::LogoutRequested => {
                 let others = self
                     .conns
                     .iter()
@@ -217,7 +214,7 @@ impl InitiatorSession {
                 }
             }
             // The target drops the connection named by Parameter1, or all of them.
-            async_event::DROP_CONNECTION => {
+            AsyncEvent::DropConnection => {
                 let named = self
                     .conns
                     .iter()
@@ -227,7 +224,7 @@ impl InitiatorSession {
                     self.fail_connection(named, CloseReason::DroppedByTarget);
                 }
             }
-            async_event::DROP_ALL_CONNECTIONS => {
+            AsyncEvent::DropAllConnections => {
                 let all: Vec<ConnId> = self.connections().collect();
                 for c in all {
                     self.fail_connection(c, CloseReason::DroppedByTarget);

@@ -46,6 +46,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use crate::params::SessionParams;
+use crate::pdu::codes::{
+    LogoutResponseCode, RejectReason, ScsiResponseCode, ScsiStatus, TmfResponse,
+};
 use crate::pdu::{Cdb, TaskAttr};
 use crate::seq::{Itt, Lun, SeqNum};
 use crate::task::initiator::IttAllocator;
@@ -124,8 +127,8 @@ pub struct CommandStats {
 /// How a command ended at the target.
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub struct CommandResult {
-    /// SCSI status byte.
-    pub status: u8,
+    /// SCSI status.
+    pub status: ScsiStatus,
     /// Sense data without its SenseLength prefix (empty if none).
     pub sense: Bytes,
     /// Residual (section 11.4.5.1).
@@ -144,9 +147,9 @@ pub struct CommandResult {
 #[derive(Clone, Copy, Debug, Eq, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Failure {
-    /// The target rejected the request's PDU (section 11.17.1 reason code).
-    #[error("target rejected the PDU: reason {0:#04x}")]
-    Rejected(u8),
+    /// The target rejected the request's PDU (section 11.17.1).
+    #[error("target rejected the PDU: {0}")]
+    Rejected(RejectReason),
     /// Task management ended the command.
     #[error("aborted by task management")]
     Aborted,
@@ -154,8 +157,11 @@ pub enum Failure {
     #[error("command data transfer: {0}")]
     Task(TaskError),
     /// The target answered with an iSCSI response code other than "completed at target".
-    #[error("target failure (iSCSI response {0:#04x})")]
-    TargetFailure(u8),
+    #[error("target failure (iSCSI response {0})")]
+    TargetFailure(ScsiResponseCode),
+    /// The target refused a logout (section 11.15.1).
+    #[error("logout refused: {0}")]
+    Logout(LogoutResponseCode),
     /// The connection carrying the request was lost and it could not be retried.
     #[error("connection lost")]
     ConnectionLost,
@@ -187,8 +193,8 @@ pub struct ConnId(u32);
 pub enum Completion {
     /// A SCSI command.
     Command(TaskId, Result<CommandResult, Failure>),
-    /// A task management function: the target's response code (section 11.6.1).
-    TaskMgmt(RequestId, Result<u8, Failure>),
+    /// A task management function: the target's response (section 11.6.1).
+    TaskMgmt(RequestId, Result<TmfResponse, Failure>),
     /// A NOP-Out ping: the round-trip time.
     Ping(RequestId, Result<Duration, Failure>),
     /// A text exchange: the key=value pairs of the answer.

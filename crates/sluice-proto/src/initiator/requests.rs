@@ -9,7 +9,7 @@ use bytes::{Bytes, BytesMut};
 use super::connection::ConnState;
 use super::{CloseReason, Completion, ConnId, Event, Failure, InitiatorSession, RequestId, TaskId};
 use crate::login::LOGIN_SEGMENT_MAX;
-use crate::pdu::codes::{logout_reason, logout_response, tmf, tmf_response};
+use crate::pdu::codes::{LogoutReason, LogoutResponseCode, TmfFunction, TmfResponse};
 use crate::pdu::{LogoutRequest, NopOut, Pdu, TaskMgmtRequest, TextRequest};
 use crate::seq::{Itt, Lun, SeqNum, Ttt};
 use crate::text::{encode_pairs, parse_pairs, TextLimits};
@@ -20,7 +20,7 @@ pub(super) enum Request {
     TaskMgmt {
         id: RequestId,
         conn: ConnId,
-        function: u8,
+        function: TmfFunction,
         lun: Lun,
         /// The function's CmdSN: task-set functions affect tasks issued before it.
         cmd_sn: SeqNum,
@@ -76,7 +76,7 @@ impl InitiatorSession {
     /// TASK; task-set functions and resets affect the tasks issued before them.
     pub fn task_management(
         &mut self,
-        function: u8,
+        function: TmfFunction,
         lun: Lun,
         referenced: Option<TaskId>,
         now: Instant,
@@ -89,7 +89,7 @@ impl InitiatorSession {
                 .find(|(_, t)| t.queued.id == r)
                 .map(|(itt, t)| (*itt, t.cmd_sn, t.conn, t.queued.command.lun))
         });
-        if function & 0x7f == tmf::ABORT_TASK {
+        if function == TmfFunction::AbortTask {
             if let Some(pos) = referenced.and_then(|r| self.waiting.iter().position(|q| q.id == r))
             {
                 // Never sent: it ends here, and there is nothing to ask the target.
@@ -97,10 +97,8 @@ impl InitiatorSession {
                     self.completions
                         .push_back(Completion::Command(q.id, Err(Failure::Aborted)));
                 }
-                self.completions.push_back(Completion::TaskMgmt(
-                    id,
-                    Ok(tmf_response::FUNCTION_COMPLETE),
-                ));
+                self.completions
+                    .push_back(Completion::TaskMgmt(id, Ok(TmfResponse::FunctionComplete)));
                 return id;
             }
         }
@@ -138,7 +136,7 @@ impl InitiatorSession {
             Request::TaskMgmt {
                 id,
                 conn,
-                function: function & 0x7f,
+                function,
                 lun,
                 cmd_sn,
                 referenced,
@@ -240,12 +238,7 @@ impl InitiatorSession {
             return;
         };
         let itt = self.next_itt();
-        let pdu = logout_request(
-            itt,
-            self.window.immediate(),
-            logout_reason::CLOSE_SESSION,
-            0,
-        );
+        let pdu = logout_request(itt, self.window.immediate(), LogoutReason::CloseSession, 0);
         self.queue_request(
             conn,
             itt,
@@ -271,7 +264,7 @@ impl InitiatorSession {
             let pdu = logout_request(
                 itt,
                 self.window.immediate(),
-                logout_reason::CLOSE_CONNECTION,
+                LogoutReason::CloseConnection,
                 cid,
             );
             self.queue_request(
@@ -297,7 +290,7 @@ impl InitiatorSession {
     /// A Task Management Function Response (section 11.6). "Function complete" ends the
     /// tasks the function affected that are still outstanding here: the target sends them no
     /// answer (and answered, before this, every one it did not end; section 11.6.2).
-    pub(super) fn answer_tmf(&mut self, itt: Itt, response: u8, now: Instant) {
+    pub(super) fn answer_tmf(&mut self, itt: Itt, response: TmfResponse, now: Instant) {
         let Some(Request::TaskMgmt {
             id,
             function,
@@ -309,16 +302,20 @@ impl InitiatorSession {
         else {
             return;
         };
-        if response == tmf_response::FUNCTION_COMPLETE {
+        if response == TmfResponse::FunctionComplete {
             let affected: Vec<Itt> = self
                 .tasks
                 .iter()
                 .filter(|(task_itt, t)| match function {
-                    tmf::ABORT_TASK => **task_itt == referenced,
-                    tmf::ABORT_TASK_SET | tmf::CLEAR_TASK_SET | tmf::LOGICAL_UNIT_RESET => {
+                    TmfFunction::AbortTask => **task_itt == referenced,
+                    TmfFunction::AbortTaskSet
+                    | TmfFunction::ClearTaskSet
+                    | TmfFunction::LogicalUnitReset => {
                         t.queued.command.lun == lun && t.cmd_sn.lt(cmd_sn)
                     }
-                    tmf::TARGET_WARM_RESET | tmf::TARGET_COLD_RESET => t.cmd_sn.lt(cmd_sn),
+                    TmfFunction::TargetWarmReset | TmfFunction::TargetColdReset => {
+                        t.cmd_sn.lt(cmd_sn)
+                    }
                     _ => false,
                 })
                 .map(|(itt, _)| *itt)
@@ -370,16 +367,16 @@ impl InitiatorSession {
     }
 
     /// A Logout Response (section 11.15).
-    pub(super) fn answer_logout(&mut self, itt: Itt, response: u8) {
+    pub(super) fn answer_logout(&mut self, itt: Itt, response: LogoutResponseCode) {
         let Some(Request::Logout { id, conn, session }) =
             self.take_request(itt, |r| matches!(r, Request::Logout { .. }))
         else {
             return;
         };
-        if response != logout_response::CLOSED {
+        if response != LogoutResponseCode::Closed {
             if let Some(id) = id {
                 self.completions
-                    .push_back(Completion::Logout(id, Err(Failure::Rejected(response))));
+                    .push_back(Completion::Logout(id, Err(Failure::Logout(response))));
             }
             if !session {
                 if let Some(c) = self.find_mut(conn) {
@@ -580,7 +577,7 @@ fn text_request(itt: Itt, cmd_sn: SeqNum, ttt: Ttt, data: Bytes) -> Pdu {
     })
 }
 
-fn logout_request(itt: Itt, cmd_sn: SeqNum, reason: u8, cid: u16) -> Pdu {
+fn logout_request(itt: Itt, cmd_sn: SeqNum, reason: LogoutReason, cid: u16) -> Pdu {
     Pdu::LogoutRequest(LogoutRequest {
         immediate: true,
         reason,

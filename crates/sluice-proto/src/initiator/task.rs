@@ -8,13 +8,11 @@ use bytes::Bytes;
 
 use super::{Command, CommandData, CommandResult, CommandStats, ConnId, Failure, TaskId};
 use crate::params::SessionParams;
+use crate::pdu::codes::{ScsiResponseCode, ScsiStatus};
 use crate::pdu::{DataIn, Pdu, R2t, ScsiCommand, ScsiResponse};
 use crate::seq::{Itt, SeqNum};
 use crate::task::initiator::{InitiatorRead, InitiatorWrite, Placement, ReadProgress, TaskStatus};
 use crate::task::TaskError;
-
-/// SCSI status GOOD (SAM-5).
-const GOOD: u8 = 0x00;
 
 /// A command not (or no longer) on the wire.
 #[derive(Debug)]
@@ -183,14 +181,14 @@ impl Task {
 
     /// The SCSI Response (section 11.4).
     pub(super) fn handle_response(&mut self, rsp: &ScsiResponse) -> Progress {
-        if rsp.response != 0 {
+        if rsp.response != ScsiResponseCode::Completed {
             return Progress::Done(Err(Failure::TargetFailure(rsp.response)));
         }
         let result = match &mut self.state {
             // A failed read's data does not matter. tgtd (1.0.85) sends a Data-In before a
             // CHECK CONDITION but reports ExpDataSN 0 (section 11.4.8 wants the Data-In
             // count), which the strict reassembly check would call inconsistent.
-            State::Read(_) if rsp.status != GOOD => {
+            State::Read(_) if rsp.status != ScsiStatus::Good => {
                 TaskStatus::from_response(rsp).map(|s| (Bytes::new(), s))
             }
             State::Read(r) => match r.handle_response(rsp) {

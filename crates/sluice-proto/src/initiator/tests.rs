@@ -6,7 +6,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::*;
-use crate::pdu::codes::{async_event, logout_response, tmf, tmf_response};
+use crate::pdu::codes::{
+    AsyncEvent, LogoutReason, LogoutResponseCode, RejectReason, ScsiResponseCode, ScsiStatus,
+    TmfFunction, TmfResponse,
+};
 use crate::pdu::{
     AsyncMessage, DataIn, LogoutResponse, NopIn, Pdu, R2t, Reject, ScsiResponse, TaskMgmtResponse,
     TextResponse,
@@ -84,8 +87,8 @@ impl Rig {
             bidi_underflow: false,
             overflow: false,
             underflow: false,
-            response: 0,
-            status: 0,
+            response: ScsiResponseCode::Completed,
+            status: ScsiStatus::Good,
             itt,
             snack_tag: 0,
             stat_sn,
@@ -170,7 +173,7 @@ fn a_read_is_sent_and_its_data_in_completes_it() {
             overflow: false,
             underflow: false,
             status_present: true,
-            status: 0,
+            status: ScsiStatus::Good,
             lun: Lun(0),
             itt,
             ttt: Ttt::RESERVED,
@@ -304,7 +307,8 @@ fn abort_task_ends_the_task_and_task_sets_end_what_came_before_them() {
     let a = r.s.submit(read(0, 512), r.now);
     let b = r.s.submit(read(0, 512), r.now);
     let sent = commands(&r.drain(0));
-    let req = r.s.task_management(tmf::ABORT_TASK, Lun(0), Some(a), r.now);
+    let req =
+        r.s.task_management(TmfFunction::AbortTask, Lun(0), Some(a), r.now);
     let Pdu::TaskMgmtRequest(t) = &r.drain(0)[0] else {
         panic!()
     };
@@ -313,7 +317,7 @@ fn abort_task_ends_the_task_and_task_sets_end_what_came_before_them() {
     r.send(
         0,
         Pdu::TaskMgmtResponse(TaskMgmtResponse {
-            response: tmf_response::FUNCTION_COMPLETE,
+            response: TmfResponse::FunctionComplete,
             itt: t.itt,
             stat_sn,
             exp_cmd_sn: SeqNum(3),
@@ -325,12 +329,12 @@ fn abort_task_ends_the_task_and_task_sets_end_what_came_before_them() {
         done,
         [
             Completion::Command(a, Err(Failure::Aborted)),
-            Completion::TaskMgmt(req, Ok(tmf_response::FUNCTION_COMPLETE))
+            Completion::TaskMgmt(req, Ok(TmfResponse::FunctionComplete))
         ]
     );
     // ABORT TASK SET: B (before it) ends; C, sent after it, goes on.
     let set =
-        r.s.task_management(tmf::ABORT_TASK_SET, Lun(0), None, r.now);
+        r.s.task_management(TmfFunction::AbortTaskSet, Lun(0), None, r.now);
     let c = r.s.submit(read(0, 512), r.now);
     let pdus = r.drain(0);
     let Pdu::TaskMgmtRequest(t) = &pdus[0] else {
@@ -340,7 +344,7 @@ fn abort_task_ends_the_task_and_task_sets_end_what_came_before_them() {
     r.send(
         0,
         Pdu::TaskMgmtResponse(TaskMgmtResponse {
-            response: tmf_response::FUNCTION_COMPLETE,
+            response: TmfResponse::FunctionComplete,
             itt: t.itt,
             stat_sn,
             exp_cmd_sn: SeqNum(4),
@@ -352,7 +356,7 @@ fn abort_task_ends_the_task_and_task_sets_end_what_came_before_them() {
         done,
         [
             Completion::Command(b, Err(Failure::Aborted)),
-            Completion::TaskMgmt(set, Ok(tmf_response::FUNCTION_COMPLETE))
+            Completion::TaskMgmt(set, Ok(TmfResponse::FunctionComplete))
         ]
     );
     assert_eq!(r.s.in_flight(), 1);
@@ -368,13 +372,13 @@ fn abort_of_a_command_still_waiting_needs_no_target() {
     let waiting = r.s.submit(read(0, 512), r.now);
     r.drain(0);
     let req =
-        r.s.task_management(tmf::ABORT_TASK, Lun(0), Some(waiting), r.now);
+        r.s.task_management(TmfFunction::AbortTask, Lun(0), Some(waiting), r.now);
     assert!(r.drain(0).is_empty());
     assert_eq!(
         r.completions(),
         [
             Completion::Command(waiting, Err(Failure::Aborted)),
-            Completion::TaskMgmt(req, Ok(tmf_response::FUNCTION_COMPLETE))
+            Completion::TaskMgmt(req, Ok(TmfResponse::FunctionComplete))
         ]
     );
 }
@@ -451,7 +455,7 @@ fn text_fetches_a_continued_answer() {
     assert_eq!(r.completions(), [Completion::Text(id, Ok(expected))]);
 }
 
-fn logout_response(itt: Itt, response: u8, stat_sn: SeqNum) -> Pdu {
+fn logout_response(itt: Itt, response: LogoutResponseCode, stat_sn: SeqNum) -> Pdu {
     Pdu::LogoutResponse(LogoutResponse {
         response,
         itt,
@@ -485,9 +489,9 @@ fn logging_out_one_connection_drains_it_and_the_others_go_on() {
     let Pdu::LogoutRequest(l) = &pdus[0] else {
         panic!("{pdus:?}")
     };
-    assert_eq!((l.reason, l.cid), (1, 0));
+    assert_eq!((l.reason, l.cid), (LogoutReason::CloseConnection, 0));
     let sn = r.next_stat_sn(0);
-    r.send(0, logout_response(l.itt, logout_response::CLOSED, sn));
+    r.send(0, logout_response(l.itt, LogoutResponseCode::Closed, sn));
     assert!(r.completions().contains(&Completion::Logout(id, Ok(()))));
     assert_eq!(r.events(), [Event::Close(r.ids[0], CloseReason::Logout)]);
     r.s.handle_connection_closed(r.ids[0], r.now);
@@ -504,9 +508,9 @@ fn logging_out_the_session_ends_everything() {
     let Pdu::LogoutRequest(l) = &r.drain(0)[0] else {
         panic!()
     };
-    assert_eq!(l.reason, 0);
+    assert_eq!(l.reason, LogoutReason::CloseSession);
     let sn = r.next_stat_sn(0);
-    r.send(0, logout_response(l.itt, logout_response::CLOSED, sn));
+    r.send(0, logout_response(l.itt, LogoutResponseCode::Closed, sn));
     let done = r.completions();
     assert!(done.contains(&Completion::Logout(id, Ok(()))));
     assert!(done.contains(&Completion::Command(cmd, Err(Failure::Closed))));
@@ -609,24 +613,24 @@ fn the_target_asking_one_of_two_connections_to_log_out() {
         })
     };
     let sn = r.next_stat_sn(1);
-    r.send(1, msg(async_event::LOGOUT_REQUESTED, sn));
+    r.send(1, msg(AsyncEvent::LogoutRequested, sn));
     let Pdu::LogoutRequest(l) = &r.drain(1)[0] else {
         panic!()
     };
-    assert_eq!((l.reason, l.cid), (1, 1));
+    assert_eq!((l.reason, l.cid), (LogoutReason::CloseConnection, 1));
     // Now the last one: the session logs out and is reinstated.
     let sn = r.next_stat_sn(1);
-    r.send(1, logout_response(l.itt, logout_response::CLOSED, sn));
+    r.send(1, logout_response(l.itt, LogoutResponseCode::Closed, sn));
     r.s.handle_connection_closed(r.ids[1], r.now);
     r.events();
     let sn = r.next_stat_sn(0);
-    r.send(0, msg(async_event::LOGOUT_REQUESTED, sn));
+    r.send(0, msg(AsyncEvent::LogoutRequested, sn));
     let Pdu::LogoutRequest(l) = &r.drain(0)[0] else {
         panic!()
     };
-    assert_eq!(l.reason, 0);
+    assert_eq!(l.reason, LogoutReason::CloseSession);
     let sn = r.next_stat_sn(0);
-    r.send(0, logout_response(l.itt, logout_response::CLOSED, sn));
+    r.send(0, logout_response(l.itt, LogoutResponseCode::Closed, sn));
     assert!(r.events().contains(&Event::Reinstate));
 }
 
@@ -641,7 +645,7 @@ fn a_rejected_command_fails() {
     r.send(
         0,
         Pdu::Reject(Reject {
-            reason: 0x09,
+            reason: RejectReason::InvalidPduField,
             stat_sn: sn,
             exp_cmd_sn: SeqNum(2),
             max_cmd_sn: SeqNum(9),
@@ -651,7 +655,10 @@ fn a_rejected_command_fails() {
     );
     assert_eq!(
         r.completions(),
-        [Completion::Command(a, Err(Failure::Rejected(0x09)))]
+        [Completion::Command(
+            a,
+            Err(Failure::Rejected(RejectReason::InvalidPduField))
+        )]
     );
 }
 

@@ -253,7 +253,7 @@ impl InitiatorLogin {
         if self.finished || self.responses > MAX_LOGIN_RESPONSES {
             return Err(Protocol("unexpected Login Response"));
         }
-        let status = LoginStatus::new(rsp.status_class, rsp.status_detail);
+        let status = rsp.status;
         if status.class == 1 {
             self.finished = true;
             let pairs = parse_pairs(&rsp.data, &TextLimits::LOGIN).unwrap_or_default();

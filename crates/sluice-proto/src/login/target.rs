@@ -378,8 +378,7 @@ impl TargetLogin {
             stat_sn,
             exp_cmd_sn,
             max_cmd_sn,
-            status_class: status.class,
-            status_detail: status.detail,
+            status,
             data,
         }
     }

@@ -149,7 +149,7 @@ fn fail_status(step: LoginStep) -> LoginStatus {
     match step {
         LoginStep::Fail(r) => {
             assert!(!r.transit && r.data.is_empty());
-            LoginStatus::new(r.status_class, r.status_detail)
+            r.status
         }
         other => panic!("expected Fail, got {other:?}"),
     }
@@ -245,7 +245,7 @@ fn chap_login(
     }
     let keys: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let r3 = match login.handle_request(&req(0, 1, true, &keys), &mut env) {
-        LoginStep::Fail(r) => return Err(LoginStatus::new(r.status_class, r.status_detail)),
+        LoginStep::Fail(r) => return Err(r.status),
         step => respond(step),
     };
     assert!(r3.transit && r3.nsg == 1);

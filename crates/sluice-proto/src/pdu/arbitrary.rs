@@ -3,12 +3,17 @@
 //!
 //! Every value generated is representable on the wire, so `parse(emit(pdu)) == pdu` holds:
 //! CDBs are 16..=[`MAX_CDB_LEN`] bytes (capped lower to keep cases small), bit fields stay within
-//! their width, and data segments are short.
+//! their width, and data segments are short. Code fields ([`super::codes`]) take any value of
+//! their width, decoded through `From`, so unnamed codes (`Unknown`) are generated too.
 
 use bytes::Bytes;
 use proptest::collection::vec;
 use proptest::prelude::*;
 
+use super::codes::{
+    AsyncEvent, LoginStatus, LogoutReason, LogoutResponseCode, RejectReason, ScsiResponseCode,
+    ScsiStatus, SnackType, TmfFunction, TmfResponse,
+};
 use super::types::*;
 use super::{Cdb, Pdu, MAX_CDB_LEN};
 use crate::seq::{Isid, Itt, Lun, SeqNum, Tsih, Ttt};
@@ -124,7 +129,7 @@ pub fn task_mgmt_request() -> impl Strategy<Value = TaskMgmtRequest> {
         )| {
             TaskMgmtRequest {
                 immediate,
-                function,
+                function: TmfFunction::from(function),
                 lun,
                 itt,
                 referenced_task_tag,
@@ -209,7 +214,7 @@ pub fn logout_request() -> impl Strategy<Value = LogoutRequest> {
     (any::<bool>(), 0u8..0x80, itt(), any::<u16>(), seq(), seq()).prop_map(
         |(immediate, reason, itt, cid, cmd_sn, exp_stat_sn)| LogoutRequest {
             immediate,
-            reason,
+            reason: LogoutReason::from(reason),
             itt,
             cid,
             cmd_sn,
@@ -222,7 +227,7 @@ pub fn logout_request() -> impl Strategy<Value = LogoutRequest> {
 pub fn snack_request() -> impl Strategy<Value = SnackRequest> {
     (0u8..16, lun(), itt(), ttt(), seq(), any::<[u32; 2]>()).prop_map(
         |(snack_type, lun, itt, ttt, exp_stat_sn, [beg_run, run_length])| SnackRequest {
-            snack_type,
+            snack_type: SnackType::from(snack_type),
             lun,
             itt,
             ttt,
@@ -260,8 +265,8 @@ pub fn scsi_response() -> impl Strategy<Value = ScsiResponse> {
                 bidi_underflow: u,
                 overflow: big_o,
                 underflow: big_u,
-                response,
-                status,
+                response: ScsiResponseCode::from(response),
+                status: ScsiStatus::from(status),
                 itt,
                 snack_tag,
                 stat_sn,
@@ -280,7 +285,7 @@ pub fn scsi_response() -> impl Strategy<Value = ScsiResponse> {
 pub fn task_mgmt_response() -> impl Strategy<Value = TaskMgmtResponse> {
     (any::<u8>(), itt(), seq(), seq(), seq()).prop_map(
         |(response, itt, stat_sn, exp_cmd_sn, max_cmd_sn)| TaskMgmtResponse {
-            response,
+            response: TmfResponse::from(response),
             itt,
             stat_sn,
             exp_cmd_sn,
@@ -309,8 +314,7 @@ pub fn login_response() -> impl Strategy<Value = LoginResponse> {
                 stat_sn,
                 exp_cmd_sn,
                 max_cmd_sn,
-                status_class: class,
-                status_detail: detail,
+                status: LoginStatus::new(class, detail),
                 data,
             }
         },
@@ -349,7 +353,7 @@ pub fn data_in() -> impl Strategy<Value = DataIn> {
             overflow: o,
             underflow: u,
             status_present: s,
-            status,
+            status: ScsiStatus::from(status),
             lun,
             itt,
             ttt,
@@ -369,7 +373,7 @@ pub fn logout_response() -> impl Strategy<Value = LogoutResponse> {
     (any::<u8>(), itt(), seq(), seq(), seq(), any::<[u16; 2]>()).prop_map(
         |(response, itt, stat_sn, exp_cmd_sn, max_cmd_sn, [time2wait, time2retain])| {
             LogoutResponse {
-                response,
+                response: LogoutResponseCode::from(response),
                 itt,
                 stat_sn,
                 exp_cmd_sn,
@@ -408,7 +412,7 @@ pub fn async_message() -> impl Strategy<Value = AsyncMessage> {
                 stat_sn,
                 exp_cmd_sn,
                 max_cmd_sn,
-                async_event: event,
+                async_event: AsyncEvent::from(event),
                 async_vcode: vcode,
                 parameter1: p1,
                 parameter2: p2,
@@ -423,7 +427,7 @@ pub fn async_message() -> impl Strategy<Value = AsyncMessage> {
 pub fn reject() -> impl Strategy<Value = Reject> {
     (any::<u8>(), seq(), seq(), seq(), any::<u32>(), data()).prop_map(
         |(reason, stat_sn, exp_cmd_sn, max_cmd_sn, data_sn, data)| Reject {
-            reason,
+            reason: RejectReason::from(reason),
             stat_sn,
             exp_cmd_sn,
             max_cmd_sn,

@@ -162,7 +162,7 @@ impl Pdu {
             }
             Pdu::TaskMgmtRequest(p) => {
                 h.set_opcode(op, p.immediate);
-                h.set_u8(field::FLAGS, bits::FINAL | (p.function & 0x7f));
+                h.set_u8(field::FLAGS, bits::FINAL | (p.function.code() & 0x7f));
                 h.set_u64(field::LUN, p.lun.0);
                 h.set_u32(field::WORD20, p.referenced_task_tag.0);
                 h.set_u32(field::WORD24, p.cmd_sn.0);
@@ -206,14 +206,14 @@ impl Pdu {
             }
             Pdu::LogoutRequest(p) => {
                 h.set_opcode(op, p.immediate);
-                h.set_u8(field::FLAGS, bits::FINAL | (p.reason & 0x7f));
+                h.set_u8(field::FLAGS, bits::FINAL | (p.reason.code() & 0x7f));
                 h.set_u16(field::CID, p.cid);
                 h.set_u32(field::WORD24, p.cmd_sn.0);
                 h.set_u32(field::WORD28, p.exp_stat_sn.0);
             }
             Pdu::SnackRequest(p) => {
                 h.set_opcode(op, false);
-                h.set_u8(field::FLAGS, bits::FINAL | (p.snack_type & 0x0f));
+                h.set_u8(field::FLAGS, bits::FINAL | (p.snack_type.code() & 0x0f));
                 h.set_u64(field::LUN, p.lun.0);
                 h.set_u32(field::WORD20, p.ttt.0);
                 h.set_u32(field::WORD28, p.exp_stat_sn.0);
@@ -232,8 +232,8 @@ impl Pdu {
                     | bit(p.overflow, flag::RESP_OVERFLOW)
                     | bit(p.underflow, flag::RESP_UNDERFLOW);
                 response(h, op, f, [p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn]);
-                h.set_u8(field::BYTE2, p.response);
-                h.set_u8(field::BYTE3, p.status);
+                h.set_u8(field::BYTE2, p.response.code());
+                h.set_u8(field::BYTE3, p.status.code());
                 h.set_u32(field::WORD20, p.snack_tag);
                 h.set_u32(field::WORD36, p.exp_data_sn);
                 h.set_u32(field::WORD40, p.bidi_residual);
@@ -241,7 +241,7 @@ impl Pdu {
             }
             Pdu::TaskMgmtResponse(p) => {
                 response(h, op, bits::FINAL, [p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn]);
-                h.set_u8(field::BYTE2, p.response);
+                h.set_u8(field::BYTE2, p.response.code());
             }
             Pdu::LoginResponse(p) => {
                 let stages = ((p.csg & 3) << 2) | (p.nsg & 3);
@@ -251,8 +251,8 @@ impl Pdu {
                 h.set_u8(field::BYTE3, p.version_active);
                 h.set_bytes(field::ISID, &p.isid.0);
                 h.set_u16(field::TSIH, p.tsih.0);
-                h.set_u8(field::WORD36, p.status_class);
-                h.set_u8(field::WORD36 + 1, p.status_detail);
+                h.set_u8(field::WORD36, p.status.class);
+                h.set_u8(field::WORD36 + 1, p.status.detail);
             }
             Pdu::TextResponse(p) => {
                 let f = final_bit(p.final_bit) | bit(p.cont, flag::CONTINUE);
@@ -267,7 +267,7 @@ impl Pdu {
                     | bit(p.underflow, flag::DATA_IN_UNDERFLOW)
                     | bit(p.status_present, flag::STATUS);
                 response(h, op, f, [p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn]);
-                h.set_u8(field::BYTE3, p.status);
+                h.set_u8(field::BYTE3, p.status.code());
                 h.set_u64(field::LUN, p.lun.0);
                 h.set_u32(field::WORD20, p.ttt.0);
                 h.set_u32(field::WORD36, p.data_sn);
@@ -276,7 +276,7 @@ impl Pdu {
             }
             Pdu::LogoutResponse(p) => {
                 response(h, op, bits::FINAL, [p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn]);
-                h.set_u8(field::BYTE2, p.response);
+                h.set_u8(field::BYTE2, p.response.code());
                 h.set_u16(field::WORD40, p.time2wait);
                 h.set_u16(field::WORD40 + 2, p.time2retain);
             }
@@ -291,7 +291,7 @@ impl Pdu {
             Pdu::AsyncMessage(p) => {
                 response(h, op, bits::FINAL, [p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn]);
                 h.set_u64(field::LUN, p.lun.0);
-                h.set_u8(field::WORD36, p.async_event);
+                h.set_u8(field::WORD36, p.async_event.code());
                 h.set_u8(field::WORD36 + 1, p.async_vcode);
                 h.set_u16(field::WORD36 + 2, p.parameter1);
                 h.set_u16(field::WORD40, p.parameter2);
@@ -299,7 +299,7 @@ impl Pdu {
             }
             Pdu::Reject(p) => {
                 response(h, op, bits::FINAL, [p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn]);
-                h.set_u8(field::BYTE2, p.reason);
+                h.set_u8(field::BYTE2, p.reason.code());
                 h.set_u32(field::WORD36, p.data_sn);
             }
         }

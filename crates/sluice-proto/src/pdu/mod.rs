@@ -2,6 +2,11 @@
 //! parse ([`Pdu::parse`]) and emit ([`Pdu::emit_header`]), and the named field codes
 //! ([`codes`]).
 
+// Declared first: `codes` uses the macro, and `macro_rules!` macros are visible only after
+// their module in source order.
+#[macro_use]
+mod enum_with_unknown;
+
 #[cfg(any(test, feature = "proptest"))]
 pub mod arbitrary;
 pub mod bhs;

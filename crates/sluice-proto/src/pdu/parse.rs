@@ -8,7 +8,10 @@
 use bytes::Bytes;
 
 use super::bhs::{bits, field, Bhs, BHS_LEN};
-use super::codes::reject;
+use super::codes::{
+    AsyncEvent, LoginStatus, LogoutReason, LogoutResponseCode, RejectReason, ScsiResponseCode,
+    ScsiStatus, SnackType, TmfFunction, TmfResponse,
+};
 use super::types::*;
 use super::{Cdb, Pdu};
 use crate::seq::{Itt, SeqNum};
@@ -49,10 +52,10 @@ pub enum ParseError {
 
 impl ParseError {
     /// The Reject reason (RFC 7143 section 11.17.1) a target answers this error with.
-    pub fn reject_reason(&self) -> u8 {
+    pub fn reject_reason(&self) -> RejectReason {
         match self {
-            ParseError::UnknownOpcode(_) => reject::COMMAND_NOT_SUPPORTED,
-            _ => reject::PROTOCOL_ERROR,
+            ParseError::UnknownOpcode(_) => RejectReason::CommandNotSupported,
+            _ => RejectReason::ProtocolError,
         }
     }
 }
@@ -98,7 +101,7 @@ impl Pdu {
             opcode::SCSI_COMMAND => Pdu::ScsiCommand(parse_scsi_command(&h, ahs, data)?),
             opcode::TASK_MGMT_REQUEST => Pdu::TaskMgmtRequest(TaskMgmtRequest {
                 immediate: h.is_immediate(),
-                function: f & 0x7f,
+                function: TmfFunction::from(f & 0x7f),
                 lun: h.lun(),
                 itt: h.itt(),
                 referenced_task_tag: Itt(h.u32_at(field::WORD20)),
@@ -147,14 +150,14 @@ impl Pdu {
             }),
             opcode::LOGOUT_REQUEST => Pdu::LogoutRequest(LogoutRequest {
                 immediate: h.is_immediate(),
-                reason: f & 0x7f,
+                reason: LogoutReason::from(f & 0x7f),
                 itt: h.itt(),
                 cid: h.cid(),
                 cmd_sn: h.cmd_sn(),
                 exp_stat_sn: h.exp_stat_sn(),
             }),
             opcode::SNACK_REQUEST => Pdu::SnackRequest(SnackRequest {
-                snack_type: f & 0x0f,
+                snack_type: SnackType::from(f & 0x0f),
                 lun: h.lun(),
                 itt: h.itt(),
                 ttt: h.ttt(),
@@ -176,8 +179,8 @@ impl Pdu {
                 bidi_underflow: f & flag::BIDI_UNDERFLOW != 0,
                 overflow: f & flag::RESP_OVERFLOW != 0,
                 underflow: f & flag::RESP_UNDERFLOW != 0,
-                response: h.byte2(),
-                status: h.byte3(),
+                response: ScsiResponseCode::from(h.byte2()),
+                status: ScsiStatus::from(h.byte3()),
                 itt: h.itt(),
                 snack_tag: h.u32_at(field::WORD20),
                 stat_sn: h.stat_sn(),
@@ -189,7 +192,7 @@ impl Pdu {
                 data,
             }),
             opcode::TASK_MGMT_RESPONSE => Pdu::TaskMgmtResponse(TaskMgmtResponse {
-                response: h.byte2(),
+                response: TmfResponse::from(h.byte2()),
                 itt: h.itt(),
                 stat_sn: h.stat_sn(),
                 exp_cmd_sn: h.exp_cmd_sn(),
@@ -208,8 +211,7 @@ impl Pdu {
                 stat_sn: h.stat_sn(),
                 exp_cmd_sn: h.exp_cmd_sn(),
                 max_cmd_sn: h.max_cmd_sn(),
-                status_class: header[field::WORD36],
-                status_detail: header[field::WORD36 + 1],
+                status: LoginStatus::new(header[field::WORD36], header[field::WORD36 + 1]),
                 data,
             }),
             opcode::TEXT_RESPONSE => Pdu::TextResponse(TextResponse {
@@ -229,7 +231,7 @@ impl Pdu {
                 overflow: f & flag::DATA_IN_OVERFLOW != 0,
                 underflow: f & flag::DATA_IN_UNDERFLOW != 0,
                 status_present: f & flag::STATUS != 0,
-                status: h.byte3(),
+                status: ScsiStatus::from(h.byte3()),
                 lun: h.lun(),
                 itt: h.itt(),
                 ttt: h.ttt(),
@@ -242,7 +244,7 @@ impl Pdu {
                 data,
             }),
             opcode::LOGOUT_RESPONSE => Pdu::LogoutResponse(LogoutResponse {
-                response: h.byte2(),
+                response: LogoutResponseCode::from(h.byte2()),
                 itt: h.itt(),
                 stat_sn: h.stat_sn(),
                 exp_cmd_sn: h.exp_cmd_sn(),
@@ -266,7 +268,7 @@ impl Pdu {
                 stat_sn: h.stat_sn(),
                 exp_cmd_sn: h.exp_cmd_sn(),
                 max_cmd_sn: h.max_cmd_sn(),
-                async_event: header[field::WORD36],
+                async_event: AsyncEvent::from(header[field::WORD36]),
                 async_vcode: header[field::WORD36 + 1],
                 parameter1: h.u16_at(field::WORD36 + 2),
                 parameter2: h.u16_at(field::WORD40),
@@ -274,7 +276,7 @@ impl Pdu {
                 data,
             }),
             opcode::REJECT => Pdu::Reject(Reject {
-                reason: h.byte2(),
+                reason: RejectReason::from(h.byte2()),
                 stat_sn: h.stat_sn(),
                 exp_cmd_sn: h.exp_cmd_sn(),
                 max_cmd_sn: h.max_cmd_sn(),

@@ -4,7 +4,7 @@ use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
 
 use super::arbitrary;
-use super::codes::reject;
+use super::codes::RejectReason;
 use super::*;
 use crate::seq::{Isid, Itt, Lun, SeqNum, Tsih, Ttt};
 
@@ -120,7 +120,7 @@ fn data_in_with_status_vector() {
         overflow: false,
         underflow: true,
         status_present: true,
-        status: codes::scsi_status::GOOD,
+        status: codes::ScsiStatus::Good,
         lun: Lun(0),
         itt: Itt(0x10),
         ttt: Ttt::RESERVED,
@@ -158,7 +158,7 @@ fn unknown_opcode_is_reported_with_the_reject_reason() {
     wire[0] = 0x07;
     let err = Pdu::parse(&wire, &[], Bytes::new()).expect_err("0x07 is not an opcode");
     assert_eq!(err, ParseError::UnknownOpcode(0x07));
-    assert_eq!(err.reject_reason(), reject::COMMAND_NOT_SUPPORTED);
+    assert_eq!(err.reject_reason(), RejectReason::CommandNotSupported);
 }
 
 #[test]
@@ -205,7 +205,7 @@ fn malformed_ahs_is_refused() {
 #[test]
 fn helpers_report_opcode_itt_and_data() {
     let reject = Pdu::Reject(Reject {
-        reason: reject::DATA_DIGEST_ERROR,
+        reason: RejectReason::DataDigestError,
         stat_sn: SeqNum(1),
         exp_cmd_sn: SeqNum(2),
         max_cmd_sn: SeqNum(3),
@@ -217,6 +217,37 @@ fn helpers_report_opcode_itt_and_data() {
     assert_eq!(reject.data().len(), 48);
     let wire = header_of(&reject);
     assert_eq!(&wire[16..20], &[0xff; 4]);
+}
+
+/// A code without a name parses to `Unknown`, shows its number and is emitted unchanged.
+#[test]
+fn unknown_codes_survive_parse_and_emit() {
+    // (opcode, flags byte, byte holding the code, code); a code in the flags byte is in both.
+    // Async Message and Reject carry the reserved ITT.
+    let cases: [(u8, u8, usize, u8); 9] = [
+        (opcode::TASK_MGMT_REQUEST, 0x80 | 0x7f, 1, 0x7f),
+        (opcode::LOGOUT_REQUEST, 0x80 | 0x7f, 1, 0x7f),
+        (opcode::SNACK_REQUEST, 0x80 | 0x0f, 1, 0x0f),
+        (opcode::SCSI_RESPONSE, 0x80, 2, 0x80),
+        (opcode::SCSI_RESPONSE, 0x80, 3, 0x22),
+        (opcode::TASK_MGMT_RESPONSE, 0x80, 2, 0x07),
+        (opcode::DATA_IN, 0x81, 3, 0x22),
+        (opcode::LOGOUT_RESPONSE, 0x80, 2, 0x04),
+        (opcode::ASYNC_MESSAGE, 0x80, 36, 0x05),
+    ];
+    let reject = (opcode::REJECT, 0x80, 2, 0x0d);
+    for (op, flags, at, code) in cases.into_iter().chain([reject]) {
+        let mut wire = [0u8; BHS_LEN];
+        (wire[0], wire[1]) = (op, flags);
+        wire[at] |= code;
+        if matches!(op, opcode::ASYNC_MESSAGE | opcode::REJECT) {
+            wire[16..20].fill(0xff);
+        }
+        let pdu = Pdu::parse(&wire, &[], Bytes::new()).expect("valid header");
+        let shown = format!("{pdu:?}");
+        assert!(shown.contains(&format!("Unknown({code:#04x})")), "{shown}");
+        assert_eq!(header_of(&pdu), wire, "{shown}");
+    }
 }
 
 proptest! {

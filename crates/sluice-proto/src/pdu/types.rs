@@ -7,6 +7,10 @@
 
 use bytes::Bytes;
 
+use super::codes::{
+    AsyncEvent, LoginStatus, LogoutReason, LogoutResponseCode, RejectReason, ScsiResponseCode,
+    ScsiStatus, SnackType, TmfFunction, TmfResponse,
+};
 use super::Cdb;
 use crate::seq::{Isid, Itt, Lun, SeqNum, Tsih, Ttt};
 
@@ -168,9 +172,9 @@ pub struct ScsiResponse {
     /// U bit: residual underflow.
     pub underflow: bool,
     /// iSCSI response code (0x00 command completed at target, 0x01 target failure).
-    pub response: u8,
+    pub response: ScsiResponseCode,
     /// SCSI status byte.
-    pub status: u8,
+    pub status: ScsiStatus,
     /// ITT.
     pub itt: Itt,
     /// SNACK Tag.
@@ -196,8 +200,9 @@ pub struct ScsiResponse {
 pub struct TaskMgmtRequest {
     /// I bit.
     pub immediate: bool,
-    /// Function code (1 ABORT TASK ... 8 TASK REASSIGN, and others).
-    pub function: u8,
+    /// Function code (1 ABORT TASK ... 8 TASK REASSIGN, and others). A 7-bit field: emit
+    /// keeps only the low 7 bits of an `Unknown` code.
+    pub function: TmfFunction,
     /// LUN.
     pub lun: Lun,
     /// ITT of this request.
@@ -218,7 +223,7 @@ pub struct TaskMgmtRequest {
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub struct TaskMgmtResponse {
     /// Response code (0 function complete ... 255 function rejected).
-    pub response: u8,
+    pub response: TmfResponse,
     /// ITT.
     pub itt: Itt,
     /// StatSN.
@@ -287,10 +292,8 @@ pub struct LoginResponse {
     pub exp_cmd_sn: SeqNum,
     /// MaxCmdSN.
     pub max_cmd_sn: SeqNum,
-    /// Status-Class (section 11.13.5).
-    pub status_class: u8,
-    /// Status-Detail.
-    pub status_detail: u8,
+    /// Status-Class and Status-Detail (section 11.13.5).
+    pub status: LoginStatus,
     /// Text key=value pairs.
     pub data: Bytes,
 }
@@ -376,7 +379,7 @@ pub struct DataIn {
     /// S bit: status is carried in this PDU (phase collapse).
     pub status_present: bool,
     /// SCSI status, meaningful only with S.
-    pub status: u8,
+    pub status: ScsiStatus,
     /// LUN (with A bit set, else reserved).
     pub lun: Lun,
     /// ITT.
@@ -434,7 +437,7 @@ pub struct AsyncMessage {
     /// MaxCmdSN.
     pub max_cmd_sn: SeqNum,
     /// AsyncEvent code (1 = target requests logout, ...).
-    pub async_event: u8,
+    pub async_event: AsyncEvent,
     /// AsyncVCode.
     pub async_vcode: u8,
     /// Parameter1.
@@ -453,7 +456,8 @@ pub struct LogoutRequest {
     /// I bit.
     pub immediate: bool,
     /// Reason code (0 close session, 1 close connection, 2 remove connection for recovery).
-    pub reason: u8,
+    /// A 7-bit field: emit keeps only the low 7 bits of an `Unknown` code.
+    pub reason: LogoutReason,
     /// ITT.
     pub itt: Itt,
     /// CID of the connection to close (reasons 1 and 2).
@@ -469,7 +473,7 @@ pub struct LogoutRequest {
 pub struct LogoutResponse {
     /// Response code (0 closed successfully, 1 CID not found, 2 recovery not supported,
     /// 3 cleanup failed).
-    pub response: u8,
+    pub response: LogoutResponseCode,
     /// ITT.
     pub itt: Itt,
     /// StatSN.
@@ -487,8 +491,9 @@ pub struct LogoutResponse {
 /// SNACK Request (opcode 0x10, RFC 7143 section 11.16).
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub struct SnackRequest {
-    /// Type (0 Data/R2T, 1 Status, 2 DataACK, 3 R-Data).
-    pub snack_type: u8,
+    /// Type (0 Data/R2T, 1 Status, 2 DataACK, 3 R-Data). A 4-bit field: emit keeps only the
+    /// low 4 bits of an `Unknown` code.
+    pub snack_type: SnackType,
     /// LUN.
     pub lun: Lun,
     /// ITT.
@@ -507,7 +512,7 @@ pub struct SnackRequest {
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub struct Reject {
     /// Reason code (section 11.17.1).
-    pub reason: u8,
+    pub reason: RejectReason,
     /// StatSN.
     pub stat_sn: SeqNum,
     /// ExpCmdSN.

@@ -5,7 +5,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::{ConnId, TargetSession, TargetSessionEnv};
 use crate::params::SessionType;
-use crate::pdu::codes::reject;
+use crate::pdu::codes::RejectReason;
 use crate::pdu::{NopIn, NopOut, Pdu, Reject};
 use crate::seq::{Itt, SeqNum, Ttt};
 use crate::window::{Admission, Slot};
@@ -28,14 +28,14 @@ impl TargetSession {
         {
             // RFC 7143 section 13.21: a discovery session carries only Text and Logout (and
             // NOP for liveness).
-            self.reject_pdu(conn, reject::PROTOCOL_ERROR, &pdu);
+            self.reject_pdu(conn, RejectReason::ProtocolError, &pdu);
             return;
         }
         match pdu {
             Pdu::DataOut(d) => self.handle_data_out(conn, d),
             Pdu::SnackRequest(_) => {
                 // ErrorRecoveryLevel 0: SNACK support is not required (section 11.16).
-                self.reject_pdu(conn, reject::COMMAND_NOT_SUPPORTED, &pdu);
+                self.reject_pdu(conn, RejectReason::CommandNotSupported, &pdu);
             }
             Pdu::ScsiCommand(_)
             | Pdu::NopOut(_)
@@ -43,7 +43,7 @@ impl TargetSession {
             | Pdu::TextRequest(_)
             | Pdu::LogoutRequest(_) => self.admit(conn, pdu, env),
             // Target-to-initiator opcodes, or a Login Request after login (section 4.2.4).
-            other => self.reject_pdu(conn, reject::PROTOCOL_ERROR, &other),
+            other => self.reject_pdu(conn, RejectReason::ProtocolError, &other),
         }
     }
 
@@ -100,7 +100,7 @@ impl TargetSession {
                 self.release_slot(slot);
             }
             other => {
-                self.reject_pdu(conn, reject::PROTOCOL_ERROR, &other);
+                self.reject_pdu(conn, RejectReason::ProtocolError, &other);
                 self.release_slot(slot);
             }
         }
@@ -136,7 +136,7 @@ impl TargetSession {
     }
 
     /// Rejects a PDU, quoting its header (RFC 7143 section 11.17).
-    pub(super) fn reject_pdu(&mut self, conn: ConnId, reason: u8, pdu: &Pdu) {
+    pub(super) fn reject_pdu(&mut self, conn: ConnId, reason: RejectReason, pdu: &Pdu) {
         // The header only: the rejected PDU's data is not copied.
         let mut header = BytesMut::new();
         pdu.emit_header(&mut header);
@@ -144,7 +144,7 @@ impl TargetSession {
         self.send_reject(conn, reason, header.freeze());
     }
 
-    pub(super) fn send_reject(&mut self, conn: ConnId, reason: u8, header: Bytes) {
+    pub(super) fn send_reject(&mut self, conn: ConnId, reason: RejectReason, header: Bytes) {
         let r = Reject {
             reason,
             stat_sn: SeqNum(0),

@@ -2,46 +2,50 @@
 //! one connection, named by its CID and possibly sent on another connection.
 
 use super::{CloseReason, ConnId, TargetSession};
-use crate::pdu::codes::{logout_reason, logout_response, reject};
+use crate::pdu::codes::{LogoutReason, LogoutResponseCode, RejectReason};
 use crate::pdu::{LogoutRequest, LogoutResponse, Pdu};
 use crate::seq::SeqNum;
 
 impl TargetSession {
     pub(super) fn handle_logout(&mut self, conn: ConnId, req: LogoutRequest) {
-        let closing: Vec<ConnId> = match req.reason & 0x7f {
+        let closing: Vec<ConnId> = match req.reason {
             // "close the session. All commands associated with the session (if any) are
             // terminated": every connection closes once its queue is sent.
-            logout_reason::CLOSE_SESSION => self.live_connections().collect(),
+            LogoutReason::CloseSession => self.live_connections().collect(),
             // "close the connection. All commands associated with the connection (if any) are
             // terminated." The request may arrive on another connection of the session
             // (section 11.14.3).
-            logout_reason::CLOSE_CONNECTION => {
+            LogoutReason::CloseConnection => {
                 if let Some(named) = self.live_by_cid(req.cid) {
                     vec![named]
                 } else {
-                    self.logout_respond(conn, &req, logout_response::CID_NOT_FOUND);
+                    self.logout_respond(conn, &req, LogoutResponseCode::CidNotFound);
                     return;
                 }
             }
             // "remove the connection for recovery": connection recovery needs
             // ErrorRecoveryLevel 2 (section 7.1.5).
-            logout_reason::REMOVE_FOR_RECOVERY => {
-                self.logout_respond(conn, &req, logout_response::RECOVERY_NOT_SUPPORTED);
+            LogoutReason::RemoveForRecovery => {
+                self.logout_respond(conn, &req, LogoutResponseCode::RecoveryNotSupported);
                 return;
             }
             _ => {
                 // Reserved reason codes (section 11.14.1).
-                self.reject_pdu(conn, reject::INVALID_PDU_FIELD, &Pdu::LogoutRequest(req));
+                self.reject_pdu(
+                    conn,
+                    RejectReason::InvalidPduField,
+                    &Pdu::LogoutRequest(req),
+                );
                 return;
             }
         };
-        self.logout_respond(conn, &req, logout_response::CLOSED);
+        self.logout_respond(conn, &req, LogoutResponseCode::Closed);
         for c in closing {
             self.close_connection(c, CloseReason::Logout);
         }
     }
 
-    fn logout_respond(&mut self, conn: ConnId, req: &LogoutRequest, response: u8) {
+    fn logout_respond(&mut self, conn: ConnId, req: &LogoutRequest, response: LogoutResponseCode) {
         let rsp = LogoutResponse {
             response,
             itt: req.itt,

@@ -46,7 +46,7 @@ use bytes::Bytes;
 
 use crate::framing::FrameError;
 use crate::params::{SessionParams, SessionType};
-use crate::pdu::codes::async_event;
+use crate::pdu::codes::{AsyncEvent, ScsiStatus};
 use crate::pdu::{AsyncMessage, Cdb, Pdu};
 use crate::seq::{Itt, Lun, SeqNum};
 use crate::task::target_write::WriteData;
@@ -170,10 +170,10 @@ pub struct ScsiWork {
 }
 
 /// The result of a [`ScsiWork`].
-#[derive(Clone, Debug, Default, Eq, PartialEq)]
+#[derive(Clone, Debug, Eq, PartialEq)]
 pub struct ScsiCompletion {
     /// SCSI status (SAM-5).
-    pub status: u8,
+    pub status: ScsiStatus,
     /// Sense data (empty when none).
     pub sense: Bytes,
     /// Data-In the SCSI layer produced (cut to the EDTL by the session).
@@ -513,7 +513,7 @@ impl TargetSession {
         for conn in self.live_connections().collect::<Vec<_>>() {
             self.queue_to(
                 conn,
-                async_message(async_event::LOGOUT_REQUESTED, 0, 0, seconds),
+                async_message(AsyncEvent::LogoutRequested, 0, 0, seconds),
             );
         }
         self.logout_deadline = Some(now + grace);
@@ -529,7 +529,7 @@ impl TargetSession {
         else {
             return;
         };
-        let msg = async_message(async_event::DROP_CONNECTION, cid, time2wait, 0);
+        let msg = async_message(AsyncEvent::DropConnection, cid, time2wait, 0);
         self.queue_to(conn, msg);
         self.close_connection(conn, CloseReason::Dropped);
         self.end_tasks_of(conn);
@@ -647,7 +647,7 @@ impl TargetSession {
 }
 
 /// An Async Message (RFC 7143 section 11.9) with its sequence numbers left for stamping.
-fn async_message(event: u8, p1: u16, p2: u16, p3: u16) -> Pdu {
+fn async_message(event: AsyncEvent, p1: u16, p2: u16, p3: u16) -> Pdu {
     Pdu::AsyncMessage(AsyncMessage {
         lun: Lun(0),
         stat_sn: SeqNum(0),

@@ -5,7 +5,7 @@
 use super::{
     ConnId, DataTransfer, ScsiCompletion, ScsiWork, TargetSession, TargetSessionEnv, Ticket,
 };
-use crate::pdu::codes::{reject, scsi_status};
+use crate::pdu::codes::{RejectReason, ScsiStatus};
 use crate::pdu::{Cdb, DataOut, Pdu, ScsiCommand};
 use crate::seq::{Itt, Lun, SeqNum};
 use crate::task::target_read::DataInSequence;
@@ -92,7 +92,7 @@ impl TargetSession {
         }
         if self.tasks.contains_key(&cmd.itt) {
             // RFC 7143 section 11.2.1.8: an ITT is unique among the session's tasks.
-            self.reject_pdu(conn, reject::TASK_IN_PROGRESS, &Pdu::ScsiCommand(cmd));
+            self.reject_pdu(conn, RejectReason::TaskInProgress, &Pdu::ScsiCommand(cmd));
             self.release_slot(slot);
             return;
         }
@@ -101,7 +101,7 @@ impl TargetSession {
             // 11.17.1, reason "too many immediate commands").
             self.reject_pdu(
                 conn,
-                reject::IMMEDIATE_COMMAND_REJECT,
+                RejectReason::ImmediateCommandReject,
                 &Pdu::ScsiCommand(cmd),
             );
             return;
@@ -151,7 +151,7 @@ impl TargetSession {
         if c.write_bytes + reserve > limit {
             // Bounded buffering: too much write data in flight on this connection. TASK SET
             // FULL tells the initiator to retry later (SAM-5 5.3).
-            let rsp = scsi_response(cmd.itt, scsi_status::TASK_SET_FULL, Residual::None, 0, &[]);
+            let rsp = scsi_response(cmd.itt, ScsiStatus::TaskSetFull, Residual::None, 0, &[]);
             c.queue(Pdu::ScsiResponse(rsp));
             self.release_slot(task.slot.take());
             return;
@@ -185,18 +185,18 @@ impl TargetSession {
                 // Data for no task of this session (RFC 7143 section 11.17.1: the ITT is an
                 // invalid PDU field). Data for a task ended by task management may still be
                 // in flight and is dropped quietly.
-                self.reject_pdu(conn, reject::INVALID_PDU_FIELD, &Pdu::DataOut(d));
+                self.reject_pdu(conn, RejectReason::InvalidPduField, &Pdu::DataOut(d));
             }
             return;
         };
         if task.conn != conn {
             // Section 4.2.4.1: all PDUs of a task travel on the connection it was issued on.
-            self.reject_pdu(conn, reject::PROTOCOL_ERROR, &Pdu::DataOut(d));
+            self.reject_pdu(conn, RejectReason::ProtocolError, &Pdu::DataOut(d));
             return;
         }
         let TaskState::Collecting { write, .. } = &mut task.state else {
             // All its data had arrived: this is more than it asked for.
-            self.reject_pdu(conn, reject::PROTOCOL_ERROR, &Pdu::DataOut(d));
+            self.reject_pdu(conn, RejectReason::ProtocolError, &Pdu::DataOut(d));
             return;
         };
         match write.handle_data_out(&d, &mut self.ttts) {
@@ -319,7 +319,7 @@ impl TargetSession {
         // (e.g. WRITE with EDTL 0: residual = the CDB's transfer length).
         let residual = match info.transfer {
             DataTransfer::ToDevice(n) | DataTransfer::FromDevice(n)
-                if done.status == scsi_status::GOOD =>
+                if done.status == ScsiStatus::Good =>
             {
                 Residual::from_lengths(info.edtl, u32::try_from(n).unwrap_or(u32::MAX))
             }
@@ -337,12 +337,12 @@ impl TargetSession {
             PeerAction::Reject(reason) => {
                 // The command is over: answer it too, so the initiator does not wait forever.
                 let sense = aborted_command_sense(0x0c, 0x0d);
-                self.finish_command(conn, itt, scsi_status::CHECK_CONDITION, &sense);
+                self.finish_command(conn, itt, ScsiStatus::CheckCondition, &sense);
                 self.reject_pdu(conn, reason, &pdu);
             }
             PeerAction::CheckCondition { asc, ascq } => {
                 let sense = aborted_command_sense(asc, ascq);
-                self.finish_command(conn, itt, scsi_status::CHECK_CONDITION, &sense);
+                self.finish_command(conn, itt, ScsiStatus::CheckCondition, &sense);
             }
             PeerAction::Close => {
                 self.close_connection(conn, super::CloseReason::Protocol("data sequence error"));
@@ -352,7 +352,7 @@ impl TargetSession {
     }
 
     /// Ends a command early with a status (no data).
-    fn finish_command(&mut self, conn: ConnId, itt: Itt, status: u8, sense: &[u8]) {
+    fn finish_command(&mut self, conn: ConnId, itt: Itt, status: ScsiStatus, sense: &[u8]) {
         let rsp = scsi_response(itt, status, Residual::None, 0, sense);
         self.queue_to(conn, Pdu::ScsiResponse(rsp));
     }

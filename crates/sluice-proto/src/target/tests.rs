@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::*;
-use crate::pdu::codes::{logout_reason, logout_response, reject, tmf, tmf_response};
+use crate::pdu::codes::{
+    AsyncEvent, LogoutReason, LogoutResponseCode, RejectReason, ScsiStatus, TmfFunction,
+    TmfResponse,
+};
 use crate::pdu::{
     DataOut, LogoutRequest, NopOut, ScsiCommand, TaskAttr, TaskMgmtRequest, TextRequest,
 };
@@ -142,7 +145,7 @@ impl Rig {
     /// Completes `work` GOOD, with `data_in_len` bytes of data.
     fn complete(&mut self, work: &ScsiWork) {
         let done = ScsiCompletion {
-            status: 0,
+            status: ScsiStatus::Good,
             sense: Bytes::new(),
             data: Bytes::from(vec![0xa5; work.data_in_len as usize]),
         };
@@ -219,7 +222,7 @@ fn data_out(itt: u32, ttt: Ttt, offset: u32, len: usize, last: bool) -> Pdu {
     })
 }
 
-fn tmf_req(itt: u32, cmd_sn: u32, function: u8, referenced: u32, ref_cmd_sn: u32) -> Pdu {
+fn tmf_req(itt: u32, cmd_sn: u32, function: TmfFunction, referenced: u32, ref_cmd_sn: u32) -> Pdu {
     Pdu::TaskMgmtRequest(TaskMgmtRequest {
         immediate: true,
         function,
@@ -245,7 +248,7 @@ fn nop_out(itt: u32, cmd_sn: u32, ttt: Ttt, exp_stat_sn: SeqNum) -> Pdu {
     })
 }
 
-fn logout(itt: u32, cmd_sn: u32, reason: u8, cid: u16) -> Pdu {
+fn logout(itt: u32, cmd_sn: u32, reason: LogoutReason, cid: u16) -> Pdu {
     Pdu::LogoutRequest(LogoutRequest {
         immediate: true,
         reason,
@@ -256,14 +259,14 @@ fn logout(itt: u32, cmd_sn: u32, reason: u8, cid: u16) -> Pdu {
     })
 }
 
-fn tmf_response_of(pdus: &[Pdu]) -> Option<u8> {
+fn tmf_response_of(pdus: &[Pdu]) -> Option<TmfResponse> {
     pdus.iter().find_map(|p| match p {
         Pdu::TaskMgmtResponse(r) => Some(r.response),
         _ => None,
     })
 }
 
-fn reject_reason_of(pdus: &[Pdu]) -> Option<u8> {
+fn reject_reason_of(pdus: &[Pdu]) -> Option<RejectReason> {
     pdus.iter().find_map(|p| match p {
         Pdu::Reject(r) => Some(r.reason),
         _ => None,
@@ -326,11 +329,14 @@ fn data_out_on_another_connection_or_for_no_task_is_rejected() {
         panic!()
     };
     r.send(2, data_out(1, r2t.ttt, 0, 512, true));
-    assert_eq!(reject_reason_of(&r.drain(2)), Some(reject::PROTOCOL_ERROR));
+    assert_eq!(
+        reject_reason_of(&r.drain(2)),
+        Some(RejectReason::ProtocolError)
+    );
     r.send(1, data_out(99, r2t.ttt, 0, 512, true));
     assert_eq!(
         reject_reason_of(&r.drain(1)),
-        Some(reject::INVALID_PDU_FIELD)
+        Some(RejectReason::InvalidPduField)
     );
     // The right data on the right connection completes the write.
     r.send(1, data_out(1, r2t.ttt, 0, 512, true));
@@ -346,10 +352,10 @@ fn late_data_out_of_an_aborted_task_is_dropped_quietly() {
     let Some(Pdu::R2t(r2t)) = r.drain(1).pop() else {
         panic!()
     };
-    r.send(1, tmf_req(50, 2, tmf::ABORT_TASK, 1, 1));
+    r.send(1, tmf_req(50, 2, TmfFunction::AbortTask, 1, 1));
     assert_eq!(
         tmf_response_of(&r.drain(1)),
-        Some(tmf_response::FUNCTION_COMPLETE)
+        Some(TmfResponse::FunctionComplete)
     );
     r.send(1, data_out(1, r2t.ttt, 0, 512, true));
     assert!(r.drain(1).is_empty());
@@ -365,7 +371,7 @@ fn a_reused_itt_is_rejected_as_task_in_progress() {
     r.send(1, read(7, 2, 1));
     assert_eq!(
         reject_reason_of(&r.drain(1)),
-        Some(reject::TASK_IN_PROGRESS)
+        Some(RejectReason::TaskInProgress)
     );
     assert_eq!(
         r.s.window_slots_held(),
@@ -379,7 +385,7 @@ fn abort_task_of_a_running_command_answers_after_its_result_and_drops_it() {
     let mut r = Rig::new(&[1]);
     r.send(1, read(1, 1, 8));
     let works = r.works();
-    r.send(1, tmf_req(2, 2, tmf::ABORT_TASK, 1, 1));
+    r.send(1, tmf_req(2, 2, TmfFunction::AbortTask, 1, 1));
     assert!(
         r.drain(1).is_empty(),
         "no answer while the SCSI layer still runs the task"
@@ -387,10 +393,7 @@ fn abort_task_of_a_running_command_answers_after_its_result_and_drops_it() {
     r.complete(&works[0]);
     let pdus = r.drain(1);
     assert!(matches!(pdus[..], [Pdu::TaskMgmtResponse(_)]), "{pdus:?}");
-    assert_eq!(
-        tmf_response_of(&pdus),
-        Some(tmf_response::FUNCTION_COMPLETE)
-    );
+    assert_eq!(tmf_response_of(&pdus), Some(TmfResponse::FunctionComplete));
     assert_eq!(r.s.task_count(), 0);
 }
 
@@ -399,10 +402,10 @@ fn abort_task_of_a_command_not_yet_arrived_fills_its_cmd_sn() {
     let mut r = Rig::new(&[1, 2]);
     r.send(2, read(20, 2, 1));
     // CmdSN 1 (ITT 10) is lost on its way; the initiator aborts it.
-    r.send(1, tmf_req(30, 3, tmf::ABORT_TASK, 10, 1));
+    r.send(1, tmf_req(30, 3, TmfFunction::AbortTask, 10, 1));
     assert_eq!(
         tmf_response_of(&r.drain(1)),
-        Some(tmf_response::FUNCTION_COMPLETE)
+        Some(TmfResponse::FunctionComplete)
     );
     // The window moved past CmdSN 1: CmdSN 2 runs.
     let works = r.works();
@@ -412,10 +415,10 @@ fn abort_task_of_a_command_not_yet_arrived_fills_its_cmd_sn() {
     r.send(1, read(10, 1, 1));
     assert!(r.works().is_empty());
     // A RefCmdSN outside the window names no task.
-    r.send(1, tmf_req(31, 3, tmf::ABORT_TASK, 11, 0));
+    r.send(1, tmf_req(31, 3, TmfFunction::AbortTask, 11, 0));
     assert_eq!(
         tmf_response_of(&r.drain(1)),
-        Some(tmf_response::TASK_DOES_NOT_EXIST)
+        Some(TmfResponse::TaskDoesNotExist)
     );
 }
 
@@ -431,7 +434,7 @@ fn abort_task_set_waits_for_acknowledgement_on_the_other_connections() {
     // A write on A waits for data; ABORT TASK SET on A.
     r.send(1, write(10, 2, 1));
     r.drain(1);
-    r.send(1, tmf_req(11, 3, tmf::ABORT_TASK_SET, 0, 0));
+    r.send(1, tmf_req(11, 3, TmfFunction::AbortTaskSet, 0, 0));
     assert_eq!(
         tmf_response_of(&r.drain(1)),
         None,
@@ -447,10 +450,7 @@ fn abort_task_set_waits_for_acknowledgement_on_the_other_connections() {
     // B answers, acknowledging StatSN 2000.
     r.send(2, nop_out(u32::MAX, 2, ping.ttt, SeqNum(2001)));
     let pdus = r.drain(1);
-    assert_eq!(
-        tmf_response_of(&pdus),
-        Some(tmf_response::FUNCTION_COMPLETE)
-    );
+    assert_eq!(tmf_response_of(&pdus), Some(TmfResponse::FunctionComplete));
     assert!(r.works().is_empty(), "the aborted write never runs");
     assert_eq!(r.s.window_slots_held(), 0);
 }
@@ -461,7 +461,7 @@ fn an_immediate_task_set_function_waits_for_the_commands_before_it() {
     r.send(1, read(10, 1, 1));
     let w1 = r.works();
     // CmdSN 2 is still on its way on B when the LU reset (immediate, CmdSN 3) arrives on A.
-    r.send(1, tmf_req(30, 3, tmf::LOGICAL_UNIT_RESET, 0, 0));
+    r.send(1, tmf_req(30, 3, TmfFunction::LogicalUnitReset, 0, 0));
     r.complete(&w1[0]);
     assert_eq!(tmf_response_of(&r.drain(1)), None);
     assert!(r.env.resets.is_empty());
@@ -472,7 +472,7 @@ fn an_immediate_task_set_function_waits_for_the_commands_before_it() {
     assert_eq!(r.env.resets, [ResetKind::LogicalUnit(Lun(0))]);
     assert_eq!(
         tmf_response_of(&r.drain(1)),
-        Some(tmf_response::FUNCTION_COMPLETE)
+        Some(TmfResponse::FunctionComplete)
     );
     // A command issued after the reset runs normally.
     r.send(2, read(21, 3, 1));
@@ -482,34 +482,34 @@ fn an_immediate_task_set_function_waits_for_the_commands_before_it() {
 #[test]
 fn tmf_on_a_missing_lun_and_unsupported_functions() {
     let mut r = Rig::new(&[1]);
-    let Pdu::TaskMgmtRequest(mut t) = tmf_req(1, 1, tmf::ABORT_TASK_SET, 0, 0) else {
+    let Pdu::TaskMgmtRequest(mut t) = tmf_req(1, 1, TmfFunction::AbortTaskSet, 0, 0) else {
         unreachable!()
     };
     t.lun = Lun::from_number(5);
     r.send(1, Pdu::TaskMgmtRequest(t));
     assert_eq!(
         tmf_response_of(&r.drain(1)),
-        Some(tmf_response::LUN_DOES_NOT_EXIST)
+        Some(TmfResponse::LunDoesNotExist)
     );
-    r.send(1, tmf_req(2, 1, tmf::TASK_REASSIGN, 0, 0));
+    r.send(1, tmf_req(2, 1, TmfFunction::TaskReassign, 0, 0));
     assert_eq!(
         tmf_response_of(&r.drain(1)),
-        Some(tmf_response::REASSIGNMENT_NOT_SUPPORTED)
+        Some(TmfResponse::ReassignmentNotSupported)
     );
-    r.send(1, tmf_req(3, 1, 0x55, 0, 0));
+    r.send(1, tmf_req(3, 1, TmfFunction::from(0x55), 0, 0));
     assert_eq!(
         tmf_response_of(&r.drain(1)),
-        Some(tmf_response::NOT_SUPPORTED)
+        Some(TmfResponse::NotSupported)
     );
 }
 
 #[test]
 fn target_cold_reset_answers_then_closes_every_connection() {
     let mut r = Rig::new(&[1, 2]);
-    r.send(1, tmf_req(1, 1, tmf::TARGET_COLD_RESET, 0, 0));
+    r.send(1, tmf_req(1, 1, TmfFunction::TargetColdReset, 0, 0));
     assert_eq!(
         tmf_response_of(&r.drain(1)),
-        Some(tmf_response::FUNCTION_COMPLETE)
+        Some(TmfResponse::FunctionComplete)
     );
     let events = r.events();
     assert!(events.contains(&(1, Event::ColdReset)));
@@ -522,35 +522,35 @@ fn target_cold_reset_answers_then_closes_every_connection() {
 #[test]
 fn logout_of_one_connection_sent_on_another_leaves_the_rest_running() {
     let mut r = Rig::new(&[1, 2]);
-    r.send(1, logout(5, 1, logout_reason::CLOSE_CONNECTION, 2));
+    r.send(1, logout(5, 1, LogoutReason::CloseConnection, 2));
     let pdus = r.drain(1);
     let Some(Pdu::LogoutResponse(rsp)) = pdus.first() else {
         panic!("{pdus:?}")
     };
-    assert_eq!(rsp.response, logout_response::CLOSED);
+    assert_eq!(rsp.response, LogoutResponseCode::Closed);
     assert_eq!(r.events(), [(2, Event::Close(CloseReason::Logout))]);
     r.closed(2);
     assert!(!r.s.is_ended());
     r.send(1, read(1, 1, 1));
     assert_eq!(r.works().len(), 1);
     // A CID that is not (or no longer) there.
-    r.send(1, logout(6, 2, logout_reason::CLOSE_CONNECTION, 2));
+    r.send(1, logout(6, 2, LogoutReason::CloseConnection, 2));
     let Some(Pdu::LogoutResponse(rsp)) = r.drain(1).pop() else {
         panic!()
     };
-    assert_eq!(rsp.response, logout_response::CID_NOT_FOUND);
+    assert_eq!(rsp.response, LogoutResponseCode::CidNotFound);
     // Removing a connection for recovery needs ErrorRecoveryLevel 2.
-    r.send(1, logout(7, 2, logout_reason::REMOVE_FOR_RECOVERY, 1));
+    r.send(1, logout(7, 2, LogoutReason::RemoveForRecovery, 1));
     let Some(Pdu::LogoutResponse(rsp)) = r.drain(1).pop() else {
         panic!()
     };
-    assert_eq!(rsp.response, logout_response::RECOVERY_NOT_SUPPORTED);
+    assert_eq!(rsp.response, LogoutResponseCode::RecoveryNotSupported);
 }
 
 #[test]
 fn logout_of_the_session_closes_every_connection() {
     let mut r = Rig::new(&[1, 2, 3]);
-    r.send(3, logout(5, 1, logout_reason::CLOSE_SESSION, 3));
+    r.send(3, logout(5, 1, LogoutReason::CloseSession, 3));
     assert!(matches!(r.drain(3)[..], [Pdu::LogoutResponse(_)]));
     let closed: Vec<u16> = r
         .events()
@@ -637,7 +637,7 @@ fn too_many_immediate_commands_are_rejected() {
     r.send(1, immediate(write(200, 1, 1)));
     assert_eq!(
         reject_reason_of(&r.drain(1)),
-        Some(reject::IMMEDIATE_COMMAND_REJECT)
+        Some(RejectReason::ImmediateCommandReject)
     );
 }
 
@@ -678,7 +678,10 @@ fn shutdown_asks_for_logout_then_closes_after_the_grace_period() {
         let Some(Pdu::AsyncMessage(m)) = r.drain(cid).pop() else {
             panic!()
         };
-        assert_eq!((m.async_event, m.parameter3), (1, 3));
+        assert_eq!(
+            (m.async_event, m.parameter3),
+            (AsyncEvent::LogoutRequested, 3)
+        );
     }
     let t = r.s.poll_timeout().unwrap();
     assert_eq!(t, r.now + Duration::from_secs(3));
@@ -748,6 +751,6 @@ fn exp_stat_sn_cannot_acknowledge_a_status_not_sent() {
     r.send(2, with_exp_stat_sn(immediate(read(21, 2, 1)), SeqNum(9999)));
     let w = r.works();
     r.complete(&w[0]);
-    r.send(1, tmf_req(1, 2, tmf::ABORT_TASK_SET, 0, 0));
+    r.send(1, tmf_req(1, 2, TmfFunction::AbortTaskSet, 0, 0));
     assert_eq!(tmf_response_of(&r.drain(1)), None);
 }

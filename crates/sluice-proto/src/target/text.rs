@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use super::{ConnId, TargetSession, TargetSessionEnv};
 use crate::login::LOGIN_SEGMENT_MAX;
-use crate::pdu::codes::reject;
+use crate::pdu::codes::RejectReason;
 use crate::pdu::{Pdu, TextRequest, TextResponse};
 use crate::seq::{Itt, SeqNum, Ttt};
 use crate::text::{encode_pairs, parse_pairs, split_text, TextAssembler, TextLimits};
@@ -50,7 +50,7 @@ impl TargetSession {
             if ours {
                 self.send_next_text_chunk(conn, req.itt);
             } else {
-                self.reject_pdu(conn, reject::INVALID_PDU_FIELD, &Pdu::TextRequest(req));
+                self.reject_pdu(conn, RejectReason::InvalidPduField, &Pdu::TextRequest(req));
             }
             return;
         }
@@ -70,12 +70,12 @@ impl TargetSession {
                 return;
             }
             Err(_) => {
-                self.reject_pdu(conn, reject::PROTOCOL_ERROR, &Pdu::TextRequest(req));
+                self.reject_pdu(conn, RejectReason::ProtocolError, &Pdu::TextRequest(req));
                 return;
             }
         };
         let Ok(pairs) = parse_pairs(&text, &TextLimits::LOGIN) else {
-            self.reject_pdu(conn, reject::PROTOCOL_ERROR, &Pdu::TextRequest(req));
+            self.reject_pdu(conn, RejectReason::ProtocolError, &Pdu::TextRequest(req));
             return;
         };
         let mut answer: Vec<(String, String)> = Vec::new();

@@ -15,7 +15,7 @@
 use super::connection::ping;
 use super::scsi::EndedBy;
 use super::{ConnId, Event, ResetKind, TargetSession, TargetSessionEnv};
-use crate::pdu::codes::{tmf, tmf_response};
+use crate::pdu::codes::{TmfFunction, TmfResponse};
 use crate::pdu::{Pdu, TaskMgmtRequest, TaskMgmtResponse};
 use crate::seq::{Itt, Lun, SeqNum};
 use crate::task::TttAllocator;
@@ -29,7 +29,7 @@ pub(super) struct PendingTmf {
     itt: Itt,
     cmd_sn: SeqNum,
     scope: Scope,
-    response: u8,
+    response: TmfResponse,
     /// Done in the SCSI layer once the affected tasks ended.
     reset: Option<ResetKind>,
     slot: Option<Slot>,
@@ -80,30 +80,26 @@ impl TargetSession {
         slot: Option<Slot>,
         env: &mut dyn TargetSessionEnv,
     ) {
-        // Byte 1 bit 7 is always 1; the function is the low seven bits (section 11.5).
-        let function = req.function & 0x7f;
+        let function = req.function;
         let (scope, reset) = match function {
-            tmf::ABORT_TASK => return self.abort_task(conn, &req, slot),
-            tmf::ABORT_TASK_SET | tmf::CLEAR_TASK_SET => (Scope::Lun(req.lun), None),
-            tmf::LOGICAL_UNIT_RESET => (Scope::Lun(req.lun), Some(ResetKind::LogicalUnit(req.lun))),
-            tmf::TARGET_WARM_RESET => (Scope::All, Some(ResetKind::TargetWarm)),
-            tmf::TARGET_COLD_RESET => (Scope::All, Some(ResetKind::TargetCold)),
+            TmfFunction::AbortTask => return self.abort_task(conn, &req, slot),
+            TmfFunction::AbortTaskSet | TmfFunction::ClearTaskSet => (Scope::Lun(req.lun), None),
+            TmfFunction::LogicalUnitReset => {
+                (Scope::Lun(req.lun), Some(ResetKind::LogicalUnit(req.lun)))
+            }
+            TmfFunction::TargetWarmReset => (Scope::All, Some(ResetKind::TargetWarm)),
+            TmfFunction::TargetColdReset => (Scope::All, Some(ResetKind::TargetCold)),
             // ErrorRecoveryLevel 0 has no task reassignment (section 7.2.2).
-            tmf::TASK_REASSIGN => {
-                return self.tmf_respond(
-                    conn,
-                    req.itt,
-                    tmf_response::REASSIGNMENT_NOT_SUPPORTED,
-                    slot,
-                )
+            TmfFunction::TaskReassign => {
+                return self.tmf_respond(conn, req.itt, TmfResponse::ReassignmentNotSupported, slot)
             }
             // CLEAR ACA: NACA=1 is refused by the SCSI layer, so no ACA condition ever exists
             // to clear; and any function this target does not know.
-            _ => return self.tmf_respond(conn, req.itt, tmf_response::NOT_SUPPORTED, slot),
+            _ => return self.tmf_respond(conn, req.itt, TmfResponse::NotSupported, slot),
         };
         if let Scope::Lun(lun) = scope {
             if !env.lun_exists(lun) {
-                return self.tmf_respond(conn, req.itt, tmf_response::LUN_DOES_NOT_EXIST, slot);
+                return self.tmf_respond(conn, req.itt, TmfResponse::LunDoesNotExist, slot);
             }
         }
         let id = self.next_tmf_id();
@@ -123,12 +119,12 @@ impl TargetSession {
             itt: req.itt,
             cmd_sn: req.cmd_sn,
             scope,
-            response: tmf_response::FUNCTION_COMPLETE,
+            response: TmfResponse::FunctionComplete,
             reset,
             slot,
             wait_for_commands: true,
             acks: Acks::Pending,
-            cold: function == tmf::TARGET_COLD_RESET,
+            cold: function == TmfFunction::TargetColdReset,
         });
     }
 
@@ -141,7 +137,7 @@ impl TargetSession {
                 // Still collecting its data: it ends now.
                 let id = self.next_tmf_id();
                 self.end_task(referenced, EndedBy::Tmf(id));
-                return self.tmf_respond(conn, req.itt, tmf_response::FUNCTION_COMPLETE, slot);
+                return self.tmf_respond(conn, req.itt, TmfResponse::FunctionComplete, slot);
             }
             let id = self.next_tmf_id();
             self.end_task(referenced, EndedBy::Tmf(id));
@@ -151,7 +147,7 @@ impl TargetSession {
                 itt: req.itt,
                 cmd_sn: req.cmd_sn,
                 scope: Scope::Task,
-                response: tmf_response::FUNCTION_COMPLETE,
+                response: TmfResponse::FunctionComplete,
                 reset: None,
                 slot,
                 wait_for_commands: false,
@@ -168,9 +164,9 @@ impl TargetSession {
         // command that already completed: "Task does not exist".
         let response = if req.ref_cmd_sn.lt(req.cmd_sn) && self.window.cancel(req.ref_cmd_sn) {
             self.remember_aborted(referenced);
-            tmf_response::FUNCTION_COMPLETE
+            TmfResponse::FunctionComplete
         } else {
-            tmf_response::TASK_DOES_NOT_EXIST
+            TmfResponse::TaskDoesNotExist
         };
         self.tmf_respond(conn, req.itt, response, slot);
     }
@@ -264,7 +260,7 @@ impl TargetSession {
         }
     }
 
-    fn tmf_respond(&mut self, conn: ConnId, itt: Itt, response: u8, slot: Option<Slot>) {
+    fn tmf_respond(&mut self, conn: ConnId, itt: Itt, response: TmfResponse, slot: Option<Slot>) {
         let rsp = TaskMgmtResponse {
             response,
             itt,

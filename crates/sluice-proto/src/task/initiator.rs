@@ -12,6 +12,7 @@ use bytes::Bytes;
 
 use super::{Residual, TaskCounters, TaskError};
 use crate::params::SessionParams;
+use crate::pdu::codes::{ScsiResponseCode, ScsiStatus};
 use crate::pdu::{DataOut, R2t, ScsiResponse};
 use crate::seq::{Itt, Lun, Ttt};
 
@@ -46,7 +47,7 @@ impl IttAllocator {
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub struct TaskStatus {
     /// SCSI status byte.
-    pub status: u8,
+    pub status: ScsiStatus,
     /// Residual (section 11.4.5.1).
     pub residual: Residual,
     /// Sense data without its SenseLength prefix (empty if none).
@@ -177,7 +178,10 @@ impl InitiatorWrite {
         if rsp.itt != self.itt {
             return Err(TaskError::WrongTask(rsp.itt));
         }
-        if rsp.response == 0 && rsp.exp_data_sn != 0 && rsp.exp_data_sn != self.next_r2t_sn {
+        if rsp.response == ScsiResponseCode::Completed
+            && rsp.exp_data_sn != 0
+            && rsp.exp_data_sn != self.next_r2t_sn
+        {
             return Err(TaskError::Inconsistent);
         }
         TaskStatus::from_response(rsp)

@@ -6,6 +6,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::TaskStatus;
 use crate::params::SessionParams;
+use crate::pdu::codes::ScsiStatus;
 use crate::pdu::{DataIn, ScsiResponse};
 use crate::seq::Itt;
 use crate::task::coverage::{Coverage, Insert};
@@ -331,7 +332,7 @@ impl InitiatorRead {
         let whole = self.received.bytes() == expected_bytes
             && self.received.contiguous_end(0) == expected_bytes;
         // A failed command may have moved any amount of data; a good one moved all of it.
-        if !all_arrived || (status.status == crate::task::STATUS_GOOD && !whole) {
+        if !all_arrived || (status.status == ScsiStatus::Good && !whole) {
             return Err(TaskError::Inconsistent);
         }
         self.done = true;

@@ -3,8 +3,9 @@
 use super::*;
 use bytes::{BufMut, BytesMut};
 
+use crate::pdu::codes::ScsiStatus;
 use crate::pdu::DataIn;
-use crate::task::{scsi_response, STATUS_CHECK_CONDITION, STATUS_GOOD};
+use crate::task::scsi_response;
 
 fn params() -> SessionParams {
     SessionParams {
@@ -39,7 +40,7 @@ fn data_in(data_sn: u32, offset: u32, len: usize) -> DataIn {
         overflow: false,
         underflow: false,
         status_present: false,
-        status: 0,
+        status: ScsiStatus::Good,
         lun: Lun::default(),
         itt: Itt(1),
         ttt: Ttt::RESERVED,
@@ -102,10 +103,10 @@ fn write_plan_follows_the_negotiated_keys() {
     // ExpDataSN of a write: 0 (RFC 7143: Data-In PDUs only) or, from an RFC 3720 target, the
     // R2Ts sent (one here); anything else is inconsistent.
     for accepted in [0, 1] {
-        let rsp = scsi_response(Itt(1), STATUS_GOOD, Residual::None, accepted, &[]);
-        assert_eq!(w.handle_response(&rsp).unwrap().status, STATUS_GOOD);
+        let rsp = scsi_response(Itt(1), ScsiStatus::Good, Residual::None, accepted, &[]);
+        assert_eq!(w.handle_response(&rsp).unwrap().status, ScsiStatus::Good);
     }
-    let rsp = scsi_response(Itt(1), STATUS_GOOD, Residual::None, 2, &[]);
+    let rsp = scsi_response(Itt(1), ScsiStatus::Good, Residual::None, 2, &[]);
     assert_eq!(w.handle_response(&rsp), Err(TaskError::Inconsistent));
 }
 
@@ -195,7 +196,7 @@ fn any_order_read_with_duplicate_and_phase_collapse() {
 fn response_with_missing_data_in_is_a_sequence_problem() {
     let mut r = InitiatorRead::new(Itt(1), 2000, &params());
     r.handle_data_in(&data_in(0, 0, 1000)).unwrap();
-    let rsp = scsi_response(Itt(1), STATUS_GOOD, Residual::None, 2, &[]);
+    let rsp = scsi_response(Itt(1), ScsiStatus::Good, Residual::None, 2, &[]);
     assert_eq!(r.handle_response(&rsp), Err(TaskError::Inconsistent));
 }
 
@@ -204,7 +205,7 @@ fn check_condition_response_carries_sense() {
     let mut r = InitiatorRead::new(Itt(1), 2000, &params());
     let rsp = scsi_response(
         Itt(1),
-        STATUS_CHECK_CONDITION,
+        ScsiStatus::CheckCondition,
         Residual::Underflow(2000),
         0,
         &[0x70, 0, 3],
@@ -285,7 +286,7 @@ fn placed_read_ending_with_a_response() {
     let mut r = InitiatorRead::new(Itt(1), 2000, &params());
     place(&mut r, &pattern_in(0, 0, 1000), 1000).unwrap();
     place(&mut r, &pattern_in(1, 1000, 1000), 7).unwrap();
-    let rsp = scsi_response(Itt(1), STATUS_GOOD, Residual::None, 2, &[]);
+    let rsp = scsi_response(Itt(1), ScsiStatus::Good, Residual::None, 2, &[]);
     match r.handle_response(&rsp).unwrap() {
         ReadProgress::Complete(data, _) => {
             assert!(data.iter().enumerate().all(|(i, b)| *b == i as u8));
@@ -326,7 +327,7 @@ fn placement_refuses_what_handle_data_in_refuses() {
         r.handle_data_in(&data_in(1, 1000, 1000)),
         Err(TaskError::Inconsistent)
     );
-    let rsp = scsi_response(Itt(1), STATUS_GOOD, Residual::None, 2, &[]);
+    let rsp = scsi_response(Itt(1), ScsiStatus::Good, Residual::None, 2, &[]);
     assert_eq!(r.handle_response(&rsp), Err(TaskError::Inconsistent));
     // Part of the payload only: refused.
     p.append(&[1; 999]);
@@ -358,11 +359,11 @@ fn placed_status_follows_section_11_7_3() {
     // A CHECK CONDITION collapsed into the last placed Data-In completes the read.
     let mut r = InitiatorRead::new(Itt(1), 1000, &params());
     pdu.final_bit = true;
-    pdu.status = STATUS_CHECK_CONDITION;
+    pdu.status = ScsiStatus::CheckCondition;
     match place(&mut r, &pdu, 100).unwrap() {
         ReadProgress::Complete(data, status) => {
             assert_eq!(data.len(), 1000);
-            assert_eq!(status.status, STATUS_CHECK_CONDITION);
+            assert_eq!(status.status, ScsiStatus::CheckCondition);
         }
         other => panic!("{other:?}"),
     }

@@ -25,27 +25,15 @@ mod sim_tests;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::pdu::codes::{RejectReason, ScsiResponseCode, ScsiStatus};
 use crate::pdu::ScsiResponse;
 use crate::seq::{Itt, Ttt};
-
-/// SCSI status GOOD (SAM-5).
-pub const STATUS_GOOD: u8 = 0x00;
-/// SCSI status CHECK CONDITION (SAM-5).
-pub const STATUS_CHECK_CONDITION: u8 = 0x02;
-
-/// Reject reason codes this module asks for (RFC 7143 section 11.17.1).
-pub mod reject_reason {
-    /// 0x04 Protocol Error.
-    pub const PROTOCOL_ERROR: u8 = 0x04;
-    /// 0x09 Invalid PDU field.
-    pub const INVALID_PDU_FIELD: u8 = 0x09;
-}
 
 /// What the connection does about a [`TaskError`].
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
 pub enum PeerAction {
     /// Send a Reject PDU with this reason (section 11.17.1) and end the task.
-    Reject(u8),
+    Reject(RejectReason),
     /// End the command with CHECK CONDITION, sense key ABORTED COMMAND (0x0b) and this
     /// ASC/ASCQ (RFC 7143 section 11.4.7.2).
     CheckCondition {
@@ -133,7 +121,7 @@ impl TaskError {
     pub fn action(self) -> PeerAction {
         match self {
             Self::WrongTask(_) | Self::UnknownTtt(_) | Self::NotAWrite | Self::InvalidR2t => {
-                PeerAction::Reject(reject_reason::INVALID_PDU_FIELD)
+                PeerAction::Reject(RejectReason::InvalidPduField)
             }
             // Section 11.4.7.2 table: ABORTED COMMAND, ASC 0x0c, ASCQ 0x0c / 0x0d.
             Self::UnexpectedUnsolicited => PeerAction::CheckCondition {
@@ -148,7 +136,7 @@ impl TaskError {
             | Self::BurstMismatch
             | Self::Overlap(_)
             | Self::SequenceOrder
-            | Self::AfterCompletion => PeerAction::Reject(reject_reason::PROTOCOL_ERROR),
+            | Self::AfterCompletion => PeerAction::Reject(RejectReason::ProtocolError),
             // Section 7.9: a DataSN or offset out of sequence implies a lost PDU. Without
             // SNACK (ErrorRecoveryLevel 0) the task cannot be completed, but the byte stream is
             // still in step, so only the task fails: ABORTED COMMAND, DATA PHASE ERROR
@@ -263,7 +251,7 @@ impl TttAllocator for SequentialTtts {
 /// (section 11.4.7.1). StatSN, ExpCmdSN and MaxCmdSN are left zero for the connection to fill.
 pub fn scsi_response(
     itt: Itt,
-    status: u8,
+    status: ScsiStatus,
     residual: Residual,
     exp_data_sn: u32,
     sense: &[u8],
@@ -283,7 +271,7 @@ pub fn scsi_response(
         bidi_underflow: false,
         overflow,
         underflow,
-        response: 0,
+        response: ScsiResponseCode::Completed,
         status,
         itt,
         snack_tag: 0,
@@ -336,7 +324,7 @@ mod tests {
     fn response_prefixes_sense_length() {
         let rsp = scsi_response(
             Itt(3),
-            STATUS_CHECK_CONDITION,
+            ScsiStatus::CheckCondition,
             Residual::None,
             2,
             &[1, 2, 3],

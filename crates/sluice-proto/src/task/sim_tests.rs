@@ -10,8 +10,9 @@ use proptest::prelude::*;
 use super::initiator::{InitiatorRead, InitiatorWrite, ReadProgress};
 use super::target_read::DataInSequence;
 use super::target_write::{TargetWrite, WriteProgress};
-use super::{Residual, SequentialTtts, STATUS_CHECK_CONDITION, STATUS_GOOD};
+use super::{Residual, SequentialTtts};
 use crate::params::SessionParams;
+use crate::pdu::codes::ScsiStatus;
 use crate::pdu::{Cdb, DataOut, R2t, ScsiCommand, TaskAttr};
 use crate::seq::{Itt, Lun, SeqNum};
 
@@ -224,7 +225,7 @@ proptest! {
         seed in 1u64..,
     ) {
         let data = pattern(produced as usize);
-        let status = if good { STATUS_GOOD } else { STATUS_CHECK_CONDITION };
+        let status = if good { ScsiStatus::Good } else { ScsiStatus::CheckCondition };
         let mut segmenter = DataInSequence::new(Itt(5), data.clone(), edtl, status, &params);
         let predicted = segmenter.total_pdus();
         let mut pdus: Vec<_> = segmenter.by_ref().collect();

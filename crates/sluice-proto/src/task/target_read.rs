@@ -12,8 +12,9 @@
 
 use bytes::Bytes;
 
-use super::{scsi_response, Residual, STATUS_GOOD};
+use super::{scsi_response, Residual};
 use crate::params::SessionParams;
+use crate::pdu::codes::ScsiStatus;
 use crate::pdu::{DataIn, ScsiResponse};
 use crate::seq::{Itt, Lun, Ttt};
 
@@ -23,7 +24,7 @@ pub struct DataInSequence {
     itt: Itt,
     /// The data actually sent: at most EDTL bytes.
     data: Bytes,
-    status: u8,
+    status: ScsiStatus,
     residual: Residual,
     max_segment_len: u32,
     max_burst_len: u32,
@@ -40,7 +41,13 @@ impl DataInSequence {
     ///
     /// Section 11.4.5.1: data shorter than EDTL is an underflow (residual EDTL - len); data
     /// longer is an overflow (residual len - EDTL) and only EDTL bytes are sent.
-    pub fn new(itt: Itt, data: Bytes, edtl: u32, status: u8, params: &SessionParams) -> Self {
+    pub fn new(
+        itt: Itt,
+        data: Bytes,
+        edtl: u32,
+        status: ScsiStatus,
+        params: &SessionParams,
+    ) -> Self {
         let produced = u32::try_from(data.len()).unwrap_or(u32::MAX);
         let residual = Residual::from_lengths(edtl, produced);
         let sent = produced.min(edtl) as usize;
@@ -64,7 +71,7 @@ impl DataInSequence {
     /// Only GOOD status may travel in a Data-In (no sense data can), and only if there is at
     /// least one Data-In to carry it.
     pub fn collapses_status(&self) -> bool {
-        self.status == STATUS_GOOD && !self.data.is_empty()
+        self.status == ScsiStatus::Good && !self.data.is_empty()
     }
 
     /// Whether a separate SCSI Response must follow the Data-In PDUs.
@@ -133,7 +140,12 @@ impl Iterator for DataInSequence {
             overflow,
             underflow,
             status_present,
-            status: if status_present { self.status } else { 0 },
+            // Without S the status field is reserved: zero, the code of GOOD.
+            status: if status_present {
+                self.status
+            } else {
+                ScsiStatus::Good
+            },
             // Section 11.7.4: LUN and TTT are reserved unless the A bit is set.
             lun: Lun::default(),
             itt: self.itt,
@@ -157,7 +169,6 @@ impl Iterator for DataInSequence {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::{STATUS_CHECK_CONDITION, STATUS_GOOD};
 
     fn params(mrdsl: u32, mbl: u32) -> SessionParams {
         SessionParams {
@@ -177,7 +188,7 @@ mod tests {
             Itt(7),
             data(10_000),
             10_000,
-            STATUS_GOOD,
+            ScsiStatus::Good,
             &params(1024, 4096),
         );
         assert_eq!(seq.total_pdus(), 10);
@@ -194,7 +205,7 @@ mod tests {
         assert_eq!(pdus[9].data.len(), 784);
         assert!(pdus.iter().enumerate().all(|(i, p)| p.data_sn == i as u32));
         let last = &pdus[9];
-        assert!(last.status_present && !last.underflow && last.status == STATUS_GOOD);
+        assert!(last.status_present && !last.underflow && last.status == ScsiStatus::Good);
         assert!(pdus[..9].iter().all(|p| !p.status_present));
         assert!(!seq.needs_response());
         assert_eq!(seq.data_in_count(), 10);
@@ -202,7 +213,13 @@ mod tests {
 
     #[test]
     fn burst_boundary_inside_a_segment_shortens_the_pdu() {
-        let seq = DataInSequence::new(Itt(1), data(3000), 3000, STATUS_GOOD, &params(1000, 1500));
+        let seq = DataInSequence::new(
+            Itt(1),
+            data(3000),
+            3000,
+            ScsiStatus::Good,
+            &params(1000, 1500),
+        );
         let lens: Vec<(usize, bool)> = seq.map(|p| (p.data.len(), p.final_bit)).collect();
         assert_eq!(
             lens,
@@ -212,7 +229,13 @@ mod tests {
 
     #[test]
     fn short_data_is_an_underflow_in_the_last_data_in() {
-        let seq = DataInSequence::new(Itt(1), data(1000), 4096, STATUS_GOOD, &params(8192, 8192));
+        let seq = DataInSequence::new(
+            Itt(1),
+            data(1000),
+            4096,
+            ScsiStatus::Good,
+            &params(8192, 8192),
+        );
         let pdus: Vec<DataIn> = seq.collect();
         assert_eq!(pdus.len(), 1);
         assert!(pdus[0].underflow && pdus[0].residual == 3096 && pdus[0].status_present);
@@ -220,7 +243,13 @@ mod tests {
 
     #[test]
     fn long_data_is_an_overflow_and_only_edtl_is_sent() {
-        let seq = DataInSequence::new(Itt(1), data(5000), 4096, STATUS_GOOD, &params(8192, 8192));
+        let seq = DataInSequence::new(
+            Itt(1),
+            data(5000),
+            4096,
+            ScsiStatus::Good,
+            &params(8192, 8192),
+        );
         let pdus: Vec<DataIn> = seq.collect();
         assert_eq!(pdus[0].data.len(), 4096);
         assert!(pdus[0].overflow && pdus[0].residual == 904);
@@ -232,20 +261,25 @@ mod tests {
             Itt(1),
             data(3000),
             3000,
-            STATUS_CHECK_CONDITION,
+            ScsiStatus::CheckCondition,
             &params(1024, 8192),
         );
         assert!(seq.by_ref().all(|p| !p.status_present));
         assert!(seq.needs_response());
         let rsp = seq.response(&[0x70]);
         assert_eq!(rsp.exp_data_sn, 3);
-        assert_eq!(rsp.status, STATUS_CHECK_CONDITION);
+        assert_eq!(rsp.status, ScsiStatus::CheckCondition);
     }
 
     #[test]
     fn no_data_means_no_data_in_and_a_response() {
-        let mut seq =
-            DataInSequence::new(Itt(1), Bytes::new(), 512, STATUS_GOOD, &params(1024, 8192));
+        let mut seq = DataInSequence::new(
+            Itt(1),
+            Bytes::new(),
+            512,
+            ScsiStatus::Good,
+            &params(1024, 8192),
+        );
         assert!(seq.next().is_none());
         assert!(seq.needs_response());
         let rsp = seq.response(&[]);
@@ -259,7 +293,7 @@ mod tests {
             Itt(1),
             source.clone(),
             4096,
-            STATUS_GOOD,
+            ScsiStatus::Good,
             &params(1024, 8192),
         );
         for pdu in seq {

@@ -18,6 +18,7 @@ use smallvec::{smallvec, SmallVec};
 use super::coverage::{Coverage, Insert};
 use super::{scsi_response, Residual, TaskCounters, TaskError, TttAllocator};
 use crate::params::SessionParams;
+use crate::pdu::codes::ScsiStatus;
 use crate::pdu::{DataOut, R2t, ScsiCommand, ScsiResponse};
 use crate::seq::{Itt, Lun, Ttt};
 
@@ -353,7 +354,7 @@ impl TargetWrite {
     /// that of section 11.4.5.1. ExpDataSN counts Data-In PDUs only and "MUST be 0 if ... the
     /// target sent no Data-In PDUs for the command" (section 11.4.8), so it is 0 here; RFC 3720
     /// (section 10.4.8) counted R2Ts too, which RFC 7143 dropped.
-    pub fn response(&self, status: u8, sense: &[u8]) -> ScsiResponse {
+    pub fn response(&self, status: ScsiStatus, sense: &[u8]) -> ScsiResponse {
         scsi_response(self.itt, status, self.residual, 0, sense)
     }
 

@@ -69,7 +69,7 @@ fn edtl_zero_completes_at_once() {
     let (task, p) =
         TargetWrite::new(&command(0, Bytes::new(), true), &params(), 0, &mut ttts).unwrap();
     assert_eq!(p, WriteProgress::Complete(WriteData::default()));
-    assert_eq!(task.response(0, &[]).exp_data_sn, 0);
+    assert_eq!(task.response(ScsiStatus::Good, &[]).exp_data_sn, 0);
 }
 
 #[test]
@@ -262,7 +262,7 @@ fn data_beyond_edtl_and_sequence_errors() {
     assert!(matches!(e, Err(TaskError::BeyondEdtl { .. })));
     assert_eq!(
         e.unwrap_err().action(),
-        PeerAction::Reject(crate::task::reject_reason::PROTOCOL_ERROR)
+        PeerAction::Reject(crate::pdu::codes::RejectReason::ProtocolError)
     );
     let e = task.handle_data_out(
         &data_out(Ttt::RESERVED, 0, 1024, pattern(1024), true),
@@ -370,7 +370,7 @@ fn fewer_wanted_bytes_than_edtl_solicits_less_and_reports_underflow() {
         last,
         WriteProgress::Complete(WriteData::from(&data[..5000]))
     );
-    let rsp = task.response(0, &[]);
+    let rsp = task.response(ScsiStatus::Good, &[]);
     // One R2T was sent, but ExpDataSN counts Data-In PDUs only (section 11.4.8).
     assert!(rsp.underflow && rsp.residual == 15_000 && rsp.exp_data_sn == 0);
     assert_eq!(

@@ -17,6 +17,7 @@ use sluice_proto::framing::{encode, Digests, FrameError, Framer};
 use sluice_proto::login::{
     ChapCredential, InitiatorChap, InitiatorConfig, InitiatorLogin, InitiatorOutcome, InitiatorStep,
 };
+use sluice_proto::pdu::codes::TmfFunction;
 use sluice_proto::pdu::{
     Cdb, DataIn, DataOut, LoginRequest, LoginResponse, NopOut, Pdu, R2t, ScsiCommand, ScsiResponse,
     TaskAttr, TaskMgmtRequest, TaskMgmtResponse, MAX_DATA_SEGMENT_LEN,
@@ -361,7 +362,7 @@ impl Peer {
                     self.outcome = Some((*outcome).clone());
                     return Ok(*outcome);
                 }
-                InitiatorStep::Failed(_) if rsp.status_class != 0 => return Err(rsp),
+                InitiatorStep::Failed(_) if rsp.status.class != 0 => return Err(rsp),
                 other => panic!("login went wrong: {other:?} after {rsp:?}"),
             }
         }
@@ -503,7 +504,7 @@ impl Peer {
                 Pdu::DataIn(d) if d.itt == itt => {
                     place(&mut c.data, &d);
                     if d.status_present {
-                        c.status = d.status;
+                        c.status = d.status.code();
                         c.overflow = d.overflow;
                         c.underflow = d.underflow;
                         c.residual = d.residual;
@@ -572,10 +573,15 @@ impl Peer {
     }
 
     /// A task management request (immediate, current CmdSN).
-    pub fn tmf(&mut self, function: u8, referenced: Itt, ref_cmd_sn: SeqNum) -> TaskMgmtRequest {
+    pub fn tmf(
+        &mut self,
+        function: TmfFunction,
+        referenced: Itt,
+        ref_cmd_sn: SeqNum,
+    ) -> TaskMgmtRequest {
         TaskMgmtRequest {
             immediate: true,
-            function: function | 0x80,
+            function,
             lun: Lun(0),
             itt: self.itt(),
             referenced_task_tag: referenced,
@@ -603,7 +609,7 @@ fn place(buf: &mut Vec<u8>, d: &DataIn) {
 }
 
 fn fill_from_response(c: &mut Completion, r: &ScsiResponse) {
-    c.status = r.status;
+    c.status = r.status.code();
     c.overflow = r.overflow;
     c.underflow = r.underflow;
     c.residual = r.residual;

@@ -233,8 +233,7 @@ fn initiator_reports_failures_and_redirects() {
         stat_sn: SeqNum(0),
         exp_cmd_sn: SeqNum(1),
         max_cmd_sn: SeqNum(1),
-        status_class: 1,
-        status_detail: 2,
+        status: LoginStatus::MOVED_PERMANENTLY,
         data: encode_pairs(&[("TargetAddress", "[fd00::1]:3260,1")]),
     };
     assert_eq!(
