@@ -35,6 +35,7 @@ pub mod framing;
 pub mod initiator;
 pub mod keepalive;
 pub mod login;
+mod map;
 pub mod params;
 pub mod pdu;
 pub mod seq;

@@ -9,7 +9,7 @@
 //! none, so their completion cannot widen the window. Initiator: [`CmdSnAllocator`] numbers
 //! commands and stops when the target's window is full.
 
-use std::collections::HashMap;
+use crate::map::Map;
 
 use crate::seq::SeqNum;
 
@@ -67,7 +67,7 @@ pub struct CommandWindow<T> {
     depth: u32,
     active: u32,
     /// Commands waiting for a gap to fill; `None` marks a CmdSN cancelled before it arrived.
-    held: HashMap<u32, Option<T>>,
+    held: Map<u32, Option<T>>,
 }
 
 impl<T> CommandWindow<T> {
@@ -81,7 +81,7 @@ impl<T> CommandWindow<T> {
             max_cmd_sn: first_cmd_sn.add(depth - 1),
             depth,
             active: 0,
-            held: HashMap::new(),
+            held: Map::default(),
         }
     }
 
@@ -202,6 +202,14 @@ impl<T> CommandWindow<T> {
         }
         self.skip_cancelled();
         n
+    }
+
+    /// The held commands, to attach what arrives for them before their turn (cancelled
+    /// places are skipped).
+    pub fn held_commands_mut(&mut self) -> impl Iterator<Item = (SeqNum, &mut T)> {
+        self.held
+            .iter_mut()
+            .filter_map(|(sn, c)| c.as_mut().map(|c| (SeqNum(*sn), c)))
     }
 
     /// The held commands, for inspection (cancelled places are skipped).

@@ -40,7 +40,9 @@ mod task;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use crate::map::Map;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -296,9 +298,9 @@ pub struct InitiatorSession {
     params: SessionParams,
     window: CmdSnAllocator,
     itts: IttAllocator,
-    tasks: HashMap<Itt, Task>,
+    tasks: Map<Itt, Task>,
     waiting: VecDeque<task::Queued>,
-    requests: HashMap<Itt, Request>,
+    requests: Map<Itt, Request>,
     conns: Vec<Connection>,
     policy: policy::State,
     completions: VecDeque<Completion>,
@@ -309,6 +311,8 @@ pub struct InitiatorSession {
     closing: bool,
     /// Session recovery was asked for: nothing is issued until [`Self::reinstate`].
     reinstating: bool,
+    /// The session is over (logged out, or given up): nothing is recovered any more.
+    ended: bool,
     max_in_flight: usize,
     retried: u64,
     rejects: u64,
@@ -336,9 +340,9 @@ impl InitiatorSession {
             params: leading.params,
             window: CmdSnAllocator::new(leading.cmd_sn, leading.exp_cmd_sn, leading.max_cmd_sn),
             itts: IttAllocator::starting_at(1),
-            tasks: HashMap::new(),
+            tasks: Map::default(),
             waiting: VecDeque::new(),
-            requests: HashMap::new(),
+            requests: Map::default(),
             conns: Vec::new(),
             policy: policy::State::default(),
             completions: VecDeque::new(),
@@ -347,6 +351,7 @@ impl InitiatorSession {
             next_conn: 0,
             closing: false,
             reinstating: false,
+            ended: false,
             max_in_flight: 0,
             retried: 0,
             rejects: 0,
@@ -413,6 +418,7 @@ impl InitiatorSession {
         }
         self.fail_requests(|_| true, failure);
         self.conns.clear();
+        self.ended = true;
         self.events.push_back(Event::Ended);
     }
 

@@ -4,7 +4,7 @@
 //! Parameters") compared binding each logical unit to one connection with spreading commands
 //! over all of them; the other two policies balance by load.
 
-use std::collections::HashMap;
+use crate::map::Map;
 
 use super::connection::{ConnState, Connection};
 use super::ConnId;
@@ -53,7 +53,7 @@ impl Policy {
 #[derive(Debug, Default)]
 pub(super) struct State {
     next: usize,
-    bound: HashMap<Lun, ConnId>,
+    bound: Map<Lun, ConnId>,
 }
 
 impl State {

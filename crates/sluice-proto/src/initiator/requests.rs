@@ -251,12 +251,15 @@ impl InitiatorSession {
         );
     }
 
-    /// Draining connections with nothing outstanding send their Logout Request.
+    /// Draining connections with nothing outstanding (no command, and no request waiting for
+    /// its answer: a logout would end them unanswered) send their Logout Request.
     pub(super) fn send_due_logouts(&mut self) {
+        let busy: Vec<ConnId> = self.requests.values().map(Request::conn).collect();
         let due: Vec<(ConnId, u16, Option<RequestId>)> = self
             .conns
             .iter_mut()
             .filter(|c| c.state == ConnState::Draining && c.stats.outstanding == 0)
+            .filter(|c| !busy.contains(&c.id))
             .filter_map(|c| c.logout.take().map(|id| (c.id, c.cid, id)))
             .collect();
         for (conn, cid, id) in due {
@@ -403,6 +406,10 @@ impl InitiatorSession {
 
     /// The session logged out: every connection closes, every request ends.
     fn end_session(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
         let itts: Vec<Itt> = self.tasks.keys().copied().collect();
         for itt in itts {
             if let Some(t) = self.tasks.remove(&itt) {
@@ -450,7 +457,21 @@ impl InitiatorSession {
                 .push_back(Completion::Logout(id, Err(Failure::ConnectionLost)));
         }
         self.fail_requests(|r| r.conn() == conn, Failure::ConnectionLost);
-        if self.reinstating || self.conns.is_empty() && self.tasks.is_empty() && self.closing {
+        if self.reinstating || self.ended {
+            // Being replaced, or logged out: nothing to recover.
+            return;
+        }
+        if self.closing {
+            // The session is logging out (after its answer the target closes every
+            // connection, so another one may well go first). It is over once the connection
+            // carrying the logout is gone too.
+            let logout_pending = self
+                .requests
+                .values()
+                .any(|r| matches!(r, Request::Logout { session: true, .. }));
+            if !logout_pending || self.conns.is_empty() {
+                self.end_session();
+            }
             return;
         }
         let exp = self.window.exp_cmd_sn();

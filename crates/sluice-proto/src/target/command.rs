@@ -6,15 +6,21 @@ use bytes::{Bytes, BytesMut};
 use super::{ConnId, TargetSession, TargetSessionEnv};
 use crate::params::SessionType;
 use crate::pdu::codes::RejectReason;
-use crate::pdu::{NopIn, NopOut, Pdu, Reject};
+use crate::pdu::{DataOut, NopIn, NopOut, Pdu, Reject};
 use crate::seq::{Itt, SeqNum, Ttt};
 use crate::window::{Admission, Slot};
 
-/// A command waiting in the window for an earlier CmdSN, with the connection it came on.
+/// A command waiting in the window for an earlier CmdSN, with the connection it came on and
+/// the unsolicited Data-Out that arrived after it (with several connections a command can wait
+/// while its connection goes on sending its data).
 #[derive(Debug)]
 pub(super) struct Held {
     pub(super) conn: ConnId,
     pub(super) pdu: Pdu,
+    pub(super) data_out: Vec<DataOut>,
+    /// Bytes in `data_out`: at most FirstBurstLength (section 13.14), so what waits is bounded
+    /// by the window's depth times FirstBurstLength.
+    pub(super) data_out_bytes: u32,
 }
 
 impl TargetSession {
@@ -52,11 +58,14 @@ impl TargetSession {
         let Some((cmd_sn, immediate)) = command_numbering(&pdu) else {
             return;
         };
-        match self
-            .window
-            .handle_command(cmd_sn, immediate, Held { conn, pdu })
-        {
-            Admission::Deliver(held, slot) => self.deliver(held.conn, held.pdu, slot, env),
+        let held = Held {
+            conn,
+            pdu,
+            data_out: Vec::new(),
+            data_out_bytes: 0,
+        };
+        match self.window.handle_command(cmd_sn, immediate, held) {
+            Admission::Deliver(held, slot) => self.deliver(held, slot, env),
             // Section 4.2.2.1: commands are delivered in order across all connections of the
             // session; this one waits for those before it (at most the window's depth).
             Admission::Held => {}
@@ -66,15 +75,20 @@ impl TargetSession {
         }
     }
 
-    /// Runs a command that is due. `slot` is its place in the window (`None` for immediate
-    /// commands); whoever ends the command gives it back.
+    /// Runs a command that is due, then the data that waited with it. `slot` is its place in
+    /// the window (`None` for immediate commands); whoever ends the command gives it back.
     pub(super) fn deliver(
         &mut self,
-        conn: ConnId,
-        pdu: Pdu,
+        held: Held,
         slot: Option<Slot>,
         env: &mut dyn TargetSessionEnv,
     ) {
+        let Held {
+            conn,
+            pdu,
+            data_out,
+            ..
+        } = held;
         if self
             .find(conn)
             .is_none_or(|c| c.state != super::connection::ConnState::Live)
@@ -85,7 +99,12 @@ impl TargetSession {
             return;
         }
         match pdu {
-            Pdu::ScsiCommand(cmd) => self.handle_scsi_command(conn, cmd, slot, env),
+            Pdu::ScsiCommand(cmd) => {
+                self.handle_scsi_command(conn, cmd, slot, env);
+                for d in data_out {
+                    self.handle_data_out(conn, d);
+                }
+            }
             Pdu::NopOut(n) => {
                 self.handle_nop_out(conn, n);
                 self.release_slot(slot);

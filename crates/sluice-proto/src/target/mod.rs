@@ -39,7 +39,9 @@ mod tmf;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use crate::map::Map;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -264,7 +266,7 @@ pub struct TargetSession {
     /// Session-wide parameters from the leading login.
     params: SessionParams,
     window: CommandWindow<command::Held>,
-    tasks: HashMap<Itt, Task>,
+    tasks: Map<Itt, Task>,
     ttts: SequentialTtts,
     conns: Vec<Connection>,
     work: VecDeque<ScsiWork>,
@@ -292,7 +294,7 @@ impl TargetSession {
             // The login's CmdSN was not advanced (login PDUs are immediate): the first
             // command carries ExpCmdSN as the login left it (RFC 7143 section 4.2.2.1).
             window: CommandWindow::new(leading.exp_cmd_sn, config.queue_depth),
-            tasks: HashMap::new(),
+            tasks: Map::default(),
             ttts: SequentialTtts::starting_at(1),
             conns: Vec::new(),
             work: VecDeque::new(),
@@ -628,7 +630,7 @@ impl TargetSession {
         loop {
             let mut moved = false;
             while let Some((held, slot)) = self.window.poll_ready() {
-                self.deliver(held.conn, held.pdu, Some(slot), env);
+                self.deliver(held, Some(slot), env);
                 moved = true;
             }
             moved |= self.progress_tmfs(env);

@@ -12,7 +12,7 @@
 //!   reinstatement. No room under the session's MaxConnections: "too many connections"
 //!   (0x0206).
 
-use std::collections::HashMap;
+use crate::map::Map;
 
 use crate::login::LoginStatus;
 use crate::seq::{Isid, Tsih};
@@ -92,7 +92,7 @@ struct Entry<H> {
 /// All sessions of one target process.
 #[derive(Debug)]
 pub struct SessionRegistry<H> {
-    sessions: HashMap<u16, Entry<H>>,
+    sessions: Map<u16, Entry<H>>,
     next_tsih: u16,
     next_token: u64,
     max_sessions: usize,
@@ -102,7 +102,7 @@ impl<H: Clone> SessionRegistry<H> {
     /// An empty table admitting at most `max_sessions` sessions.
     pub fn new(max_sessions: usize) -> Self {
         Self {
-            sessions: HashMap::new(),
+            sessions: Map::default(),
             next_tsih: 1,
             next_token: 1,
             max_sessions,

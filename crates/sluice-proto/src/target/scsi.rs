@@ -180,6 +180,25 @@ impl TargetSession {
     }
 
     pub(super) fn handle_data_out(&mut self, conn: ConnId, d: DataOut) {
+        if !self.tasks.contains_key(&d.itt) {
+            // Its command may be waiting in the window for an earlier CmdSN (sent on another
+            // connection): the data waits with it, up to FirstBurstLength.
+            let first_burst = self.params.first_burst_length;
+            let len = d.data.len() as u32;
+            let held = self.window.held_commands_mut().find(|(_, h)| {
+                h.conn == conn && matches!(&h.pdu, Pdu::ScsiCommand(c) if c.itt == d.itt)
+            });
+            if let Some((_, h)) = held {
+                if h.data_out_bytes.saturating_add(len) <= first_burst {
+                    h.data_out_bytes += len;
+                    h.data_out.push(d);
+                } else {
+                    // More unsolicited data than FirstBurstLength allows (section 13.14).
+                    self.reject_pdu(conn, RejectReason::ProtocolError, &Pdu::DataOut(d));
+                }
+                return;
+            }
+        }
         let Some(task) = self.tasks.get_mut(&d.itt) else {
             if !self.recently_aborted.contains(&d.itt) {
                 // Data for no task of this session (RFC 7143 section 11.17.1: the ITT is an
