@@ -26,6 +26,7 @@ mod cmd_discover;
 mod cmd_inquiry;
 mod cmd_lab;
 mod cmd_rw;
+mod cmd_sim;
 mod cmd_target;
 mod config_file;
 mod logging;
@@ -68,6 +69,7 @@ fn main() -> ExitCode {
             cmd_target::run(args, sub)
         }
         Command::Lab(LabCommand::Loopback(args)) => cmd_lab::run_loopback(args),
+        Command::Lab(LabCommand::Sim(args)) => cmd_sim::run(args),
     };
     exit(result)
 }

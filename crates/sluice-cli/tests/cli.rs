@@ -227,3 +227,41 @@ fn lab_loopback_refuses_a_file_it_cannot_map() {
         "{err}"
     );
 }
+
+/// `sluice lab sim` runs seeds of the simulator and reports them; every seed passes.
+#[test]
+fn lab_sim_runs_seeds_and_summarises_them_as_json() {
+    let out = sluice(&["lab", "sim", "--seeds", "12", "--first", "500", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(json["first"], 500);
+    assert_eq!(json["passed"]["seeds"], 12);
+    assert_eq!(json["violations"].as_array().map(Vec::len), Some(0));
+    let by: u64 = json["passed"]["by_connections"]
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(serde_json::Value::as_u64)
+        .sum();
+    assert_eq!(by, 12);
+    assert!(json["passed"]["commands"].as_u64().unwrap_or(0) > 0);
+}
+
+/// One seed replays the same run every time, and can be traced.
+#[test]
+fn lab_sim_replays_one_seed() {
+    let a = sluice(&["lab", "sim", "--seed", "42", "--connections", "3"]);
+    let b = sluice(&["lab", "sim", "--seed", "42", "--connections", "3"]);
+    assert!(a.status.success(), "{}", text(&a.stderr));
+    assert_eq!(text(&a.stdout), text(&b.stdout));
+    assert!(
+        text(&a.stdout).contains("3 connection(s)"),
+        "{}",
+        text(&a.stdout)
+    );
+    let traced = sluice(&["lab", "sim", "--seed", "42", "--trace"]);
+    assert!(traced.status.success());
+    assert!(text(&traced.stderr).contains("SCSI Command"));
+    let bad = sluice(&["lab", "sim", "--connections", "9"]);
+    assert!(!bad.status.success());
+}

@@ -116,6 +116,9 @@ pub struct LoginOpts {
     pub initiator: String,
     pub target: Option<String>,
     pub isid: Isid,
+    /// 0 for a new session; a session's TSIH to add a connection to it.
+    pub tsih: Tsih,
+    pub cid: u16,
     pub chap: Option<(String, String)>,
     pub offer: OperationalOffer,
 }
@@ -126,6 +129,8 @@ impl LoginOpts {
             initiator: INITIATOR.into(),
             target: Some(TARGET.into()),
             isid: Isid([0x80, 0, 0, 0, 0, 1]),
+            tsih: Tsih(0),
+            cid: 0,
             chap: None,
             offer: OperationalOffer::default(),
         }
@@ -140,6 +145,19 @@ impl LoginOpts {
 
     pub fn with_isid(mut self, n: u8) -> Self {
         self.isid = Isid([0x80, 0, 0, 0, 0x10, n]);
+        self
+    }
+
+    /// A connection joining the session `tsih` with this CID (MC/S).
+    pub fn joining(mut self, tsih: Tsih, cid: u16) -> Self {
+        self.tsih = tsih;
+        self.cid = cid;
+        self
+    }
+
+    /// Offers this MaxConnections.
+    pub fn with_max_connections(mut self, n: u16) -> Self {
+        self.offer.max_connections = n;
         self
     }
 
@@ -328,8 +346,8 @@ impl Peer {
             initiator_alias: None,
             target_name: opts.target.clone(),
             isid: opts.isid,
-            tsih: Tsih(0),
-            cid: 0,
+            tsih: opts.tsih,
+            cid: opts.cid,
             chap: opts.chap.as_ref().map(|(user, secret)| InitiatorChap {
                 credential: ChapCredential {
                     user: user.clone(),

@@ -1,0 +1,280 @@
+//! `sluice lab sim`: many seeds of the deterministic simulator, on every CPU, with a progress
+//! bar and a summary; or one seed, traced.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+use sluice_sim::{SimConfig, Summary, Violation};
+
+use crate::cli::SimArgs;
+use crate::client_common::print_json;
+
+/// Violations listed in full (the rest are counted).
+const SHOWN: usize = 10;
+
+/// Totals over the seeds that passed.
+#[derive(Default, Serialize)]
+struct Totals {
+    seeds: u64,
+    commands: u64,
+    reads: u64,
+    writes: u64,
+    aborted: u64,
+    unit_attentions: u64,
+    task_set_full: u64,
+    task_management: u64,
+    pings: u64,
+    texts: u64,
+    connection_logouts: u64,
+    pdus: u64,
+    bytes: u64,
+    events: u64,
+    virtual_seconds: f64,
+    /// Seeds by number of connections (index 0 = 1 connection).
+    by_connections: [u64; 4],
+    /// Seeds that negotiated each value.
+    header_digest: u64,
+    data_digest: u64,
+    immediate_data: u64,
+    initial_r2t: u64,
+    data_pdu_in_order_no: u64,
+    data_sequence_in_order_no: u64,
+}
+
+impl Totals {
+    fn add(&mut self, s: &Summary) {
+        let c = &s.counts;
+        self.seeds += 1;
+        self.commands += s.commands;
+        self.reads += c.reads;
+        self.writes += c.writes;
+        self.aborted += c.aborted;
+        self.unit_attentions += c.unit_attentions;
+        self.task_set_full += c.task_set_full;
+        self.task_management += c.tmfs;
+        self.pings += c.pings;
+        self.texts += c.texts;
+        self.connection_logouts += c.logouts;
+        self.pdus += s.pdus;
+        self.bytes += s.bytes;
+        self.events += s.events;
+        self.virtual_seconds += s.virtual_ns as f64 / 1e9;
+        let i = usize::from(s.connections.clamp(1, 4) - 1);
+        self.by_connections[i] += 1;
+        let p = &s.params;
+        self.header_digest += u64::from(p.header_digest);
+        self.data_digest += u64::from(p.data_digest);
+        self.immediate_data += u64::from(p.immediate_data);
+        self.initial_r2t += u64::from(p.initial_r2t);
+        self.data_pdu_in_order_no += u64::from(!p.data_pdu_in_order);
+        self.data_sequence_in_order_no += u64::from(!p.data_sequence_in_order);
+    }
+}
+
+#[derive(Serialize)]
+struct ViolationJson {
+    seed: u64,
+    at_seconds: f64,
+    what: String,
+    replay: String,
+}
+
+#[derive(Serialize)]
+struct SimJson {
+    first: u64,
+    seeds: u64,
+    connections: Option<u16>,
+    ops: Option<u32>,
+    wall_seconds: f64,
+    passed: Totals,
+    violations: Vec<ViolationJson>,
+}
+
+/// `sluice lab sim`.
+pub fn run(args: &SimArgs) -> Result<()> {
+    if let Some(seed) = args.seed {
+        return run_one(args, seed);
+    }
+    if args.seeds == 0 {
+        bail!("--seeds must be at least 1");
+    }
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
+        .max(1);
+    let bar = progress_bar(args.seeds, args.json);
+    let next = AtomicU64::new(args.first);
+    let end = args.first.saturating_add(args.seeds);
+    let totals = Mutex::new(Totals::default());
+    let violations: Mutex<Vec<Violation>> = Mutex::new(Vec::new());
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| loop {
+                let seed = next.fetch_add(1, Ordering::Relaxed);
+                if seed >= end {
+                    break;
+                }
+                let cfg = SimConfig {
+                    seed,
+                    connections: args.connections,
+                    ops: args.ops,
+                    trace: false,
+                };
+                match sluice_sim::run(cfg) {
+                    Ok(s) => totals.lock().unwrap_or_else(|p| p.into_inner()).add(&s),
+                    Err(v) => {
+                        bar.println(format!("VIOLATION {v}"));
+                        violations.lock().unwrap_or_else(|p| p.into_inner()).push(v);
+                    }
+                }
+                bar.inc(1);
+            });
+        }
+    });
+    bar.finish_and_clear();
+    let wall = started.elapsed().as_secs_f64();
+    let totals = totals.into_inner().unwrap_or_else(|p| p.into_inner());
+    let mut violations = violations.into_inner().unwrap_or_else(|p| p.into_inner());
+    violations.sort_by_key(|v| v.seed);
+    if args.json {
+        print_json(&SimJson {
+            first: args.first,
+            seeds: args.seeds,
+            connections: args.connections,
+            ops: args.ops,
+            wall_seconds: wall,
+            passed: totals,
+            violations: violations
+                .iter()
+                .map(|v| ViolationJson {
+                    seed: v.seed,
+                    at_seconds: v.at_ns as f64 / 1e9,
+                    what: v.what.clone(),
+                    replay: v.replay_command(),
+                })
+                .collect(),
+        })?;
+    } else {
+        print_summary(args, &totals, &violations, wall);
+    }
+    if !violations.is_empty() {
+        bail!(
+            "{} of {} seeds broke an invariant; replay one with: {}",
+            violations.len(),
+            args.seeds,
+            violations[0].replay_command()
+        );
+    }
+    Ok(())
+}
+
+/// One seed, its PDUs on standard error when asked.
+fn run_one(args: &SimArgs, seed: u64) -> Result<()> {
+    let cfg = SimConfig {
+        seed,
+        connections: args.connections,
+        ops: args.ops,
+        trace: args.trace,
+    };
+    match sluice_sim::run(cfg) {
+        Ok(s) => {
+            if args.json {
+                let mut totals = Totals::default();
+                totals.add(&s);
+                print_json(&totals)?;
+            } else {
+                outln!(
+                    "seed {seed}: ok: {} connection(s), {}, queue depth {}, {} commands ({} reads, {} writes, {} aborted), {} task management, {} PDUs, {:.3} s virtual",
+                    s.connections,
+                    s.policy.name(),
+                    s.queue_depth,
+                    s.commands,
+                    s.counts.reads,
+                    s.counts.writes,
+                    s.counts.aborted,
+                    s.counts.tmfs,
+                    s.pdus,
+                    s.virtual_ns as f64 / 1e9
+                );
+                outln!("negotiated: {:?}", s.params);
+            }
+            Ok(())
+        }
+        Err(v) => bail!("{v}"),
+    }
+}
+
+fn progress_bar(seeds: u64, quiet: bool) -> ProgressBar {
+    let bar = ProgressBar::new(seeds);
+    if quiet {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    } else {
+        bar.set_draw_target(ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} seeds, {per_sec}, eta {eta}",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+    }
+    bar
+}
+
+fn print_summary(args: &SimArgs, t: &Totals, violations: &[Violation], wall: f64) {
+    outln!(
+        "sluice lab sim: seeds {}..{} ({}), {} passed, {} violation(s), {:.1} s ({:.0} seeds/s)",
+        args.first,
+        args.first.saturating_add(args.seeds),
+        args.seeds,
+        t.seeds,
+        violations.len(),
+        wall,
+        args.seeds as f64 / wall.max(1e-9)
+    );
+    outln!(
+        "  commands {} (reads {}, writes {}, aborted {}, unit attentions {}, task set full {}), task management {}, pings {}, text {}, connection logouts {}",
+        t.commands,
+        t.reads,
+        t.writes,
+        t.aborted,
+        t.unit_attentions,
+        t.task_set_full,
+        t.task_management,
+        t.pings,
+        t.texts,
+        t.connection_logouts
+    );
+    outln!(
+        "  PDUs {}, {:.1} MB on the links, {} events, {:.1} s of virtual time",
+        t.pdus,
+        t.bytes as f64 / 1e6,
+        t.events,
+        t.virtual_seconds
+    );
+    outln!(
+        "  sessions with 1/2/3/4 connections: {}/{}/{}/{}",
+        t.by_connections[0],
+        t.by_connections[1],
+        t.by_connections[2],
+        t.by_connections[3]
+    );
+    outln!(
+        "  negotiated: HeaderDigest=CRC32C {}, DataDigest=CRC32C {}, ImmediateData=Yes {}, InitialR2T=Yes {}, DataPDUInOrder=No {}, DataSequenceInOrder=No {}",
+        t.header_digest,
+        t.data_digest,
+        t.immediate_data,
+        t.initial_r2t,
+        t.data_pdu_in_order_no,
+        t.data_sequence_in_order_no
+    );
+    for v in violations.iter().take(SHOWN) {
+        outln!("  VIOLATION {v}");
+    }
+    if violations.len() > SHOWN {
+        outln!("  ... and {} more", violations.len() - SHOWN);
+    }
+}

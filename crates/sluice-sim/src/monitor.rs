@@ -1,0 +1,227 @@
+//! Independent checks of the sequence numbers on the wire (RFC 7143 sections 4.2.2.1, 4.2.2.2,
+//! 4.2.2.3), made on every PDU as a sender hands it to the network.
+
+use std::collections::{HashMap, HashSet};
+
+use sluice_proto::pdu::Pdu;
+use sluice_proto::seq::{Itt, SeqNum, Ttt};
+
+/// Checks of one connection.
+#[derive(Debug, Default)]
+pub(crate) struct LinkMonitor {
+    /// StatSN the target's next status PDU on this connection must carry.
+    next_stat_sn: Option<SeqNum>,
+    exp_cmd_sn: Option<SeqNum>,
+    max_cmd_sn: Option<SeqNum>,
+    data_in_sn: HashMap<Itt, u32>,
+    r2t_sn: HashMap<Itt, u32>,
+    data_out_sn: HashMap<(Itt, Ttt), u32>,
+}
+
+/// Checks across the connections of the session.
+#[derive(Debug, Default)]
+pub(crate) struct SessionMonitor {
+    /// The highest MaxCmdSN the target has advertised on any connection.
+    highest_max_cmd_sn: Option<SeqNum>,
+    /// CmdSNs of the non-immediate commands sent so far.
+    cmd_sns: HashSet<u32>,
+    lowest: Option<SeqNum>,
+    highest: Option<SeqNum>,
+}
+
+impl SessionMonitor {
+    /// Non-immediate CmdSNs form one run without holes (every number used once).
+    pub(crate) fn check_contiguous(&self) -> Result<(), String> {
+        let (Some(lo), Some(hi)) = (self.lowest, self.highest) else {
+            return Ok(());
+        };
+        let span = u64::from(hi.distance_from(lo)) + 1;
+        if span != self.cmd_sns.len() as u64 {
+            return Err(format!(
+                "non-immediate CmdSNs {lo}..={hi} have holes: {} numbers used of {span}",
+                self.cmd_sns.len()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Commands sent (non-immediate).
+    pub(crate) fn commands(&self) -> usize {
+        self.cmd_sns.len()
+    }
+}
+
+impl LinkMonitor {
+    /// A PDU the target sends on this connection; `depth` is the target's queue depth.
+    pub(crate) fn target_sent(
+        &mut self,
+        pdu: &Pdu,
+        depth: u32,
+        session: &mut SessionMonitor,
+    ) -> Result<(), String> {
+        let numbers = match pdu {
+            Pdu::LoginResponse(p) => Some((p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn, true)),
+            Pdu::ScsiResponse(p) => Some((p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn, true)),
+            Pdu::DataIn(p) => Some((p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn, p.status_present)),
+            Pdu::R2t(p) => Some((p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn, false)),
+            Pdu::NopIn(p) => Some((
+                p.stat_sn,
+                p.exp_cmd_sn,
+                p.max_cmd_sn,
+                p.itt != Itt::RESERVED,
+            )),
+            Pdu::TaskMgmtResponse(p) => Some((p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn, true)),
+            Pdu::TextResponse(p) => Some((p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn, true)),
+            Pdu::LogoutResponse(p) => Some((p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn, true)),
+            Pdu::AsyncMessage(p) => Some((p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn, true)),
+            Pdu::Reject(p) => Some((p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn, true)),
+            _ => None,
+        };
+        let Some((stat_sn, exp, max, status)) = numbers else {
+            return Err(format!("a target sent an initiator opcode: {pdu:?}"));
+        };
+        // Section 4.2.2.2: StatSN counts the status PDUs of a connection one by one; the
+        // others carry the next value without taking it. (A Data-In without status carries
+        // none.)
+        let carries_stat_sn = !matches!(pdu, Pdu::DataIn(p) if !p.status_present);
+        if carries_stat_sn {
+            match self.next_stat_sn {
+                None if matches!(pdu, Pdu::LoginResponse(_)) => {}
+                Some(next) if next == stat_sn => {}
+                next => {
+                    return Err(format!(
+                        "StatSN {stat_sn} where {next:?} was due, on {}",
+                        describe(pdu)
+                    ))
+                }
+            }
+            if status {
+                self.next_stat_sn = Some(stat_sn.next());
+            } else if self.next_stat_sn.is_none() {
+                self.next_stat_sn = Some(stat_sn);
+            }
+        }
+        // Section 4.2.2.1: MaxCmdSN >= ExpCmdSN - 1; neither goes backwards; the window is
+        // never wider than the queue depth the target configured.
+        let exp_minus_one = SeqNum(exp.0.wrapping_sub(1));
+        if max.lt(exp_minus_one) {
+            return Err(format!("MaxCmdSN {max} below ExpCmdSN {exp} - 1"));
+        }
+        let width = max.distance_from(exp_minus_one);
+        if width > depth {
+            return Err(format!(
+                "window ExpCmdSN {exp}..=MaxCmdSN {max} is {width} wide, queue depth {depth}"
+            ));
+        }
+        if let Some(prev) = self.exp_cmd_sn.filter(|p| exp.lt(*p)) {
+            return Err(format!("ExpCmdSN went back from {prev} to {exp}"));
+        }
+        if let Some(prev) = self.max_cmd_sn.filter(|p| max.lt(*p)) {
+            return Err(format!("MaxCmdSN went back from {prev} to {max}"));
+        }
+        self.exp_cmd_sn = Some(exp);
+        self.max_cmd_sn = Some(max);
+        if session.highest_max_cmd_sn.is_none_or(|h| max.gt(h)) {
+            session.highest_max_cmd_sn = Some(max);
+        }
+        match pdu {
+            // Section 4.2.2.3: DataSN of a read's Data-In PDUs counts from 0; R2TSN likewise.
+            Pdu::DataIn(d) => {
+                let sn = self.data_in_sn.entry(d.itt).or_insert(0);
+                if d.data_sn != *sn {
+                    return Err(format!(
+                        "Data-In DataSN {} for {:?}, expected {sn}",
+                        d.data_sn, d.itt
+                    ));
+                }
+                *sn += 1;
+                if d.status_present {
+                    self.data_in_sn.remove(&d.itt);
+                }
+            }
+            Pdu::R2t(r) => {
+                let sn = self.r2t_sn.entry(r.itt).or_insert(0);
+                if r.r2t_sn != *sn {
+                    return Err(format!("R2TSN {} for {:?}, expected {sn}", r.r2t_sn, r.itt));
+                }
+                *sn += 1;
+            }
+            Pdu::ScsiResponse(r) => {
+                self.data_in_sn.remove(&r.itt);
+                self.r2t_sn.remove(&r.itt);
+                self.data_out_sn.retain(|(itt, _), _| *itt != r.itt);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A PDU the initiator sends on this connection.
+    pub(crate) fn initiator_sent(
+        &mut self,
+        pdu: &Pdu,
+        session: &mut SessionMonitor,
+    ) -> Result<(), String> {
+        let (exp_stat_sn, cmd) = match pdu {
+            Pdu::ScsiCommand(p) => (p.exp_stat_sn, Some((p.cmd_sn, p.immediate))),
+            Pdu::NopOut(p) => (p.exp_stat_sn, Some((p.cmd_sn, p.immediate))),
+            Pdu::TaskMgmtRequest(p) => (p.exp_stat_sn, Some((p.cmd_sn, p.immediate))),
+            Pdu::TextRequest(p) => (p.exp_stat_sn, Some((p.cmd_sn, p.immediate))),
+            Pdu::LogoutRequest(p) => (p.exp_stat_sn, Some((p.cmd_sn, p.immediate))),
+            Pdu::DataOut(p) => (p.exp_stat_sn, None),
+            Pdu::SnackRequest(p) => (p.exp_stat_sn, None),
+            Pdu::LoginRequest(_) => return Ok(()),
+            other => return Err(format!("an initiator sent a target opcode: {other:?}")),
+        };
+        // Section 4.2.2.2: ExpStatSN acknowledges statuses received; none not yet sent.
+        if let Some(next) = self.next_stat_sn {
+            if exp_stat_sn.gt(next) {
+                return Err(format!(
+                    "ExpStatSN {exp_stat_sn} acknowledges more than the target sent (next {next})"
+                ));
+            }
+        }
+        if let Some((cmd_sn, false)) = cmd {
+            // Section 4.2.2.1: a non-immediate command takes a CmdSN of its own, inside the
+            // window the target advertised.
+            if !session.cmd_sns.insert(cmd_sn.0) {
+                return Err(format!("CmdSN {cmd_sn} used twice ({})", describe(pdu)));
+            }
+            match session.highest_max_cmd_sn {
+                Some(max) if cmd_sn.le(max) => {}
+                max => {
+                    return Err(format!(
+                        "CmdSN {cmd_sn} sent beyond the target's window (MaxCmdSN {max:?})"
+                    ))
+                }
+            }
+            if session.lowest.is_none_or(|l| cmd_sn.lt(l)) {
+                session.lowest = Some(cmd_sn);
+            }
+            if session.highest.is_none_or(|h| cmd_sn.gt(h)) {
+                session.highest = Some(cmd_sn);
+            }
+        }
+        if let Pdu::DataOut(d) = pdu {
+            // Section 4.2.2.3: the Data-Out PDUs of each sequence (unsolicited, or one R2T)
+            // number from 0.
+            let sn = self.data_out_sn.entry((d.itt, d.ttt)).or_insert(0);
+            if d.data_sn != *sn {
+                return Err(format!(
+                    "Data-Out DataSN {} for {:?} TTT {:?}, expected {sn}",
+                    d.data_sn, d.itt, d.ttt
+                ));
+            }
+            *sn += 1;
+            if d.final_bit {
+                self.data_out_sn.remove(&(d.itt, d.ttt));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A PDU named for messages.
+pub(crate) fn describe(pdu: &Pdu) -> String {
+    format!("opcode {:#04x} ITT {:#x}", pdu.opcode(), pdu.itt().0)
+}
