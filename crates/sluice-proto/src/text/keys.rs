@@ -4,7 +4,12 @@
 //! ([`Rule`], RFC 7143 sections 6.2.1 and 6.2.2), its valid range, who may send it, in which
 //! phase, and for which session types it is relevant. The negotiator and the login state
 //! machines consult this table instead of special-casing keys.
+//!
+//! Code names a key by its [`KeyId`]; the key's name, type and range are written only here.
+//! A name from the wire or from a user becomes a [`KeyDef`] (and so a [`KeyId`]) through
+//! [`lookup`].
 
+use std::fmt;
 use std::ops::RangeInclusive;
 
 /// The answer for a value outside the key's domain (RFC 7143 section 6.2).
@@ -97,9 +102,86 @@ pub enum Handler {
     Text,
 }
 
+/// Every key of the table, in table order: the way code names a key.
+#[derive(Clone, Copy, Debug, Eq, PartialEq, Hash)]
+pub enum KeyId {
+    /// The authentication method (section 12.1).
+    AuthMethod,
+    /// The CHAP algorithm (section 12.1.3).
+    ChapA,
+    /// The CHAP identifier (section 12.1.3).
+    ChapI,
+    /// The CHAP challenge (section 12.1.3).
+    ChapC,
+    /// The CHAP name (section 12.1.3).
+    ChapN,
+    /// The CHAP response (section 12.1.3).
+    ChapR,
+    /// The header digest (section 13.1).
+    HeaderDigest,
+    /// The data digest (section 13.1).
+    DataDigest,
+    /// The most connections per session (section 13.2).
+    MaxConnections,
+    /// The discovery request (section 13.3).
+    SendTargets,
+    /// The target's iSCSI name (section 13.4).
+    TargetName,
+    /// The initiator's iSCSI name (section 13.5).
+    InitiatorName,
+    /// The target's alias (section 13.6).
+    TargetAlias,
+    /// The initiator's alias (section 13.7).
+    InitiatorAlias,
+    /// A target address (section 13.8).
+    TargetAddress,
+    /// The target portal group tag (section 13.9).
+    TargetPortalGroupTag,
+    /// Whether unsolicited Data-Out waits for an R2T (section 13.10).
+    InitialR2T,
+    /// Whether commands may carry data (section 13.11).
+    ImmediateData,
+    /// The most data a side receives per PDU (section 13.12).
+    MaxRecvDataSegmentLength,
+    /// The most data per sequence (section 13.13).
+    MaxBurstLength,
+    /// The most unsolicited data per command (section 13.14).
+    FirstBurstLength,
+    /// The wait before logging in again (section 13.15).
+    DefaultTime2Wait,
+    /// How long task state is kept after a connection loss (section 13.16).
+    DefaultTime2Retain,
+    /// The most R2Ts in flight per task (section 13.17).
+    MaxOutstandingR2T,
+    /// Whether the Data PDUs of a sequence arrive in order (section 13.18).
+    DataPduInOrder,
+    /// Whether data sequences arrive in order (section 13.19).
+    DataSequenceInOrder,
+    /// The error recovery level (section 13.20).
+    ErrorRecoveryLevel,
+    /// Discovery or normal session (section 13.21).
+    SessionType,
+    /// Task reporting semantics (section 13.23).
+    TaskReporting,
+    /// The iSCSI protocol level (section 13.24).
+    ProtocolLevel,
+    /// The node architecture extension key (section 13.26).
+    NodeArchitecture,
+    /// Output markers, obsolete (section 13.25).
+    OfMarker,
+    /// Input markers, obsolete (section 13.25).
+    IfMarker,
+    /// The output marker interval, obsolete (section 13.25).
+    OfMarkInt,
+    /// The input marker interval, obsolete (section 13.25).
+    IfMarkInt,
+}
+
 /// One key of the table.
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub struct KeyDef {
+    /// How code names the key; `KEYS[id as usize]` is this entry.
+    pub id: KeyId,
     /// The key name, case-sensitive.
     pub name: &'static str,
     /// Value syntax.
@@ -127,9 +209,10 @@ const TASK_REPORTING: &[&str] = &["RFC3720", "ResponseFence", "FastAbort"];
 const LEN_RANGE: Option<RangeInclusive<u64>> = Some(512..=16_777_215);
 
 macro_rules! key {
-    ($name:literal, $value:expr, $rule:expr, $range:expr, $sender:ident, $phase:ident,
+    ($id:ident, $name:literal, $value:expr, $rule:expr, $range:expr, $sender:ident, $phase:ident,
      $sessions:ident, $handler:ident, $section:literal) => {
         KeyDef {
+            id: KeyId::$id,
             name: $name,
             value: $value,
             rule: $rule,
@@ -150,51 +233,80 @@ use ValueType::{Binary, Boolean, Enum, Number, NumberList, Text};
 #[rustfmt::skip]
 pub const KEYS: &[KeyDef] = &[
     // Section 12: security keys, exchanged only in the security stage.
-    key!("AuthMethod", Enum(AUTH_METHODS), List, None, Both, Security, Both, Login, "12.1"),
-    key!("CHAP_A", NumberList, List, None, Both, Security, Both, Login, "12.1.3"),
-    key!("CHAP_I", Number, Declarative, Some(0..=255), Both, Security, Both, Login, "12.1.3"),
-    key!("CHAP_C", Binary, Declarative, None, Both, Security, Both, Login, "12.1.3"),
-    key!("CHAP_N", Text, Declarative, None, Both, Security, Both, Login, "12.1.3"),
-    key!("CHAP_R", Binary, Declarative, None, Both, Security, Both, Login, "12.1.3"),
+    key!(AuthMethod, "AuthMethod", Enum(AUTH_METHODS), List, None, Both, Security, Both, Login, "12.1"),
+    key!(ChapA, "CHAP_A", NumberList, List, None, Both, Security, Both, Login, "12.1.3"),
+    key!(ChapI, "CHAP_I", Number, Declarative, Some(0..=255), Both, Security, Both, Login, "12.1.3"),
+    key!(ChapC, "CHAP_C", Binary, Declarative, None, Both, Security, Both, Login, "12.1.3"),
+    key!(ChapN, "CHAP_N", Text, Declarative, None, Both, Security, Both, Login, "12.1.3"),
+    key!(ChapR, "CHAP_R", Binary, Declarative, None, Both, Security, Both, Login, "12.1.3"),
     // Section 13: operational and identity keys.
-    key!("HeaderDigest", Enum(DIGESTS), List, None, Both, Login, Both, Negotiator, "13.1"),
-    key!("DataDigest", Enum(DIGESTS), List, None, Both, Login, Both, Negotiator, "13.1"),
-    key!("MaxConnections", Number, Min, Some(1..=65_535), Both, LeadingLogin, NormalOnly, Negotiator, "13.2"),
-    key!("SendTargets", Text, Declarative, None, Initiator, FullFeature, Both, Text, "13.3"),
-    key!("TargetName", Text, Declarative, None, Both, Login, Both, Login, "13.4"),
-    key!("InitiatorName", Text, Declarative, None, Initiator, Login, Both, Login, "13.5"),
-    key!("TargetAlias", Text, Declarative, None, Target, Any, Both, Login, "13.6"),
-    key!("InitiatorAlias", Text, Declarative, None, Initiator, Any, Both, Login, "13.7"),
-    key!("TargetAddress", Text, Declarative, None, Target, Any, Both, Login, "13.8"),
-    key!("TargetPortalGroupTag", Number, Declarative, Some(0..=65_535), Target, Login, Both, Login, "13.9"),
-    key!("InitialR2T", Boolean, Or, None, Both, LeadingLogin, NormalOnly, Negotiator, "13.10"),
-    key!("ImmediateData", Boolean, And, None, Both, LeadingLogin, NormalOnly, Negotiator, "13.11"),
-    key!("MaxRecvDataSegmentLength", Number, Declarative, LEN_RANGE, Both, Any, Both, Negotiator, "13.12"),
-    key!("MaxBurstLength", Number, Min, LEN_RANGE, Both, LeadingLogin, NormalOnly, Negotiator, "13.13"),
-    key!("FirstBurstLength", Number, Min, LEN_RANGE, Both, LeadingLogin, NormalOnly, Negotiator, "13.14"),
-    key!("DefaultTime2Wait", Number, Max, Some(0..=3600), Both, LeadingLogin, Both, Negotiator, "13.15"),
-    key!("DefaultTime2Retain", Number, Min, Some(0..=3600), Both, LeadingLogin, Both, Negotiator, "13.16"),
-    key!("MaxOutstandingR2T", Number, Min, Some(1..=65_535), Both, LeadingLogin, NormalOnly, Negotiator, "13.17"),
-    key!("DataPDUInOrder", Boolean, Or, None, Both, LeadingLogin, NormalOnly, Negotiator, "13.18"),
-    key!("DataSequenceInOrder", Boolean, Or, None, Both, LeadingLogin, NormalOnly, Negotiator, "13.19"),
-    key!("ErrorRecoveryLevel", Number, Min, Some(0..=2), Both, LeadingLogin, Both, Negotiator, "13.20"),
-    key!("SessionType", Enum(SESSION_TYPES), Declarative, None, Initiator, LeadingLogin, Both, Login, "13.21"),
-    key!("TaskReporting", Enum(TASK_REPORTING), List, None, Both, LeadingLogin, NormalOnly, Negotiator, "13.23"),
-    key!("iSCSIProtocolLevel", Number, Min, Some(0..=31), Both, LeadingLogin, Both, Negotiator, "13.24"),
-    key!("X#NodeArchitecture", Text, Declarative, None, Both, LeadingLogin, Both, Negotiator, "13.26"),
+    key!(HeaderDigest, "HeaderDigest", Enum(DIGESTS), List, None, Both, Login, Both, Negotiator, "13.1"),
+    key!(DataDigest, "DataDigest", Enum(DIGESTS), List, None, Both, Login, Both, Negotiator, "13.1"),
+    key!(MaxConnections, "MaxConnections", Number, Min, Some(1..=65_535), Both, LeadingLogin, NormalOnly, Negotiator, "13.2"),
+    key!(SendTargets, "SendTargets", Text, Declarative, None, Initiator, FullFeature, Both, Text, "13.3"),
+    key!(TargetName, "TargetName", Text, Declarative, None, Both, Login, Both, Login, "13.4"),
+    key!(InitiatorName, "InitiatorName", Text, Declarative, None, Initiator, Login, Both, Login, "13.5"),
+    key!(TargetAlias, "TargetAlias", Text, Declarative, None, Target, Any, Both, Login, "13.6"),
+    key!(InitiatorAlias, "InitiatorAlias", Text, Declarative, None, Initiator, Any, Both, Login, "13.7"),
+    key!(TargetAddress, "TargetAddress", Text, Declarative, None, Target, Any, Both, Login, "13.8"),
+    key!(TargetPortalGroupTag, "TargetPortalGroupTag", Number, Declarative, Some(0..=65_535), Target, Login, Both, Login, "13.9"),
+    key!(InitialR2T, "InitialR2T", Boolean, Or, None, Both, LeadingLogin, NormalOnly, Negotiator, "13.10"),
+    key!(ImmediateData, "ImmediateData", Boolean, And, None, Both, LeadingLogin, NormalOnly, Negotiator, "13.11"),
+    key!(MaxRecvDataSegmentLength, "MaxRecvDataSegmentLength", Number, Declarative, LEN_RANGE, Both, Any, Both, Negotiator, "13.12"),
+    key!(MaxBurstLength, "MaxBurstLength", Number, Min, LEN_RANGE, Both, LeadingLogin, NormalOnly, Negotiator, "13.13"),
+    key!(FirstBurstLength, "FirstBurstLength", Number, Min, LEN_RANGE, Both, LeadingLogin, NormalOnly, Negotiator, "13.14"),
+    key!(DefaultTime2Wait, "DefaultTime2Wait", Number, Max, Some(0..=3600), Both, LeadingLogin, Both, Negotiator, "13.15"),
+    key!(DefaultTime2Retain, "DefaultTime2Retain", Number, Min, Some(0..=3600), Both, LeadingLogin, Both, Negotiator, "13.16"),
+    key!(MaxOutstandingR2T, "MaxOutstandingR2T", Number, Min, Some(1..=65_535), Both, LeadingLogin, NormalOnly, Negotiator, "13.17"),
+    key!(DataPduInOrder, "DataPDUInOrder", Boolean, Or, None, Both, LeadingLogin, NormalOnly, Negotiator, "13.18"),
+    key!(DataSequenceInOrder, "DataSequenceInOrder", Boolean, Or, None, Both, LeadingLogin, NormalOnly, Negotiator, "13.19"),
+    key!(ErrorRecoveryLevel, "ErrorRecoveryLevel", Number, Min, Some(0..=2), Both, LeadingLogin, Both, Negotiator, "13.20"),
+    key!(SessionType, "SessionType", Enum(SESSION_TYPES), Declarative, None, Initiator, LeadingLogin, Both, Login, "13.21"),
+    key!(TaskReporting, "TaskReporting", Enum(TASK_REPORTING), List, None, Both, LeadingLogin, NormalOnly, Negotiator, "13.23"),
+    key!(ProtocolLevel, "iSCSIProtocolLevel", Number, Min, Some(0..=31), Both, LeadingLogin, Both, Negotiator, "13.24"),
+    key!(NodeArchitecture, "X#NodeArchitecture", Text, Declarative, None, Both, LeadingLogin, Both, Negotiator, "13.26"),
     // RFC 7143 section 13.25: "When an IFMarker or OFMarker key is received, a compliant iSCSI
     // implementation SHOULD respond with the constant "Reject" value ... When an IFMarkInt or
     // OFMarkInt key is received, a compliant iSCSI implementation MUST respond with the
     // constant "Reject" value."
-    key!("OFMarker", Boolean, Rule::Obsolete(REJECT), None, Both, Login, Both, Negotiator, "13.25"),
-    key!("IFMarker", Boolean, Rule::Obsolete(REJECT), None, Both, Login, Both, Negotiator, "13.25"),
-    key!("OFMarkInt", Text, Rule::Obsolete(REJECT), None, Both, Login, Both, Negotiator, "13.25"),
-    key!("IFMarkInt", Text, Rule::Obsolete(REJECT), None, Both, Login, Both, Negotiator, "13.25"),
+    key!(OfMarker, "OFMarker", Boolean, Rule::Obsolete(REJECT), None, Both, Login, Both, Negotiator, "13.25"),
+    key!(IfMarker, "IFMarker", Boolean, Rule::Obsolete(REJECT), None, Both, Login, Both, Negotiator, "13.25"),
+    key!(OfMarkInt, "OFMarkInt", Text, Rule::Obsolete(REJECT), None, Both, Login, Both, Negotiator, "13.25"),
+    key!(IfMarkInt, "IFMarkInt", Text, Rule::Obsolete(REJECT), None, Both, Login, Both, Negotiator, "13.25"),
 ];
 
-/// Finds a key by its exact (case-sensitive) name.
+// `KeyId::def` indexes the table by id: every entry must sit at its id's position.
+const _: () = {
+    let mut i = 0;
+    while i < KEYS.len() {
+        assert!(KEYS[i].id as usize == i, "KEYS is out of KeyId order");
+        i += 1;
+    }
+    assert!(KEYS.len() == KeyId::IfMarkInt as usize + 1, "a KeyId has no entry");
+};
+
+/// Finds a key by its exact (case-sensitive) name: the one way from a key name, read from
+/// the wire or given by a user, to its entry.
 pub fn lookup(name: &str) -> Option<&'static KeyDef> {
     KEYS.iter().find(|k| k.name == name)
+}
+
+impl KeyId {
+    /// The key's entry in [`KEYS`].
+    pub fn def(self) -> &'static KeyDef {
+        &KEYS[self as usize]
+    }
+
+    /// The key name, as sent on the wire.
+    pub fn name(self) -> &'static str {
+        self.def().name
+    }
+}
+
+impl fmt::Display for KeyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// Whether a key is a private (`X-`) or public (`X#`) extension key (RFC 7143 sections 13.22
@@ -316,6 +428,11 @@ mod tests {
         }
         assert_eq!(KEYS.len(), names.len());
         assert!(lookup("headerdigest").is_none(), "names are case-sensitive");
+        for def in KEYS {
+            assert_eq!(def.id.def(), def, "{}", def.name);
+            assert_eq!(lookup(def.name).map(|d| d.id), Some(def.id));
+            assert_eq!(def.id.to_string(), def.name);
+        }
     }
 
     #[test]
