@@ -7,7 +7,8 @@
 //!
 //! Code names a key by its [`KeyId`]; the key's name, type and range are written only here.
 //! A name from the wire or from a user becomes a [`KeyDef`] (and so a [`KeyId`]) through
-//! [`lookup`].
+//! [`lookup`], and a configured value is checked against the table with
+//! [`KeyId::check_number`], [`KeyId::parse_number`] or [`KeyId::parse_bool`].
 
 use std::fmt;
 use std::ops::RangeInclusive;
@@ -282,7 +283,10 @@ const _: () = {
         assert!(KEYS[i].id as usize == i, "KEYS is out of KeyId order");
         i += 1;
     }
-    assert!(KEYS.len() == KeyId::IfMarkInt as usize + 1, "a KeyId has no entry");
+    assert!(
+        KEYS.len() == KeyId::IfMarkInt as usize + 1,
+        "a KeyId has no entry"
+    );
 };
 
 /// Finds a key by its exact (case-sensitive) name: the one way from a key name, read from
@@ -301,6 +305,46 @@ impl KeyId {
     pub fn name(self) -> &'static str {
         self.def().name
     }
+
+    /// The valid values of a numerical key (`None` for other keys).
+    pub fn range(self) -> Option<RangeInclusive<u64>> {
+        self.def().range.clone()
+    }
+
+    /// Checks a configured number against the key's range and converts it to the type that
+    /// holds the key's values.
+    pub fn check_number<T: TryFrom<u64>>(self, value: u64) -> Result<T, KeyValueError> {
+        let in_range = self.def().range.as_ref().is_none_or(|r| r.contains(&value));
+        match T::try_from(value) {
+            Ok(n) if in_range => Ok(n),
+            _ => Err(KeyValueError::OutOfRange { key: self, value }),
+        }
+    }
+
+    /// Parses a configured value of a numerical key (decimal, or `0x` hex as on the wire) and
+    /// checks it like [`check_number`](Self::check_number).
+    pub fn parse_number<T: TryFrom<u64>>(self, value: &str) -> Result<T, KeyValueError> {
+        if self.def().value != ValueType::Number {
+            return Err(self.syntax_error(value));
+        }
+        let n = parse_number(value).ok_or_else(|| self.syntax_error(value))?;
+        self.check_number(n)
+    }
+
+    /// Parses a configured value of a boolean key (`Yes` or `No`).
+    pub fn parse_bool(self, value: &str) -> Result<bool, KeyValueError> {
+        if self.def().value != ValueType::Boolean {
+            return Err(self.syntax_error(value));
+        }
+        parse_bool(value).ok_or_else(|| self.syntax_error(value))
+    }
+
+    fn syntax_error(self, value: &str) -> KeyValueError {
+        KeyValueError::Syntax {
+            key: self,
+            value: value.to_owned(),
+        }
+    }
 }
 
 impl fmt::Display for KeyId {
@@ -308,6 +352,66 @@ impl fmt::Display for KeyId {
         f.write_str(self.name())
     }
 }
+
+/// A configured value the key table refuses.
+#[derive(Clone, Debug, Eq, PartialEq)]
+#[non_exhaustive]
+pub enum KeyValueError {
+    /// A number outside the key's range (RFC 7143 section 13).
+    OutOfRange {
+        /// The key.
+        key: KeyId,
+        /// The value given.
+        value: u64,
+    },
+    /// A value not of the key's type (RFC 7143 section 6.1): not a number, not `Yes`/`No`.
+    Syntax {
+        /// The key.
+        key: KeyId,
+        /// The value given.
+        value: String,
+    },
+    /// A key that is not one of the operational values a side chooses (an identity or
+    /// security key, or one answered by a fixed rule).
+    NotSettable {
+        /// The key.
+        key: KeyId,
+    },
+}
+
+impl fmt::Display for KeyValueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyValueError::OutOfRange { key, value } => {
+                write!(f, "{key} = {value} is outside ")?;
+                match key.def().range.as_ref() {
+                    Some(r) => write!(f, "{}..={}", r.start(), r.end())?,
+                    None => f.write_str("its range")?,
+                }
+                write!(f, " (RFC 7143 section {})", key.def().section)
+            }
+            KeyValueError::Syntax { key, value } => {
+                let expected = match key.def().value {
+                    ValueType::Boolean => "Yes or No",
+                    ValueType::Number => "a number (decimal or 0x hex)",
+                    _ => "a value of its type",
+                };
+                write!(
+                    f,
+                    "{key} = {value:?}: expected {expected} (RFC 7143 section {})",
+                    key.def().section
+                )
+            }
+            KeyValueError::NotSettable { key } => write!(
+                f,
+                "{key} is not an operational value to choose (RFC 7143 section {})",
+                key.def().section
+            ),
+        }
+    }
+}
+
+impl std::error::Error for KeyValueError {}
 
 /// Whether a key is a private (`X-`) or public (`X#`) extension key (RFC 7143 sections 13.22
 /// and 6.1). Those not in the table are answered `NotUnderstood`.
@@ -433,6 +537,54 @@ mod tests {
             assert_eq!(lookup(def.name).map(|d| d.id), Some(def.id));
             assert_eq!(def.id.to_string(), def.name);
         }
+    }
+
+    #[test]
+    fn configured_values_are_checked_against_the_table() {
+        let k = KeyId::MaxRecvDataSegmentLength;
+        assert_eq!(k.check_number::<u32>(8192), Ok(8192));
+        assert_eq!(k.parse_number::<u32>("0x2000"), Ok(8192));
+        let low = k.parse_number::<u32>("100").unwrap_err();
+        assert_eq!(low, KeyValueError::OutOfRange { key: k, value: 100 });
+        assert_eq!(
+            low.to_string(),
+            "MaxRecvDataSegmentLength = 100 is outside 512..=16777215 (RFC 7143 section 13.12)"
+        );
+        assert!(matches!(
+            KeyId::MaxBurstLength.check_number::<u32>(16_777_216),
+            Err(KeyValueError::OutOfRange {
+                value: 16_777_216,
+                ..
+            })
+        ));
+        // The range, not the holding type, is the bound.
+        assert!(KeyId::ErrorRecoveryLevel.check_number::<u8>(3).is_err());
+        assert!(KeyId::MaxConnections.check_number::<u16>(0).is_err());
+        // A holding type too small for a value in range is refused too.
+        assert!(KeyId::MaxBurstLength.check_number::<u8>(512).is_err());
+        let e = KeyId::InitialR2T.parse_bool("maybe").unwrap_err();
+        assert_eq!(
+            e,
+            KeyValueError::Syntax {
+                key: KeyId::InitialR2T,
+                value: "maybe".into()
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "InitialR2T = \"maybe\": expected Yes or No (RFC 7143 section 13.10)"
+        );
+        assert_eq!(KeyId::InitialR2T.parse_bool("No"), Ok(false));
+        assert!(KeyId::MaxBurstLength.parse_number::<u32>("1M").is_err());
+        assert!(KeyId::InitialR2T.parse_number::<u32>("1").is_err());
+        assert!(KeyId::MaxBurstLength.parse_bool("Yes").is_err());
+        assert_eq!(
+            KeyValueError::NotSettable {
+                key: KeyId::TargetName
+            }
+            .to_string(),
+            "TargetName is not an operational value to choose (RFC 7143 section 13.4)"
+        );
     }
 
     #[test]

@@ -10,8 +10,8 @@
 use crate::params::{SessionParams, SessionType};
 
 use super::keys::{
-    self, format_bool, Handler, KeyDef, KeyId, Phase, Rule, Sessions, IRRELEVANT, NOT_UNDERSTOOD,
-    REJECT,
+    self, format_bool, Handler, KeyDef, KeyId, KeyValueError, Phase, Rule, Sessions, IRRELEVANT,
+    NOT_UNDERSTOOD, REJECT,
 };
 
 /// Which end of the connection we are.
@@ -100,6 +100,52 @@ impl Default for OperationalOffer {
             protocol_level: None,
         }
     }
+}
+
+impl OperationalOffer {
+    /// Sets our value of one operational key from its text (RFC 7143 section 6.1 syntax: a
+    /// number, `Yes`/`No`, or a digest list such as `CRC32C,None`), checked against the key's
+    /// type and range in the table. Keys without a value of ours here (identity, security,
+    /// TaskReporting, ...) are [`KeyValueError::NotSettable`].
+    pub fn set_key(&mut self, key: KeyId, value: &str) -> Result<(), KeyValueError> {
+        match key {
+            KeyId::HeaderDigest => self.header_digest = digest_list(key, value)?,
+            KeyId::DataDigest => self.data_digest = digest_list(key, value)?,
+            KeyId::MaxConnections => self.max_connections = key.parse_number(value)?,
+            KeyId::InitialR2T => self.initial_r2t = key.parse_bool(value)?,
+            KeyId::ImmediateData => self.immediate_data = key.parse_bool(value)?,
+            KeyId::MaxRecvDataSegmentLength => {
+                self.max_recv_data_segment_length = key.parse_number(value)?;
+            }
+            KeyId::MaxBurstLength => self.max_burst_length = key.parse_number(value)?,
+            KeyId::FirstBurstLength => self.first_burst_length = key.parse_number(value)?,
+            KeyId::DefaultTime2Wait => self.default_time2wait = key.parse_number(value)?,
+            KeyId::DefaultTime2Retain => self.default_time2retain = key.parse_number(value)?,
+            KeyId::MaxOutstandingR2T => self.max_outstanding_r2t = key.parse_number(value)?,
+            KeyId::DataPduInOrder => self.data_pdu_in_order = key.parse_bool(value)?,
+            KeyId::DataSequenceInOrder => self.data_sequence_in_order = key.parse_bool(value)?,
+            KeyId::ErrorRecoveryLevel => self.error_recovery_level = key.parse_number(value)?,
+            KeyId::ProtocolLevel => self.protocol_level = Some(key.parse_number(value)?),
+            _ => return Err(KeyValueError::NotSettable { key }),
+        }
+        Ok(())
+    }
+}
+
+/// A HeaderDigest or DataDigest list, most preferred first (RFC 7143 section 13.1).
+fn digest_list(key: KeyId, value: &str) -> Result<Vec<DigestKind>, KeyValueError> {
+    value
+        .split(',')
+        .map(|v| {
+            [DigestKind::Crc32c, DigestKind::None]
+                .into_iter()
+                .find(|d| d.as_str() == v)
+                .ok_or_else(|| KeyValueError::Syntax {
+                    key,
+                    value: value.to_owned(),
+                })
+        })
+        .collect()
 }
 
 /// A negotiation failure that ends the login (RFC 7143 section 6.2 / 7.12).
