@@ -4,8 +4,11 @@
 //! types. [`TargetConfig::validate`] checks what the types cannot express.
 
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use sluice_proto::text::KeyValueError;
 
 /// The whole target process: portals, targets and global limits.
 #[derive(Clone, Debug)]
@@ -138,6 +141,11 @@ pub struct OperationalOffer {
     pub max_connections: u16,
 }
 
+/// The values [`OperationalOffer::queue_depth`] may take: at least one command, at most 2^16
+/// (far inside the 2^31 window that serial arithmetic on CmdSN allows, RFC 7143 section
+/// 4.2.2.1).
+pub const QUEUE_DEPTH: RangeInclusive<u32> = 1..=65_536;
+
 /// How the target answers a digest offer.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
 pub enum DigestPolicy {
@@ -250,18 +258,12 @@ pub enum ConfigError {
     /// Size not a positive multiple of the block size.
     #[error("target {0}: LUN {1}: size {2} is not a positive multiple of the block size {3}")]
     Size(String, u16, u64, u32),
-    /// A key outside its RFC 7143 range.
-    #[error("{key} = {value} is outside {min}..={max} (RFC 7143 section 13)")]
-    KeyRange {
-        /// Key name.
-        key: &'static str,
-        /// Value given.
-        value: u64,
-        /// Smallest allowed.
-        min: u64,
-        /// Largest allowed.
-        max: u64,
-    },
+    /// An operational key outside its range in the key table (RFC 7143 section 13).
+    #[error(transparent)]
+    Key(#[from] KeyValueError),
+    /// A queue depth outside [`QUEUE_DEPTH`].
+    #[error("queue_depth = {0} is outside {min}..={max}", min = QUEUE_DEPTH.start(), max = QUEUE_DEPTH.end())]
+    QueueDepth(u32),
     /// FirstBurstLength above MaxBurstLength.
     #[error("FirstBurstLength {0} exceeds MaxBurstLength {1}")]
     FirstBurst(u32, u32),

@@ -2,7 +2,9 @@
 
 use std::collections::HashSet;
 
-use crate::config::{Backend, ChapCredentials, ConfigError, TargetConfig};
+use sluice_proto::text::KeyId;
+
+use crate::config::{Backend, ChapCredentials, ConfigError, TargetConfig, QUEUE_DEPTH};
 
 impl TargetConfig {
     /// Returns the first problem that would stop the target from serving this configuration.
@@ -66,25 +68,27 @@ impl TargetConfig {
 
     fn check_offer(&self) -> Result<(), ConfigError> {
         let o = &self.offer;
-        range(
-            "MaxRecvDataSegmentLength",
-            o.max_recv_data_segment_length.into(),
-            512,
-            16_777_215,
-        )?;
-        range("MaxBurstLength", o.max_burst_length.into(), 512, 16_777_215)?;
-        range(
-            "FirstBurstLength",
-            o.first_burst_length.into(),
-            512,
-            16_777_215,
-        )?;
-        range("MaxOutstandingR2T", o.max_outstanding_r2t.into(), 1, 65_535)?;
-        range("DefaultTime2Wait", o.default_time2wait.into(), 0, 3600)?;
-        range("DefaultTime2Retain", o.default_time2retain.into(), 0, 3600)?;
-        range("ErrorRecoveryLevel", o.error_recovery_level.into(), 0, 2)?;
-        range("queue_depth", o.queue_depth.into(), 1, 65_536)?;
-        range("MaxConnections", o.max_connections.into(), 1, 65_535)?;
+        // Every numerical key the target offers, bounded by its entry in the key table.
+        let numbers = [
+            (
+                KeyId::MaxRecvDataSegmentLength,
+                u64::from(o.max_recv_data_segment_length),
+            ),
+            (KeyId::MaxBurstLength, o.max_burst_length.into()),
+            (KeyId::FirstBurstLength, o.first_burst_length.into()),
+            (KeyId::MaxOutstandingR2T, o.max_outstanding_r2t.into()),
+            (KeyId::DefaultTime2Wait, o.default_time2wait.into()),
+            (KeyId::DefaultTime2Retain, o.default_time2retain.into()),
+            (KeyId::ErrorRecoveryLevel, o.error_recovery_level.into()),
+            (KeyId::MaxConnections, o.max_connections.into()),
+        ];
+        for (key, value) in numbers {
+            key.check_number::<u64>(value)?;
+        }
+        if !QUEUE_DEPTH.contains(&o.queue_depth) {
+            return Err(ConfigError::QueueDepth(o.queue_depth));
+        }
+        // RFC 7143 section 13.14: "FirstBurstLength MUST NOT exceed MaxBurstLength."
         if o.first_burst_length > o.max_burst_length {
             return Err(ConfigError::FirstBurst(
                 o.first_burst_length,
@@ -92,19 +96,6 @@ impl TargetConfig {
             ));
         }
         Ok(())
-    }
-}
-
-fn range(key: &'static str, value: u64, min: u64, max: u64) -> Result<(), ConfigError> {
-    if (min..=max).contains(&value) {
-        Ok(())
-    } else {
-        Err(ConfigError::KeyRange {
-            key,
-            value,
-            min,
-            max,
-        })
     }
 }
 
@@ -157,7 +148,160 @@ pub fn is_iscsi_name(name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use sluice_proto::text::KeyValueError;
+
     use super::*;
+    use crate::config::{Acl, Keepalive, Limits, LunDef, OperationalOffer, TargetDef};
+
+    fn config(offer: OperationalOffer) -> TargetConfig {
+        TargetConfig {
+            portals: vec!["127.0.0.1:3260".parse().unwrap()],
+            targets: vec![TargetDef {
+                iqn: "iqn.2026-11.io.sluice:a".into(),
+                alias: None,
+                luns: vec![LunDef {
+                    number: 0,
+                    backend: Backend::Memory { size: 1 << 20 },
+                    block_size: 512,
+                    read_only: false,
+                    removable: false,
+                    serial: None,
+                }],
+                acl: Acl::Open,
+                chap: None,
+            }],
+            discovery_auth: None,
+            offer,
+            limits: Limits::default(),
+            keepalive: Some(Keepalive::default()),
+        }
+    }
+
+    #[test]
+    fn offered_keys_are_bounded_by_the_key_table() {
+        assert_eq!(config(OperationalOffer::default()).validate(), Ok(()));
+        let d = OperationalOffer::default();
+        let cases = [
+            (
+                OperationalOffer {
+                    max_recv_data_segment_length: 100,
+                    ..d
+                },
+                KeyId::MaxRecvDataSegmentLength,
+                100,
+            ),
+            (
+                OperationalOffer {
+                    max_burst_length: 16_777_216,
+                    ..d
+                },
+                KeyId::MaxBurstLength,
+                16_777_216,
+            ),
+            (
+                OperationalOffer {
+                    first_burst_length: 511,
+                    ..d
+                },
+                KeyId::FirstBurstLength,
+                511,
+            ),
+            (
+                OperationalOffer {
+                    max_outstanding_r2t: 0,
+                    ..d
+                },
+                KeyId::MaxOutstandingR2T,
+                0,
+            ),
+            (
+                OperationalOffer {
+                    default_time2wait: 3601,
+                    ..d
+                },
+                KeyId::DefaultTime2Wait,
+                3601,
+            ),
+            (
+                OperationalOffer {
+                    default_time2retain: 3601,
+                    ..d
+                },
+                KeyId::DefaultTime2Retain,
+                3601,
+            ),
+            (
+                OperationalOffer {
+                    error_recovery_level: 3,
+                    ..d
+                },
+                KeyId::ErrorRecoveryLevel,
+                3,
+            ),
+            (
+                OperationalOffer {
+                    max_connections: 0,
+                    ..d
+                },
+                KeyId::MaxConnections,
+                0,
+            ),
+        ];
+        for (offer, key, value) in cases {
+            assert_eq!(
+                config(offer).validate(),
+                Err(ConfigError::Key(KeyValueError::OutOfRange { key, value })),
+                "{key}"
+            );
+        }
+        let e = config(OperationalOffer {
+            max_recv_data_segment_length: 100,
+            ..d
+        })
+        .validate()
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "MaxRecvDataSegmentLength = 100 is outside 512..=16777215 (RFC 7143 section 13.12)"
+        );
+        let most = OperationalOffer {
+            max_connections: 65_535,
+            ..d
+        };
+        assert_eq!(config(most).validate(), Ok(()));
+    }
+
+    #[test]
+    fn queue_depth_and_first_burst() {
+        let d = OperationalOffer::default();
+        assert_eq!(
+            config(OperationalOffer {
+                queue_depth: 0,
+                ..d
+            })
+            .validate(),
+            Err(ConfigError::QueueDepth(0))
+        );
+        assert_eq!(
+            config(OperationalOffer {
+                queue_depth: 65_537,
+                ..d
+            })
+            .validate()
+            .unwrap_err()
+            .to_string(),
+            "queue_depth = 65537 is outside 1..=65536"
+        );
+        assert_eq!(
+            config(OperationalOffer {
+                first_burst_length: 65_536,
+                max_burst_length: 8192,
+                ..d
+            })
+            .validate(),
+            Err(ConfigError::FirstBurst(65_536, 8192))
+        );
+    }
 
     #[test]
     fn names() {

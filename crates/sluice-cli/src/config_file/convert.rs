@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::Path;
 
+use sluice_proto::text::KeyId;
 use sluice_target::config::{Keepalive, Limits, OperationalOffer, TargetConfig};
 use toml::Spanned;
 
@@ -106,38 +107,38 @@ pub(super) fn convert(file: FileToml, base: &Path) -> Result<(TargetConfig, Span
         spans.session = Some(session.span());
         let s = session.get_ref();
         const MAX24: u64 = 16_777_215;
-        let mut key = |name: &'static str, span: Range<usize>| spans.keys.push((name, span));
+        let mut key = |id: KeyId, span: Range<usize>| spans.keys.push((id, span));
         if let Some(v) = &s.max_recv_data_segment_length {
             offer.max_recv_data_segment_length = size_in(v, "max_recv_data_segment_length", MAX24)?;
-            key("MaxRecvDataSegmentLength", v.span());
+            key(KeyId::MaxRecvDataSegmentLength, v.span());
         }
         if let Some(v) = &s.max_burst_length {
             offer.max_burst_length = size_in(v, "max_burst_length", MAX24)?;
-            key("MaxBurstLength", v.span());
+            key(KeyId::MaxBurstLength, v.span());
         }
         if let Some(v) = &s.first_burst_length {
             offer.first_burst_length = size_in(v, "first_burst_length", MAX24)?;
-            key("FirstBurstLength", v.span());
+            key(KeyId::FirstBurstLength, v.span());
         }
         if let Some(v) = &s.max_outstanding_r2t {
             offer.max_outstanding_r2t = int_in(v, "max_outstanding_r2t", 1, 65_535)?;
-            key("MaxOutstandingR2T", v.span());
+            key(KeyId::MaxOutstandingR2T, v.span());
         }
         if let Some(v) = &s.default_time2wait {
             offer.default_time2wait = whole_seconds(v, "default_time2wait")?;
-            key("DefaultTime2Wait", v.span());
+            key(KeyId::DefaultTime2Wait, v.span());
         }
         if let Some(v) = &s.default_time2retain {
             offer.default_time2retain = whole_seconds(v, "default_time2retain")?;
-            key("DefaultTime2Retain", v.span());
+            key(KeyId::DefaultTime2Retain, v.span());
         }
         if let Some(v) = &s.error_recovery_level {
             offer.error_recovery_level = int_in(v, "error_recovery_level", 0, 2)?;
-            key("ErrorRecoveryLevel", v.span());
+            key(KeyId::ErrorRecoveryLevel, v.span());
         }
         if let Some(v) = &s.queue_depth {
             offer.queue_depth = int_in(v, "queue_depth", 1, 65_536)?;
-            key("queue_depth", v.span());
+            spans.queue_depth = Some(v.span());
         }
         offer.immediate_data = s.immediate_data.unwrap_or(offer.immediate_data);
         offer.initial_r2t = s.initial_r2t.unwrap_or(offer.initial_r2t);

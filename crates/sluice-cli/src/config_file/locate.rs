@@ -3,6 +3,7 @@
 
 use std::ops::Range;
 
+use sluice_proto::text::KeyId;
 use sluice_target::config::{ConfigError, TargetConfig};
 
 use super::error::{at, Located};
@@ -12,8 +13,9 @@ use super::error::{at, Located};
 pub(super) struct Spans {
     pub(super) listen: Option<Range<usize>>,
     pub(super) session: Option<Range<usize>>,
-    /// RFC key name (as ConfigError::KeyRange names it) to the span of its value.
-    pub(super) keys: Vec<(&'static str, Range<usize>)>,
+    /// Operational keys of `[session]` and the spans of their values.
+    pub(super) keys: Vec<(KeyId, Range<usize>)>,
+    pub(super) queue_depth: Option<Range<usize>>,
     pub(super) discovery_chap: Option<ChapSpans>,
     /// Parallel to `TargetConfig::targets`.
     pub(super) targets: Vec<TargetSpans>,
@@ -128,18 +130,23 @@ pub(super) fn locate_validation_error(
                     .unwrap_or(l.table.clone())
             })
             .unwrap_or(start),
-        ConfigError::KeyRange { key, .. } => spans
+        ConfigError::Key(e) => spans
             .keys
             .iter()
-            .find(|(k, _)| k == key)
+            .find(|(k, _)| *k == e.key())
             .map(|(_, s)| s.clone())
+            .or(spans.session.clone())
+            .unwrap_or(start),
+        ConfigError::QueueDepth(_) => spans
+            .queue_depth
+            .clone()
             .or(spans.session.clone())
             .unwrap_or(start),
         ConfigError::FirstBurst(..) => spans
             .keys
             .iter()
-            .find(|(k, _)| *k == "FirstBurstLength")
-            .or(spans.keys.iter().find(|(k, _)| *k == "MaxBurstLength"))
+            .find(|(k, _)| *k == KeyId::FirstBurstLength)
+            .or(spans.keys.iter().find(|(k, _)| *k == KeyId::MaxBurstLength))
             .map(|(_, s)| s.clone())
             .or(spans.session.clone())
             .unwrap_or(start),

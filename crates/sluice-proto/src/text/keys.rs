@@ -379,6 +379,17 @@ pub enum KeyValueError {
     },
 }
 
+impl KeyValueError {
+    /// The key whose value was refused.
+    pub fn key(&self) -> KeyId {
+        match self {
+            KeyValueError::OutOfRange { key, .. }
+            | KeyValueError::Syntax { key, .. }
+            | KeyValueError::NotSettable { key } => *key,
+        }
+    }
+}
+
 impl fmt::Display for KeyValueError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
