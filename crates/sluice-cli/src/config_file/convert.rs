@@ -1,11 +1,9 @@
-//! Conversion of the parsed file to a [`TargetConfig`]: listen addresses, discovery, the
-//! `[session]` keys, keepalive and limits; targets are converted by [`super::target`].
+//! Conversion of the parsed file to a [`TargetConfig`]: listen addresses, discovery, keepalive
+//! and limits; `[session]` is converted by [`super::session`], targets by [`super::target`].
 
 use std::net::SocketAddr;
-use std::ops::Range;
 use std::path::Path;
 
-use sluice_proto::text::KeyId;
 use sluice_target::config::{Keepalive, Limits, OperationalOffer, TargetConfig};
 use toml::Spanned;
 
@@ -13,8 +11,9 @@ use super::chap::convert_chap;
 use super::error::{at, Located};
 use super::locate::Spans;
 use super::schema::FileToml;
+use super::session::convert_session;
 use super::target::convert_target;
-use super::values::{Dur, Size};
+use super::values::Size;
 
 /// Converts an integer key, refusing values outside `min..=max` at the value's position.
 pub(super) fn int_in<T: TryFrom<i64>>(
@@ -48,23 +47,6 @@ pub(super) fn size_in<T: TryFrom<u64>>(
         }
     }
     Err(at(v.span(), format!("{key} = {n} is above {max}")))
-}
-
-/// Converts a duration key that the RFC counts in whole seconds.
-pub(super) fn whole_seconds(v: &Spanned<Dur>, key: &str) -> Result<u16, Located> {
-    let d = v.get_ref().0;
-    if d.subsec_nanos() != 0 {
-        return Err(at(
-            v.span(),
-            format!("{key} is a whole number of seconds (RFC 7143 sections 13.15 and 13.16)"),
-        ));
-    }
-    u16::try_from(d.as_secs()).map_err(|_| {
-        at(
-            v.span(),
-            format!("{key} = {}s is outside 0..=3600", d.as_secs()),
-        )
-    })
 }
 
 /// Turns the parsed file into a [`TargetConfig`], recording where each checked value is.
@@ -102,57 +84,13 @@ pub(super) fn convert(file: FileToml, base: &Path) -> Result<(TargetConfig, Span
         None => None,
     };
 
-    let mut offer = OperationalOffer::default();
-    if let Some(session) = &file.session {
-        spans.session = Some(session.span());
-        let s = session.get_ref();
-        const MAX24: u64 = 16_777_215;
-        let mut key = |id: KeyId, span: Range<usize>| spans.keys.push((id, span));
-        if let Some(v) = &s.max_recv_data_segment_length {
-            offer.max_recv_data_segment_length = size_in(v, "max_recv_data_segment_length", MAX24)?;
-            key(KeyId::MaxRecvDataSegmentLength, v.span());
+    let offer = match &file.session {
+        Some(session) => {
+            spans.session = Some(session.span());
+            convert_session(session.get_ref(), &mut spans.keys, &mut spans.queue_depth)?
         }
-        if let Some(v) = &s.max_burst_length {
-            offer.max_burst_length = size_in(v, "max_burst_length", MAX24)?;
-            key(KeyId::MaxBurstLength, v.span());
-        }
-        if let Some(v) = &s.first_burst_length {
-            offer.first_burst_length = size_in(v, "first_burst_length", MAX24)?;
-            key(KeyId::FirstBurstLength, v.span());
-        }
-        if let Some(v) = &s.max_outstanding_r2t {
-            offer.max_outstanding_r2t = int_in(v, "max_outstanding_r2t", 1, 65_535)?;
-            key(KeyId::MaxOutstandingR2T, v.span());
-        }
-        if let Some(v) = &s.default_time2wait {
-            offer.default_time2wait = whole_seconds(v, "default_time2wait")?;
-            key(KeyId::DefaultTime2Wait, v.span());
-        }
-        if let Some(v) = &s.default_time2retain {
-            offer.default_time2retain = whole_seconds(v, "default_time2retain")?;
-            key(KeyId::DefaultTime2Retain, v.span());
-        }
-        if let Some(v) = &s.error_recovery_level {
-            offer.error_recovery_level = int_in(v, "error_recovery_level", 0, 2)?;
-            key(KeyId::ErrorRecoveryLevel, v.span());
-        }
-        if let Some(v) = &s.queue_depth {
-            offer.queue_depth = int_in(v, "queue_depth", 1, 65_536)?;
-            spans.queue_depth = Some(v.span());
-        }
-        offer.immediate_data = s.immediate_data.unwrap_or(offer.immediate_data);
-        offer.initial_r2t = s.initial_r2t.unwrap_or(offer.initial_r2t);
-        offer.data_pdu_in_order = s.data_pdu_in_order.unwrap_or(offer.data_pdu_in_order);
-        offer.data_sequence_in_order = s
-            .data_sequence_in_order
-            .unwrap_or(offer.data_sequence_in_order);
-        if let Some(d) = s.header_digest {
-            offer.header_digest = d.into();
-        }
-        if let Some(d) = s.data_digest {
-            offer.data_digest = d.into();
-        }
-    }
+        None => OperationalOffer::default(),
+    };
 
     let keepalive = match &file.keepalive {
         Some(k) if k.enabled != Some(false) => {

@@ -7,8 +7,9 @@
 //! documented key by key in `docs/configuration.md`.
 //!
 //! One concern per module: [`schema`] (the tables as serde reads them), [`values`] (sizes,
-//! durations, addresses, ACLs), [`convert`] (to [`TargetConfig`]), [`target`] (targets and
-//! LUNs), [`chap`], [`locate`] (where a validation error points) and [`error`].
+//! durations, addresses, ACLs), [`convert`] (to [`TargetConfig`]), [`session`] (operational
+//! keys, bounded by the key table), [`target`] (targets and LUNs), [`chap`], [`locate`] (where
+//! a validation error points) and [`error`].
 
 use std::ops::Range;
 use std::path::Path;
@@ -20,6 +21,7 @@ mod convert;
 mod error;
 mod locate;
 mod schema;
+mod session;
 mod target;
 mod values;
 

@@ -47,14 +47,14 @@ pub(super) struct SessionToml {
     pub(super) first_burst_length: Option<Spanned<Size>>,
     pub(super) immediate_data: Option<bool>,
     pub(super) initial_r2t: Option<bool>,
-    pub(super) max_outstanding_r2t: Option<Spanned<i64>>,
+    pub(super) max_outstanding_r2t: Option<Spanned<u64>>,
     pub(super) data_pdu_in_order: Option<bool>,
     pub(super) data_sequence_in_order: Option<bool>,
     pub(super) header_digest: Option<DigestToml>,
     pub(super) data_digest: Option<DigestToml>,
     pub(super) default_time2wait: Option<Spanned<Dur>>,
     pub(super) default_time2retain: Option<Spanned<Dur>>,
-    pub(super) error_recovery_level: Option<Spanned<i64>>,
+    pub(super) error_recovery_level: Option<Spanned<u64>>,
     pub(super) queue_depth: Option<Spanned<i64>>,
 }
 

@@ -182,13 +182,81 @@ fn bad_values_name_their_line() {
     fails_at(
         "[session]\nerror_recovery_level = 3\n",
         2,
-        "error_recovery_level = 3 is outside 0..=2",
+        "ErrorRecoveryLevel = 3 is outside 0..=2",
     );
     fails_at(
         "[session]\nmax_recv_data_segment_length = \"32M\"\n",
         2,
-        "above 16777215",
+        "MaxRecvDataSegmentLength = 33554432 is outside 512..=16777215",
     );
+}
+
+#[test]
+fn session_keys_are_bounded_by_the_key_table() {
+    for (key, value, message) in [
+        (
+            "max_recv_data_segment_length",
+            "100",
+            "MaxRecvDataSegmentLength = 100 is outside 512..=16777215 (RFC 7143 section 13.12)",
+        ),
+        (
+            "max_burst_length",
+            "\"16M\"",
+            "MaxBurstLength = 16777216 is outside 512..=16777215",
+        ),
+        (
+            "first_burst_length",
+            "511",
+            "FirstBurstLength = 511 is outside",
+        ),
+        (
+            "max_outstanding_r2t",
+            "0",
+            "MaxOutstandingR2T = 0 is outside 1..=65535",
+        ),
+        (
+            "default_time2wait",
+            "\"1h1s\"",
+            "DefaultTime2Wait = 3601 is outside 0..=3600",
+        ),
+        (
+            "default_time2retain",
+            "3601",
+            "DefaultTime2Retain = 3601 is outside 0..=3600",
+        ),
+        (
+            "error_recovery_level",
+            "3",
+            "ErrorRecoveryLevel = 3 is outside 0..=2",
+        ),
+    ] {
+        fails_at(
+            &format!("[session]\n{key} = {value}\n{MINIMAL}"),
+            2,
+            message,
+        );
+    }
+    fails_at(
+        "[session]\ndefault_time2wait = \"1500ms\"\n",
+        2,
+        "DefaultTime2Wait is a whole number of seconds",
+    );
+    fails_at(
+        "[session]\nmax_outstanding_r2t = -1\n",
+        2,
+        "invalid value: integer `-1`",
+    );
+    let c = parse(&format!(
+        "[session]\nmax_recv_data_segment_length = 512\nmax_burst_length = 16777215\n\
+         first_burst_length = 512\nmax_outstanding_r2t = 65535\ndefault_time2wait = \"1h\"\n\
+         error_recovery_level = 2\n{MINIMAL}"
+    ))
+    .unwrap();
+    assert_eq!(c.offer.max_recv_data_segment_length, 512);
+    assert_eq!(c.offer.max_burst_length, 16_777_215);
+    assert_eq!(c.offer.max_outstanding_r2t, 65_535);
+    assert_eq!(c.offer.default_time2wait, 3600);
+    assert_eq!(c.offer.error_recovery_level, 2);
 }
 
 #[test]
