@@ -56,6 +56,7 @@ pub(super) struct SessionToml {
     pub(super) default_time2retain: Option<Spanned<Dur>>,
     pub(super) error_recovery_level: Option<Spanned<u64>>,
     pub(super) queue_depth: Option<Spanned<i64>>,
+    pub(super) max_connections: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize)]

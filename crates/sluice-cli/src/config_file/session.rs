@@ -43,6 +43,9 @@ pub(super) fn convert_session(
     if let Some(v) = &s.error_recovery_level {
         offer.error_recovery_level = key.number(KeyId::ErrorRecoveryLevel, v)?;
     }
+    if let Some(v) = &s.max_connections {
+        offer.max_connections = key.number(KeyId::MaxConnections, v)?;
+    }
     if let Some(v) = &s.queue_depth {
         let (min, max) = (QUEUE_DEPTH.start(), QUEUE_DEPTH.end());
         offer.queue_depth = int_in(v, "queue_depth", (*min).into(), (*max).into())?;

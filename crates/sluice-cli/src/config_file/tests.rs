@@ -75,6 +75,10 @@ fn minimal_file_and_defaults() {
     let c = parse(MINIMAL).unwrap();
     assert_eq!(c.portals, vec!["127.0.0.1:3260".parse().unwrap()]);
     assert_eq!(c.offer, OperationalOffer::default());
+    assert_eq!(
+        c.offer.max_connections, 8,
+        "MC/S up to 8 connections by default"
+    );
     assert_eq!(c.limits, Limits::default());
     assert_eq!(
         c.keepalive,
@@ -107,7 +111,7 @@ fn lun_numbers_follow_the_previous_one() {
 #[test]
 fn sessions_keys_accept_sizes_and_durations() {
     let src = format!(
-        "listen = [\"[::1]:3261\", \"0.0.0.0\"]\n[session]\nmax_recv_data_segment_length = \"64K\"\nmax_burst_length = 1048576\nfirst_burst_length = \"64KiB\"\ndefault_time2wait = \"3s\"\ndefault_time2retain = 0\nheader_digest = \"require\"\nqueue_depth = 32\n[keepalive]\ninterval = \"20s\"\ntimeout = \"1m\"\n[limits]\nlogin_timeout = \"5s\"\nmax_outstanding_bytes_per_connection = \"16M\"\n{MINIMAL}"
+        "listen = [\"[::1]:3261\", \"0.0.0.0\"]\n[session]\nmax_recv_data_segment_length = \"64K\"\nmax_burst_length = 1048576\nfirst_burst_length = \"64KiB\"\ndefault_time2wait = \"3s\"\ndefault_time2retain = 0\nheader_digest = \"require\"\nqueue_depth = 32\nmax_connections = 2\n[keepalive]\ninterval = \"20s\"\ntimeout = \"1m\"\n[limits]\nlogin_timeout = \"5s\"\nmax_outstanding_bytes_per_connection = \"16M\"\n{MINIMAL}"
     );
     let c = parse(&src).unwrap();
     assert_eq!(c.portals[0].to_string(), "[::1]:3261");
@@ -118,6 +122,7 @@ fn sessions_keys_accept_sizes_and_durations() {
     assert_eq!(c.offer.header_digest, DigestPolicy::Require);
     assert_eq!(c.offer.data_digest, DigestPolicy::Allow);
     assert_eq!(c.offer.queue_depth, 32);
+    assert_eq!(c.offer.max_connections, 2);
     assert_eq!(
         c.keepalive,
         Some(Keepalive {
@@ -229,6 +234,16 @@ fn session_keys_are_bounded_by_the_key_table() {
             "3",
             "ErrorRecoveryLevel = 3 is outside 0..=2",
         ),
+        (
+            "max_connections",
+            "0",
+            "MaxConnections = 0 is outside 1..=65535 (RFC 7143 section 13.2)",
+        ),
+        (
+            "max_connections",
+            "65536",
+            "MaxConnections = 65536 is outside",
+        ),
     ] {
         fails_at(
             &format!("[session]\n{key} = {value}\n{MINIMAL}"),
@@ -249,9 +264,10 @@ fn session_keys_are_bounded_by_the_key_table() {
     let c = parse(&format!(
         "[session]\nmax_recv_data_segment_length = 512\nmax_burst_length = 16777215\n\
          first_burst_length = 512\nmax_outstanding_r2t = 65535\ndefault_time2wait = \"1h\"\n\
-         error_recovery_level = 2\n{MINIMAL}"
+         error_recovery_level = 2\nmax_connections = 65535\n{MINIMAL}"
     ))
     .unwrap();
+    assert_eq!(c.offer.max_connections, 65_535);
     assert_eq!(c.offer.max_recv_data_segment_length, 512);
     assert_eq!(c.offer.max_burst_length, 16_777_215);
     assert_eq!(c.offer.max_outstanding_r2t, 65_535);
