@@ -9,6 +9,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory};
+use sluice_proto::text::keys::format_bool;
+use sluice_proto::text::KeyId;
 use sluice_target::config::{
     Acl, Backend, ChapCredentials, DigestPolicy, Keepalive, Limits, LunDef, OperationalOffer,
     TargetConfig, TargetDef,
@@ -257,14 +259,18 @@ pub fn summary(config: &TargetConfig) -> String {
     );
     let o = &config.offer;
     out += &format!(
-        "session: MaxRecvDataSegmentLength {}, MaxBurstLength {}, FirstBurstLength {}, queue depth {}, \
-         ImmediateData {}, InitialR2T {}, digests header {:?} / data {:?}\n",
+        "session: {} {}, {} {}, {} {}, queue depth {}, {} {}, {} {}, digests header {:?} / data {:?}\n",
+        KeyId::MaxRecvDataSegmentLength,
         o.max_recv_data_segment_length,
+        KeyId::MaxBurstLength,
         o.max_burst_length,
+        KeyId::FirstBurstLength,
         o.first_burst_length,
         o.queue_depth,
-        yes_no(o.immediate_data),
-        yes_no(o.initial_r2t),
+        KeyId::ImmediateData,
+        format_bool(o.immediate_data),
+        KeyId::InitialR2T,
+        format_bool(o.initial_r2t),
         o.header_digest,
         o.data_digest,
     );
@@ -299,15 +305,6 @@ pub fn summary(config: &TargetConfig) -> String {
         }
     }
     out
-}
-
-/// RFC spelling of a boolean key value.
-fn yes_no(b: bool) -> &'static str {
-    if b {
-        "Yes"
-    } else {
-        "No"
-    }
 }
 
 /// The `iscsi://` URLs (libiscsi, QEMU) of every LUN, through the first bound address.
@@ -526,6 +523,20 @@ mod tests {
         assert_eq!(
             urls(&c.targets, &c.portals),
             ["iscsi://127.0.0.1:3260/iqn.2026-11.io.sluice:default/0"]
+        );
+    }
+
+    #[test]
+    fn summary_names_the_keys() {
+        let c = parse(&[]).unwrap();
+        let text = summary(&c);
+        assert!(
+            text.contains(
+                "session: MaxRecvDataSegmentLength 262144, MaxBurstLength 1048576, \
+                 FirstBurstLength 262144, queue depth 128, ImmediateData Yes, InitialR2T No, \
+                 digests header Allow / data Allow\n"
+            ),
+            "{text}"
         );
     }
 
