@@ -170,6 +170,9 @@ pub fn config_from_flags(args: &TargetArgs, luns: Vec<LunFlag>) -> anyhow::Resul
             OperationalOffer::default().header_digest,
         ),
         data_digest: digest(args.data_digest, OperationalOffer::default().data_digest),
+        max_connections: args
+            .max_connections
+            .unwrap_or(OperationalOffer::default().max_connections),
         ..OperationalOffer::default()
     };
     let config = TargetConfig {
@@ -492,6 +495,7 @@ mod tests {
     use super::*;
     use crate::cli::Command;
     use clap::FromArgMatches;
+    use sluice_proto::text::KeyValueError;
 
     fn parse(argv: &[&str]) -> anyhow::Result<TargetConfig> {
         let mut full = vec!["sluice", "target"];
@@ -647,6 +651,60 @@ mod tests {
         assert_eq!(c.offer.data_digest, DigestPolicy::Forbid);
         // Protected by ACL and CHAP: no warning although 0.0.0.0 is not loopback.
         assert!(exposure_warnings(&c).is_empty());
+    }
+
+    #[test]
+    fn max_connections_flag_is_bounded_by_the_key_table() {
+        assert_eq!(parse(&[]).unwrap().offer.max_connections, 8);
+        let c = parse(&["--max-connections", "4"]).unwrap();
+        assert_eq!(c.offer.max_connections, 4);
+        assert_eq!(
+            parse(&["--max-connections", "65535"])
+                .unwrap()
+                .offer
+                .max_connections,
+            65_535
+        );
+        for (value, refused) in [
+            (
+                "0",
+                KeyValueError::OutOfRange {
+                    key: KeyId::MaxConnections,
+                    value: 0,
+                },
+            ),
+            (
+                "65536",
+                KeyValueError::OutOfRange {
+                    key: KeyId::MaxConnections,
+                    value: 65_536,
+                },
+            ),
+            (
+                "many",
+                KeyValueError::Syntax {
+                    key: KeyId::MaxConnections,
+                    value: "many".into(),
+                },
+            ),
+        ] {
+            let e = parse(&["--max-connections", value]).unwrap_err();
+            let found = e.chain().find_map(|c| c.downcast_ref::<KeyValueError>());
+            assert_eq!(found, Some(&refused), "{e:#}");
+        }
+        let e = parse(&["--max-connections", "0"]).unwrap_err().to_string();
+        assert!(
+            e.contains("--max-connections")
+                && e.contains("MaxConnections = 0 is outside 1..=65535 (RFC 7143 section 13.2)"),
+            "{e}"
+        );
+        let e = parse(&["--config", "x.toml", "--max-connections", "2"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("cannot be combined with --max-connections"),
+            "{e}"
+        );
     }
 
     #[test]
