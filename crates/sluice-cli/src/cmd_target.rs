@@ -13,7 +13,7 @@ use sluice_proto::text::keys::format_bool;
 use sluice_proto::text::KeyId;
 use sluice_target::config::{
     Acl, Backend, ChapCredentials, DigestPolicy, Keepalive, Limits, LunDef, OperationalOffer,
-    TargetConfig, TargetDef,
+    TargetConfig, TargetDef, MAX_LUN_NUMBER,
 };
 
 use crate::cli::{Cli, DigestArg, TargetArgs, DEFAULT_PORT};
@@ -114,7 +114,7 @@ pub fn config_from_flags(args: &TargetArgs, luns: Vec<LunFlag>) -> anyhow::Resul
     for (number, lun) in luns.into_iter().enumerate() {
         let number = u16::try_from(number)
             .ok()
-            .filter(|n| *n <= 16_383)
+            .filter(|n| *n <= MAX_LUN_NUMBER)
             .context("too many LUNs")?;
         let backend = match lun {
             LunFlag::Memory(size) => Backend::Memory { size },

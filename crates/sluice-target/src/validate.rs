@@ -4,7 +4,10 @@ use std::collections::HashSet;
 
 use sluice_proto::text::KeyId;
 
-use crate::config::{Backend, ChapCredentials, ConfigError, TargetConfig, QUEUE_DEPTH};
+use crate::config::{
+    Backend, ChapCredentials, ChapOwner, ConfigError, LunRef, SecretRole, TargetConfig, TargetRef,
+    MAX_LUN_NUMBER, QUEUE_DEPTH,
+};
 
 impl TargetConfig {
     /// Returns the first problem that would stop the target from serving this configuration.
@@ -16,30 +19,44 @@ impl TargetConfig {
             return Err(ConfigError::NoPortals);
         }
         let mut names = HashSet::new();
-        for t in &self.targets {
+        for (index, t) in self.targets.iter().enumerate() {
+            let target = || TargetRef {
+                index,
+                iqn: t.iqn.clone(),
+            };
             if !is_iscsi_name(&t.iqn) {
-                return Err(ConfigError::BadName(t.iqn.clone()));
+                return Err(ConfigError::BadName(target()));
             }
             if !names.insert(t.iqn.to_ascii_lowercase()) {
-                return Err(ConfigError::DuplicateTarget(t.iqn.clone()));
+                return Err(ConfigError::DuplicateTarget(target()));
             }
             if t.luns.is_empty() {
-                return Err(ConfigError::NoLuns(t.iqn.clone()));
+                return Err(ConfigError::NoLuns(target()));
             }
             let mut numbers = HashSet::new();
-            for l in &t.luns {
+            for (index, l) in t.luns.iter().enumerate() {
+                let lun = LunRef {
+                    index,
+                    number: l.number,
+                };
                 if !numbers.insert(l.number) {
-                    return Err(ConfigError::DuplicateLun(t.iqn.clone(), l.number));
+                    return Err(ConfigError::DuplicateLun {
+                        target: target(),
+                        lun,
+                    });
                 }
-                if l.number > 16383 {
-                    return Err(ConfigError::LunNumber(t.iqn.clone(), l.number));
+                if l.number > MAX_LUN_NUMBER {
+                    return Err(ConfigError::LunNumber {
+                        target: target(),
+                        lun,
+                    });
                 }
                 if l.block_size != 512 && l.block_size != 4096 {
-                    return Err(ConfigError::BlockSize(
-                        t.iqn.clone(),
-                        l.number,
-                        l.block_size,
-                    ));
+                    return Err(ConfigError::BlockSize {
+                        target: target(),
+                        lun,
+                        block_size: l.block_size,
+                    });
                 }
                 let size = match &l.backend {
                     Backend::Memory { size } | Backend::Null { size } => Some(*size),
@@ -47,21 +64,21 @@ impl TargetConfig {
                 };
                 if let Some(size) = size {
                     if size == 0 || size % u64::from(l.block_size) != 0 {
-                        return Err(ConfigError::Size(
-                            t.iqn.clone(),
-                            l.number,
+                        return Err(ConfigError::Size {
+                            target: target(),
+                            lun,
                             size,
-                            l.block_size,
-                        ));
+                            block_size: l.block_size,
+                        });
                     }
                 }
             }
             if let Some(chap) = &t.chap {
-                check_chap(&t.iqn, chap)?;
+                check_chap(ChapOwner::Target(target()), chap)?;
             }
         }
         if let Some(chap) = &self.discovery_auth {
-            check_chap("discovery", chap)?;
+            check_chap(ChapOwner::Discovery, chap)?;
         }
         self.check_offer()
     }
@@ -99,17 +116,23 @@ impl TargetConfig {
     }
 }
 
-fn check_chap(owner: &str, chap: &ChapCredentials) -> Result<(), ConfigError> {
+fn check_chap(owner: ChapOwner, chap: &ChapCredentials) -> Result<(), ConfigError> {
     let ok = |s: &str| (12..=255).contains(&s.len());
     if !ok(&chap.secret) {
-        return Err(ConfigError::ChapSecret(owner.to_string()));
+        return Err(ConfigError::ChapSecret {
+            owner,
+            secret: SecretRole::Initiator,
+        });
     }
     if let Some((_, mutual)) = &chap.mutual {
         if !ok(mutual) {
-            return Err(ConfigError::ChapSecret(format!("{owner} (mutual)")));
+            return Err(ConfigError::ChapSecret {
+                owner,
+                secret: SecretRole::Mutual,
+            });
         }
         if mutual == &chap.secret {
-            return Err(ConfigError::ChapSameSecret(owner.to_string()));
+            return Err(ConfigError::ChapSameSecret(owner));
         }
     }
     Ok(())
@@ -300,6 +323,85 @@ mod tests {
             })
             .validate(),
             Err(ConfigError::FirstBurst(65_536, 8192))
+        );
+    }
+
+    #[test]
+    fn errors_say_which_target_lun_and_secret() {
+        let mut c = config(OperationalOffer::default());
+        let mut second = c.targets[0].clone();
+        second.iqn = "IQN.2026-11.io.sluice:A".into();
+        c.targets.push(second);
+        let t1 = TargetRef {
+            index: 1,
+            iqn: "IQN.2026-11.io.sluice:A".into(),
+        };
+        assert_eq!(c.validate(), Err(ConfigError::DuplicateTarget(t1.clone())));
+        c.targets[1].iqn = "iqn.2026-11.io.sluice:b".into();
+        let t1 = TargetRef {
+            index: 1,
+            iqn: "iqn.2026-11.io.sluice:b".into(),
+        };
+        let lun = c.targets[1].luns[0].clone();
+        c.targets[1].luns.push(LunDef {
+            number: 5,
+            ..lun.clone()
+        });
+        c.targets[1].luns.push(lun);
+        let e = c.validate().unwrap_err();
+        assert_eq!(
+            e,
+            ConfigError::DuplicateLun {
+                target: t1.clone(),
+                lun: LunRef {
+                    index: 2,
+                    number: 0
+                }
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "target iqn.2026-11.io.sluice:b: LUN 0 is defined twice"
+        );
+        c.targets[1].luns[2].number = 16_384;
+        assert_eq!(
+            c.validate(),
+            Err(ConfigError::LunNumber {
+                target: t1.clone(),
+                lun: LunRef {
+                    index: 2,
+                    number: 16_384
+                }
+            })
+        );
+        c.targets[1].luns.pop();
+        c.targets[1].chap = Some(ChapCredentials {
+            user: "u".into(),
+            secret: "0123456789ab".into(),
+            mutual: Some(("t".into(), "short".into())),
+        });
+        let e = c.validate().unwrap_err();
+        assert_eq!(
+            e,
+            ConfigError::ChapSecret {
+                owner: ChapOwner::Target(t1.clone()),
+                secret: SecretRole::Mutual
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "CHAP secret for iqn.2026-11.io.sluice:b (mutual) must be 12 to 255 characters \
+             (Windows and open-iscsi refuse shorter)"
+        );
+        c.targets[1].chap = None;
+        c.discovery_auth = Some(ChapCredentials {
+            user: "d".into(),
+            secret: "0123456789ab".into(),
+            mutual: Some(("t".into(), "0123456789ab".into())),
+        });
+        assert_eq!(
+            c.validate(),
+            Err(ConfigError::ChapSameSecret(ChapOwner::Discovery))
         );
     }
 

@@ -1,15 +1,16 @@
 //! Where things are in the file, for errors found after conversion by
-//! [`TargetConfig::validate`].
+//! [`TargetConfig::validate`](sluice_target::config::TargetConfig::validate).
 
 use std::ops::Range;
 
 use sluice_proto::text::KeyId;
-use sluice_target::config::{ConfigError, TargetConfig};
+use sluice_target::config::{ChapOwner, ConfigError, LunRef, SecretRole, TargetRef};
 
 use super::error::{at, Located};
 
 #[derive(Debug, Default)]
-/// Positions of the values that [`TargetConfig::validate`] may complain about.
+/// Positions of the values that
+/// [`TargetConfig::validate`](sluice_target::config::TargetConfig::validate) may complain about.
 pub(super) struct Spans {
     pub(super) listen: Option<Range<usize>>,
     pub(super) session: Option<Range<usize>>,
@@ -52,77 +53,42 @@ impl LunSpans {
 }
 
 /// Finds where in the file a [`ConfigError`] comes from, and phrases it for a file's reader.
-pub(super) fn locate_validation_error(
-    config: &TargetConfig,
-    spans: &Spans,
-    e: &ConfigError,
-) -> Located {
+pub(super) fn locate_validation_error(spans: &Spans, e: &ConfigError) -> Located {
     let start = 0..0;
-    let target_idx = |iqn: &str| config.targets.iter().position(|t| t.iqn == iqn);
-    let target = |iqn: &str| target_idx(iqn).and_then(|i| spans.targets.get(i));
-    let lun = |iqn: &str, n: u16, last: bool| {
-        let i = target_idx(iqn)?;
-        let mut matching = config.targets[i]
-            .luns
-            .iter()
-            .zip(&spans.targets[i].luns)
-            .filter(|(l, _)| l.number == n)
-            .map(|(_, s)| s);
-        if last {
-            matching.next_back()
-        } else {
-            matching.next()
-        }
+    let target = |t: &TargetRef| spans.targets.get(t.index);
+    let lun = |t: &TargetRef, l: &LunRef| target(t).and_then(|t| t.luns.get(l.index));
+    let chap = |owner: &ChapOwner| match owner {
+        ChapOwner::Discovery => spans.discovery_chap.as_ref(),
+        ChapOwner::Target(t) => target(t).and_then(|t| t.chap.as_ref()),
     };
-    let chap = |owner: &str| -> Option<ChapSpans> {
-        if owner.starts_with("discovery") {
-            spans.discovery_chap.clone()
-        } else {
-            let iqn = owner.strip_suffix(" (mutual)").unwrap_or(owner);
-            target(iqn).and_then(|t| t.chap.clone())
-        }
-    };
+    let key = |k: KeyId| spans.keys.iter().find(|(id, _)| *id == k).map(|(_, s)| s);
     let message = e.to_string();
     let span = match e {
         ConfigError::NoTargets => {
             return at(start, "no targets configured: add a [[target]] table with an iqn, an acl and a [[target.lun]]");
         }
         ConfigError::NoPortals => spans.listen.clone().unwrap_or(start),
-        ConfigError::NoLuns(iqn) => {
+        ConfigError::NoLuns(t) => {
             return at(
-                target(iqn).map_or(start, |t| t.iqn.clone()),
+                target(t).map_or(start, |t| t.iqn.clone()),
                 format!("{message}: add a [[target.lun]] table after this target"),
             );
         }
-        ConfigError::DuplicateTarget(iqn) => {
-            let lower = iqn.to_ascii_lowercase();
-            let second = config
-                .targets
-                .iter()
-                .enumerate()
-                .filter(|(_, t)| t.iqn.to_ascii_lowercase() == lower)
-                .nth(1)
-                .map(|(i, _)| i);
-            second
-                .and_then(|i| spans.targets.get(i))
-                .map_or(start, |t| t.iqn.clone())
-        }
-        ConfigError::BadName(iqn) => {
+        ConfigError::DuplicateTarget(t) => target(t).map_or(start, |t| t.iqn.clone()),
+        ConfigError::BadName(t) => {
             return at(
-                target(iqn).map_or(start, |t| t.iqn.clone()),
+                target(t).map_or(start, |t| t.iqn.clone()),
                 format!("{message}; for example iqn.2026-11.com.example:disk1"),
             );
         }
-        ConfigError::DuplicateLun(iqn, n) => {
-            lun(iqn, *n, true).map_or(start, LunSpans::number_or_table)
+        ConfigError::DuplicateLun { target, lun: l }
+        | ConfigError::LunNumber { target, lun: l } => {
+            lun(target, l).map_or(start, LunSpans::number_or_table)
         }
-        ConfigError::LunNumber(iqn, n) => {
-            lun(iqn, *n, false).map_or(start, LunSpans::number_or_table)
-        }
-        ConfigError::BlockSize(iqn, n, _) => lun(iqn, *n, false)
+        ConfigError::BlockSize { target, lun: l, .. } => lun(target, l)
             .and_then(|l| l.block_size.clone())
             .unwrap_or(start),
-        ConfigError::Size(iqn, n, _, _) => lun(iqn, *n, false)
+        ConfigError::Size { target, lun: l, .. } => lun(target, l)
             .map(|l| {
                 l.size
                     .clone()
@@ -130,38 +96,30 @@ pub(super) fn locate_validation_error(
                     .unwrap_or(l.table.clone())
             })
             .unwrap_or(start),
-        ConfigError::Key(e) => spans
-            .keys
-            .iter()
-            .find(|(k, _)| *k == e.key())
-            .map(|(_, s)| s.clone())
-            .or(spans.session.clone())
+        ConfigError::Key(e) => key(e.key())
+            .or(spans.session.as_ref())
+            .cloned()
             .unwrap_or(start),
         ConfigError::QueueDepth(_) => spans
             .queue_depth
-            .clone()
-            .or(spans.session.clone())
+            .as_ref()
+            .or(spans.session.as_ref())
+            .cloned()
             .unwrap_or(start),
-        ConfigError::FirstBurst(..) => spans
-            .keys
-            .iter()
-            .find(|(k, _)| *k == KeyId::FirstBurstLength)
-            .or(spans.keys.iter().find(|(k, _)| *k == KeyId::MaxBurstLength))
-            .map(|(_, s)| s.clone())
-            .or(spans.session.clone())
+        ConfigError::FirstBurst(..) => key(KeyId::FirstBurstLength)
+            .or(key(KeyId::MaxBurstLength))
+            .or(spans.session.as_ref())
+            .cloned()
             .unwrap_or(start),
-        ConfigError::ChapSecret(owner) => {
-            let c = chap(owner);
-            if owner.ends_with(" (mutual)") {
-                c.and_then(|c| c.mutual_secret).unwrap_or(start)
-            } else {
-                c.map_or(start, |c| c.secret)
-            }
+        ConfigError::ChapSecret { owner, secret } => match secret {
+            SecretRole::Initiator => chap(owner).map(|c| c.secret.clone()),
+            SecretRole::Mutual => chap(owner).and_then(|c| c.mutual_secret.clone()),
         }
-        ConfigError::ChapSameSecret(owner) => {
-            chap(owner).and_then(|c| c.mutual_secret).unwrap_or(start)
-        }
-        #[allow(unreachable_patterns)]
+        .unwrap_or(start),
+        ConfigError::ChapSameSecret(owner) => chap(owner)
+            .and_then(|c| c.mutual_secret.clone())
+            .unwrap_or(start),
+        // A check added to TargetConfig::validate later: the message, without a position.
         _ => start,
     };
     at(span, message)

@@ -59,7 +59,7 @@ pub fn parse_str(src: &str, path: &Path) -> Result<TargetConfig, ConfigFileError
         .unwrap_or(Path::new("."));
     let (config, spans) = convert(file, base).map_err(|l| located(l.span, l.message))?;
     if let Err(e) = config.validate() {
-        let l = locate_validation_error(&config, &spans, &e);
+        let l = locate_validation_error(&spans, &e);
         return Err(located(l.span, l.message));
     }
     check_files(&config, &spans).map_err(|l| located(l.span, l.message))?;

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use sluice_target::config::{Acl, Backend, LunDef, TargetConfig, TargetDef};
+use sluice_target::config::{Acl, Backend, LunDef, TargetConfig, TargetDef, MAX_LUN_NUMBER};
 use toml::Spanned;
 
 use super::chap::convert_chap;
@@ -76,12 +76,12 @@ pub(super) fn convert_target(
     for l in &target.luns {
         let lun = l.get_ref();
         let number: u16 = match &lun.number {
-            Some(n) => int_in(n, "number", 0, 16_383)?,
+            Some(n) => int_in(n, "number", 0, MAX_LUN_NUMBER.into())?,
             None => int_in(
                 &Spanned::new(l.span(), next_number),
                 "number (counted from the previous LUN)",
                 0,
-                16_383,
+                MAX_LUN_NUMBER.into(),
             )?,
         };
         next_number = i64::from(number) + 1;
