@@ -496,6 +496,7 @@ mod tests {
     use crate::cli::Command;
     use clap::FromArgMatches;
     use sluice_proto::text::KeyValueError;
+    use sluice_target::config::{ChapOwner, ConfigError, SecretRole, TargetRef};
 
     fn parse(argv: &[&str]) -> anyhow::Result<TargetConfig> {
         let mut full = vec!["sluice", "target"];
@@ -758,9 +759,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("not an iSCSI name"), "{e}");
-        let e = parse(&["--chap-user", "u", "--chap-secret", "short"]).unwrap_err();
-        assert!(format!("{e:#}").contains("12 to 255"), "{e:#}");
-        let e = parse(&["--iqn", "disk0"]).unwrap_err();
-        assert!(format!("{e:#}").contains("not a valid iSCSI name"), "{e:#}");
+        let invalid = |argv: &[&str]| {
+            let e = parse(argv).unwrap_err();
+            e.chain()
+                .find_map(|c| c.downcast_ref::<ConfigError>())
+                .cloned()
+                .unwrap_or_else(|| panic!("not a ConfigError: {e:#}"))
+        };
+        assert!(matches!(
+            invalid(&["--chap-user", "u", "--chap-secret", "short"]),
+            ConfigError::ChapSecret {
+                owner: ChapOwner::Target(_),
+                secret: SecretRole::Initiator
+            }
+        ));
+        assert!(matches!(
+            invalid(&["--iqn", "disk0"]),
+            ConfigError::BadName(TargetRef { index: 0, .. })
+        ));
     }
 }

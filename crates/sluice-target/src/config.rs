@@ -235,7 +235,7 @@ pub const MAX_LUN_NUMBER: u16 = 16_383;
 
 /// A configuration the types allow but the target cannot serve. Each error says which part of
 /// the configuration it concerns by position and name, so that a caller can point at it.
-#[derive(Debug, thiserror::Error, Eq, PartialEq)]
+#[derive(Clone, Debug, thiserror::Error, Eq, PartialEq)]
 #[non_exhaustive]
 pub enum ConfigError {
     /// Nothing to serve.

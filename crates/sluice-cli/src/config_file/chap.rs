@@ -1,47 +1,34 @@
 //! CHAP tables: `[discovery] chap` and `[[target]] chap`.
 
+use sluice_target::config::{ChapCredentials, ChapOwner, SecretRole};
 use toml::Spanned;
 
-use sluice_target::config::ChapCredentials;
-
 use super::error::{at, Located};
+use super::kind::{ErrorKind, FileKey};
 use super::locate::ChapSpans;
 use super::schema::ChapToml;
 
-/// Converts a CHAP table; `owner` names the target or "discovery" in messages.
+/// Converts a CHAP table of `owner`.
 pub(super) fn convert_chap(
-    owner: &str,
+    owner: ChapOwner,
     c: &Spanned<ChapToml>,
 ) -> Result<(ChapCredentials, ChapSpans), Located> {
     let chap = c.get_ref();
-    for (key, value) in [
-        ("user", Some(&chap.user)),
-        ("mutual_user", chap.mutual_user.as_ref()),
+    for (role, value) in [
+        (SecretRole::Initiator, Some(&chap.user)),
+        (SecretRole::Mutual, chap.mutual_user.as_ref()),
     ] {
-        if let Some(v) = value {
-            if v.get_ref().is_empty() {
-                return Err(at(
-                    v.span(),
-                    format!("{owner}: CHAP {key} must not be empty"),
-                ));
-            }
+        if let Some(v) = value.filter(|v| v.get_ref().is_empty()) {
+            let owner = owner.clone();
+            return Err(at(v.span(), ErrorKind::EmptyChapUser { owner, role }));
         }
     }
+    let half = |span, given| at(span, ErrorKind::HalfMutualChap { owner, given });
     let mutual = match (&chap.mutual_user, &chap.mutual_secret) {
         (Some(u), Some(s)) => Some((u.get_ref().clone(), s.get_ref().clone())),
         (None, None) => None,
-        (Some(u), None) => {
-            return Err(at(
-                u.span(),
-                format!("{owner}: mutual_user needs mutual_secret as well"),
-            ));
-        }
-        (None, Some(s)) => {
-            return Err(at(
-                s.span(),
-                format!("{owner}: mutual_secret needs mutual_user as well"),
-            ));
-        }
+        (Some(u), None) => return Err(half(u.span(), FileKey::MutualUser)),
+        (None, Some(s)) => return Err(half(s.span(), FileKey::MutualSecret)),
     };
     Ok((
         ChapCredentials {

@@ -4,49 +4,37 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
-use sluice_target::config::{Keepalive, Limits, OperationalOffer, TargetConfig};
+use sluice_target::config::{ChapOwner, Keepalive, Limits, OperationalOffer, TargetConfig};
 use toml::Spanned;
 
 use super::chap::convert_chap;
 use super::error::{at, Located};
+use super::kind::{ErrorKind, FileKey};
 use super::locate::Spans;
 use super::schema::FileToml;
 use super::session::convert_session;
 use super::target::convert_target;
-use super::values::Size;
 
 /// Converts an integer key, refusing values outside `min..=max` at the value's position.
 pub(super) fn int_in<T: TryFrom<i64>>(
     v: &Spanned<i64>,
-    key: &str,
+    key: FileKey,
     min: i64,
     max: i64,
 ) -> Result<T, Located> {
-    let n = *v.get_ref();
-    if (min..=max).contains(&n) {
-        if let Ok(t) = T::try_from(n) {
-            return Ok(t);
-        }
+    let value = *v.get_ref();
+    match T::try_from(value) {
+        Ok(t) if (min..=max).contains(&value) => Ok(t),
+        _ => Err(at(
+            v.span(),
+            ErrorKind::OutOfRange {
+                key,
+                value,
+                min,
+                max,
+            },
+        )),
     }
-    Err(at(
-        v.span(),
-        format!("{key} = {n} is outside {min}..={max}"),
-    ))
-}
-
-/// Converts a size key, refusing values above `max` at the value's position.
-pub(super) fn size_in<T: TryFrom<u64>>(
-    v: &Spanned<Size>,
-    key: &str,
-    max: u64,
-) -> Result<T, Located> {
-    let n = v.get_ref().0;
-    if n <= max {
-        if let Ok(t) = T::try_from(n) {
-            return Ok(t);
-        }
-    }
-    Err(at(v.span(), format!("{key} = {n} is above {max}")))
 }
 
 /// Turns the parsed file into a [`TargetConfig`], recording where each checked value is.
@@ -57,16 +45,13 @@ pub(super) fn convert(file: FileToml, base: &Path) -> Result<(TargetConfig, Span
         Some(list) => {
             spans.listen = Some(list.span());
             if list.get_ref().is_empty() {
-                return Err(at(
-                    list.span(),
-                    "listen = [] leaves nothing to connect to: list at least one address, e.g. \"127.0.0.1:3260\"",
-                ));
+                return Err(at(list.span(), ErrorKind::NoListen));
             }
             let mut seen = Vec::new();
             for a in list.get_ref() {
                 let addr = a.get_ref().0;
                 if seen.contains(&addr) {
-                    return Err(at(a.span(), format!("{addr} is listed twice")));
+                    return Err(at(a.span(), ErrorKind::ListenTwice(addr)));
                 }
                 seen.push(addr);
             }
@@ -77,7 +62,7 @@ pub(super) fn convert(file: FileToml, base: &Path) -> Result<(TargetConfig, Span
 
     let discovery_auth = match file.discovery.as_ref().and_then(|d| d.chap.as_ref()) {
         Some(c) => {
-            let (creds, s) = convert_chap("discovery", c)?;
+            let (creds, s) = convert_chap(ChapOwner::Discovery, c)?;
             spans.discovery_chap = Some(s);
             Some(creds)
         }
@@ -97,13 +82,13 @@ pub(super) fn convert(file: FileToml, base: &Path) -> Result<(TargetConfig, Span
             let mut ka = Keepalive::default();
             if let Some(v) = &k.interval {
                 if v.get_ref().0.is_zero() {
-                    return Err(at(v.span(), "keepalive interval must be above zero (use enabled = false to turn pings off)"));
+                    return Err(at(v.span(), ErrorKind::Zero(FileKey::KeepaliveInterval)));
                 }
                 ka.interval = v.get_ref().0;
             }
             if let Some(v) = &k.timeout {
                 if v.get_ref().0.is_zero() {
-                    return Err(at(v.span(), "keepalive timeout must be above zero"));
+                    return Err(at(v.span(), ErrorKind::Zero(FileKey::KeepaliveTimeout)));
                 }
                 ka.timeout = v.get_ref().0;
             }
@@ -117,41 +102,34 @@ pub(super) fn convert(file: FileToml, base: &Path) -> Result<(TargetConfig, Span
     let mut limits = Limits::default();
     if let Some(l) = &file.limits {
         if let Some(v) = &l.max_sessions {
-            limits.max_sessions = int_in(v, "max_sessions", 1, i64::MAX)?;
+            limits.max_sessions = int_in(v, FileKey::MaxSessions, 1, i64::MAX)?;
         }
         if let Some(v) = &l.max_connections {
-            limits.max_connections = int_in(v, "max_connections", 1, i64::MAX)?;
+            limits.max_connections = int_in(v, FileKey::MaxTcpConnections, 1, i64::MAX)?;
         }
         if let Some(v) = &l.max_outstanding_bytes_per_connection {
+            let bytes = v.get_ref().0;
+            if bytes == 0 {
+                return Err(at(v.span(), ErrorKind::Zero(FileKey::MaxOutstandingBytes)));
+            }
+            // More than the address space holds is no limit at all.
             limits.max_outstanding_bytes_per_connection =
-                size_in(v, "max_outstanding_bytes_per_connection", u64::MAX)?;
-            if limits.max_outstanding_bytes_per_connection == 0 {
-                return Err(at(
-                    v.span(),
-                    "max_outstanding_bytes_per_connection must be above zero",
-                ));
-            }
+                usize::try_from(bytes).unwrap_or(usize::MAX);
         }
-        for (v, slot, key) in [
-            (&l.login_timeout, &mut limits.login_timeout, "login_timeout"),
-            (
-                &l.shutdown_grace,
-                &mut limits.shutdown_grace,
-                "shutdown_grace",
-            ),
-        ] {
-            if let Some(v) = v {
-                if key == "login_timeout" && v.get_ref().0.is_zero() {
-                    return Err(at(v.span(), "login_timeout must be above zero"));
-                }
-                *slot = v.get_ref().0;
+        if let Some(v) = &l.login_timeout {
+            if v.get_ref().0.is_zero() {
+                return Err(at(v.span(), ErrorKind::Zero(FileKey::LoginTimeout)));
             }
+            limits.login_timeout = v.get_ref().0;
+        }
+        if let Some(v) = &l.shutdown_grace {
+            limits.shutdown_grace = v.get_ref().0;
         }
     }
 
     let mut targets = Vec::new();
-    for t in &file.targets {
-        let (def, ts) = convert_target(t, base)?;
+    for (index, t) in file.targets.iter().enumerate() {
+        let (def, ts) = convert_target(index, t, base)?;
         targets.push(def);
         spans.targets.push(ts);
     }

@@ -5,6 +5,8 @@ use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use super::kind::ErrorKind;
+
 /// A configuration file problem, located in the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigFileError {
@@ -14,8 +16,8 @@ pub struct ConfigFileError {
     pub line: usize,
     /// 1-based column (in characters).
     pub column: usize,
-    /// What is wrong, in one sentence.
-    pub message: String,
+    /// What is wrong (boxed, so that a `Result` carrying this error stays small).
+    pub kind: Box<ErrorKind>,
     /// The text of the offending line.
     pub source_line: String,
     /// How many characters of that line to underline.
@@ -24,7 +26,7 @@ pub struct ConfigFileError {
 
 impl ConfigFileError {
     /// Locates `span` of `src` (1-based line and column) and keeps the line for display.
-    pub(super) fn new(path: &Path, src: &str, span: Range<usize>, message: String) -> Self {
+    pub(super) fn new(path: &Path, src: &str, span: Range<usize>, kind: ErrorKind) -> Self {
         let start = span.start.min(src.len());
         let line_start = src[..start].rfind('\n').map_or(0, |i| i + 1);
         let line_end = src[start..].find('\n').map_or(src.len(), |i| start + i);
@@ -37,7 +39,7 @@ impl ConfigFileError {
             path: path.to_path_buf(),
             line,
             column,
-            message,
+            kind: Box::new(kind),
             source_line,
             width,
         }
@@ -52,7 +54,7 @@ impl fmt::Display for ConfigFileError {
             self.path.display(),
             self.line,
             self.column,
-            self.message
+            self.kind
         )?;
         if !self.source_line.trim().is_empty() {
             let gutter = self.line.to_string().len();
@@ -78,15 +80,12 @@ pub(super) struct Located {
     /// Byte range in the source.
     pub(super) span: Range<usize>,
     /// What is wrong.
-    pub(super) message: String,
+    pub(super) kind: ErrorKind,
 }
 
 /// Shorthand for a [`Located`] error.
-pub(super) fn at(span: Range<usize>, message: impl Into<String>) -> Located {
-    Located {
-        span,
-        message: message.into(),
-    }
+pub(super) fn at(span: Range<usize>, kind: ErrorKind) -> Located {
+    Located { span, kind }
 }
 
 /// Rewords serde's messages in TOML's vocabulary ("key" rather than "field").

@@ -6,8 +6,6 @@ use std::ops::Range;
 use sluice_proto::text::KeyId;
 use sluice_target::config::{ChapOwner, ConfigError, LunRef, SecretRole, TargetRef};
 
-use super::error::{at, Located};
-
 #[derive(Debug, Default)]
 /// Positions of the values that
 /// [`TargetConfig::validate`](sluice_target::config::TargetConfig::validate) may complain about.
@@ -52,9 +50,8 @@ impl LunSpans {
     }
 }
 
-/// Finds where in the file a [`ConfigError`] comes from, and phrases it for a file's reader.
-pub(super) fn locate_validation_error(spans: &Spans, e: &ConfigError) -> Located {
-    let start = 0..0;
+/// Finds where in the file a [`ConfigError`] comes from.
+pub(super) fn locate_validation_error(spans: &Spans, e: &ConfigError) -> Range<usize> {
     let target = |t: &TargetRef| spans.targets.get(t.index);
     let lun = |t: &TargetRef, l: &LunRef| target(t).and_then(|t| t.luns.get(l.index));
     let chap = |owner: &ChapOwner| match owner {
@@ -62,65 +59,42 @@ pub(super) fn locate_validation_error(spans: &Spans, e: &ConfigError) -> Located
         ChapOwner::Target(t) => target(t).and_then(|t| t.chap.as_ref()),
     };
     let key = |k: KeyId| spans.keys.iter().find(|(id, _)| *id == k).map(|(_, s)| s);
-    let message = e.to_string();
-    let span = match e {
-        ConfigError::NoTargets => {
-            return at(start, "no targets configured: add a [[target]] table with an iqn, an acl and a [[target.lun]]");
-        }
-        ConfigError::NoPortals => spans.listen.clone().unwrap_or(start),
-        ConfigError::NoLuns(t) => {
-            return at(
-                target(t).map_or(start, |t| t.iqn.clone()),
-                format!("{message}: add a [[target.lun]] table after this target"),
-            );
-        }
-        ConfigError::DuplicateTarget(t) => target(t).map_or(start, |t| t.iqn.clone()),
-        ConfigError::BadName(t) => {
-            return at(
-                target(t).map_or(start, |t| t.iqn.clone()),
-                format!("{message}; for example iqn.2026-11.com.example:disk1"),
-            );
+    match e {
+        ConfigError::NoTargets => None,
+        ConfigError::NoPortals => spans.listen.clone(),
+        ConfigError::NoLuns(t) | ConfigError::DuplicateTarget(t) | ConfigError::BadName(t) => {
+            target(t).map(|t| t.iqn.clone())
         }
         ConfigError::DuplicateLun { target, lun: l }
         | ConfigError::LunNumber { target, lun: l } => {
-            lun(target, l).map_or(start, LunSpans::number_or_table)
+            lun(target, l).map(LunSpans::number_or_table)
         }
-        ConfigError::BlockSize { target, lun: l, .. } => lun(target, l)
-            .and_then(|l| l.block_size.clone())
-            .unwrap_or(start),
-        ConfigError::Size { target, lun: l, .. } => lun(target, l)
-            .map(|l| {
-                l.size
-                    .clone()
-                    .or(l.block_size.clone())
-                    .unwrap_or(l.table.clone())
-            })
-            .unwrap_or(start),
-        ConfigError::Key(e) => key(e.key())
-            .or(spans.session.as_ref())
-            .cloned()
-            .unwrap_or(start),
+        ConfigError::BlockSize { target, lun: l, .. } => {
+            lun(target, l).and_then(|l| l.block_size.clone())
+        }
+        ConfigError::Size { target, lun: l, .. } => lun(target, l).map(|l| {
+            l.size
+                .clone()
+                .or(l.block_size.clone())
+                .unwrap_or(l.table.clone())
+        }),
+        ConfigError::Key(e) => key(e.key()).or(spans.session.as_ref()).cloned(),
         ConfigError::QueueDepth(_) => spans
             .queue_depth
             .as_ref()
             .or(spans.session.as_ref())
-            .cloned()
-            .unwrap_or(start),
+            .cloned(),
         ConfigError::FirstBurst(..) => key(KeyId::FirstBurstLength)
             .or(key(KeyId::MaxBurstLength))
             .or(spans.session.as_ref())
-            .cloned()
-            .unwrap_or(start),
+            .cloned(),
         ConfigError::ChapSecret { owner, secret } => match secret {
             SecretRole::Initiator => chap(owner).map(|c| c.secret.clone()),
             SecretRole::Mutual => chap(owner).and_then(|c| c.mutual_secret.clone()),
-        }
-        .unwrap_or(start),
-        ConfigError::ChapSameSecret(owner) => chap(owner)
-            .and_then(|c| c.mutual_secret.clone())
-            .unwrap_or(start),
-        // A check added to TargetConfig::validate later: the message, without a position.
-        _ => start,
-    };
-    at(span, message)
+        },
+        ConfigError::ChapSameSecret(owner) => chap(owner).and_then(|c| c.mutual_secret.clone()),
+        // A check added to TargetConfig::validate later: the start of the file.
+        _ => None,
+    }
+    .unwrap_or(0..0)
 }

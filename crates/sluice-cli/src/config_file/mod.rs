@@ -8,10 +8,10 @@
 //!
 //! One concern per module: [`schema`] (the tables as serde reads them), [`values`] (sizes,
 //! durations, addresses, ACLs), [`convert`] (to [`TargetConfig`]), [`session`] (operational
-//! keys, bounded by the key table), [`target`] (targets and LUNs), [`chap`], [`locate`] (where
-//! a validation error points) and [`error`].
+//! keys, bounded by the key table), [`target`], [`lun`] (LUNs and their backends), [`chap`],
+//! [`locate`] (where a validation error points), [`error`] (where an error is) and [`kind`]
+//! (what it is, with the target, LUN or key it concerns as typed fields).
 
-use std::ops::Range;
 use std::path::Path;
 
 use sluice_target::config::TargetConfig;
@@ -19,19 +19,22 @@ use sluice_target::config::TargetConfig;
 mod chap;
 mod convert;
 mod error;
+mod kind;
 mod locate;
+mod lun;
 mod schema;
 mod session;
 mod target;
 mod values;
 
 pub use error::ConfigFileError;
+pub use kind::ErrorKind;
 
 use convert::convert;
-use error::toml_message;
+use error::{at, toml_message, Located};
 use locate::locate_validation_error;
+use lun::check_files;
 use schema::FileToml;
-use target::check_files;
 
 /// Default block size: 512 bytes, what ESXi requires for external LUNs and Windows prefers.
 pub const DEFAULT_BLOCK_SIZE: u32 = 512;
@@ -49,20 +52,21 @@ pub fn load(path: &Path) -> anyhow::Result<TargetConfig> {
 
 /// Parses and validates configuration text; `path` names it in errors and anchors relative paths.
 pub fn parse_str(src: &str, path: &Path) -> Result<TargetConfig, ConfigFileError> {
-    let located =
-        |span: Range<usize>, message: String| ConfigFileError::new(path, src, span, message);
-    let file: FileToml = toml::from_str(src)
-        .map_err(|e| located(e.span().unwrap_or(0..0), toml_message(e.message())))?;
+    let located = |l: Located| ConfigFileError::new(path, src, l.span, l.kind);
+    let file: FileToml = toml::from_str(src).map_err(|e| {
+        let kind = ErrorKind::Syntax(toml_message(e.message()));
+        located(at(e.span().unwrap_or(0..0), kind))
+    })?;
     let base = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let (config, spans) = convert(file, base).map_err(|l| located(l.span, l.message))?;
+    let (config, spans) = convert(file, base).map_err(located)?;
     if let Err(e) = config.validate() {
-        let l = locate_validation_error(&spans, &e);
-        return Err(located(l.span, l.message));
+        let span = locate_validation_error(&spans, &e);
+        return Err(located(at(span, ErrorKind::Invalid(e))));
     }
-    check_files(&config, &spans).map_err(|l| located(l.span, l.message))?;
+    check_files(&config, &spans).map_err(located)?;
     Ok(config)
 }
 

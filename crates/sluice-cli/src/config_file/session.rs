@@ -11,6 +11,7 @@ use toml::Spanned;
 
 use super::convert::int_in;
 use super::error::{at, Located};
+use super::kind::{ErrorKind, FileKey};
 use super::schema::SessionToml;
 use super::values::{Dur, Size};
 
@@ -48,7 +49,7 @@ pub(super) fn convert_session(
     }
     if let Some(v) = &s.queue_depth {
         let (min, max) = (QUEUE_DEPTH.start(), QUEUE_DEPTH.end());
-        offer.queue_depth = int_in(v, "queue_depth", (*min).into(), (*max).into())?;
+        offer.queue_depth = int_in(v, FileKey::QueueDepth, (*min).into(), (*max).into())?;
         *queue_depth_span = Some(v.span());
     }
     offer.immediate_data = s.immediate_data.unwrap_or(offer.immediate_data);
@@ -84,13 +85,7 @@ impl Keys<'_> {
     fn seconds<T: TryFrom<u64>>(&mut self, key: KeyId, v: &Spanned<Dur>) -> Result<T, Located> {
         let d = v.get_ref().0;
         if d.subsec_nanos() != 0 {
-            return Err(at(
-                v.span(),
-                format!(
-                    "{key} is a whole number of seconds (RFC 7143 section {})",
-                    key.def().section
-                ),
-            ));
+            return Err(at(v.span(), ErrorKind::WholeSeconds(key)));
         }
         self.check(key, v.span(), d.as_secs())
     }
@@ -102,6 +97,7 @@ impl Keys<'_> {
         value: u64,
     ) -> Result<T, Located> {
         self.0.push((key, span.clone()));
-        key.check_number(value).map_err(|e| at(span, e.to_string()))
+        key.check_number(value)
+            .map_err(|e| at(span, ErrorKind::Key(e)))
     }
 }

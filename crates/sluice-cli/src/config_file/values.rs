@@ -147,11 +147,21 @@ impl From<DigestToml> for DigestPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 /// `backend` values.
-pub(super) enum BackendKind {
+pub enum BackendKind {
     /// `"memory"`
     Memory,
     /// `"file"`
     File,
     /// `"null"`
     Null,
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BackendKind::Memory => "memory",
+            BackendKind::File => "file",
+            BackendKind::Null => "null",
+        })
+    }
 }
