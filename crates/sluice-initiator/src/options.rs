@@ -387,11 +387,13 @@ mod tests {
     #[test]
     fn bad_options_are_named() {
         let mut o = ConnectOptions::default();
-        assert!(o
-            .apply("InitialR2T", "maybe")
-            .unwrap_err()
-            .to_string()
-            .contains("InitialR2T"));
+        assert!(matches!(
+            o.apply("InitialR2T", "maybe"),
+            Err(Error::Key(KeyValueError::Syntax {
+                key: KeyId::InitialR2T,
+                ..
+            }))
+        ));
         assert!(matches!(o.apply("Bogus", "1"), Err(Error::Option(_))));
         assert!(matches!(
             o.apply("TargetName", "iqn.x"),

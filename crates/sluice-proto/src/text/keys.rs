@@ -339,6 +339,19 @@ impl KeyId {
         parse_bool(value).ok_or_else(|| self.syntax_error(value))
     }
 
+    /// The pair `key=value`, named as the table names the key.
+    pub fn pair(self, value: impl Into<String>) -> (String, String) {
+        (self.name().to_owned(), value.into())
+    }
+
+    /// The value of the first pair of this key among `pairs`.
+    pub fn find_in(self, pairs: &[(String, String)]) -> Option<&str> {
+        pairs
+            .iter()
+            .find(|(k, _)| k == self.name())
+            .map(|(_, v)| v.as_str())
+    }
+
     fn syntax_error(self, value: &str) -> KeyValueError {
         KeyValueError::Syntax {
             key: self,
