@@ -262,13 +262,15 @@ pub fn summary(config: &TargetConfig) -> String {
     );
     let o = &config.offer;
     out += &format!(
-        "session: {} {}, {} {}, {} {}, queue depth {}, {} {}, {} {}, digests header {:?} / data {:?}\n",
+        "session: {} {}, {} {}, {} {}, {} {}, queue depth {}, {} {}, {} {}, digests header {:?} / data {:?}\n",
         KeyId::MaxRecvDataSegmentLength,
         o.max_recv_data_segment_length,
         KeyId::MaxBurstLength,
         o.max_burst_length,
         KeyId::FirstBurstLength,
         o.first_burst_length,
+        KeyId::MaxConnections,
+        o.max_connections,
         o.queue_depth,
         KeyId::ImmediateData,
         format_bool(o.immediate_data),
@@ -538,8 +540,8 @@ mod tests {
         assert!(
             text.contains(
                 "session: MaxRecvDataSegmentLength 262144, MaxBurstLength 1048576, \
-                 FirstBurstLength 262144, queue depth 128, ImmediateData Yes, InitialR2T No, \
-                 digests header Allow / data Allow\n"
+                 FirstBurstLength 262144, MaxConnections 8, queue depth 128, ImmediateData Yes, \
+                 InitialR2T No, digests header Allow / data Allow\n"
             ),
             "{text}"
         );
