@@ -4,6 +4,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+use sluice_proto::text::{KeyId, KeyValueError};
 
 use crate::size::parse_size;
 
@@ -258,6 +259,11 @@ pub struct TargetArgs {
     /// DataDigest policy. Default: allow.
     #[arg(long, value_enum, value_name = "POLICY")]
     pub data_digest: Option<DigestArg>,
+
+    /// Connections an initiator may have in one session (MC/S, RFC 7143 section 13.2).
+    /// Default: 8.
+    #[arg(long, value_name = "N", value_parser = key_number::<u16>(KeyId::MaxConnections))]
+    pub max_connections: Option<u16>,
 }
 
 /// Parses `ADDR:PORT`, `[V6]:PORT`, or a bare address (port 3260).
@@ -276,6 +282,15 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
                 "invalid listen address {s:?}: use ADDR:PORT, e.g. 127.0.0.1:3260, 0.0.0.0:3260 or [::1]:3260"
             )
         })
+}
+
+/// clap value parser for a numerical operational key: the value's syntax and range come from
+/// the key table.
+fn key_number<T>(key: KeyId) -> impl Fn(&str) -> Result<T, KeyValueError> + Clone + Send + Sync
+where
+    T: TryFrom<u64> + Clone + Send + Sync + 'static,
+{
+    move |s| key.parse_number(s)
 }
 
 /// clap value parser for sizes.

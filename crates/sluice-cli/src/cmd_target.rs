@@ -9,9 +9,11 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory};
+use sluice_proto::text::keys::format_bool;
+use sluice_proto::text::KeyId;
 use sluice_target::config::{
     Acl, Backend, ChapCredentials, DigestPolicy, Keepalive, Limits, LunDef, OperationalOffer,
-    TargetConfig, TargetDef,
+    TargetConfig, TargetDef, MAX_LUN_NUMBER,
 };
 
 use crate::cli::{Cli, DigestArg, TargetArgs, DEFAULT_PORT};
@@ -112,7 +114,7 @@ pub fn config_from_flags(args: &TargetArgs, luns: Vec<LunFlag>) -> anyhow::Resul
     for (number, lun) in luns.into_iter().enumerate() {
         let number = u16::try_from(number)
             .ok()
-            .filter(|n| *n <= 16_383)
+            .filter(|n| *n <= MAX_LUN_NUMBER)
             .context("too many LUNs")?;
         let backend = match lun {
             LunFlag::Memory(size) => Backend::Memory { size },
@@ -168,6 +170,9 @@ pub fn config_from_flags(args: &TargetArgs, luns: Vec<LunFlag>) -> anyhow::Resul
             OperationalOffer::default().header_digest,
         ),
         data_digest: digest(args.data_digest, OperationalOffer::default().data_digest),
+        max_connections: args
+            .max_connections
+            .unwrap_or(OperationalOffer::default().max_connections),
         ..OperationalOffer::default()
     };
     let config = TargetConfig {
@@ -257,14 +262,20 @@ pub fn summary(config: &TargetConfig) -> String {
     );
     let o = &config.offer;
     out += &format!(
-        "session: MaxRecvDataSegmentLength {}, MaxBurstLength {}, FirstBurstLength {}, queue depth {}, \
-         ImmediateData {}, InitialR2T {}, digests header {:?} / data {:?}\n",
+        "session: {} {}, {} {}, {} {}, {} {}, queue depth {}, {} {}, {} {}, digests header {:?} / data {:?}\n",
+        KeyId::MaxRecvDataSegmentLength,
         o.max_recv_data_segment_length,
+        KeyId::MaxBurstLength,
         o.max_burst_length,
+        KeyId::FirstBurstLength,
         o.first_burst_length,
+        KeyId::MaxConnections,
+        o.max_connections,
         o.queue_depth,
-        yes_no(o.immediate_data),
-        yes_no(o.initial_r2t),
+        KeyId::ImmediateData,
+        format_bool(o.immediate_data),
+        KeyId::InitialR2T,
+        format_bool(o.initial_r2t),
         o.header_digest,
         o.data_digest,
     );
@@ -299,15 +310,6 @@ pub fn summary(config: &TargetConfig) -> String {
         }
     }
     out
-}
-
-/// RFC spelling of a boolean key value.
-fn yes_no(b: bool) -> &'static str {
-    if b {
-        "Yes"
-    } else {
-        "No"
-    }
 }
 
 /// The `iscsi://` URLs (libiscsi, QEMU) of every LUN, through the first bound address.
@@ -495,6 +497,8 @@ mod tests {
     use super::*;
     use crate::cli::Command;
     use clap::FromArgMatches;
+    use sluice_proto::text::KeyValueError;
+    use sluice_target::config::{ChapOwner, ConfigError, SecretRole, TargetRef};
 
     fn parse(argv: &[&str]) -> anyhow::Result<TargetConfig> {
         let mut full = vec!["sluice", "target"];
@@ -526,6 +530,20 @@ mod tests {
         assert_eq!(
             urls(&c.targets, &c.portals),
             ["iscsi://127.0.0.1:3260/iqn.2026-11.io.sluice:default/0"]
+        );
+    }
+
+    #[test]
+    fn summary_names_the_keys() {
+        let c = parse(&[]).unwrap();
+        let text = summary(&c);
+        assert!(
+            text.contains(
+                "session: MaxRecvDataSegmentLength 262144, MaxBurstLength 1048576, \
+                 FirstBurstLength 262144, MaxConnections 8, queue depth 128, ImmediateData Yes, \
+                 InitialR2T No, digests header Allow / data Allow\n"
+            ),
+            "{text}"
         );
     }
 
@@ -639,6 +657,60 @@ mod tests {
     }
 
     #[test]
+    fn max_connections_flag_is_bounded_by_the_key_table() {
+        assert_eq!(parse(&[]).unwrap().offer.max_connections, 8);
+        let c = parse(&["--max-connections", "4"]).unwrap();
+        assert_eq!(c.offer.max_connections, 4);
+        assert_eq!(
+            parse(&["--max-connections", "65535"])
+                .unwrap()
+                .offer
+                .max_connections,
+            65_535
+        );
+        for (value, refused) in [
+            (
+                "0",
+                KeyValueError::OutOfRange {
+                    key: KeyId::MaxConnections,
+                    value: 0,
+                },
+            ),
+            (
+                "65536",
+                KeyValueError::OutOfRange {
+                    key: KeyId::MaxConnections,
+                    value: 65_536,
+                },
+            ),
+            (
+                "many",
+                KeyValueError::Syntax {
+                    key: KeyId::MaxConnections,
+                    value: "many".into(),
+                },
+            ),
+        ] {
+            let e = parse(&["--max-connections", value]).unwrap_err();
+            let found = e.chain().find_map(|c| c.downcast_ref::<KeyValueError>());
+            assert_eq!(found, Some(&refused), "{e:#}");
+        }
+        let e = parse(&["--max-connections", "0"]).unwrap_err().to_string();
+        assert!(
+            e.contains("--max-connections")
+                && e.contains("MaxConnections = 0 is outside 1..=65535 (RFC 7143 section 13.2)"),
+            "{e}"
+        );
+        let e = parse(&["--config", "x.toml", "--max-connections", "2"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("cannot be combined with --max-connections"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn open_target_beyond_loopback_warns() {
         let c = parse(&["--listen", "0.0.0.0:3260", "--open-acl"]).unwrap();
         let w = exposure_warnings(&c);
@@ -689,9 +761,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("not an iSCSI name"), "{e}");
-        let e = parse(&["--chap-user", "u", "--chap-secret", "short"]).unwrap_err();
-        assert!(format!("{e:#}").contains("12 to 255"), "{e:#}");
-        let e = parse(&["--iqn", "disk0"]).unwrap_err();
-        assert!(format!("{e:#}").contains("not a valid iSCSI name"), "{e:#}");
+        let invalid = |argv: &[&str]| {
+            let e = parse(argv).unwrap_err();
+            e.chain()
+                .find_map(|c| c.downcast_ref::<ConfigError>())
+                .cloned()
+                .unwrap_or_else(|| panic!("not a ConfigError: {e:#}"))
+        };
+        assert!(matches!(
+            invalid(&["--chap-user", "u", "--chap-secret", "short"]),
+            ConfigError::ChapSecret {
+                owner: ChapOwner::Target(_),
+                secret: SecretRole::Initiator
+            }
+        ));
+        assert!(matches!(
+            invalid(&["--iqn", "disk0"]),
+            ConfigError::BadName(TargetRef { index: 0, .. })
+        ));
     }
 }

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use sluice_proto::pdu::codes::LogoutReason;
 use sluice_proto::pdu::{LogoutRequest, Pdu, TextRequest};
 use sluice_proto::seq::{Itt, Lun, SeqNum, Ttt};
-use sluice_proto::text::{encode_pairs, parse_pairs, TextAssembler, TextLimits};
+use sluice_proto::text::{encode_pairs, lookup, parse_pairs, KeyId, TextAssembler, TextLimits};
 
 use crate::counters::Counters;
 use crate::error::Error;
@@ -81,7 +81,7 @@ async fn send_targets(
     let itt = Itt(1);
     let mut assembler = TextAssembler::new(MAX_TEXT_BYTES);
     let mut ttt = Ttt::RESERVED;
-    let mut data = encode_pairs(&[("SendTargets", "All")]);
+    let mut data = encode_pairs(&[(KeyId::SendTargets.name(), "All")]);
     for _ in 0..MAX_TEXT_RESPONSES {
         let req = Pdu::TextRequest(TextRequest {
             immediate: true,
@@ -130,12 +130,12 @@ pub fn parse_send_targets(text: &[u8]) -> Vec<DiscoveredTarget> {
     let limits = TextLimits::DISCOVERY;
     let mut out: Vec<DiscoveredTarget> = Vec::new();
     for (k, v) in parse_pairs(text, &limits).unwrap_or_default() {
-        match k.as_str() {
-            "TargetName" => out.push(DiscoveredTarget {
+        match lookup(&k).map(|d| d.id) {
+            Some(KeyId::TargetName) => out.push(DiscoveredTarget {
                 name: v,
                 addresses: Vec::new(),
             }),
-            "TargetAddress" => {
+            Some(KeyId::TargetAddress) => {
                 if let Some(last) = out.last_mut() {
                     last.addresses.push(v);
                 }

@@ -6,6 +6,7 @@ use sluice_proto::framing::FrameError;
 use sluice_proto::login::{LoginError, LoginStatus};
 use sluice_proto::pdu::codes::{RejectReason, ScsiResponseCode, ScsiStatus};
 use sluice_proto::task::TaskError;
+use sluice_proto::text::KeyValueError;
 use sluice_scsi::SenseData;
 
 use crate::url::UrlError;
@@ -20,6 +21,10 @@ pub enum Error {
     /// A bad option or option combination.
     #[error("{0}")]
     Option(String),
+    /// An RFC 7143 key given as an option with a value its entry in the key table refuses
+    /// (out of range, or not of the key's type).
+    #[error(transparent)]
+    Key(#[from] KeyValueError),
     /// The TCP connection could not be made.
     #[error("cannot connect to {portal}: {error}")]
     Connect {

@@ -7,8 +7,7 @@ use std::time::Duration;
 use sluice_proto::chap::ChapAlgorithm;
 use sluice_proto::initiator::Policy;
 use sluice_proto::pdu::Pdu;
-use sluice_proto::text::keys::{parse_bool, parse_number};
-use sluice_proto::text::{DigestKind, OperationalOffer};
+use sluice_proto::text::{lookup, DigestKind, KeyId, OperationalOffer};
 
 use crate::error::Error;
 use crate::url::IscsiUrl;
@@ -193,17 +192,14 @@ impl ConnectOptions {
     /// `target_user`, `target_password`, `initiator_name`, `chap_algorithms`), sluice's
     /// `connections` (MC/S) and `policy` (`round-robin`, `lu-affinity`, `least-commands`,
     /// `least-bytes`), or any RFC 7143 operational key by its name (`InitialR2T=No`,
-    /// `MaxBurstLength=65536`, ...).
+    /// `MaxBurstLength=65536`, ...). A key's value is checked against its type and range in
+    /// the key table: `MaxRecvDataSegmentLength=100` is an error, not a value moved into range.
     pub fn apply(&mut self, key: &str, value: &str) -> Result<(), Error> {
         let bad = || Error::Option(format!("{key}={value}: invalid value"));
-        let num = |max: u64| parse_number(value).filter(|&n| n <= max).ok_or_else(bad);
-        let boolean = || parse_bool(value).ok_or_else(bad);
-        let o = &mut self.offer;
         match key {
-            "header_digest" | "HeaderDigest" => o.header_digest = digests(value).ok_or_else(bad)?,
-            "data_digest" | "DataDigest" => o.data_digest = digests(value).ok_or_else(bad)?,
-            "initiator_name" | "InitiatorName" => self.initiator_name = value.to_owned(),
-            "InitiatorAlias" => self.initiator_alias = Some(value.to_owned()),
+            "header_digest" => self.offer.header_digest = digests(value).ok_or_else(bad)?,
+            "data_digest" => self.offer.data_digest = digests(value).ok_or_else(bad)?,
+            "initiator_name" => self.initiator_name = value.to_owned(),
             "target_user" => {
                 let secret = self
                     .chap
@@ -220,39 +216,49 @@ impl ConnectOptions {
                     .map(|m| m.0);
                 self.set_mutual_chap(&user.unwrap_or_default(), value)?;
             }
-            "chap_algorithms" | "CHAP_A" => {
-                let chap = self.chap.as_mut().ok_or_else(bad)?;
-                chap.algorithms = value
-                    .split(',')
-                    .map(|a| chap_algorithm(a).ok_or_else(bad))
-                    .collect::<Result<_, _>>()?;
-            }
-            "MaxConnections" => o.max_connections = num(65535)?.max(1) as u16,
-            "connections" => {
-                self.connections = u16::try_from(num(65535)?)
-                    .ok()
-                    .filter(|&n| n >= 1)
-                    .ok_or_else(bad)?;
-            }
+            "chap_algorithms" => self.set_chap_algorithms(value).ok_or_else(bad)?,
+            "connections" => self.connections = connections(value)?,
             "policy" => self.policy = Policy::from_name(value).ok_or_else(bad)?,
-            "InitialR2T" => o.initial_r2t = boolean()?,
-            "ImmediateData" => o.immediate_data = boolean()?,
-            "MaxRecvDataSegmentLength" => {
-                o.max_recv_data_segment_length = num(16_777_215)?.max(512) as u32;
-            }
-            "MaxBurstLength" => o.max_burst_length = num(16_777_215)?.max(512) as u32,
-            "FirstBurstLength" => o.first_burst_length = num(16_777_215)?.max(512) as u32,
-            "DefaultTime2Wait" => o.default_time2wait = num(3600)? as u16,
-            "DefaultTime2Retain" => o.default_time2retain = num(3600)? as u16,
-            "MaxOutstandingR2T" => o.max_outstanding_r2t = num(65535)?.max(1) as u16,
-            "DataPDUInOrder" => o.data_pdu_in_order = boolean()?,
-            "DataSequenceInOrder" => o.data_sequence_in_order = boolean()?,
-            "ErrorRecoveryLevel" => o.error_recovery_level = num(2)? as u8,
-            "iSCSIProtocolLevel" => o.protocol_level = Some(num(31)? as u8),
-            _ => return Err(Error::Option(format!("unknown option {key}"))),
+            _ => self.apply_key(key, value)?,
         }
         Ok(())
     }
+
+    /// Applies an RFC 7143 key given by its name, as the key table types and bounds it.
+    fn apply_key(&mut self, key: &str, value: &str) -> Result<(), Error> {
+        let Some(def) = lookup(key) else {
+            return Err(Error::Option(format!("unknown option {key}")));
+        };
+        let bad = || Error::Option(format!("{key}={value}: invalid value"));
+        match def.id {
+            // libiscsi's digest names are accepted here too (`crc32c-none`).
+            KeyId::HeaderDigest => self.offer.header_digest = digests(value).ok_or_else(bad)?,
+            KeyId::DataDigest => self.offer.data_digest = digests(value).ok_or_else(bad)?,
+            KeyId::InitiatorName => self.initiator_name = value.to_owned(),
+            KeyId::InitiatorAlias => self.initiator_alias = Some(value.to_owned()),
+            KeyId::ChapA => self.set_chap_algorithms(value).ok_or_else(bad)?,
+            id => self.offer.set_key(id, value)?,
+        }
+        Ok(())
+    }
+
+    /// Sets the CHAP_A values to offer; `None` without CHAP or for an unknown algorithm.
+    fn set_chap_algorithms(&mut self, value: &str) -> Option<()> {
+        let chap = self.chap.as_mut()?;
+        chap.algorithms = value
+            .split(',')
+            .map(chap_algorithm)
+            .collect::<Option<_>>()?;
+        Some(())
+    }
+}
+
+/// The `connections` option: a session opens at least one connection, and at most as many as
+/// MaxConnections can express.
+fn connections(value: &str) -> Result<u16, Error> {
+    KeyId::MaxConnections
+        .parse_number(value)
+        .map_err(|e| Error::Option(format!("connections={value}: {e}")))
 }
 
 /// Parses libiscsi digest names (`none`, `crc32c`, `crc32c-none`, `none-crc32c`) and the RFC
@@ -281,6 +287,7 @@ fn chap_algorithm(name: &str) -> Option<ChapAlgorithm> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_proto::text::KeyValueError;
 
     #[test]
     fn url_arguments_and_keys_apply() {
@@ -306,14 +313,92 @@ mod tests {
     }
 
     #[test]
+    fn out_of_range_keys_are_errors_naming_key_and_range() {
+        let mut o = ConnectOptions::default();
+        let e = o.apply("MaxRecvDataSegmentLength", "100").unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Key(KeyValueError::OutOfRange {
+                    key: KeyId::MaxRecvDataSegmentLength,
+                    value: 100
+                })
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "MaxRecvDataSegmentLength = 100 is outside 512..=16777215 (RFC 7143 section 13.12)"
+        );
+        for (key, value) in [
+            ("MaxBurstLength", "511"),
+            ("FirstBurstLength", "16777216"),
+            ("MaxOutstandingR2T", "0"),
+            ("MaxConnections", "0"),
+            ("DefaultTime2Wait", "3601"),
+            ("ErrorRecoveryLevel", "3"),
+            ("iSCSIProtocolLevel", "32"),
+        ] {
+            let e = o.apply(key, value).unwrap_err();
+            assert!(
+                matches!(&e, Error::Key(KeyValueError::OutOfRange { key: k, .. }) if k.name() == key),
+                "{key}={value}: {e:?}"
+            );
+        }
+        assert_eq!(
+            o.offer,
+            ConnectOptions::default().offer,
+            "nothing was moved into range"
+        );
+        let url = IscsiUrl::parse("iscsi://h/iqn.a:b/0?MaxBurstLength=100").unwrap();
+        assert!(matches!(
+            ConnectOptions::from_url(&url),
+            Err(Error::Key(KeyValueError::OutOfRange {
+                key: KeyId::MaxBurstLength,
+                ..
+            }))
+        ));
+        o.apply("MaxRecvDataSegmentLength", "512").unwrap();
+        o.apply("MaxOutstandingR2T", "0x10").unwrap();
+        assert_eq!(o.offer.max_recv_data_segment_length, 512);
+        assert_eq!(o.offer.max_outstanding_r2t, 16);
+    }
+
+    #[test]
+    fn connections_and_policy() {
+        let url = IscsiUrl::parse("iscsi://h/iqn.a:b/0?connections=4&policy=least-bytes").unwrap();
+        let o = ConnectOptions::from_url(&url).unwrap();
+        assert_eq!(o.connections, 4);
+        assert_eq!(o.policy, Policy::from_name("least-bytes").unwrap());
+        let mut o = ConnectOptions::default();
+        for bad in ["0", "65536", "many"] {
+            assert!(
+                matches!(o.apply("connections", bad), Err(Error::Option(_))),
+                "connections={bad}"
+            );
+        }
+        assert!(matches!(
+            o.apply("policy", "fastest"),
+            Err(Error::Option(_))
+        ));
+        assert_eq!(o.connections, 1);
+    }
+
+    #[test]
     fn bad_options_are_named() {
         let mut o = ConnectOptions::default();
-        assert!(o
-            .apply("InitialR2T", "maybe")
-            .unwrap_err()
-            .to_string()
-            .contains("InitialR2T"));
-        assert!(o.apply("Bogus", "1").is_err());
+        assert!(matches!(
+            o.apply("InitialR2T", "maybe"),
+            Err(Error::Key(KeyValueError::Syntax {
+                key: KeyId::InitialR2T,
+                ..
+            }))
+        ));
+        assert!(matches!(o.apply("Bogus", "1"), Err(Error::Option(_))));
+        assert!(matches!(
+            o.apply("TargetName", "iqn.x"),
+            Err(Error::Key(KeyValueError::NotSettable { .. }))
+        ));
         assert!(
             o.apply("target_user", "x").is_err(),
             "mutual CHAP without CHAP"

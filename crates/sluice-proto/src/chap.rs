@@ -10,6 +10,8 @@
 use base64::Engine as _;
 use subtle::ConstantTimeEq;
 
+use crate::text::KeyId;
+
 /// Longest binary challenge or response accepted from the wire. RFC 7143 section 12.1.3 limits
 /// CHAP_C to 1024 bytes.
 pub const MAX_BINARY_LEN: usize = 1024;
@@ -167,9 +169,9 @@ pub fn encode_hex(bytes: &[u8]) -> String {
 /// forms for a numerical value; the Linux LIO target once refused a hex CHAP_I, found by the
 /// libiscsi test added in sahlberg/libiscsi pull request 473).
 pub fn parse_identifier(value: &str) -> Result<u8, ChapError> {
-    crate::text::keys::parse_number(value)
-        .and_then(|n| u8::try_from(n).ok())
-        .ok_or(ChapError::Identifier)
+    KeyId::ChapI
+        .parse_number(value)
+        .map_err(|_| ChapError::Identifier)
 }
 
 /// Picks the first algorithm of a CHAP_A list that is in `supported` (RFC 7143 section
@@ -219,9 +221,9 @@ impl ChapChallenge {
     /// The keys that carry this challenge: CHAP_A, CHAP_I, CHAP_C.
     pub fn to_pairs(&self) -> Vec<(String, String)> {
         vec![
-            ("CHAP_A".into(), self.algorithm.code().to_string()),
-            ("CHAP_I".into(), self.identifier.to_string()),
-            ("CHAP_C".into(), encode_hex(&self.challenge)),
+            KeyId::ChapA.pair(self.algorithm.code().to_string()),
+            KeyId::ChapI.pair(self.identifier.to_string()),
+            KeyId::ChapC.pair(encode_hex(&self.challenge)),
         ]
     }
 

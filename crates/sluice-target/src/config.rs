@@ -3,9 +3,13 @@
 //! Nothing here parses text; `sluice-cli` owns argv and TOML and hands the result over as these
 //! types. [`TargetConfig::validate`] checks what the types cannot express.
 
+use std::fmt;
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use sluice_proto::text::{KeyId, KeyValueError};
 
 /// The whole target process: portals, targets and global limits.
 #[derive(Clone, Debug)]
@@ -62,7 +66,7 @@ pub struct ChapCredentials {
 /// A logical unit: a backend plus the SCSI identity it is exported with.
 #[derive(Clone, Debug)]
 pub struct LunDef {
-    /// LUN number (0-based, below 16384).
+    /// LUN number (0-based, at most [`MAX_LUN_NUMBER`]).
     pub number: u16,
     /// Where the blocks live.
     pub backend: Backend,
@@ -137,6 +141,11 @@ pub struct OperationalOffer {
     /// MaxConnections the target accepts at most per session (RFC 7143 section 13.2).
     pub max_connections: u16,
 }
+
+/// The values [`OperationalOffer::queue_depth`] may take: at least one command, at most 2^16
+/// (far inside the 2^31 window that serial arithmetic on CmdSN allows, RFC 7143 section
+/// 4.2.2.1).
+pub const QUEUE_DEPTH: RangeInclusive<u32> = 1..=65_536;
 
 /// How the target answers a digest offer.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
@@ -220,8 +229,14 @@ impl Default for Keepalive {
     }
 }
 
-/// A configuration the types allow but the target cannot serve.
-#[derive(Debug, thiserror::Error, Eq, PartialEq)]
+/// The highest LUN number a target serves: LUNs from 256 up are addressed with the flat space
+/// addressing method (SAM-5), whose 14-bit field holds at most 16383.
+pub const MAX_LUN_NUMBER: u16 = 16_383;
+
+/// A configuration the types allow but the target cannot serve. Each error says which part of
+/// the configuration it concerns by position and name, so that a caller can point at it.
+#[derive(Clone, Debug, thiserror::Error, Eq, PartialEq)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// Nothing to serve.
     #[error("no targets configured")]
@@ -231,48 +246,134 @@ pub enum ConfigError {
     NoPortals,
     /// A target without LUNs.
     #[error("target {0}: no LUNs")]
-    NoLuns(String),
-    /// Two targets with the same name.
+    NoLuns(TargetRef),
+    /// A target with the name of an earlier one (compared case-insensitively); this is the
+    /// later one.
     #[error("target {0} is defined twice")]
-    DuplicateTarget(String),
+    DuplicateTarget(TargetRef),
     /// Bad IQN/EUI/NAA name.
-    #[error("target name {0:?} is not a valid iSCSI name (iqn., eui. or naa.)")]
-    BadName(String),
-    /// Two LUNs with the same number.
-    #[error("target {0}: LUN {1} is defined twice")]
-    DuplicateLun(String, u16),
-    /// LUN number out of range.
-    #[error("target {0}: LUN {1} is above 16383")]
-    LunNumber(String, u16),
-    /// Unsupported block size.
-    #[error("target {0}: LUN {1}: block size {2} (use 512 or 4096)")]
-    BlockSize(String, u16, u32),
-    /// Size not a positive multiple of the block size.
-    #[error("target {0}: LUN {1}: size {2} is not a positive multiple of the block size {3}")]
-    Size(String, u16, u64, u32),
-    /// A key outside its RFC 7143 range.
-    #[error("{key} = {value} is outside {min}..={max} (RFC 7143 section 13)")]
-    KeyRange {
-        /// Key name.
-        key: &'static str,
-        /// Value given.
-        value: u64,
-        /// Smallest allowed.
-        min: u64,
-        /// Largest allowed.
-        max: u64,
+    #[error("target name {:?} is not a valid iSCSI name (iqn., eui. or naa.)", .0.iqn)]
+    BadName(TargetRef),
+    /// A LUN with the number of an earlier LUN of the same target; this is the later one.
+    #[error("target {target}: {lun} is defined twice")]
+    DuplicateLun {
+        /// The target.
+        target: TargetRef,
+        /// The later LUN.
+        lun: LunRef,
     },
-    /// FirstBurstLength above MaxBurstLength.
-    #[error("FirstBurstLength {0} exceeds MaxBurstLength {1}")]
+    /// LUN number above [`MAX_LUN_NUMBER`].
+    #[error("target {target}: {lun} is above {max}", max = MAX_LUN_NUMBER)]
+    LunNumber {
+        /// The target.
+        target: TargetRef,
+        /// The LUN.
+        lun: LunRef,
+    },
+    /// Unsupported block size.
+    #[error("target {target}: {lun}: block size {block_size} (use 512 or 4096)")]
+    BlockSize {
+        /// The target.
+        target: TargetRef,
+        /// The LUN.
+        lun: LunRef,
+        /// The block size given.
+        block_size: u32,
+    },
+    /// Size not a positive multiple of the block size.
+    #[error(
+        "target {target}: {lun}: size {size} is not a positive multiple of the block size {block_size}"
+    )]
+    Size {
+        /// The target.
+        target: TargetRef,
+        /// The LUN.
+        lun: LunRef,
+        /// The size given, in bytes.
+        size: u64,
+        /// The LUN's block size.
+        block_size: u32,
+    },
+    /// An operational key outside its range in the key table (RFC 7143 section 13).
+    #[error(transparent)]
+    Key(#[from] KeyValueError),
+    /// A queue depth outside [`QUEUE_DEPTH`].
+    #[error("queue_depth = {0} is outside {min}..={max}", min = QUEUE_DEPTH.start(), max = QUEUE_DEPTH.end())]
+    QueueDepth(u32),
+    /// FirstBurstLength above MaxBurstLength (RFC 7143 section 13.14).
+    #[error("{first} {0} exceeds {max} {1}", first = KeyId::FirstBurstLength, max = KeyId::MaxBurstLength)]
     FirstBurst(u32, u32),
     /// CHAP secret length outside what initiators accept.
     #[error(
-        "CHAP secret for {0} must be 12 to 255 characters (Windows and open-iscsi refuse shorter)"
+        "CHAP secret for {owner}{} must be 12 to 255 characters (Windows and open-iscsi refuse shorter)",
+        match .secret { SecretRole::Initiator => "", SecretRole::Mutual => " (mutual)" }
     )]
-    ChapSecret(String),
+    ChapSecret {
+        /// Whose CHAP settings.
+        owner: ChapOwner,
+        /// Which of the two secrets.
+        secret: SecretRole,
+    },
     /// Mutual secret equal to the initiator's secret.
     #[error(
         "CHAP for {0}: the mutual secret must differ from the initiator's (RFC 7143 section 9.2.1)"
     )]
-    ChapSameSecret(String),
+    ChapSameSecret(ChapOwner),
+}
+
+/// Which target of [`TargetConfig::targets`] an error concerns; shown as its name.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct TargetRef {
+    /// Its position in [`TargetConfig::targets`].
+    pub index: usize,
+    /// Its name, as configured.
+    pub iqn: String,
+}
+
+impl fmt::Display for TargetRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.iqn)
+    }
+}
+
+/// Which LUN of a target an error concerns; shown as `LUN <number>`.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct LunRef {
+    /// Its position in [`TargetDef::luns`].
+    pub index: usize,
+    /// Its LUN number.
+    pub number: u16,
+}
+
+impl fmt::Display for LunRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "LUN {}", self.number)
+    }
+}
+
+/// Whose CHAP settings an error concerns.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub enum ChapOwner {
+    /// [`TargetConfig::discovery_auth`].
+    Discovery,
+    /// A target's [`TargetDef::chap`].
+    Target(TargetRef),
+}
+
+impl fmt::Display for ChapOwner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ChapOwner::Discovery => f.write_str("discovery"),
+            ChapOwner::Target(t) => t.fmt(f),
+        }
+    }
+}
+
+/// One of the two CHAP secrets of [`ChapCredentials`].
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum SecretRole {
+    /// [`ChapCredentials::secret`]: the one the initiator proves it knows.
+    Initiator,
+    /// The secret of [`ChapCredentials::mutual`]: the one the target proves it knows.
+    Mutual,
 }

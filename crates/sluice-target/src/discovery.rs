@@ -2,6 +2,8 @@
 
 use std::net::{IpAddr, SocketAddr};
 
+use sluice_proto::text::KeyId;
+
 use crate::config::{Acl, TargetConfig, TargetDef};
 
 /// Portal group tag of every portal: sluice serves all targets through one portal group.
@@ -56,9 +58,9 @@ pub(crate) fn send_targets(
         });
     let mut out = Vec::new();
     for target in visible {
-        out.push(("TargetName".to_string(), target.iqn.clone()));
+        out.push(KeyId::TargetName.pair(target.iqn.clone()));
         for addr in portal_addresses(config, local) {
-            out.push(("TargetAddress".to_string(), format_address(addr)));
+            out.push(KeyId::TargetAddress.pair(format_address(addr)));
         }
     }
     out

@@ -2,7 +2,12 @@
 
 use std::collections::HashSet;
 
-use crate::config::{Backend, ChapCredentials, ConfigError, TargetConfig};
+use sluice_proto::text::KeyId;
+
+use crate::config::{
+    Backend, ChapCredentials, ChapOwner, ConfigError, LunRef, SecretRole, TargetConfig, TargetRef,
+    MAX_LUN_NUMBER, QUEUE_DEPTH,
+};
 
 impl TargetConfig {
     /// Returns the first problem that would stop the target from serving this configuration.
@@ -14,30 +19,44 @@ impl TargetConfig {
             return Err(ConfigError::NoPortals);
         }
         let mut names = HashSet::new();
-        for t in &self.targets {
+        for (index, t) in self.targets.iter().enumerate() {
+            let target = || TargetRef {
+                index,
+                iqn: t.iqn.clone(),
+            };
             if !is_iscsi_name(&t.iqn) {
-                return Err(ConfigError::BadName(t.iqn.clone()));
+                return Err(ConfigError::BadName(target()));
             }
             if !names.insert(t.iqn.to_ascii_lowercase()) {
-                return Err(ConfigError::DuplicateTarget(t.iqn.clone()));
+                return Err(ConfigError::DuplicateTarget(target()));
             }
             if t.luns.is_empty() {
-                return Err(ConfigError::NoLuns(t.iqn.clone()));
+                return Err(ConfigError::NoLuns(target()));
             }
             let mut numbers = HashSet::new();
-            for l in &t.luns {
+            for (index, l) in t.luns.iter().enumerate() {
+                let lun = LunRef {
+                    index,
+                    number: l.number,
+                };
                 if !numbers.insert(l.number) {
-                    return Err(ConfigError::DuplicateLun(t.iqn.clone(), l.number));
+                    return Err(ConfigError::DuplicateLun {
+                        target: target(),
+                        lun,
+                    });
                 }
-                if l.number > 16383 {
-                    return Err(ConfigError::LunNumber(t.iqn.clone(), l.number));
+                if l.number > MAX_LUN_NUMBER {
+                    return Err(ConfigError::LunNumber {
+                        target: target(),
+                        lun,
+                    });
                 }
                 if l.block_size != 512 && l.block_size != 4096 {
-                    return Err(ConfigError::BlockSize(
-                        t.iqn.clone(),
-                        l.number,
-                        l.block_size,
-                    ));
+                    return Err(ConfigError::BlockSize {
+                        target: target(),
+                        lun,
+                        block_size: l.block_size,
+                    });
                 }
                 let size = match &l.backend {
                     Backend::Memory { size } | Backend::Null { size } => Some(*size),
@@ -45,46 +64,48 @@ impl TargetConfig {
                 };
                 if let Some(size) = size {
                     if size == 0 || size % u64::from(l.block_size) != 0 {
-                        return Err(ConfigError::Size(
-                            t.iqn.clone(),
-                            l.number,
+                        return Err(ConfigError::Size {
+                            target: target(),
+                            lun,
                             size,
-                            l.block_size,
-                        ));
+                            block_size: l.block_size,
+                        });
                     }
                 }
             }
             if let Some(chap) = &t.chap {
-                check_chap(&t.iqn, chap)?;
+                check_chap(ChapOwner::Target(target()), chap)?;
             }
         }
         if let Some(chap) = &self.discovery_auth {
-            check_chap("discovery", chap)?;
+            check_chap(ChapOwner::Discovery, chap)?;
         }
         self.check_offer()
     }
 
     fn check_offer(&self) -> Result<(), ConfigError> {
         let o = &self.offer;
-        range(
-            "MaxRecvDataSegmentLength",
-            o.max_recv_data_segment_length.into(),
-            512,
-            16_777_215,
-        )?;
-        range("MaxBurstLength", o.max_burst_length.into(), 512, 16_777_215)?;
-        range(
-            "FirstBurstLength",
-            o.first_burst_length.into(),
-            512,
-            16_777_215,
-        )?;
-        range("MaxOutstandingR2T", o.max_outstanding_r2t.into(), 1, 65_535)?;
-        range("DefaultTime2Wait", o.default_time2wait.into(), 0, 3600)?;
-        range("DefaultTime2Retain", o.default_time2retain.into(), 0, 3600)?;
-        range("ErrorRecoveryLevel", o.error_recovery_level.into(), 0, 2)?;
-        range("queue_depth", o.queue_depth.into(), 1, 65_536)?;
-        range("MaxConnections", o.max_connections.into(), 1, 65_535)?;
+        // Every numerical key the target offers, bounded by its entry in the key table.
+        let numbers = [
+            (
+                KeyId::MaxRecvDataSegmentLength,
+                u64::from(o.max_recv_data_segment_length),
+            ),
+            (KeyId::MaxBurstLength, o.max_burst_length.into()),
+            (KeyId::FirstBurstLength, o.first_burst_length.into()),
+            (KeyId::MaxOutstandingR2T, o.max_outstanding_r2t.into()),
+            (KeyId::DefaultTime2Wait, o.default_time2wait.into()),
+            (KeyId::DefaultTime2Retain, o.default_time2retain.into()),
+            (KeyId::ErrorRecoveryLevel, o.error_recovery_level.into()),
+            (KeyId::MaxConnections, o.max_connections.into()),
+        ];
+        for (key, value) in numbers {
+            key.check_number::<u64>(value)?;
+        }
+        if !QUEUE_DEPTH.contains(&o.queue_depth) {
+            return Err(ConfigError::QueueDepth(o.queue_depth));
+        }
+        // RFC 7143 section 13.14: "FirstBurstLength MUST NOT exceed MaxBurstLength."
         if o.first_burst_length > o.max_burst_length {
             return Err(ConfigError::FirstBurst(
                 o.first_burst_length,
@@ -95,30 +116,23 @@ impl TargetConfig {
     }
 }
 
-fn range(key: &'static str, value: u64, min: u64, max: u64) -> Result<(), ConfigError> {
-    if (min..=max).contains(&value) {
-        Ok(())
-    } else {
-        Err(ConfigError::KeyRange {
-            key,
-            value,
-            min,
-            max,
-        })
-    }
-}
-
-fn check_chap(owner: &str, chap: &ChapCredentials) -> Result<(), ConfigError> {
+fn check_chap(owner: ChapOwner, chap: &ChapCredentials) -> Result<(), ConfigError> {
     let ok = |s: &str| (12..=255).contains(&s.len());
     if !ok(&chap.secret) {
-        return Err(ConfigError::ChapSecret(owner.to_string()));
+        return Err(ConfigError::ChapSecret {
+            owner,
+            secret: SecretRole::Initiator,
+        });
     }
     if let Some((_, mutual)) = &chap.mutual {
         if !ok(mutual) {
-            return Err(ConfigError::ChapSecret(format!("{owner} (mutual)")));
+            return Err(ConfigError::ChapSecret {
+                owner,
+                secret: SecretRole::Mutual,
+            });
         }
         if mutual == &chap.secret {
-            return Err(ConfigError::ChapSameSecret(owner.to_string()));
+            return Err(ConfigError::ChapSameSecret(owner));
         }
     }
     Ok(())
@@ -157,7 +171,239 @@ pub fn is_iscsi_name(name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use sluice_proto::text::KeyValueError;
+
     use super::*;
+    use crate::config::{Acl, Keepalive, Limits, LunDef, OperationalOffer, TargetDef};
+
+    fn config(offer: OperationalOffer) -> TargetConfig {
+        TargetConfig {
+            portals: vec!["127.0.0.1:3260".parse().unwrap()],
+            targets: vec![TargetDef {
+                iqn: "iqn.2026-11.io.sluice:a".into(),
+                alias: None,
+                luns: vec![LunDef {
+                    number: 0,
+                    backend: Backend::Memory { size: 1 << 20 },
+                    block_size: 512,
+                    read_only: false,
+                    removable: false,
+                    serial: None,
+                }],
+                acl: Acl::Open,
+                chap: None,
+            }],
+            discovery_auth: None,
+            offer,
+            limits: Limits::default(),
+            keepalive: Some(Keepalive::default()),
+        }
+    }
+
+    #[test]
+    fn offered_keys_are_bounded_by_the_key_table() {
+        assert_eq!(config(OperationalOffer::default()).validate(), Ok(()));
+        let d = OperationalOffer::default();
+        let cases = [
+            (
+                OperationalOffer {
+                    max_recv_data_segment_length: 100,
+                    ..d
+                },
+                KeyId::MaxRecvDataSegmentLength,
+                100,
+            ),
+            (
+                OperationalOffer {
+                    max_burst_length: 16_777_216,
+                    ..d
+                },
+                KeyId::MaxBurstLength,
+                16_777_216,
+            ),
+            (
+                OperationalOffer {
+                    first_burst_length: 511,
+                    ..d
+                },
+                KeyId::FirstBurstLength,
+                511,
+            ),
+            (
+                OperationalOffer {
+                    max_outstanding_r2t: 0,
+                    ..d
+                },
+                KeyId::MaxOutstandingR2T,
+                0,
+            ),
+            (
+                OperationalOffer {
+                    default_time2wait: 3601,
+                    ..d
+                },
+                KeyId::DefaultTime2Wait,
+                3601,
+            ),
+            (
+                OperationalOffer {
+                    default_time2retain: 3601,
+                    ..d
+                },
+                KeyId::DefaultTime2Retain,
+                3601,
+            ),
+            (
+                OperationalOffer {
+                    error_recovery_level: 3,
+                    ..d
+                },
+                KeyId::ErrorRecoveryLevel,
+                3,
+            ),
+            (
+                OperationalOffer {
+                    max_connections: 0,
+                    ..d
+                },
+                KeyId::MaxConnections,
+                0,
+            ),
+        ];
+        for (offer, key, value) in cases {
+            assert_eq!(
+                config(offer).validate(),
+                Err(ConfigError::Key(KeyValueError::OutOfRange { key, value })),
+                "{key}"
+            );
+        }
+        let e = config(OperationalOffer {
+            max_recv_data_segment_length: 100,
+            ..d
+        })
+        .validate()
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "MaxRecvDataSegmentLength = 100 is outside 512..=16777215 (RFC 7143 section 13.12)"
+        );
+        let most = OperationalOffer {
+            max_connections: 65_535,
+            ..d
+        };
+        assert_eq!(config(most).validate(), Ok(()));
+    }
+
+    #[test]
+    fn queue_depth_and_first_burst() {
+        let d = OperationalOffer::default();
+        assert_eq!(
+            config(OperationalOffer {
+                queue_depth: 0,
+                ..d
+            })
+            .validate(),
+            Err(ConfigError::QueueDepth(0))
+        );
+        assert_eq!(
+            config(OperationalOffer {
+                queue_depth: 65_537,
+                ..d
+            })
+            .validate()
+            .unwrap_err()
+            .to_string(),
+            "queue_depth = 65537 is outside 1..=65536"
+        );
+        assert_eq!(
+            config(OperationalOffer {
+                first_burst_length: 65_536,
+                max_burst_length: 8192,
+                ..d
+            })
+            .validate(),
+            Err(ConfigError::FirstBurst(65_536, 8192))
+        );
+    }
+
+    #[test]
+    fn errors_say_which_target_lun_and_secret() {
+        let mut c = config(OperationalOffer::default());
+        let mut second = c.targets[0].clone();
+        second.iqn = "IQN.2026-11.io.sluice:A".into();
+        c.targets.push(second);
+        let t1 = TargetRef {
+            index: 1,
+            iqn: "IQN.2026-11.io.sluice:A".into(),
+        };
+        assert_eq!(c.validate(), Err(ConfigError::DuplicateTarget(t1.clone())));
+        c.targets[1].iqn = "iqn.2026-11.io.sluice:b".into();
+        let t1 = TargetRef {
+            index: 1,
+            iqn: "iqn.2026-11.io.sluice:b".into(),
+        };
+        let lun = c.targets[1].luns[0].clone();
+        c.targets[1].luns.push(LunDef {
+            number: 5,
+            ..lun.clone()
+        });
+        c.targets[1].luns.push(lun);
+        let e = c.validate().unwrap_err();
+        assert_eq!(
+            e,
+            ConfigError::DuplicateLun {
+                target: t1.clone(),
+                lun: LunRef {
+                    index: 2,
+                    number: 0
+                }
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "target iqn.2026-11.io.sluice:b: LUN 0 is defined twice"
+        );
+        c.targets[1].luns[2].number = 16_384;
+        assert_eq!(
+            c.validate(),
+            Err(ConfigError::LunNumber {
+                target: t1.clone(),
+                lun: LunRef {
+                    index: 2,
+                    number: 16_384
+                }
+            })
+        );
+        c.targets[1].luns.pop();
+        c.targets[1].chap = Some(ChapCredentials {
+            user: "u".into(),
+            secret: "0123456789ab".into(),
+            mutual: Some(("t".into(), "short".into())),
+        });
+        let e = c.validate().unwrap_err();
+        assert_eq!(
+            e,
+            ConfigError::ChapSecret {
+                owner: ChapOwner::Target(t1.clone()),
+                secret: SecretRole::Mutual
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "CHAP secret for iqn.2026-11.io.sluice:b (mutual) must be 12 to 255 characters \
+             (Windows and open-iscsi refuse shorter)"
+        );
+        c.targets[1].chap = None;
+        c.discovery_auth = Some(ChapCredentials {
+            user: "d".into(),
+            secret: "0123456789ab".into(),
+            mutual: Some(("t".into(), "0123456789ab".into())),
+        });
+        assert_eq!(
+            c.validate(),
+            Err(ConfigError::ChapSameSecret(ChapOwner::Discovery))
+        );
+    }
 
     #[test]
     fn names() {

@@ -29,7 +29,7 @@ use crate::params::{SessionParams, SessionType};
 use crate::pdu::types::{LoginRequest, LoginResponse, Stage};
 use crate::seq::{Isid, Itt, SeqNum, Tsih};
 use crate::text::codec::{encode_pairs, parse_pairs, TextAssembler, TextLimits};
-use crate::text::keys::{self, Phase};
+use crate::text::keys::{self, KeyId, Phase};
 use crate::text::{Negotiator, OperationalOffer, Role};
 
 use super::env::ChapCredential;
@@ -188,16 +188,16 @@ impl InitiatorLogin {
     /// The first Login Request.
     pub fn start(&mut self) -> Result<LoginRequest, LoginError> {
         let c = &self.config;
-        let mut pairs = vec![("InitiatorName".to_owned(), c.initiator_name.clone())];
+        let mut pairs = vec![KeyId::InitiatorName.pair(c.initiator_name.clone())];
         if let Some(alias) = &c.initiator_alias {
-            pairs.push(("InitiatorAlias".into(), alias.clone()));
+            pairs.push(KeyId::InitiatorAlias.pair(alias.clone()));
         }
         match &c.target_name {
             Some(name) => {
-                pairs.push(("TargetName".into(), name.clone()));
-                pairs.push(("SessionType".into(), "Normal".into()));
+                pairs.push(KeyId::TargetName.pair(name.clone()));
+                pairs.push(KeyId::SessionType.pair("Normal"));
             }
-            None => pairs.push(("SessionType".into(), "Discovery".into())),
+            None => pairs.push(KeyId::SessionType.pair("Discovery")),
         }
         match &c.chap {
             Some(chap) => {
@@ -212,10 +212,7 @@ impl InitiatorLogin {
                     ));
                 }
                 let mutual = chap.mutual.is_some();
-                pairs.push((
-                    "AuthMethod".into(),
-                    if mutual { "CHAP" } else { "CHAP,None" }.into(),
-                ));
+                pairs.push(KeyId::AuthMethod.pair(if mutual { "CHAP" } else { "CHAP,None" }));
                 self.stage = Stage::Security;
                 Ok(self.request(pairs, (!mutual).then_some(Stage::Operational)))
             }
@@ -257,9 +254,9 @@ impl InitiatorLogin {
         if status.class == 1 {
             self.finished = true;
             let pairs = parse_pairs(&rsp.data, &TextLimits::LOGIN).unwrap_or_default();
-            return match pairs.into_iter().find(|(k, _)| k == "TargetAddress") {
-                Some((_, target_address)) => Ok(InitiatorStep::Redirect {
-                    target_address,
+            return match KeyId::TargetAddress.find_in(&pairs) {
+                Some(target_address) => Ok(InitiatorStep::Redirect {
+                    target_address: target_address.to_owned(),
                     permanent: status == LoginStatus::MOVED_PERMANENTLY,
                 }),
                 None => Err(Protocol("redirection without TargetAddress")),
@@ -341,12 +338,12 @@ impl InitiatorLogin {
     /// Records the target's declarative login keys.
     fn declarations(&mut self, pairs: &[(String, String)]) -> Result<(), LoginError> {
         for (k, v) in pairs {
-            match k.as_str() {
-                "TargetAlias" => self.target_alias = Some(v.clone()),
-                "TargetPortalGroupTag" => {
-                    let tag = keys::parse_number(v).and_then(|n| u16::try_from(n).ok());
+            match keys::lookup(k).map(|d| d.id) {
+                Some(KeyId::TargetAlias) => self.target_alias = Some(v.clone()),
+                Some(KeyId::TargetPortalGroupTag) => {
+                    let tag = KeyId::TargetPortalGroupTag.parse_number(v);
                     self.portal_group_tag =
-                        Some(tag.ok_or(LoginError::Protocol("bad TargetPortalGroupTag"))?);
+                        Some(tag.map_err(|_| LoginError::Protocol("bad TargetPortalGroupTag"))?);
                 }
                 _ => {}
             }
@@ -361,21 +358,16 @@ impl InitiatorLogin {
         out: &mut Vec<(String, String)>,
     ) -> Result<(), LoginError> {
         use LoginError::{Protocol, TargetAuthentication};
-        let get = |k: &str| {
-            pairs
-                .iter()
-                .find(|(key, _)| key == k)
-                .map(|(_, v)| v.as_str())
-        };
+        let get = |k: KeyId| k.find_in(pairs);
         match std::mem::replace(&mut self.security, Security::Done) {
-            Security::AwaitAuthMethod => match (get("AuthMethod"), &self.config.chap) {
+            Security::AwaitAuthMethod => match (get(KeyId::AuthMethod), &self.config.chap) {
                 (Some("CHAP"), Some(chap)) => {
                     let list: Vec<String> = chap
                         .algorithms
                         .iter()
                         .map(|a| a.code().to_string())
                         .collect();
-                    out.push(("CHAP_A".into(), list.join(",")));
+                    out.push(KeyId::ChapA.pair(list.join(",")));
                     self.security = Security::AwaitChallenge;
                 }
                 (Some("None"), Some(chap)) if chap.mutual.is_some() => {
@@ -391,7 +383,8 @@ impl InitiatorLogin {
                     .chap
                     .as_ref()
                     .ok_or(Protocol("unexpected CHAP"))?;
-                let (Some(a), Some(i), Some(c)) = (get("CHAP_A"), get("CHAP_I"), get("CHAP_C"))
+                let (Some(a), Some(i), Some(c)) =
+                    (get(KeyId::ChapA), get(KeyId::ChapI), get(KeyId::ChapC))
                 else {
                     return Err(Protocol("missing CHAP_A, CHAP_I or CHAP_C"));
                 };
@@ -402,8 +395,8 @@ impl InitiatorLogin {
                 let id = parse_identifier(i).map_err(|_| Protocol("bad CHAP_I"))?;
                 let challenge = decode_binary(c).map_err(|_| Protocol("bad CHAP_C"))?;
                 let response = alg.response(id, &chap.credential.secret, &challenge);
-                out.push(("CHAP_N".into(), chap.credential.user.clone()));
-                out.push(("CHAP_R".into(), encode_hex(&response)));
+                out.push(KeyId::ChapN.pair(chap.credential.user.clone()));
+                out.push(KeyId::ChapR.pair(encode_hex(&response)));
                 if chap.mutual.is_some() {
                     let mut ours = ChapChallenge::issue(alg, alg.digest_len(), random);
                     // RFC 7143 section 9.2.1: never reuse the responder's challenge.
@@ -412,8 +405,8 @@ impl InitiatorLogin {
                             *b ^= 0xff;
                         }
                     }
-                    out.push(("CHAP_I".into(), ours.identifier.to_string()));
-                    out.push(("CHAP_C".into(), encode_hex(&ours.challenge)));
+                    out.push(KeyId::ChapI.pair(ours.identifier.to_string()));
+                    out.push(KeyId::ChapC.pair(encode_hex(&ours.challenge)));
                     self.security = Security::AwaitTargetResponse(ours);
                 }
             }
@@ -424,7 +417,7 @@ impl InitiatorLogin {
                     .as_ref()
                     .and_then(|c| c.mutual.as_ref())
                     .ok_or(Protocol("unexpected CHAP"))?;
-                let (Some(n), Some(r)) = (get("CHAP_N"), get("CHAP_R")) else {
+                let (Some(n), Some(r)) = (get(KeyId::ChapN), get(KeyId::ChapR)) else {
                     return Err(TargetAuthentication("missing CHAP_N or CHAP_R"));
                 };
                 if n != mutual.user || !ours.verify(&mutual.secret, r) {

@@ -44,7 +44,7 @@ use crate::params::SessionType;
 use crate::pdu::types::{LoginRequest, LoginResponse, Stage};
 use crate::seq::{SeqNum, Tsih};
 use crate::text::codec::{encode_pairs, parse_pairs, split_text, TextAssembler, TextLimits};
-use crate::text::keys::{self, Handler, Phase};
+use crate::text::keys::{self, Handler, KeyId, Phase};
 use crate::text::{Negotiator, Role};
 
 use super::env::{LoginOutcome, SessionBinding, TargetLoginEnv, TargetLoginPolicy};
@@ -392,17 +392,12 @@ fn begin(
     pairs: &[(String, String)],
     env: &mut dyn TargetLoginEnv,
 ) -> Result<Session, LoginStatus> {
-    let get = |k: &str| {
-        pairs
-            .iter()
-            .find(|(key, _)| key == k)
-            .map(|(_, v)| v.as_str())
-    };
+    let get = |k: KeyId| k.find_in(pairs);
     // Section 13.5: InitiatorName "MUST be sent by the initiator in the first Login Request".
-    let initiator_name = get("InitiatorName")
+    let initiator_name = get(KeyId::InitiatorName)
         .filter(|n| !n.is_empty())
         .ok_or(LoginStatus::MISSING_PARAMETER)?;
-    let session_type = match get("SessionType") {
+    let session_type = match get(KeyId::SessionType) {
         None | Some("Normal") => SessionType::Normal,
         Some("Discovery") => SessionType::Discovery,
         Some(_) => return Err(LoginStatus::SESSION_TYPE_NOT_SUPPORTED),
@@ -411,7 +406,7 @@ fn begin(
         SessionType::Discovery => (None, env.discovery_policy()),
         // Section 13.4: TargetName is required for a normal session.
         SessionType::Normal => {
-            let name = get("TargetName")
+            let name = get(KeyId::TargetName)
                 .filter(|n| !n.is_empty())
                 .ok_or(LoginStatus::MISSING_PARAMETER)?;
             let policy = env.target(name).ok_or(LoginStatus::NOT_FOUND)?;

@@ -13,13 +13,6 @@ fn is_identity_key(key: &str) -> bool {
     keys::lookup(key).is_some_and(|d| d.handler == Handler::Login && d.phase != Phase::Security)
 }
 
-fn get<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    pairs
-        .iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
-}
-
 /// The pairs the negotiator handles (operational, unknown and extension keys).
 fn operational_pairs(pairs: &[(String, String)]) -> Pairs {
     pairs
@@ -39,26 +32,29 @@ impl Session {
         out: &mut Pairs,
     ) -> Result<(), LoginStatus> {
         if self.first_response_sent {
-            if pairs
-                .iter()
-                .any(|(k, _)| matches!(k.as_str(), "InitiatorName" | "TargetName" | "SessionType"))
-            {
+            let redeclared = |k: &str| {
+                keys::lookup(k).is_some_and(|d| {
+                    matches!(
+                        d.id,
+                        KeyId::InitiatorName | KeyId::TargetName | KeyId::SessionType
+                    )
+                })
+            };
+            if pairs.iter().any(|(k, _)| redeclared(k)) {
                 return Err(LoginStatus::INITIATOR_ERROR);
             }
             return Ok(());
         }
         self.first_response_sent = true;
-        self.initiator_alias = get(pairs, "InitiatorAlias").map(str::to_owned);
+        self.initiator_alias = KeyId::InitiatorAlias.find_in(pairs).map(str::to_owned);
         if self.binding.target_name.is_some() {
             // Section 13.9: "The iSCSI target returns this key to the initiator in the Login
             // Response PDU to the first Login Request PDU that has the C bit set to 0 when
             // TargetName is given by the initiator."
-            out.push((
-                "TargetPortalGroupTag".into(),
-                self.policy.portal_group_tag.to_string(),
-            ));
+            let tag = self.policy.portal_group_tag.to_string();
+            out.push(KeyId::TargetPortalGroupTag.pair(tag));
             if let Some(alias) = &self.policy.alias {
-                out.push(("TargetAlias".into(), alias.clone()));
+                out.push(KeyId::TargetAlias.pair(alias.clone()));
             }
         }
         Ok(())
@@ -78,10 +74,10 @@ impl Session {
         let mut progressed = false;
         if matches!(self.security, Security::ExpectAuthMethod) {
             progressed = true;
-            self.auth_method(get(pairs, "AuthMethod"), out)?;
+            self.auth_method(KeyId::AuthMethod.find_in(pairs), out)?;
         }
         if matches!(self.security, Security::ExpectChapA) {
-            match get(pairs, "CHAP_A") {
+            match KeyId::ChapA.find_in(pairs) {
                 Some(list) => {
                     let chap = self.policy.chap.as_ref().ok_or(LoginStatus::AUTH_FAILURE)?;
                     // Section 12.1.3: the target answers with the first CHAP_A value of the
@@ -128,7 +124,7 @@ impl Session {
         if !list.split(',').any(|m| m == supported) {
             return Err(LoginStatus::AUTH_FAILURE);
         }
-        out.push(("AuthMethod".into(), supported.into()));
+        out.push(KeyId::AuthMethod.pair(supported));
         self.security = if self.policy.chap.is_some() {
             Security::ExpectChapA
         } else {
@@ -145,7 +141,9 @@ impl Session {
         out: &mut Pairs,
     ) -> Result<(), LoginStatus> {
         let chap = self.policy.chap.as_ref().ok_or(LoginStatus::AUTH_FAILURE)?;
-        let (Some(name), Some(response)) = (get(pairs, "CHAP_N"), get(pairs, "CHAP_R")) else {
+        let (Some(name), Some(response)) =
+            (KeyId::ChapN.find_in(pairs), KeyId::ChapR.find_in(pairs))
+        else {
             return Err(LoginStatus::MISSING_PARAMETER);
         };
         // Check the response before answering any challenge so that a failed initiator learns
@@ -156,7 +154,7 @@ impl Session {
             return Err(LoginStatus::AUTH_FAILURE);
         }
         self.authenticated_user = Some(name.to_owned());
-        match (get(pairs, "CHAP_I"), get(pairs, "CHAP_C")) {
+        match (KeyId::ChapI.find_in(pairs), KeyId::ChapC.find_in(pairs)) {
             (None, None) => Ok(()),
             (Some(id), Some(their_challenge)) => {
                 let mutual = chap.mutual.as_ref().ok_or(LoginStatus::AUTH_FAILURE)?;
@@ -178,8 +176,8 @@ impl Session {
                 let r = challenge
                     .algorithm
                     .response(id, &mutual.secret, &their_challenge);
-                out.push(("CHAP_N".into(), mutual.user.clone()));
-                out.push(("CHAP_R".into(), encode_hex(&r)));
+                out.push(KeyId::ChapN.pair(mutual.user.clone()));
+                out.push(KeyId::ChapR.pair(encode_hex(&r)));
                 Ok(())
             }
             _ => Err(LoginStatus::MISSING_PARAMETER),

@@ -11,6 +11,7 @@ use crate::login::LOGIN_SEGMENT_MAX;
 use crate::pdu::codes::RejectReason;
 use crate::pdu::{Pdu, TextRequest, TextResponse};
 use crate::seq::{Itt, SeqNum, Ttt};
+use crate::text::keys::{self, KeyId, NOT_UNDERSTOOD, REJECT};
 use crate::text::{encode_pairs, parse_pairs, split_text, TextAssembler, TextLimits};
 
 /// A connection's text exchange in progress: request text still arriving (C bit), or response
@@ -80,16 +81,17 @@ impl TargetSession {
         };
         let mut answer: Vec<(String, String)> = Vec::new();
         for (key, value) in &pairs {
-            if key == "SendTargets" {
+            let def = keys::lookup(key);
+            if def.is_some_and(|d| d.id == KeyId::SendTargets) {
                 answer.extend(env.send_targets(conn, value));
-            } else if key.starts_with("X-") || key.starts_with("X#") {
-                answer.push((key.clone(), "NotUnderstood".into()));
-            } else if crate::text::lookup(key).is_some() {
+            } else if keys::is_extension(key) {
+                answer.push((key.clone(), NOT_UNDERSTOOD.into()));
+            } else if def.is_some() {
                 // Renegotiating operational keys in full feature phase is not supported; the
                 // initiator keeps the values the login settled.
-                answer.push((key.clone(), "Reject".into()));
+                answer.push((key.clone(), REJECT.into()));
             } else {
-                answer.push((key.clone(), "NotUnderstood".into()));
+                answer.push((key.clone(), NOT_UNDERSTOOD.into()));
             }
         }
         let body = encode_pairs(&answer);

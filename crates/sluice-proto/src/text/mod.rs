@@ -7,6 +7,7 @@
 //!   PDU-sized chunks ([`codec::split_text`]). It knows nothing about what keys mean.
 //! - [`keys`] is the single `KEYS` table: type, result rule, range, sender, phase and session
 //!   types of every key, plus the answer constants (`Reject`, `Irrelevant`, `NotUnderstood`).
+//!   Code names keys by [`KeyId`]; configured values are checked against the table there.
 //! - [`negotiate`] drives the table: answers the peer's offers, reads the peer's answers to ours
 //!   and produces a [`SessionParams`](crate::params::SessionParams).
 //!
@@ -18,5 +19,5 @@ pub mod keys;
 pub mod negotiate;
 
 pub use codec::{encode_pairs, parse_pairs, split_text, TextAssembler, TextError, TextLimits};
-pub use keys::{lookup, KeyDef, Rule, KEYS};
+pub use keys::{lookup, KeyDef, KeyId, KeyValueError, Rule, KEYS};
 pub use negotiate::{DigestKind, NegotiationError, Negotiator, OperationalOffer, Role};

@@ -10,7 +10,8 @@
 use crate::params::{SessionParams, SessionType};
 
 use super::keys::{
-    self, format_bool, Handler, KeyDef, Phase, Rule, Sessions, IRRELEVANT, NOT_UNDERSTOOD, REJECT,
+    self, format_bool, Handler, KeyDef, KeyId, KeyValueError, Phase, Rule, Sessions, IRRELEVANT,
+    NOT_UNDERSTOOD, REJECT,
 };
 
 /// Which end of the connection we are.
@@ -101,6 +102,52 @@ impl Default for OperationalOffer {
     }
 }
 
+impl OperationalOffer {
+    /// Sets our value of one operational key from its text (RFC 7143 section 6.1 syntax: a
+    /// number, `Yes`/`No`, or a digest list such as `CRC32C,None`), checked against the key's
+    /// type and range in the table. Keys without a value of ours here (identity, security,
+    /// TaskReporting, ...) are [`KeyValueError::NotSettable`].
+    pub fn set_key(&mut self, key: KeyId, value: &str) -> Result<(), KeyValueError> {
+        match key {
+            KeyId::HeaderDigest => self.header_digest = digest_list(key, value)?,
+            KeyId::DataDigest => self.data_digest = digest_list(key, value)?,
+            KeyId::MaxConnections => self.max_connections = key.parse_number(value)?,
+            KeyId::InitialR2T => self.initial_r2t = key.parse_bool(value)?,
+            KeyId::ImmediateData => self.immediate_data = key.parse_bool(value)?,
+            KeyId::MaxRecvDataSegmentLength => {
+                self.max_recv_data_segment_length = key.parse_number(value)?;
+            }
+            KeyId::MaxBurstLength => self.max_burst_length = key.parse_number(value)?,
+            KeyId::FirstBurstLength => self.first_burst_length = key.parse_number(value)?,
+            KeyId::DefaultTime2Wait => self.default_time2wait = key.parse_number(value)?,
+            KeyId::DefaultTime2Retain => self.default_time2retain = key.parse_number(value)?,
+            KeyId::MaxOutstandingR2T => self.max_outstanding_r2t = key.parse_number(value)?,
+            KeyId::DataPduInOrder => self.data_pdu_in_order = key.parse_bool(value)?,
+            KeyId::DataSequenceInOrder => self.data_sequence_in_order = key.parse_bool(value)?,
+            KeyId::ErrorRecoveryLevel => self.error_recovery_level = key.parse_number(value)?,
+            KeyId::ProtocolLevel => self.protocol_level = Some(key.parse_number(value)?),
+            _ => return Err(KeyValueError::NotSettable { key }),
+        }
+        Ok(())
+    }
+}
+
+/// A HeaderDigest or DataDigest list, most preferred first (RFC 7143 section 13.1).
+fn digest_list(key: KeyId, value: &str) -> Result<Vec<DigestKind>, KeyValueError> {
+    value
+        .split(',')
+        .map(|v| {
+            [DigestKind::Crc32c, DigestKind::None]
+                .into_iter()
+                .find(|d| d.as_str() == v)
+                .ok_or_else(|| KeyValueError::Syntax {
+                    key,
+                    value: value.to_owned(),
+                })
+        })
+        .collect()
+}
+
 /// A negotiation failure that ends the login (RFC 7143 section 6.2 / 7.12).
 #[derive(Clone, Debug, Eq, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -145,11 +192,11 @@ pub struct Negotiator {
     full_feature: bool,
     params: SessionParams,
     /// Our offers waiting for an answer: (key, the value we offered).
-    pending: Vec<(&'static str, String)>,
+    pending: Vec<(KeyId, String)>,
     /// Keys settled, offered by the peer, or declared by the peer.
-    done: Vec<&'static str>,
+    done: Vec<KeyId>,
     /// Declarative keys we have declared.
-    declared: Vec<&'static str>,
+    declared: Vec<KeyId>,
     keys_seen: usize,
 }
 
@@ -211,13 +258,13 @@ impl Negotiator {
 
     /// Our declarative keys not declared yet (MaxRecvDataSegmentLength, section 13.12).
     pub fn declarations(&mut self) -> Vec<(String, String)> {
-        const KEY: &str = "MaxRecvDataSegmentLength";
+        const KEY: KeyId = KeyId::MaxRecvDataSegmentLength;
         if self.declared.contains(&KEY) {
             return Vec::new();
         }
         self.declared.push(KEY);
         vec![(
-            KEY.to_owned(),
+            KEY.name().to_owned(),
             self.local.max_recv_data_segment_length.to_string(),
         )]
     }
@@ -234,22 +281,22 @@ impl Negotiator {
         for def in keys::KEYS {
             if def.handler != Handler::Negotiator
                 || matches!(def.rule, Rule::Declarative | Rule::Obsolete(_))
-                || self.done.contains(&def.name)
-                || self.pending.iter().any(|(k, _)| *k == def.name)
+                || self.done.contains(&def.id)
+                || self.pending.iter().any(|(k, _)| *k == def.id)
                 || !self.applies(def)
             {
                 continue;
             }
-            if def.name == "TaskReporting" {
+            if def.id == KeyId::TaskReporting {
                 continue;
             }
             // Extra connections are the initiator's to open: a target that offered
             // MaxConnections would only invite an answer of 1 from an initiator that did not
             // ask for more (and open-iscsi fails a login on any MaxConnections but 1).
-            if def.name == "MaxConnections" && self.role == Role::Target {
+            if def.id == KeyId::MaxConnections && self.role == Role::Target {
                 continue;
             }
-            if def.name == "iSCSIProtocolLevel"
+            if def.id == KeyId::ProtocolLevel
                 && (self.role == Role::Target || self.local.protocol_level.is_none())
             {
                 continue;
@@ -260,7 +307,7 @@ impl Negotiator {
             if self.role == Role::Target && defaults.offer_value(def).as_deref() == Some(&value) {
                 continue;
             }
-            self.pending.push((def.name, value.clone()));
+            self.pending.push((def.id, value.clone()));
             out.push((def.name.to_owned(), value));
         }
         out
@@ -273,10 +320,9 @@ impl Negotiator {
         &mut self,
         pairs: &[(String, String)],
     ) -> Result<Vec<(String, String)>, NegotiationError> {
-        let (answers, offers): (Vec<_>, Vec<_>) = pairs
-            .iter()
-            .cloned()
-            .partition(|(k, _)| self.pending.iter().any(|(p, _)| p == k));
+        let (answers, offers): (Vec<_>, Vec<_>) = pairs.iter().cloned().partition(|(k, _)| {
+            keys::lookup(k).is_some_and(|d| self.pending.iter().any(|(p, _)| *p == d.id))
+        });
         self.apply_answers(&answers)?;
         self.respond(&offers)
     }
@@ -287,7 +333,7 @@ impl Negotiator {
         &mut self,
         pairs: &[(String, String)],
     ) -> Result<Vec<(String, String)>, NegotiationError> {
-        let mut out = Vec::new();
+        let mut out: Vec<(String, String)> = Vec::new();
         let mut first_burst = None;
         for (key, value) in pairs {
             self.count()?;
@@ -300,11 +346,11 @@ impl Negotiator {
             if def.handler != Handler::Negotiator {
                 continue;
             }
-            if self.done.contains(&def.name) {
+            if self.done.contains(&def.id) {
                 return Err(NegotiationError::Duplicate(key.clone()));
             }
-            self.done.push(def.name);
-            if def.name == "FirstBurstLength" {
+            self.done.push(def.id);
+            if def.id == KeyId::FirstBurstLength {
                 // Decided after the batch: its relevance depends on InitialR2T and
                 // ImmediateData, which may come later in the same text.
                 first_burst = Some(value.clone());
@@ -314,11 +360,12 @@ impl Negotiator {
                 out.push((key.clone(), answer));
             }
         }
+        let mut first_burst_answer = None;
         if let Some(value) = first_burst {
-            if let Some(def) = keys::lookup("FirstBurstLength") {
-                if let Some(answer) = self.answer(def, &value) {
-                    out.push((def.name.to_owned(), answer));
-                }
+            let def = KeyId::FirstBurstLength.def();
+            if let Some(answer) = self.answer(def, &value) {
+                first_burst_answer = Some(out.len());
+                out.push((def.name.to_owned(), answer));
             }
         }
         // RFC 7143 section 13.14: "FirstBurstLength MUST NOT exceed MaxBurstLength." With Min
@@ -326,8 +373,8 @@ impl Negotiator {
         // answer instead of producing an invalid pair.
         if self.params.first_burst_length > self.params.max_burst_length {
             self.params.first_burst_length = self.params.max_burst_length;
-            for (k, v) in out.iter_mut() {
-                if k == "FirstBurstLength" && v.parse::<u32>().is_ok() {
+            if let Some((_, v)) = first_burst_answer.and_then(|i| out.get_mut(i)) {
+                if v.parse::<u32>().is_ok() {
                     *v = self.params.first_burst_length.to_string();
                 }
             }
@@ -340,14 +387,15 @@ impl Negotiator {
     pub fn apply_answers(&mut self, pairs: &[(String, String)]) -> Result<(), NegotiationError> {
         for (key, value) in pairs {
             self.count()?;
-            let Some(pos) = self.pending.iter().position(|(k, _)| k == key) else {
+            let id = keys::lookup(key).map(|d| d.id);
+            let Some(pos) = self.pending.iter().position(|(k, _)| Some(*k) == id) else {
                 return Err(NegotiationError::BadAnswer {
                     key: key.clone(),
                     value: value.clone(),
                 });
             };
-            let (name, offered) = self.pending.swap_remove(pos);
-            self.done.push(name);
+            let (id, offered) = self.pending.swap_remove(pos);
+            self.done.push(id);
             if matches!(value.as_str(), REJECT | IRRELEVANT | NOT_UNDERSTOOD) {
                 continue;
             }
@@ -355,9 +403,7 @@ impl Negotiator {
                 key: key.clone(),
                 value: value.clone(),
             };
-            let Some(def) = keys::lookup(name) else {
-                return Err(bad());
-            };
+            let def = id.def();
             let ok = match def.rule {
                 Rule::List => offered.split(',').any(|v| v == value),
                 Rule::Min | Rule::Max => {
@@ -423,7 +469,9 @@ impl Negotiator {
         }
         // Section 13.14: FirstBurstLength is "Irrelevant when: ( InitialR2T=Yes and
         // ImmediateData=No )".
-        if def.name == "FirstBurstLength" && self.params.initial_r2t && !self.params.immediate_data
+        if def.id == KeyId::FirstBurstLength
+            && self.params.initial_r2t
+            && !self.params.immediate_data
         {
             return Some(IRRELEVANT.to_owned());
         }
@@ -467,23 +515,23 @@ impl Negotiator {
     fn local(&self, def: &KeyDef) -> Local {
         let o = &self.local;
         let digests = |d: &[DigestKind]| Local::List(d.iter().map(|k| k.as_str()).collect());
-        match def.name {
-            "HeaderDigest" => digests(&o.header_digest),
-            "DataDigest" => digests(&o.data_digest),
-            "MaxConnections" => Local::Num(o.max_connections.into()),
-            "InitialR2T" => Local::Bool(o.initial_r2t),
-            "ImmediateData" => Local::Bool(o.immediate_data),
-            "MaxBurstLength" => Local::Num(o.max_burst_length.into()),
-            "FirstBurstLength" => Local::Num(o.first_burst_length.into()),
-            "DefaultTime2Wait" => Local::Num(o.default_time2wait.into()),
-            "DefaultTime2Retain" => Local::Num(o.default_time2retain.into()),
-            "MaxOutstandingR2T" => Local::Num(o.max_outstanding_r2t.into()),
-            "DataPDUInOrder" => Local::Bool(o.data_pdu_in_order),
-            "DataSequenceInOrder" => Local::Bool(o.data_sequence_in_order),
-            "ErrorRecoveryLevel" => Local::Num(o.error_recovery_level.into()),
-            "iSCSIProtocolLevel" => Local::Num(o.protocol_level.unwrap_or(0).into()),
+        match def.id {
+            KeyId::HeaderDigest => digests(&o.header_digest),
+            KeyId::DataDigest => digests(&o.data_digest),
+            KeyId::MaxConnections => Local::Num(o.max_connections.into()),
+            KeyId::InitialR2T => Local::Bool(o.initial_r2t),
+            KeyId::ImmediateData => Local::Bool(o.immediate_data),
+            KeyId::MaxBurstLength => Local::Num(o.max_burst_length.into()),
+            KeyId::FirstBurstLength => Local::Num(o.first_burst_length.into()),
+            KeyId::DefaultTime2Wait => Local::Num(o.default_time2wait.into()),
+            KeyId::DefaultTime2Retain => Local::Num(o.default_time2retain.into()),
+            KeyId::MaxOutstandingR2T => Local::Num(o.max_outstanding_r2t.into()),
+            KeyId::DataPduInOrder => Local::Bool(o.data_pdu_in_order),
+            KeyId::DataSequenceInOrder => Local::Bool(o.data_sequence_in_order),
+            KeyId::ErrorRecoveryLevel => Local::Num(o.error_recovery_level.into()),
+            KeyId::ProtocolLevel => Local::Num(o.protocol_level.unwrap_or(0).into()),
             // Only the RFC 3720 semantics are implemented (section 13.23).
-            "TaskReporting" => Local::List(vec!["RFC3720"]),
+            KeyId::TaskReporting => Local::List(vec!["RFC3720"]),
             _ => Local::Unsupported,
         }
     }
@@ -495,25 +543,25 @@ impl Negotiator {
         let n32 = u32::try_from(num).unwrap_or(u32::MAX);
         let n16 = u16::try_from(num).unwrap_or(u16::MAX);
         let yes = value == "Yes";
-        match def.name {
-            "HeaderDigest" => p.header_digest = value == "CRC32C",
-            "DataDigest" => p.data_digest = value == "CRC32C",
-            "MaxConnections" => p.max_connections = n16,
-            "InitialR2T" => p.initial_r2t = yes,
-            "ImmediateData" => p.immediate_data = yes,
-            "MaxRecvDataSegmentLength" => match self.role {
+        match def.id {
+            KeyId::HeaderDigest => p.header_digest = value == DigestKind::Crc32c.as_str(),
+            KeyId::DataDigest => p.data_digest = value == DigestKind::Crc32c.as_str(),
+            KeyId::MaxConnections => p.max_connections = n16,
+            KeyId::InitialR2T => p.initial_r2t = yes,
+            KeyId::ImmediateData => p.immediate_data = yes,
+            KeyId::MaxRecvDataSegmentLength => match self.role {
                 // The peer's declaration: what it can receive from us.
                 Role::Target => p.initiator_max_recv_data_segment_length = n32,
                 Role::Initiator => p.target_max_recv_data_segment_length = n32,
             },
-            "MaxBurstLength" => p.max_burst_length = n32,
-            "FirstBurstLength" => p.first_burst_length = n32,
-            "DefaultTime2Wait" => p.default_time2wait = n16,
-            "DefaultTime2Retain" => p.default_time2retain = n16,
-            "MaxOutstandingR2T" => p.max_outstanding_r2t = n16,
-            "DataPDUInOrder" => p.data_pdu_in_order = yes,
-            "DataSequenceInOrder" => p.data_sequence_in_order = yes,
-            "ErrorRecoveryLevel" => p.error_recovery_level = u8::try_from(num).unwrap_or(0),
+            KeyId::MaxBurstLength => p.max_burst_length = n32,
+            KeyId::FirstBurstLength => p.first_burst_length = n32,
+            KeyId::DefaultTime2Wait => p.default_time2wait = n16,
+            KeyId::DefaultTime2Retain => p.default_time2retain = n16,
+            KeyId::MaxOutstandingR2T => p.max_outstanding_r2t = n16,
+            KeyId::DataPduInOrder => p.data_pdu_in_order = yes,
+            KeyId::DataSequenceInOrder => p.data_sequence_in_order = yes,
+            KeyId::ErrorRecoveryLevel => p.error_recovery_level = u8::try_from(num).unwrap_or(0),
             _ => {}
         }
     }

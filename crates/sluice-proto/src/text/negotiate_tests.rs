@@ -324,3 +324,59 @@ fn target_offers_only_non_default_values_and_discovery_subset() {
         ]
     );
 }
+
+#[test]
+fn set_key_reads_what_offers_write() {
+    // Every key an initiator offers, set by name on a default offer, gives back the offer.
+    let ours = OperationalOffer {
+        header_digest: vec![DigestKind::Crc32c, DigestKind::None],
+        data_digest: vec![DigestKind::None, DigestKind::Crc32c],
+        max_connections: 4,
+        initial_r2t: false,
+        immediate_data: false,
+        max_recv_data_segment_length: 65_536,
+        max_burst_length: 1_048_576,
+        first_burst_length: 131_072,
+        default_time2wait: 7,
+        default_time2retain: 0,
+        max_outstanding_r2t: 3,
+        data_pdu_in_order: false,
+        data_sequence_in_order: false,
+        error_recovery_level: 1,
+        protocol_level: Some(2),
+    };
+    let mut i = Negotiator::new(Role::Initiator, ours.clone());
+    let mut rebuilt = OperationalOffer::default();
+    for (k, v) in i.offers().into_iter().chain(i.declarations()) {
+        let def = keys::lookup(&k).unwrap();
+        rebuilt.set_key(def.id, &v).unwrap();
+    }
+    assert_eq!(rebuilt, ours);
+}
+
+#[test]
+fn set_key_refuses_what_the_table_refuses() {
+    let mut o = OperationalOffer::default();
+    assert_eq!(
+        o.set_key(KeyId::MaxRecvDataSegmentLength, "100"),
+        Err(KeyValueError::OutOfRange {
+            key: KeyId::MaxRecvDataSegmentLength,
+            value: 100
+        })
+    );
+    assert!(o.set_key(KeyId::MaxConnections, "0").is_err());
+    assert!(o.set_key(KeyId::ProtocolLevel, "32").is_err());
+    assert!(o.set_key(KeyId::InitialR2T, "yes").is_err());
+    assert!(o.set_key(KeyId::HeaderDigest, "CRC32C,,None").is_err());
+    assert_eq!(
+        o.set_key(KeyId::TargetName, "iqn.x"),
+        Err(KeyValueError::NotSettable {
+            key: KeyId::TargetName
+        })
+    );
+    assert_eq!(
+        o,
+        OperationalOffer::default(),
+        "a refused value changes nothing"
+    );
+}

@@ -1,0 +1,286 @@
+//! What can be wrong in a configuration file, one variant per kind of problem. Each variant
+//! says which target, LUN or key it concerns by typed fields; the words are only in
+//! [`Display`](fmt::Display).
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use sluice_proto::text::{KeyId, KeyValueError};
+use sluice_target::config::{ChapOwner, ConfigError, LunRef, SecretRole, TargetRef};
+
+use super::values::BackendKind;
+
+/// What is wrong with a configuration file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// What the TOML reader refused, in the file's vocabulary: the syntax, an unknown key, a
+    /// missing one, or a value of the wrong type or syntax (sizes, durations, addresses, ACLs).
+    Syntax(String),
+    /// `listen = []`.
+    NoListen,
+    /// An address listed twice in `listen`.
+    ListenTwice(SocketAddr),
+    /// An operational key of `[session]` refused by the key table.
+    Key(KeyValueError),
+    /// A fraction of a second for a key the RFC counts in whole seconds.
+    WholeSeconds(KeyId),
+    /// An integer outside what the key allows.
+    OutOfRange {
+        /// The key.
+        key: FileKey,
+        /// The value given (or, for a LUN without `number`, counted).
+        value: i64,
+        /// Smallest allowed.
+        min: i64,
+        /// Largest allowed.
+        max: i64,
+    },
+    /// Zero for a key that must be above zero.
+    Zero(FileKey),
+    /// An empty CHAP user name.
+    EmptyChapUser {
+        /// Whose CHAP table.
+        owner: ChapOwner,
+        /// `user` (the initiator's) or `mutual_user`.
+        role: SecretRole,
+    },
+    /// `mutual_user` without `mutual_secret` (`given` is the user) or the other way round.
+    HalfMutualChap {
+        /// Whose CHAP table.
+        owner: ChapOwner,
+        /// Which of the two keys is there.
+        given: FileKey,
+    },
+    /// A target without `acl`.
+    NoAcl(TargetRef),
+    /// `acl = []`.
+    EmptyAcl(TargetRef),
+    /// An ACL entry that is not an iSCSI name.
+    BadInitiatorName {
+        /// The target.
+        target: TargetRef,
+        /// The entry.
+        name: String,
+    },
+    /// An alias that is too long or not printable.
+    BadAlias(TargetRef),
+    /// A key of file LUNs on a LUN of another backend.
+    NotForBackend {
+        /// The target.
+        target: TargetRef,
+        /// The LUN.
+        lun: LunRef,
+        /// The key (`path`, `direct`, `huge_pages`).
+        key: FileKey,
+        /// The LUN's backend.
+        backend: BackendKind,
+    },
+    /// A memory or null LUN without `size`.
+    NoSize {
+        /// The target.
+        target: TargetRef,
+        /// The LUN.
+        lun: LunRef,
+        /// Its backend.
+        backend: BackendKind,
+    },
+    /// A file LUN without `path`.
+    NoPath {
+        /// The target.
+        target: TargetRef,
+        /// The LUN.
+        lun: LunRef,
+    },
+    /// A serial number that is empty, too long or not printable ASCII.
+    BadSerial {
+        /// The target.
+        target: TargetRef,
+        /// The LUN.
+        lun: LunRef,
+    },
+    /// The directory of a file LUN does not exist.
+    NoDirectory {
+        /// The target.
+        target: TargetRef,
+        /// The LUN.
+        lun: LunRef,
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// The path of a file LUN is a directory.
+    PathIsDirectory {
+        /// The target.
+        target: TargetRef,
+        /// The LUN.
+        lun: LunRef,
+        /// The path.
+        path: PathBuf,
+    },
+    /// A file LUN without `size` whose file does not exist.
+    NoFile {
+        /// The target.
+        target: TargetRef,
+        /// The LUN.
+        lun: LunRef,
+        /// The path.
+        path: PathBuf,
+    },
+    /// A problem found by `TargetConfig::validate`.
+    Invalid(ConfigError),
+}
+
+/// A key of the file that is not an RFC 7143 operational key, named in errors about its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKey {
+    /// `[session] queue_depth`.
+    QueueDepth,
+    /// `[keepalive] interval`.
+    KeepaliveInterval,
+    /// `[keepalive] timeout`.
+    KeepaliveTimeout,
+    /// `[limits] max_sessions`.
+    MaxSessions,
+    /// `[limits] max_connections`.
+    MaxTcpConnections,
+    /// `[limits] max_outstanding_bytes_per_connection`.
+    MaxOutstandingBytes,
+    /// `[limits] login_timeout`.
+    LoginTimeout,
+    /// `mutual_user` of a CHAP table.
+    MutualUser,
+    /// `mutual_secret` of a CHAP table.
+    MutualSecret,
+    /// `[[target.lun]] number`.
+    LunNumber,
+    /// The number of a `[[target.lun]]` without `number`: the previous one's plus one.
+    CountedLunNumber,
+    /// `[[target.lun]] block_size`.
+    BlockSize,
+    /// `[[target.lun]] path`.
+    Path,
+    /// `[[target.lun]] direct`.
+    Direct,
+    /// `[[target.lun]] huge_pages`.
+    HugePages,
+}
+
+impl fmt::Display for FileKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FileKey::QueueDepth => "queue_depth",
+            FileKey::KeepaliveInterval => "keepalive interval",
+            FileKey::KeepaliveTimeout => "keepalive timeout",
+            FileKey::MaxSessions => "max_sessions",
+            FileKey::MaxTcpConnections => "max_connections",
+            FileKey::MaxOutstandingBytes => "max_outstanding_bytes_per_connection",
+            FileKey::LoginTimeout => "login_timeout",
+            FileKey::MutualUser => "mutual_user",
+            FileKey::MutualSecret => "mutual_secret",
+            FileKey::LunNumber => "number",
+            FileKey::CountedLunNumber => "number (counted from the previous LUN)",
+            FileKey::BlockSize => "block_size",
+            FileKey::Path => "path",
+            FileKey::Direct => "direct",
+            FileKey::HugePages => "huge_pages",
+        })
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ErrorKind::Syntax(message) => f.write_str(message),
+            ErrorKind::NoListen => f.write_str(
+                "listen = [] leaves nothing to connect to: list at least one address, e.g. \
+                 \"127.0.0.1:3260\"",
+            ),
+            ErrorKind::ListenTwice(addr) => write!(f, "{addr} is listed twice"),
+            ErrorKind::Key(e) => e.fmt(f),
+            ErrorKind::WholeSeconds(key) => write!(
+                f,
+                "{key} is a whole number of seconds (RFC 7143 section {})",
+                key.def().section
+            ),
+            ErrorKind::OutOfRange {
+                key,
+                value,
+                min,
+                max,
+            } => write!(f, "{key} = {value} is outside {min}..={max}"),
+            ErrorKind::Zero(FileKey::KeepaliveInterval) => f.write_str(
+                "keepalive interval must be above zero (use enabled = false to turn pings off)",
+            ),
+            ErrorKind::Zero(key) => write!(f, "{key} must be above zero"),
+            ErrorKind::EmptyChapUser { owner, role } => {
+                let key = match role {
+                    SecretRole::Initiator => "user",
+                    SecretRole::Mutual => "mutual_user",
+                };
+                write!(f, "{owner}: CHAP {key} must not be empty")
+            }
+            ErrorKind::HalfMutualChap { owner, given } => {
+                let missing = match given {
+                    FileKey::MutualUser => FileKey::MutualSecret,
+                    _ => FileKey::MutualUser,
+                };
+                write!(f, "{owner}: {given} needs {missing} as well")
+            }
+            ErrorKind::NoAcl(target) => write!(
+                f,
+                "target {target} has no `acl` key: choose who may log in, either \
+                 acl = [\"iqn.1994-05.com.redhat:client1\", ...] or acl = \"open\" \
+                 (any initiator; protect it with chap or keep it on loopback)"
+            ),
+            ErrorKind::EmptyAcl(_) => {
+                f.write_str("acl = [] admits nobody: list initiator names, or write acl = \"open\"")
+            }
+            ErrorKind::BadInitiatorName { name, .. } => write!(
+                f,
+                "{name:?} is not a valid initiator name (iqn.YYYY-MM.reversed.domain[:id], \
+                 eui.<16 hex> or naa.<16|32 hex>)"
+            ),
+            ErrorKind::BadAlias(_) => {
+                f.write_str("alias must be at most 255 bytes of printable text")
+            }
+            ErrorKind::NotForBackend { key, backend, .. } => write!(
+                f,
+                "`{key}` only applies to backend = \"file\", not \"{backend}\""
+            ),
+            ErrorKind::NoSize { lun, backend, .. } => write!(
+                f,
+                "{lun}: backend = \"{backend}\" needs a `size`, e.g. size = \"1G\""
+            ),
+            ErrorKind::NoPath { lun, .. } => {
+                write!(f, "{lun}: backend = \"file\" needs a `path`")
+            }
+            ErrorKind::BadSerial { .. } => {
+                f.write_str("serial must be 1 to 64 printable ASCII characters without spaces")
+            }
+            ErrorKind::NoDirectory { lun, dir, .. } => {
+                write!(f, "{lun}: directory {} does not exist", dir.display())
+            }
+            ErrorKind::PathIsDirectory { lun, path, .. } => {
+                write!(f, "{lun}: {} is a directory", path.display())
+            }
+            ErrorKind::NoFile { lun, path, .. } => write!(
+                f,
+                "{lun}: {} does not exist; add `size` to create it (sparse)",
+                path.display()
+            ),
+            ErrorKind::Invalid(e) => match e {
+                ConfigError::NoTargets => f.write_str(
+                    "no targets configured: add a [[target]] table with an iqn, an acl and a \
+                     [[target.lun]]",
+                ),
+                ConfigError::NoLuns(_) => {
+                    write!(f, "{e}: add a [[target.lun]] table after this target")
+                }
+                ConfigError::BadName(_) => {
+                    write!(f, "{e}; for example iqn.2026-11.com.example:disk1")
+                }
+                _ => e.fmt(f),
+            },
+        }
+    }
+}

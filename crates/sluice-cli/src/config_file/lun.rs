@@ -1,0 +1,167 @@
+//! `[[target.lun]]` tables: number, backend and its keys, block size, serial; and the checks of
+//! file LUNs' paths once the whole file is converted.
+
+use std::path::Path;
+
+use sluice_target::config::{Backend, LunDef, LunRef, TargetConfig, TargetRef, MAX_LUN_NUMBER};
+use toml::Spanned;
+
+use super::convert::int_in;
+use super::error::{at, Located};
+use super::kind::{ErrorKind, FileKey};
+use super::locate::{LunSpans, Spans};
+use super::schema::LunToml;
+use super::values::BackendKind;
+use super::DEFAULT_BLOCK_SIZE;
+
+/// Converts the `index`th LUN of `target`; `next_number` is its number when it names none.
+pub(super) fn convert_lun(
+    target: &TargetRef,
+    index: usize,
+    next_number: i64,
+    l: &Spanned<LunToml>,
+    base: &Path,
+) -> Result<(LunDef, LunSpans), Located> {
+    let lun = l.get_ref();
+    let max = MAX_LUN_NUMBER.into();
+    let number: u16 = match &lun.number {
+        Some(n) => int_in(n, FileKey::LunNumber, 0, max)?,
+        None => int_in(
+            &Spanned::new(l.span(), next_number),
+            FileKey::CountedLunNumber,
+            0,
+            max,
+        )?,
+    };
+    let this = LunRef { index, number };
+    let backend = *lun.backend.get_ref();
+    if backend != BackendKind::File {
+        let file_only = [
+            (FileKey::Path, lun.path.as_ref().map(Spanned::span)),
+            (FileKey::Direct, lun.direct.as_ref().map(Spanned::span)),
+            (
+                FileKey::HugePages,
+                lun.huge_pages.as_ref().map(Spanned::span),
+            ),
+        ];
+        if let Some((key, Some(span))) = file_only.into_iter().find(|(_, s)| s.is_some()) {
+            let kind = ErrorKind::NotForBackend {
+                target: target.clone(),
+                lun: this,
+                key,
+                backend,
+            };
+            return Err(at(span, kind));
+        }
+    }
+    let size = lun.size.as_ref().map(|s| s.get_ref().0);
+    let no_size = || {
+        let kind = ErrorKind::NoSize {
+            target: target.clone(),
+            lun: this,
+            backend,
+        };
+        at(lun.backend.span(), kind)
+    };
+    let backend = match backend {
+        BackendKind::Memory => Backend::Memory {
+            size: size.ok_or_else(no_size)?,
+        },
+        BackendKind::Null => Backend::Null {
+            size: size.ok_or_else(no_size)?,
+        },
+        BackendKind::File => {
+            let Some(p) = &lun.path else {
+                let kind = ErrorKind::NoPath {
+                    target: target.clone(),
+                    lun: this,
+                };
+                return Err(at(lun.backend.span(), kind));
+            };
+            Backend::File {
+                path: base.join(p.get_ref()),
+                size,
+                direct: lun.direct.as_ref().is_some_and(|d| *d.get_ref()),
+                huge_pages: lun.huge_pages.as_ref().is_none_or(|h| *h.get_ref()),
+            }
+        }
+    };
+    let block_size = match &lun.block_size {
+        Some(b) => int_in(b, FileKey::BlockSize, 0, u32::MAX.into())?,
+        None => DEFAULT_BLOCK_SIZE,
+    };
+    if let Some(s) = &lun.serial {
+        let text = s.get_ref();
+        if text.is_empty() || text.len() > 64 || !text.bytes().all(|b| b.is_ascii_graphic()) {
+            let kind = ErrorKind::BadSerial {
+                target: target.clone(),
+                lun: this,
+            };
+            return Err(at(s.span(), kind));
+        }
+    }
+    let def = LunDef {
+        number,
+        backend,
+        block_size,
+        read_only: lun.read_only.unwrap_or(false),
+        removable: lun.removable.unwrap_or(false),
+        serial: lun.serial.as_ref().map(|s| s.get_ref().clone()),
+    };
+    let spans = LunSpans {
+        table: l.span(),
+        number: lun.number.as_ref().map(Spanned::span),
+        size: lun.size.as_ref().map(Spanned::span),
+        block_size: lun.block_size.as_ref().map(Spanned::span),
+        path: lun.path.as_ref().map(Spanned::span),
+    };
+    Ok((def, spans))
+}
+
+/// Checks that file LUNs can be opened or created: the directory exists, and a file given
+/// without `size` already exists.
+pub(super) fn check_files(config: &TargetConfig, spans: &Spans) -> Result<(), Located> {
+    for (index, (t, ts)) in config.targets.iter().zip(&spans.targets).enumerate() {
+        for (lun_index, (l, ls)) in t.luns.iter().zip(&ts.luns).enumerate() {
+            let Backend::File { path, size, .. } = &l.backend else {
+                continue;
+            };
+            let span = ls.path.clone().unwrap_or_else(|| ls.table.clone());
+            let target = TargetRef {
+                index,
+                iqn: t.iqn.clone(),
+            };
+            let lun = LunRef {
+                index: lun_index,
+                number: l.number,
+            };
+            let dir = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            let kind = if !dir.is_dir() {
+                ErrorKind::NoDirectory {
+                    target,
+                    lun,
+                    dir: dir.to_path_buf(),
+                }
+            } else if path.is_dir() {
+                ErrorKind::PathIsDirectory {
+                    target,
+                    lun,
+                    path: path.clone(),
+                }
+            } else if size.is_none() && !path.exists() {
+                ErrorKind::NoFile {
+                    target,
+                    lun,
+                    path: path.clone(),
+                }
+            } else {
+                continue;
+            };
+            return Err(at(span, kind));
+        }
+    }
+    Ok(())
+}
