@@ -254,8 +254,9 @@ fn lab_sim_replays_one_seed() {
     let b = sluice(&["lab", "sim", "--seed", "42", "--connections", "3"]);
     assert!(a.status.success(), "{}", text(&a.stderr));
     assert_eq!(text(&a.stdout), text(&b.stdout));
+    // The target of this seed accepts MaxConnections=2 of the 3 asked for.
     assert!(
-        text(&a.stdout).contains("3 connection(s)"),
+        text(&a.stdout).contains("2 connection(s)"),
         "{}",
         text(&a.stdout)
     );
