@@ -117,6 +117,19 @@ pub fn report_json(w: &Workload, r: &Report) -> Value {
             "utilization": if secs > 0.0 { r.cpu.total().as_secs_f64() / secs } else { 0.0 },
         },
         "trace_records": r.trace_records,
+        "connections": r.connections.iter().map(|c| json!({
+            "session": c.session,
+            "cid": c.cid,
+            "commands": c.commands,
+            "luns": c.by_lun.iter().map(|(lun, n)| json!({"lun": lun, "commands": n})).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "connection_logouts": r.logouts.iter().map(|l| json!({
+            "session": l.session,
+            "cid": l.cid,
+            "at_s": l.at.as_secs_f64(),
+            "ok": l.result.is_ok(),
+            "error": l.result.as_ref().err(),
+        })).collect::<Vec<_>>(),
     })
 }
 
@@ -200,6 +213,38 @@ pub fn print_text(w: &Workload, r: &Report) {
             v.bytes,
             v.errors
         );
+    }
+    if r.connections.iter().any(|c| c.cid != 0) {
+        for c in &r.connections {
+            let luns: Vec<String> = c
+                .by_lun
+                .iter()
+                .map(|(lun, n)| format!("LUN {lun}: {n}"))
+                .collect();
+            outln!(
+                "  session {} connection {}: {} commands ({})",
+                c.session + 1,
+                c.cid,
+                c.commands,
+                luns.join(", ")
+            );
+        }
+    }
+    for l in &r.logouts {
+        match &l.result {
+            Ok(()) => outln!(
+                "  session {} connection {} logged out at {:.2} s",
+                l.session + 1,
+                l.cid,
+                l.at.as_secs_f64()
+            ),
+            Err(e) => outln!(
+                "  session {} connection {}: logout at {:.2} s failed: {e}",
+                l.session + 1,
+                l.cid,
+                l.at.as_secs_f64()
+            ),
+        }
     }
     if let Some(e) = &r.first_error {
         outln!("  first error: {e}");

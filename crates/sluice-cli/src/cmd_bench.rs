@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sluice_initiator::{Policy, Session};
 use sluice_lab::{parse_trace, Arrival, Device, Progress, RwMode, SizeDist, Workload};
 
 use crate::bench_output;
 use crate::client_args::ConnArgs;
-use crate::client_common::{connect, lun_url};
+use crate::client_common::{lun_url, options};
 use crate::size::{parse_duration, parse_size};
 
 /// Text after `sluice bench --help`.
@@ -44,6 +45,30 @@ pub enum RwArg {
     Randrw,
 }
 
+/// A connection policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PolicyArg {
+    /// Each command on the next connection in turn.
+    RoundRobin,
+    /// Each LUN bound to one connection.
+    LuAffinity,
+    /// The connection with the fewest commands outstanding.
+    LeastCommands,
+    /// The connection with the fewest bytes outstanding.
+    LeastBytes,
+}
+
+impl PolicyArg {
+    fn policy(self) -> Policy {
+        match self {
+            PolicyArg::RoundRobin => Policy::RoundRobin,
+            PolicyArg::LuAffinity => Policy::LuAffinity,
+            PolicyArg::LeastCommands => Policy::LeastCommands,
+            PolicyArg::LeastBytes => Policy::LeastBytes,
+        }
+    }
+}
+
 /// `sluice bench`.
 #[derive(Debug, Args)]
 #[command(after_help = BENCH_AFTER_HELP)]
@@ -62,9 +87,25 @@ pub struct BenchArgs {
     /// Commands in flight per session.
     #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub qd: u32,
-    /// Sessions (one connection each), each with --qd commands in flight.
+    /// Sessions, each with --qd commands in flight.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub sessions: u32,
+    /// Connections per session (MC/S): MaxConnections is offered this high, and the session
+    /// opens as many as the target accepts (a target that answers 1 runs on one, and the
+    /// report says so).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub connections: u16,
+    /// How a session spreads commands over its connections.
+    #[arg(long, value_enum, default_value_t = PolicyArg::RoundRobin)]
+    pub policy: PolicyArg,
+    /// LUNs to spread each session's commands over (default: the URL's LUN), e.g. 0,1,2,3;
+    /// with --policy lu-affinity each LUN's commands go to one connection.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub luns: Vec<u16>,
+    /// Log out the last connection of each session after this long (30s, 500ms), while the
+    /// others finish the run.
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub logout_connection_after: Option<Duration>,
     /// Run time (30s, 1m, 500ms). Default 10s unless --count or --trace is given.
     #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
     pub time: Option<Duration>,
@@ -207,32 +248,64 @@ fn workload(args: &BenchArgs) -> Result<Workload> {
         trace,
         speed: args.speed,
         seed,
+        logout_connection_after: args.logout_connection_after,
     })
 }
 
 /// Logs in, runs the workload with a live progress line, logs out.
 async fn bench(args: &BenchArgs, workload: &Workload) -> Result<sluice_lab::Report> {
     let (url, lun) = lun_url(&args.url)?;
+    let luns = if args.luns.is_empty() {
+        vec![lun]
+    } else {
+        args.luns.clone()
+    };
+    let mut opts = options(&url, &args.conn)?;
+    opts.connections = args.connections;
+    opts.policy = args.policy.policy();
     let mut sessions = Vec::new();
     for i in 0..args.sessions {
-        let s = connect(&url, &args.conn)
+        let s = Session::connect_url_with(&url, opts.clone())
             .await
             .with_context(|| format!("session {} to {url}", i + 1))?;
+        let open = s.connections().len();
+        if open < usize::from(args.connections) {
+            eprintln!(
+                "sluice bench: session {}: the target accepted MaxConnections={}: running on {open} connection(s) of the {} asked for",
+                i + 1,
+                s.params().max_connections,
+                args.connections
+            );
+        }
         // Clear the power-on UNIT ATTENTION every new I_T nexus sees before measuring.
-        s.test_unit_ready(lun)
-            .await
-            .with_context(|| format!("TEST UNIT READY on {url}"))?;
+        for &l in &luns {
+            s.test_unit_ready(l)
+                .await
+                .with_context(|| format!("TEST UNIT READY of LUN {l} on {url}"))?;
+        }
         sessions.push(s);
     }
-    let cap = sessions[0]
-        .read_capacity(lun)
-        .await
-        .with_context(|| format!("READ CAPACITY of {url}"))?;
+    let mut capacity = u64::MAX;
+    let mut block_size = 0;
+    for &l in &luns {
+        let cap = sessions[0]
+            .read_capacity(l)
+            .await
+            .with_context(|| format!("READ CAPACITY of LUN {l} on {url}"))?;
+        if block_size != 0 && cap.block_size != block_size {
+            bail!(
+                "--luns: LUN {l} has {}-byte blocks, the others {block_size}",
+                cap.block_size
+            );
+        }
+        block_size = cap.block_size;
+        capacity = capacity.min(cap.bytes());
+    }
     let device = Device {
         sessions,
-        lun,
-        block_size: cap.block_size,
-        capacity: cap.bytes(),
+        luns,
+        block_size,
+        capacity,
     };
     let progress = Arc::new(Progress::new());
     let live = (!args.quiet).then(|| spawn_progress(Arc::clone(&progress)));

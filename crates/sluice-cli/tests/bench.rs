@@ -204,3 +204,102 @@ fn poisson_rate_and_flag_errors() {
         assert!(err.contains(msg), "{a:?}: {err}");
     }
 }
+
+/// The connections of a report as (cid, commands, LUNs it carried).
+fn connections(r: &Value) -> Vec<(u64, u64, Vec<u64>)> {
+    r["connections"]
+        .as_array()
+        .expect("connections")
+        .iter()
+        .map(|c| {
+            let luns = c["luns"]
+                .as_array()
+                .expect("luns")
+                .iter()
+                .map(|l| u(&l["lun"]))
+                .collect();
+            (u(&c["cid"]), u(&c["commands"]), luns)
+        })
+        .collect()
+}
+
+/// Four connections in one session (MC/S) under every policy: no data error, and the
+/// per-connection counters show the policy at work (LU affinity: every LUN's commands on one
+/// connection; the others: every connection busy).
+#[test]
+fn four_connections_under_every_policy_verify() {
+    let t = TargetProcess::start(&[
+        "--memory", "16M", "--memory", "16M", "--memory", "16M", "--memory", "16M",
+    ]);
+    for policy in [
+        "round-robin",
+        "lu-affinity",
+        "least-commands",
+        "least-bytes",
+    ] {
+        let r = bench_json(&[
+            &t.url,
+            "--connections",
+            "4",
+            "--policy",
+            policy,
+            "--luns",
+            "0,1,2,3",
+            "--rw",
+            "randrw",
+            "--bs",
+            "4k:0.5,64k:0.5",
+            "--qd",
+            "8",
+            "--time",
+            "1500ms",
+            "--verify",
+        ]);
+        assert_eq!(u(&r["errors"]), 0, "{policy}: {r}");
+        assert_eq!(u(&r["verify"]["errors"]), 0, "{policy}: {r}");
+        let conns = connections(&r);
+        let cids: Vec<u64> = conns.iter().map(|c| c.0).collect();
+        assert_eq!(cids, [0, 1, 2, 3], "{policy}: {r}");
+        if policy == "lu-affinity" {
+            for lun in 0..4 {
+                let carriers = conns.iter().filter(|c| c.2.contains(&lun)).count();
+                assert_eq!(carriers, 1, "LUN {lun} on {carriers} connections: {r}");
+            }
+        } else {
+            assert!(conns.iter().all(|c| c.1 > 0), "{policy}: {r}");
+        }
+    }
+}
+
+/// One connection logged out mid-run: it finishes its commands, the others finish the run.
+#[test]
+fn a_connection_logged_out_mid_run_while_the_others_finish() {
+    let t = TargetProcess::start(&["--memory", "16M", "--memory", "16M"]);
+    let r = bench_json(&[
+        &t.url,
+        "--connections",
+        "3",
+        "--luns",
+        "0,1",
+        "--rw",
+        "randrw",
+        "--qd",
+        "8",
+        "--time",
+        "2s",
+        "--verify",
+        "--logout-connection-after",
+        "700ms",
+    ]);
+    assert_eq!(u(&r["errors"]), 0, "{r}");
+    assert_eq!(u(&r["verify"]["errors"]), 0, "{r}");
+    let logouts = r["connection_logouts"].as_array().expect("logouts");
+    assert_eq!(logouts.len(), 1, "{r}");
+    assert_eq!(logouts[0]["cid"], 2);
+    assert_eq!(logouts[0]["ok"], true, "{r}");
+    assert!(f(&logouts[0]["at_s"]) >= 0.7);
+    // The survivors carried commands after the logout: more than the logged-out one.
+    let conns = connections(&r);
+    let last = conns.iter().find(|c| c.0 == 2).map_or(0, |c| c.1);
+    assert!(conns.iter().filter(|c| c.0 != 2).all(|c| c.1 > last), "{r}");
+}

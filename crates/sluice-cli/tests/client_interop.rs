@@ -96,3 +96,104 @@ fn istgt_immediate_pdus_keep_the_session_in_step() {
     }
     s.logout().unwrap();
 }
+
+/// `sluice bench` with four connections per session (MC/S) against istgt (configured with
+/// MaxConnections 4), under every policy, verifying every write; and one connection logged
+/// out mid-run.
+#[test]
+fn bench_four_connections_against_istgt() {
+    let d = istgt();
+    let url = d.url(0);
+    for policy in [
+        "round-robin",
+        "lu-affinity",
+        "least-commands",
+        "least-bytes",
+    ] {
+        let v = json(&[
+            "bench",
+            &url,
+            "--connections",
+            "4",
+            "--policy",
+            policy,
+            "--rw",
+            "randrw",
+            "--bs",
+            "4k:0.5,64k:0.5",
+            "--qd",
+            "8",
+            "--time",
+            "1500ms",
+            "--verify",
+            "--quiet",
+        ]);
+        assert_eq!(v["errors"], 0, "{policy}: {v}");
+        assert_eq!(v["verify"]["errors"], 0, "{policy}: {v}");
+        let cids: Vec<u64> = v["connections"]
+            .as_array()
+            .expect("connections")
+            .iter()
+            .filter_map(|c| c["cid"].as_u64())
+            .collect();
+        if policy == "lu-affinity" {
+            // One LUN: all its commands on one connection.
+            assert_eq!(cids.len(), 1, "{v}");
+        } else {
+            assert_eq!(cids, [0, 1, 2, 3], "{policy}: {v}");
+        }
+    }
+    let v = json(&[
+        "bench",
+        &url,
+        "--connections",
+        "4",
+        "--rw",
+        "randrw",
+        "--qd",
+        "8",
+        "--time",
+        "2s",
+        "--verify",
+        "--logout-connection-after",
+        "700ms",
+        "--quiet",
+    ]);
+    assert_eq!(v["errors"], 0, "{v}");
+    assert_eq!(v["verify"]["errors"], 0, "{v}");
+    assert_eq!(v["connection_logouts"][0]["ok"], true, "{v}");
+}
+
+/// Against tgtd, which answers MaxConnections=1, the session runs on one connection and says
+/// so.
+#[test]
+fn bench_asking_tgtd_for_four_connections_runs_on_one() {
+    let d = tgtd();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "bench",
+            &d.url(1),
+            "--connections",
+            "4",
+            "--rw",
+            "randrw",
+            "--qd",
+            "4",
+            "--time",
+            "1s",
+            "--verify",
+            "--json",
+            "--quiet",
+        ])
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run sluice bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("MaxConnections=1: running on 1 connection(s) of the 4 asked for"),
+        "{stderr}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["verify"]["errors"], 0, "{v}");
+}

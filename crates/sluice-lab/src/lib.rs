@@ -48,7 +48,7 @@ pub use pattern::{fill_pattern, first_mismatch};
 pub use pdus::PduCounts;
 pub use progress::{Progress, ProgressSnapshot};
 pub use region::Region;
-pub use report::{DirectionStats, Report, VerifyStats};
+pub use report::{ConnectionCommands, ConnectionLogout, DirectionStats, Report, VerifyStats};
 pub use runner::{run, Device};
 pub use size_dist::{parse_byte_size, SizeDist};
 pub use trace::{parse_trace, TraceRecord, TRACE_SECTOR};

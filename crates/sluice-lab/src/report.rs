@@ -57,6 +57,37 @@ pub struct Report {
     pub cpu: CpuTime,
     /// Trace records replayed, for a trace run.
     pub trace_records: Option<u64>,
+    /// Commands completed GOOD per connection of each session (MC/S), with the LUNs they
+    /// addressed: how the session's policy spread them.
+    pub connections: Vec<ConnectionCommands>,
+    /// Connections logged out during the run.
+    pub logouts: Vec<ConnectionLogout>,
+}
+
+/// What one connection of a session carried.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConnectionCommands {
+    /// Index of the session.
+    pub session: usize,
+    /// The connection's CID.
+    pub cid: u16,
+    /// Commands completed GOOD.
+    pub commands: u64,
+    /// The same, by LUN.
+    pub by_lun: Vec<(u16, u64)>,
+}
+
+/// A connection logged out while the run went on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectionLogout {
+    /// Index of the session.
+    pub session: usize,
+    /// The connection's CID.
+    pub cid: u16,
+    /// When, from the start of the run.
+    pub at: Duration,
+    /// How the logout ended.
+    pub result: Result<(), String>,
 }
 
 impl Report {

@@ -17,7 +17,7 @@ use crate::latency::{new_histogram, LatencySummary};
 use crate::pdus::PduCounts;
 use crate::progress::Progress;
 use crate::region::Region;
-use crate::report::{DirectionStats, Report, VerifyStats};
+use crate::report::{ConnectionCommands, ConnectionLogout, DirectionStats, Report, VerifyStats};
 use crate::worker::{Latencies, Shared, Worker, WorkerResult};
 use crate::workload::Workload;
 
@@ -26,8 +26,9 @@ use crate::workload::Workload;
 pub struct Device {
     /// Sessions to spread the workers over (each gets `queue_depth` of them).
     pub sessions: Vec<Session>,
-    /// The LUN number.
-    pub lun: u16,
+    /// LUN numbers to spread each session's workers over (worker `i` of a session uses
+    /// `luns[i % luns.len()]`); all of `block_size` and at least `capacity` bytes.
+    pub luns: Vec<u16>,
     /// Logical block size in bytes.
     pub block_size: u32,
     /// Capacity in bytes.
@@ -44,8 +45,8 @@ pub async fn run(
 ) -> Result<Report, LabError> {
     let w = workload;
     let bad = |why: String| Err(LabError::Workload(why));
-    if device.sessions.is_empty() || w.queue_depth == 0 {
-        return bad("at least one session and a queue depth of 1 are needed".into());
+    if device.sessions.is_empty() || w.queue_depth == 0 || device.luns.is_empty() {
+        return bad("at least one session, one LUN and a queue depth of 1 are needed".into());
     }
     if w.verify && w.trace.is_some() {
         return bad("--verify cannot be combined with a trace replay".into());
@@ -112,7 +113,6 @@ pub async fn run(
         trace_next: AtomicUsize::new(0),
         speed: w.speed,
         start,
-        lun: device.lun,
         rw: w.rw,
         read_percent: w.read_percent,
         sizes: w.sizes.clone(),
@@ -139,6 +139,8 @@ pub async fn run(
         };
         let worker = Worker::new(
             i as u64 + 1,
+            i / w.queue_depth,
+            device.luns[(i % w.queue_depth) % device.luns.len()],
             session,
             Arc::clone(&shared),
             region,
@@ -150,6 +152,17 @@ pub async fn run(
         );
         handles.push(tokio::spawn(worker.run()));
     }
+    let logout = w.logout_connection_after.map(|after| {
+        let sessions = device.sessions.clone();
+        let p = Arc::clone(&progress);
+        tokio::spawn(async move {
+            tokio::select! {
+                () = tokio::time::sleep(after) => {}
+                () = p.wait_stop() => return Vec::new(),
+            }
+            logout_last_connections(&sessions, start).await
+        })
+    });
     let timer = w.time.map(|t| {
         let p = Arc::clone(&progress);
         tokio::spawn(async move {
@@ -169,6 +182,10 @@ pub async fn run(
     if let Some(t) = timer {
         t.abort();
     }
+    let logouts = match logout {
+        Some(task) => task.await.unwrap_or_default(),
+        None => Vec::new(),
+    };
     let mut pdus = PduCounts::default();
     for (s, b) in device.sessions.iter().zip(&before) {
         pdus.add(&PduCounts::delta(b, &s.counters()));
@@ -178,6 +195,7 @@ pub async fn run(
         n.min(t.len()) as u64
     });
     let mut report = merge(results, &latencies, w.verify);
+    report.logouts = logouts;
     report.elapsed = elapsed;
     report.sessions = device.sessions.len();
     report.queue_depth = w.queue_depth;
@@ -185,6 +203,30 @@ pub async fn run(
     report.cpu = cpu;
     report.trace_records = trace_records;
     Ok(report)
+}
+
+/// Logs out the connection with the highest CID of every session that has more than one,
+/// while the run goes on (the other connections finish its commands).
+async fn logout_last_connections(sessions: &[Session], start: Instant) -> Vec<ConnectionLogout> {
+    let mut out = Vec::new();
+    for (session, s) in sessions.iter().enumerate() {
+        let conns = s.connections();
+        if conns.len() < 2 {
+            continue;
+        }
+        let Some(cid) = conns.iter().map(|c| c.cid).max() else {
+            continue;
+        };
+        let at = start.elapsed();
+        let result = s.logout_connection(cid).await.map_err(|e| e.to_string());
+        out.push(ConnectionLogout {
+            session,
+            cid,
+            at,
+            result,
+        });
+    }
+    out
 }
 
 /// Sums the workers' results.
@@ -198,6 +240,32 @@ fn merge(results: Vec<WorkerResult>, latencies: &[Arc<Mutex<Latencies>>], verify
     }
     let mut r = Report::default();
     let mut v = VerifyStats::default();
+    for x in &results {
+        for &(cid, lun, n) in &x.by_connection {
+            let key = (x.session, cid);
+            let c = match r.connections.iter_mut().find(|c| (c.session, c.cid) == key) {
+                Some(c) => c,
+                None => {
+                    r.connections.push(ConnectionCommands {
+                        session: x.session,
+                        cid,
+                        commands: 0,
+                        by_lun: Vec::new(),
+                    });
+                    r.connections.last_mut().expect("just pushed")
+                }
+            };
+            c.commands += n;
+            match c.by_lun.iter_mut().find(|(l, _)| *l == lun) {
+                Some((_, m)) => *m += n,
+                None => c.by_lun.push((lun, n)),
+            }
+        }
+    }
+    r.connections.sort_by_key(|c| (c.session, c.cid));
+    for c in &mut r.connections {
+        c.by_lun.sort_unstable();
+    }
     for x in results {
         r.read.bytes += x.read_bytes;
         r.write.bytes += x.write_bytes;

@@ -33,7 +33,6 @@ pub(crate) struct Shared {
     pub trace_next: AtomicUsize,
     pub speed: f64,
     pub start: Instant,
-    pub lun: u16,
     pub rw: RwMode,
     pub read_percent: u8,
     pub sizes: SizeDist,
@@ -59,6 +58,10 @@ impl Latencies {
 
 /// What one worker measured (latencies go to the session's [`Latencies`]).
 pub(crate) struct WorkerResult {
+    /// Index of the worker's session.
+    pub session: usize,
+    /// Commands completed GOOD, by (CID of the connection that carried them, LUN).
+    pub by_connection: Vec<(u16, u16, u64)>,
     pub read_bytes: u64,
     pub write_bytes: u64,
     pub errors: u64,
@@ -80,6 +83,8 @@ struct Op {
 /// A worker task's state.
 pub(crate) struct Worker {
     pub id: u64,
+    /// The LUN this worker's commands address.
+    pub lun: u16,
     pub session: Session,
     pub shared: Arc<Shared>,
     pub region: Region,
@@ -100,6 +105,8 @@ impl Worker {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         id: u64,
+        session_index: usize,
+        lun: u16,
         session: Session,
         shared: Arc<Shared>,
         region: Region,
@@ -112,6 +119,7 @@ impl Worker {
         let slot = shared.progress.slot();
         Self {
             id,
+            lun,
             session,
             shared,
             region,
@@ -123,6 +131,8 @@ impl Worker {
             slot,
             latencies,
             out: WorkerResult {
+                session: session_index,
+                by_connection: Vec::new(),
                 read_bytes: 0,
                 write_bytes: 0,
                 errors: 0,
@@ -230,7 +240,7 @@ impl Worker {
     ) -> Result<Bytes, bool> {
         let b = u64::from(self.region.block);
         let (lba, blocks) = (offset / b, len / self.region.block);
-        let lun = self.shared.lun;
+        let lun = self.lun;
         let cmd = if write {
             Command::write(lun, &cdb::write16(lba, blocks, false), payload)
         } else {
@@ -252,6 +262,7 @@ impl Worker {
                 }
                 drop(lat);
                 self.slot.done(u64::from(len), ns);
+                self.count_connection(out.stats.cid, lun);
                 return Ok(out.data);
             }
             Ok(out) => (false, out.check().err().map(|e| e.to_string())),
@@ -264,6 +275,20 @@ impl Worker {
             self.out.first_error = Some(format!("{what} of {len} bytes at {offset}: {why}"));
         }
         Err(fatal)
+    }
+
+    /// One more command carried by connection `cid` for `lun` (a few entries: a linear
+    /// search beats a map).
+    fn count_connection(&mut self, cid: u16, lun: u16) {
+        match self
+            .out
+            .by_connection
+            .iter_mut()
+            .find(|(c, l, _)| *c == cid && *l == lun)
+        {
+            Some((_, _, n)) => *n += 1,
+            None => self.out.by_connection.push((cid, lun, 1)),
+        }
     }
 
     /// Writes a pattern unique to this write, reads it back and compares. Returns whether the

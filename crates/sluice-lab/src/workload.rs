@@ -62,6 +62,9 @@ pub struct Workload {
     pub speed: f64,
     /// Seed of the random generators (addresses, sizes, mix, arrivals).
     pub seed: u64,
+    /// Log out the highest-CID connection of every session with more than one after this
+    /// long, while the run goes on over the others.
+    pub logout_connection_after: Option<Duration>,
 }
 
 impl Default for Workload {
@@ -81,6 +84,7 @@ impl Default for Workload {
             trace: None,
             speed: 1.0,
             seed: 0x5eed,
+            logout_connection_after: None,
         }
     }
 }
