@@ -1,27 +1,21 @@
 //! SendTargets discovery (RFC 7143 section 4.3 and appendix C) over a discovery session.
 //!
-//! The text exchange follows section 11.10/11.11: a response with F=0 carries a Target
-//! Transfer Tag, and the initiator fetches the rest with an empty Text Request echoing it;
-//! C=1 means a key=value pair continues in the next response (which the target sends after
-//! our empty request, too). The answer ends with the first response that has F=1 and C=0.
-//! See docs/initiator.md for how istgt's answer differs and what we do about it.
+//! The exchange is the session core's (`sluice_proto::initiator::InitiatorSession::text`):
+//! a response with F=0 carries a Target Transfer Tag and the rest is fetched with an empty
+//! Text Request echoing it; C=1 means a key=value pair continues in the next response; the
+//! answer ends with the first response that has F=1 and C=0. This module only moves the PDUs
+//! of the one connection. See docs/initiator.md for how istgt's answer differs.
 
-use bytes::Bytes;
-use sluice_proto::pdu::codes::LogoutReason;
-use sluice_proto::pdu::{LogoutRequest, Pdu, TextRequest};
-use sluice_proto::seq::{Itt, Lun, SeqNum, Ttt};
-use sluice_proto::text::{encode_pairs, lookup, parse_pairs, KeyId, TextAssembler, TextLimits};
+use std::time::Instant;
+
+use sluice_proto::initiator::{Completion, InitiatorSession, Policy, SessionConfig};
+use sluice_proto::text::{lookup, parse_pairs, KeyId, TextLimits};
 
 use crate::counters::Counters;
 use crate::error::Error;
 use crate::login::{login, random_isid};
 use crate::options::ConnectOptions;
-use crate::transport::Transport;
-
-/// Most Text Responses read for one SendTargets answer (bounds a target that never ends).
-const MAX_TEXT_RESPONSES: u32 = 1024;
-/// Most bytes of SendTargets text accepted.
-const MAX_TEXT_BYTES: usize = TextLimits::DISCOVERY.max_total_len;
+use crate::supervisor::setup_of;
 
 /// One target in a SendTargets answer.
 #[derive(Clone, Debug, Eq, PartialEq)]
@@ -54,82 +48,61 @@ pub async fn discover(portal: &str, opts: &ConnectOptions) -> Result<Vec<Discove
         &counters,
     )
     .await?;
+    let config = SessionConfig {
+        policy: Policy::RoundRobin,
+        max_retries: 0,
+        keepalive: None,
+    };
+    let (mut core, conn) = InitiatorSession::new(config, setup_of(&logged, 0), Instant::now());
     let mut t = logged.transport;
-    let mut cmd_sn = logged.cmd_sn;
-    let mut exp_stat_sn = logged.outcome.exp_stat_sn;
-    let text = send_targets(&mut t, &mut cmd_sn, &mut exp_stat_sn).await?;
+    let pairs = [(KeyId::SendTargets.name().to_owned(), "All".to_owned())];
+    let asked = core.text(&pairs);
+    let answer = loop {
+        while let Some(pdu) = core.poll_transmit(conn) {
+            t.queue(&pdu);
+        }
+        t.flush().await?;
+        if let Some(result) = take_text(&mut core, asked) {
+            break result;
+        }
+        let pdu = t.recv().await?;
+        core.handle_pdu(conn, pdu, Instant::now());
+    };
+    let pairs = answer.map_err(|e| match e {
+        sluice_proto::initiator::Failure::Rejected(r) => Error::Rejected(r),
+        other => Error::Protocol(format!("SendTargets: {other}")),
+    })?;
     // Logout is a courtesy (section 11.14); a target that just closes is fine too.
-    let logout = Pdu::LogoutRequest(LogoutRequest {
-        immediate: true,
-        reason: LogoutReason::CloseSession,
-        itt: Itt(2),
-        cid: 0,
-        cmd_sn,
-        exp_stat_sn,
-    });
-    if t.send(&logout).await.is_ok() {
+    let _ = core.logout();
+    while let Some(pdu) = core.poll_transmit(conn) {
+        t.queue(&pdu);
+    }
+    if t.flush().await.is_ok() {
         let _ = tokio::time::timeout(opts.keepalive_timeout, t.recv()).await;
     }
-    Ok(parse_send_targets(&text))
+    Ok(group_send_targets(pairs))
 }
 
-async fn send_targets(
-    t: &mut Transport,
-    cmd_sn: &mut SeqNum,
-    exp_stat_sn: &mut SeqNum,
-) -> Result<Bytes, Error> {
-    let itt = Itt(1);
-    let mut assembler = TextAssembler::new(MAX_TEXT_BYTES);
-    let mut ttt = Ttt::RESERVED;
-    let mut data = encode_pairs(&[(KeyId::SendTargets.name(), "All")]);
-    for _ in 0..MAX_TEXT_RESPONSES {
-        let req = Pdu::TextRequest(TextRequest {
-            immediate: true,
-            final_bit: true,
-            cont: false,
-            lun: Lun::default(),
-            itt,
-            ttt,
-            cmd_sn: *cmd_sn,
-            exp_stat_sn: *exp_stat_sn,
-            data: std::mem::take(&mut data),
-        });
-        t.send(&req).await?;
-        let rsp = loop {
-            match t.recv().await? {
-                Pdu::TextResponse(r) if r.itt == itt => break r,
-                Pdu::Reject(r) => return Err(Error::Rejected(r.reason)),
-                Pdu::NopIn(_) | Pdu::AsyncMessage(_) => continue,
-                other => {
-                    return Err(Error::Protocol(format!(
-                        "opcode {:#04x} instead of a Text Response",
-                        other.opcode()
-                    )))
-                }
+/// The text exchange's result, once it completed.
+fn take_text(
+    core: &mut InitiatorSession,
+    asked: sluice_proto::initiator::RequestId,
+) -> Option<Result<Vec<(String, String)>, sluice_proto::initiator::Failure>> {
+    let mut found = None;
+    while let Some(c) = core.poll_completion() {
+        if let Completion::Text(id, result) = c {
+            if id == asked {
+                found = Some(result);
             }
-        };
-        *exp_stat_sn = rsp.stat_sn.next();
-        // Section 11.11.2: C=1 requires F=0; the text is reassembled before parsing.
-        let done = rsp.final_bit && !rsp.cont;
-        match assembler.push(&rsp.data, !done) {
-            Err(_) => return Err(Error::Protocol("SendTargets answer too long".into())),
-            Ok(Some(text)) => return Ok(text),
-            Ok(None) => {}
         }
-        // Section 11.10.4: continue with the target's TTT. A target that sets F=0 with the
-        // reserved TTT gets the reserved TTT back, which is all we can do.
-        ttt = rsp.ttt;
     }
-    Err(Error::Protocol(
-        "SendTargets answer did not end (no Text Response with F=1)".into(),
-    ))
+    found
 }
 
 /// Groups `TargetName` and the `TargetAddress` values that follow it (appendix C).
-pub fn parse_send_targets(text: &[u8]) -> Vec<DiscoveredTarget> {
-    let limits = TextLimits::DISCOVERY;
+fn group_send_targets(pairs: Vec<(String, String)>) -> Vec<DiscoveredTarget> {
     let mut out: Vec<DiscoveredTarget> = Vec::new();
-    for (k, v) in parse_pairs(text, &limits).unwrap_or_default() {
+    for (k, v) in pairs {
         match lookup(&k).map(|d| d.id) {
             Some(KeyId::TargetName) => out.push(DiscoveredTarget {
                 name: v,
@@ -144,6 +117,12 @@ pub fn parse_send_targets(text: &[u8]) -> Vec<DiscoveredTarget> {
         }
     }
     out
+}
+
+/// The targets of a SendTargets answer's text: each `TargetName` with the `TargetAddress`
+/// values that follow it (appendix C).
+pub fn parse_send_targets(text: &[u8]) -> Vec<DiscoveredTarget> {
+    group_send_targets(parse_pairs(text, &TextLimits::DISCOVERY).unwrap_or_default())
 }
 
 #[cfg(test)]

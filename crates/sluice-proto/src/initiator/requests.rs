@@ -14,6 +14,9 @@ use crate::pdu::{LogoutRequest, NopOut, Pdu, TaskMgmtRequest, TextRequest};
 use crate::seq::{Itt, Lun, SeqNum, Ttt};
 use crate::text::{encode_pairs, parse_pairs, TextLimits};
 
+/// Most Text Responses one text exchange takes (continuations included).
+const MAX_TEXT_RESPONSES: u32 = 1024;
+
 /// A request waiting for its answer, by ITT.
 #[derive(Debug)]
 pub(super) enum Request {
@@ -37,6 +40,8 @@ pub(super) enum Request {
         conn: ConnId,
         /// Response text received so far (continued responses).
         received: BytesMut,
+        /// Responses received so far.
+        responses: u32,
     },
     Logout {
         /// `None` when the session logs out on its own (Async logout request).
@@ -193,6 +198,7 @@ impl InitiatorSession {
                 id,
                 conn,
                 received: BytesMut::new(),
+                responses: 0,
             },
         );
         id
@@ -344,11 +350,20 @@ impl InitiatorSession {
 
     /// A Text Response: the answer, or part of it (section 11.11).
     pub(super) fn answer_text(&mut self, conn: ConnId, rsp: crate::pdu::TextResponse) {
-        let Some(Request::Text { received, .. }) = self.requests.get_mut(&rsp.itt) else {
+        let Some(Request::Text {
+            received,
+            responses,
+            ..
+        }) = self.requests.get_mut(&rsp.itt)
+        else {
             return;
         };
         received.extend_from_slice(&rsp.data);
-        let too_long = received.len() > TextLimits::LOGIN.max_total_len;
+        *responses += 1;
+        // A SendTargets answer may list many targets (the discovery limits), but it ends: a
+        // target that keeps answering "more" gets a bounded number of continuations.
+        let too_long =
+            received.len() > TextLimits::DISCOVERY.max_total_len || *responses > MAX_TEXT_RESPONSES;
         let more = rsp.cont || !rsp.final_bit || rsp.ttt != Ttt::RESERVED;
         if more && !too_long {
             // Section 11.10.4: fetch the rest with an empty request carrying the TTT.
@@ -364,7 +379,7 @@ impl InitiatorSession {
         let result = if too_long {
             Err(Failure::BadText)
         } else {
-            parse_pairs(&received, &TextLimits::LOGIN).map_err(|_| Failure::BadText)
+            parse_pairs(&received, &TextLimits::DISCOVERY).map_err(|_| Failure::BadText)
         };
         self.completions.push_back(Completion::Text(id, result));
     }
