@@ -1,0 +1,157 @@
+//! The target's environment: the SCSI layer over memory LUNs and the login environment (one
+//! target, no authentication, the session table).
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use rand::RngCore;
+use rand_chacha::ChaCha8Rng;
+use sluice_proto::login::{LoginStatus, SessionBinding, TargetLoginEnv, TargetLoginPolicy};
+use sluice_proto::pdu::codes::ScsiStatus;
+use sluice_proto::pdu::Cdb;
+use sluice_proto::seq::{Lun, SeqNum, Tsih};
+use sluice_proto::target::registry::{Binding, NexusKey, SessionRegistry};
+use sluice_proto::target::{
+    self, DataTransfer, ResetKind, ScsiCompletion, ScsiWork, TargetSessionEnv,
+};
+use sluice_proto::text::OperationalOffer;
+use sluice_scsi::{DataOut, LuConfig, ScsiTarget, Transfer};
+use sluice_storage::MemoryDevice;
+
+use super::{NEXUS, TARGET};
+
+/// Runs a command on the SCSI layer.
+pub(super) fn execute(scsi: &ScsiTarget, work: &ScsiWork) -> ScsiCompletion {
+    let mut buf = BytesMut::new();
+    let mut shared = None;
+    let result = scsi.execute_shared(
+        NEXUS,
+        work.lun.0,
+        &work.cdb,
+        DataOut::Segments(work.data_out.segments()),
+        &mut buf,
+        &mut shared,
+    );
+    ScsiCompletion {
+        status: ScsiStatus::from(result.status),
+        sense: result.sense_bytes().map(Bytes::from).unwrap_or_default(),
+        data: shared.unwrap_or_else(|| buf.freeze()),
+    }
+}
+
+/// The target session's view of the SCSI layer.
+pub(super) struct ScsiEnv<'a> {
+    pub(super) scsi: &'a ScsiTarget,
+}
+
+impl TargetSessionEnv for ScsiEnv<'_> {
+    fn transfer(&self, lun: Lun, cdb: &Cdb) -> DataTransfer {
+        match self.scsi.transfer(lun.0, cdb) {
+            Transfer::None => DataTransfer::None,
+            Transfer::ToDevice(n) => DataTransfer::ToDevice(n),
+            Transfer::FromDevice(n) => DataTransfer::FromDevice(n),
+        }
+    }
+
+    fn lun_exists(&self, lun: Lun) -> bool {
+        match sluice_scsi::decode_lun(lun.0) {
+            sluice_scsi::LunAddress::Lun(n) => self.scsi.lu(n).is_some(),
+            _ => false,
+        }
+    }
+
+    fn reset(&mut self, kind: ResetKind) {
+        let kind = match kind {
+            ResetKind::LogicalUnit(lun) => sluice_scsi::ResetKind::LogicalUnit(lun.0),
+            ResetKind::TargetWarm => sluice_scsi::ResetKind::TargetWarm,
+            ResetKind::TargetCold => sluice_scsi::ResetKind::TargetCold,
+        };
+        self.scsi.reset(kind, NEXUS);
+    }
+
+    fn send_targets(&mut self, _conn: target::ConnId, _query: &str) -> Vec<(String, String)> {
+        vec![
+            ("TargetName".into(), TARGET.into()),
+            ("TargetAddress".into(), "192.0.2.1:3260,1".into()),
+        ]
+    }
+}
+
+/// The target's login environment: one target, no authentication, the session table.
+pub(super) struct LoginEnv<'a> {
+    pub(super) registry: &'a mut SessionRegistry<()>,
+    pub(super) rng: &'a mut ChaCha8Rng,
+    pub(super) offer: &'a OperationalOffer,
+    pub(super) window: Option<(SeqNum, SeqNum)>,
+    pub(super) bound: Option<Binding<()>>,
+}
+
+impl LoginEnv<'_> {
+    fn policy(&self) -> TargetLoginPolicy {
+        TargetLoginPolicy {
+            offer: self.offer.clone(),
+            ..TargetLoginPolicy::default()
+        }
+    }
+}
+
+impl TargetLoginEnv for LoginEnv<'_> {
+    fn target(&self, name: &str) -> Option<TargetLoginPolicy> {
+        name.eq_ignore_ascii_case(TARGET).then(|| self.policy())
+    }
+
+    fn discovery_policy(&self) -> TargetLoginPolicy {
+        self.policy()
+    }
+
+    fn random_bytes(&mut self, buf: &mut [u8]) {
+        self.rng.fill_bytes(buf);
+    }
+
+    fn admit(&mut self, binding: &SessionBinding) -> Result<(), LoginStatus> {
+        self.registry
+            .check(&key(binding), binding.tsih, binding.cid)
+    }
+
+    fn bind_session(&mut self, binding: &SessionBinding) -> Result<Tsih, LoginStatus> {
+        let bound = self
+            .registry
+            .bind(key(binding), binding.tsih, binding.cid)?;
+        let tsih = match &bound {
+            Binding::NewSession { conn, .. } | Binding::AddConnection { conn, .. } => {
+                conn.session.tsih
+            }
+        };
+        self.bound = Some(bound);
+        Ok(tsih)
+    }
+
+    fn session_command_window(&self, _tsih: Tsih) -> Option<(SeqNum, SeqNum)> {
+        self.window
+    }
+}
+
+fn key(binding: &SessionBinding) -> NexusKey {
+    NexusKey::new(
+        &binding.initiator_name,
+        binding.isid,
+        binding.target_name.as_deref().unwrap_or_default(),
+    )
+}
+
+pub(super) fn lu_config(n: u16, device: Arc<MemoryDevice>) -> LuConfig {
+    LuConfig {
+        device,
+        read_only: false,
+        vendor: "SLUICE".into(),
+        product: "sluice sim".into(),
+        revision: "0001".into(),
+        serial: format!("sim{n}"),
+        naa_id: (6u64 << 60) | u64::from(n),
+        target_port_name: format!("{TARGET},t,0x0001"),
+        relative_target_port: 1,
+        target_port_group: 1,
+        write_cache: true,
+        removable: false,
+    }
+}

@@ -1,0 +1,230 @@
+//! Connections being opened: the login phase of both ends and the hand-over of a finished
+//! login to the session cores (a new session, or a connection joining one).
+
+use bytes::BytesMut;
+use rand::{Rng, RngCore};
+use sluice_proto::framing::{encode, Digests, Framer};
+use sluice_proto::initiator::{self, InitiatorSession};
+use sluice_proto::login::{
+    InitiatorConfig, InitiatorLogin, InitiatorStep, LoginStep, TargetLogin, LOGIN_SEGMENT_MAX,
+};
+use sluice_proto::pdu::Pdu;
+use sluice_proto::seq::{Itt, SeqNum};
+use sluice_proto::target::registry::Binding;
+use sluice_proto::target::{self, TargetSession};
+
+use super::env::{LoginEnv, ScsiEnv};
+use super::{InitiatorEnd, Link, TargetEnd, World, INITIATOR, TARGET};
+use crate::monitor::{describe, LinkMonitor};
+use crate::net::{LinkShape, Pipe};
+use crate::Violation;
+
+impl World {
+    /// Opens connection `cid` and sends its first Login Request.
+    pub(super) fn open_connection(&mut self, cid: u16) -> Result<(), Violation> {
+        let shape_up = LinkShape::random(&mut self.rng);
+        let shape_down = LinkShape {
+            latency_ns: shape_up.latency_ns,
+            ..LinkShape::random(&mut self.rng)
+        };
+        let cmd_sn = match &self.isession {
+            Some(s) => s.command_window().0,
+            None => self.first_cmd_sn,
+        };
+        let config = InitiatorConfig {
+            initiator_name: INITIATOR.into(),
+            initiator_alias: None,
+            target_name: Some(TARGET.into()),
+            isid: self.isid,
+            tsih: self.tsih,
+            cid,
+            chap: None,
+            offer: self.i_offer.clone(),
+        };
+        let mut login = InitiatorLogin::new(config, Itt(u32::from(cid)), cmd_sn, SeqNum(0));
+        let req = login
+            .start()
+            .map_err(|e| self.violation(format!("login start: {e}")))?;
+        let stat_sn = SeqNum(self.rng.gen());
+        let mut link = Link {
+            cid,
+            up: Pipe::new(shape_up),
+            down: Pipe::new(shape_down),
+            i: InitiatorEnd {
+                login: Some(login),
+                framer: Framer::new(LOGIN_SEGMENT_MAX as u32),
+                rbuf: BytesMut::new(),
+                digests: Digests::NONE,
+                conn: None,
+                closed: false,
+            },
+            t: TargetEnd {
+                login: Some(TargetLogin::new(stat_sn, self.t_config.queue_depth)),
+                framer: Framer::new(LOGIN_SEGMENT_MAX as u32),
+                rbuf: BytesMut::new(),
+                digests: Digests::NONE,
+                conn: None,
+                registry: None,
+                closed: false,
+            },
+            mon: LinkMonitor::default(),
+            login_cmd_sn: cmd_sn,
+        };
+        let pdu = Pdu::LoginRequest(req);
+        let mut out = BytesMut::new();
+        encode(&pdu, Digests::NONE, &mut out);
+        link.up.send(self.now, out.freeze(), &mut self.rng);
+        self.links.push(link);
+        Ok(())
+    }
+
+    /// A Login Request at the target.
+    pub(super) fn target_login(&mut self, i: usize, pdu: Pdu) -> Result<(), Violation> {
+        let Pdu::LoginRequest(req) = pdu else {
+            return Err(self.violation(format!("target: {} during login", describe(&pdu))));
+        };
+        let window = self.tsession.as_ref().map(TargetSession::command_window);
+        let mut env = LoginEnv {
+            registry: &mut self.registry,
+            rng: &mut self.rng,
+            offer: &self.t_offer,
+            window,
+            bound: None,
+        };
+        let Some(login) = self.links[i].t.login.as_mut() else {
+            return Ok(());
+        };
+        let step = login.handle_request(&req, &mut env);
+        let bound = env.bound.take();
+        let (rsp, outcome) = match step {
+            LoginStep::Respond(rsp) => (rsp, None),
+            LoginStep::Complete { response, outcome } => (response, Some(outcome)),
+            LoginStep::Fail(rsp) => {
+                return Err(self.violation(format!(
+                    "target refused the login of connection {}: {}",
+                    self.links[i].cid, rsp.status
+                )))
+            }
+        };
+        let pdu = Pdu::LoginResponse(rsp);
+        let link = &mut self.links[i];
+        if let Err(e) = link
+            .mon
+            .target_sent(&pdu, self.t_config.queue_depth, &mut self.session_mon)
+        {
+            let e = format!("target login, connection {}: {e}", link.cid);
+            return Err(self.violation(e));
+        }
+        let mut out = BytesMut::new();
+        encode(&pdu, Digests::NONE, &mut out);
+        link.down.send(self.now, out.freeze(), &mut self.rng);
+        let Some(outcome) = outcome else {
+            return Ok(());
+        };
+        let setup = target::ConnectionSetup {
+            cid: outcome.cid,
+            params: outcome.params,
+            next_stat_sn: outcome.next_stat_sn,
+            exp_cmd_sn: outcome.exp_cmd_sn,
+        };
+        let now = self.at(self.now);
+        let conn = match bound {
+            Some(Binding::NewSession { conn, .. }) => {
+                let (s, id) = TargetSession::new(self.t_config, setup, now);
+                self.registry
+                    .attach(conn.session, (), outcome.params.max_connections);
+                self.tsession = Some(s);
+                self.links[i].t.registry = Some(conn);
+                id
+            }
+            Some(Binding::AddConnection { conn, .. }) => {
+                let Some(s) = self.tsession.as_mut() else {
+                    return Err(self.violation("a connection joined a session the target lost"));
+                };
+                let mut env = ScsiEnv { scsi: &self.scsi };
+                let added = s.add_connection(setup, now, &mut env);
+                self.links[i].t.registry = Some(conn);
+                added.conn()
+            }
+            None => return Err(self.violation("the login completed without binding a session")),
+        };
+        let link = &mut self.links[i];
+        link.t.login = None;
+        link.t.conn = Some(conn);
+        link.t.digests = Digests {
+            header: outcome.params.header_digest,
+            data: outcome.params.data_digest,
+        };
+        link.t.framer.set_digests(link.t.digests);
+        link.t
+            .framer
+            .set_max_data_segment(outcome.params.target_max_recv_data_segment_length);
+        Ok(())
+    }
+
+    /// A Login Response at the initiator.
+    pub(super) fn initiator_login(&mut self, i: usize, pdu: Pdu) -> Result<(), Violation> {
+        let Pdu::LoginResponse(rsp) = pdu else {
+            return Err(self.violation(format!("initiator: {} during login", describe(&pdu))));
+        };
+        let Some(login) = self.links[i].i.login.as_mut() else {
+            return Ok(());
+        };
+        let rng = &mut self.rng;
+        let step = login.handle_response(&rsp, &mut |buf: &mut [u8]| rng.fill_bytes(buf));
+        let outcome = match step {
+            InitiatorStep::Send(req) => {
+                let pdu = Pdu::LoginRequest(req);
+                let mut out = BytesMut::new();
+                encode(&pdu, Digests::NONE, &mut out);
+                self.links[i].up.send(self.now, out.freeze(), &mut self.rng);
+                return Ok(());
+            }
+            InitiatorStep::Complete(outcome) => outcome,
+            other => {
+                return Err(self.violation(format!(
+                    "initiator login of connection {}: {other:?}",
+                    self.links[i].cid
+                )))
+            }
+        };
+        let link = &mut self.links[i];
+        let setup = initiator::ConnectionSetup {
+            cid: link.cid,
+            params: outcome.params,
+            cmd_sn: link.login_cmd_sn,
+            exp_stat_sn: outcome.exp_stat_sn,
+            exp_cmd_sn: outcome.exp_cmd_sn,
+            max_cmd_sn: outcome.max_cmd_sn,
+        };
+        link.i.login = None;
+        link.i.digests = Digests {
+            header: outcome.params.header_digest,
+            data: outcome.params.data_digest,
+        };
+        link.i.framer.set_digests(link.i.digests);
+        link.i
+            .framer
+            .set_max_data_segment(outcome.params.initiator_max_recv_data_segment_length);
+        let now = self.at(self.now);
+        let conn = match self.isession.as_mut() {
+            None => {
+                self.tsih = outcome.tsih;
+                self.leading_params = Some(outcome.params);
+                let (s, id) = InitiatorSession::new(self.i_config, setup, now);
+                self.isession = Some(s);
+                id
+            }
+            Some(s) => s.add_connection(setup, now),
+        };
+        self.links[i].i.conn = Some(conn);
+        if !self.opened_extra {
+            self.opened_extra = true;
+            let accepted = outcome.params.max_connections;
+            for cid in 1..self.wanted_connections.min(accepted) {
+                self.open_connection(cid)?;
+            }
+        }
+        Ok(())
+    }
+}
