@@ -225,3 +225,266 @@ impl LinkMonitor {
 pub(crate) fn describe(pdu: &Pdu) -> String {
     format!("opcode {:#04x} ITT {:#x}", pdu.opcode(), pdu.itt().0)
 }
+
+#[cfg(test)]
+mod tests {
+    //! Each check must fire on the mistake it exists for, or a passing simulation proves
+    //! nothing.
+
+    use bytes::Bytes;
+    use sluice_proto::pdu::codes::{ScsiResponseCode, ScsiStatus};
+    use sluice_proto::pdu::{Cdb, DataIn, DataOut, R2t, ScsiCommand, ScsiResponse, TaskAttr};
+    use sluice_proto::seq::Lun;
+
+    use super::*;
+
+    const DEPTH: u32 = 8;
+
+    fn response(itt: u32, stat_sn: u32, exp: u32, max: u32) -> Pdu {
+        Pdu::ScsiResponse(ScsiResponse {
+            bidi_overflow: false,
+            bidi_underflow: false,
+            overflow: false,
+            underflow: false,
+            response: ScsiResponseCode::Completed,
+            status: ScsiStatus::Good,
+            itt: Itt(itt),
+            snack_tag: 0,
+            stat_sn: SeqNum(stat_sn),
+            exp_cmd_sn: SeqNum(exp),
+            max_cmd_sn: SeqNum(max),
+            exp_data_sn: 0,
+            bidi_residual: 0,
+            residual: 0,
+            data: Bytes::new(),
+        })
+    }
+
+    fn data_in(itt: u32, data_sn: u32, status: Option<u32>, exp: u32, max: u32) -> Pdu {
+        Pdu::DataIn(DataIn {
+            final_bit: status.is_some(),
+            ack: false,
+            overflow: false,
+            underflow: false,
+            status_present: status.is_some(),
+            status: ScsiStatus::Good,
+            lun: Lun(0),
+            itt: Itt(itt),
+            ttt: Ttt::RESERVED,
+            stat_sn: SeqNum(status.unwrap_or(0)),
+            exp_cmd_sn: SeqNum(exp),
+            max_cmd_sn: SeqNum(max),
+            data_sn,
+            buffer_offset: data_sn * 512,
+            residual: 0,
+            data: Bytes::from(vec![0; 512]),
+        })
+    }
+
+    fn r2t(itt: u32, r2t_sn: u32, stat_sn: u32) -> Pdu {
+        Pdu::R2t(R2t {
+            lun: Lun(0),
+            itt: Itt(itt),
+            ttt: Ttt(r2t_sn),
+            stat_sn: SeqNum(stat_sn),
+            exp_cmd_sn: SeqNum(1),
+            max_cmd_sn: SeqNum(8),
+            r2t_sn,
+            buffer_offset: r2t_sn * 512,
+            desired_data_transfer_length: 512,
+        })
+    }
+
+    fn command(itt: u32, cmd_sn: u32, immediate: bool, exp_stat_sn: u32) -> Pdu {
+        Pdu::ScsiCommand(ScsiCommand {
+            immediate,
+            final_bit: true,
+            read: true,
+            write: false,
+            attr: TaskAttr::Simple,
+            lun: Lun(0),
+            itt: Itt(itt),
+            expected_data_transfer_length: 512,
+            cmd_sn: SeqNum(cmd_sn),
+            exp_stat_sn: SeqNum(exp_stat_sn),
+            cdb: Cdb::from([0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0]),
+            bidi_read_length: None,
+            data: Bytes::new(),
+        })
+    }
+
+    fn data_out(itt: u32, ttt: Ttt, data_sn: u32, final_bit: bool) -> Pdu {
+        Pdu::DataOut(DataOut {
+            final_bit,
+            lun: Lun(0),
+            itt: Itt(itt),
+            ttt,
+            exp_stat_sn: SeqNum(0),
+            data_sn,
+            buffer_offset: data_sn * 512,
+            data: Bytes::from(vec![0; 512]),
+        })
+    }
+
+    /// A link past its login, on which StatSN 100 is due.
+    fn logged_in(stat_sn: u32) -> (LinkMonitor, SessionMonitor) {
+        let link = LinkMonitor {
+            next_stat_sn: Some(SeqNum(stat_sn)),
+            ..LinkMonitor::default()
+        };
+        (link, SessionMonitor::default())
+    }
+
+    /// A link whose target has sent one status (StatSN 100) advertising CmdSN 1..=8.
+    fn opened() -> (LinkMonitor, SessionMonitor) {
+        let (mut link, mut session) = logged_in(100);
+        link.target_sent(&response(0x99, 100, 1, 8), DEPTH, &mut session)
+            .unwrap();
+        (link, session)
+    }
+
+    #[test]
+    fn a_well_behaved_exchange_passes() {
+        let (mut link, mut s) = opened();
+        for n in 1..=3 {
+            link.initiator_sent(&command(n, n, false, 101), &mut s)
+                .unwrap();
+        }
+        link.initiator_sent(&command(9, 4, true, 101), &mut s)
+            .unwrap();
+        link.target_sent(&data_in(1, 0, None, 4, 11), DEPTH, &mut s)
+            .unwrap();
+        link.target_sent(&data_in(1, 1, Some(101), 4, 11), DEPTH, &mut s)
+            .unwrap();
+        link.target_sent(&response(2, 102, 4, 11), DEPTH, &mut s)
+            .unwrap();
+        link.initiator_sent(&command(4, 4, false, 103), &mut s)
+            .unwrap();
+        s.check_contiguous().unwrap();
+        assert_eq!(s.commands(), 4);
+    }
+
+    #[test]
+    fn stat_sn_must_count_one_by_one() {
+        let (mut link, mut s) = opened();
+        let e = link
+            .target_sent(&response(1, 102, 1, 8), DEPTH, &mut s)
+            .unwrap_err();
+        assert!(e.contains("StatSN 102"), "{e}");
+        let (mut link, mut s) = opened();
+        let e = link
+            .target_sent(&response(1, 100, 1, 8), DEPTH, &mut s)
+            .unwrap_err();
+        assert!(e.contains("StatSN 100"), "{e}");
+    }
+
+    #[test]
+    fn the_command_window_is_checked() {
+        let (mut link, mut s) = opened();
+        let e = link
+            .target_sent(&response(1, 101, 5, 3), DEPTH, &mut s)
+            .unwrap_err();
+        assert!(e.contains("below ExpCmdSN"), "{e}");
+        let (mut link, mut s) = opened();
+        let e = link
+            .target_sent(&response(1, 101, 1, 9), DEPTH, &mut s)
+            .unwrap_err();
+        assert!(e.contains("9 wide, queue depth 8"), "{e}");
+        let (mut link, mut s) = opened();
+        link.target_sent(&response(1, 101, 3, 10), DEPTH, &mut s)
+            .unwrap();
+        let e = link
+            .target_sent(&response(2, 102, 2, 9), DEPTH, &mut s)
+            .unwrap_err();
+        assert!(e.contains("ExpCmdSN went back"), "{e}");
+        let (mut link, mut s) = opened();
+        link.target_sent(&response(1, 101, 1, 8), DEPTH, &mut s)
+            .unwrap();
+        let e = link
+            .target_sent(&response(2, 102, 1, 7), DEPTH, &mut s)
+            .unwrap_err();
+        assert!(e.contains("MaxCmdSN went back"), "{e}");
+    }
+
+    #[test]
+    fn the_windows_width_is_serial_arithmetic_across_the_wrap() {
+        let (mut link, mut s) = logged_in(0);
+        link.target_sent(&response(1, 0, u32::MAX - 2, 4), DEPTH, &mut s)
+            .unwrap();
+        link.initiator_sent(&command(1, u32::MAX - 2, false, 1), &mut s)
+            .unwrap();
+        link.initiator_sent(&command(2, 4, false, 1), &mut s)
+            .unwrap();
+        let e = link
+            .initiator_sent(&command(3, 5, false, 1), &mut s)
+            .unwrap_err();
+        assert!(e.contains("beyond the target's window"), "{e}");
+        let e = s.check_contiguous().unwrap_err();
+        assert!(e.contains("holes: 3 numbers used of 8"), "{e}");
+    }
+
+    #[test]
+    fn cmd_sns_are_used_once_and_without_holes() {
+        let (mut link, mut s) = opened();
+        link.initiator_sent(&command(1, 1, false, 101), &mut s)
+            .unwrap();
+        let e = link
+            .initiator_sent(&command(2, 1, false, 101), &mut s)
+            .unwrap_err();
+        assert!(e.contains("CmdSN 1 used twice"), "{e}");
+        // An immediate command may carry a CmdSN already taken: it does not advance it.
+        link.initiator_sent(&command(3, 2, true, 101), &mut s)
+            .unwrap();
+        link.initiator_sent(&command(4, 3, false, 101), &mut s)
+            .unwrap();
+        let e = s.check_contiguous().unwrap_err();
+        assert!(e.contains("holes"), "{e}");
+    }
+
+    #[test]
+    fn exp_stat_sn_cannot_acknowledge_a_status_not_sent() {
+        let (mut link, mut s) = opened();
+        link.initiator_sent(&command(1, 1, false, 101), &mut s)
+            .unwrap();
+        let e = link
+            .initiator_sent(&command(2, 2, false, 102), &mut s)
+            .unwrap_err();
+        assert!(e.contains("ExpStatSN 102"), "{e}");
+    }
+
+    #[test]
+    fn data_and_r2t_sequence_numbers_count_from_zero() {
+        let (mut link, mut s) = opened();
+        let e = link
+            .target_sent(&data_in(1, 1, None, 1, 8), DEPTH, &mut s)
+            .unwrap_err();
+        assert!(e.contains("DataSN 1"), "{e}");
+        let (mut link, mut s) = opened();
+        link.target_sent(&r2t(1, 0, 101), DEPTH, &mut s).unwrap();
+        let e = link
+            .target_sent(&r2t(1, 2, 101), DEPTH, &mut s)
+            .unwrap_err();
+        assert!(e.contains("R2TSN 2"), "{e}");
+        let (mut link, mut s) = opened();
+        link.initiator_sent(&data_out(1, Ttt(7), 0, false), &mut s)
+            .unwrap();
+        let e = link
+            .initiator_sent(&data_out(1, Ttt(7), 0, true), &mut s)
+            .unwrap_err();
+        assert!(e.contains("Data-Out DataSN 0"), "{e}");
+        // A new sequence (another R2T's TTT) numbers from 0 again.
+        link.initiator_sent(&data_out(1, Ttt(8), 0, true), &mut s)
+            .unwrap();
+    }
+
+    #[test]
+    fn opcodes_belong_to_their_side() {
+        let (mut link, mut s) = opened();
+        assert!(link
+            .initiator_sent(&response(1, 101, 1, 8), &mut s)
+            .is_err());
+        assert!(link
+            .target_sent(&command(1, 1, false, 101), DEPTH, &mut s)
+            .is_err());
+    }
+}
