@@ -681,3 +681,60 @@ fn keepalive_pings_then_gives_the_connection_up() {
         Some(Event::Close(c, CloseReason::KeepaliveTimeout))
     );
 }
+
+/// A target that answers for tasks it was not given, on the wrong connection, or with a
+/// window that cannot be (RFC 7143 section 4.2.2.1: MaxCmdSN >= ExpCmdSN - 1) loses the
+/// initiator nothing: those answers are ignored and the real ones still complete.
+#[test]
+fn answers_for_unknown_tasks_wrong_connections_or_impossible_windows_are_ignored() {
+    let mut r = Rig::new(2, Policy::RoundRobin);
+    let a = r.s.submit(read(0, 512), r.now);
+    let b = r.s.submit(read(0, 512), r.now);
+    let on_a = commands(&r.drain(0));
+    let on_b = commands(&r.drain(1));
+    let (itt_a, itt_b) = (on_a[0].0, on_b[0].0);
+    // No such task.
+    r.respond(0, Itt(0x5555), 1, 8);
+    // Task b's answer on connection 0 (its allegiance is connection 1).
+    r.respond(0, itt_b, 1, 8);
+    assert!(r.completions().is_empty());
+    assert_eq!(r.s.in_flight(), 2);
+    // An impossible window does not move the initiator's.
+    for _ in 0..8 {
+        r.s.submit(read(0, 512), r.now);
+    }
+    let sent: usize = (0..2).map(|c| commands(&r.drain(c)).len()).sum();
+    assert_eq!(sent, 6, "CmdSN 3..=8 fit the window 1..=8");
+    // MaxCmdSN 50 would open the window if it were believed; ExpCmdSN 100 makes it impossible.
+    r.respond(1, Itt(0x6666), 100, 50);
+    assert_eq!(
+        (0..2).map(|c| commands(&r.drain(c)).len()).sum::<usize>(),
+        0
+    );
+    assert_eq!(r.s.waiting(), 2);
+    // The real answers complete their tasks.
+    r.respond(0, itt_a, 3, 10);
+    r.respond(1, itt_b, 3, 10);
+    let done: Vec<TaskId> = r
+        .completions()
+        .iter()
+        .map(|c| command_result(c).0)
+        .collect();
+    assert_eq!(done, [a, b]);
+    assert!(r.events().is_empty(), "no connection was given up");
+}
+
+/// A PDU only an initiator may send, arriving from the target, is a protocol error: the
+/// connection is closed (RFC 7143 section 7.1.5 at ErrorRecoveryLevel 0), not the process.
+#[test]
+fn an_initiator_opcode_from_the_target_fails_the_connection() {
+    let mut r = Rig::new(2, Policy::RoundRobin);
+    r.s.submit(tur(), r.now);
+    let pdus = r.drain(0);
+    r.send(0, pdus[0].clone());
+    let events = r.events();
+    assert!(
+        matches!(events[..], [Event::Close(c, CloseReason::Protocol(_))] if c == r.ids[0]),
+        "{events:?}"
+    );
+}
