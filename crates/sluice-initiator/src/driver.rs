@@ -20,6 +20,7 @@ use sluice_proto::initiator::{
 use sluice_proto::params::SessionParams;
 use sluice_proto::pdu::codes::{ScsiStatus, TmfResponse};
 use sluice_proto::seq::Isid;
+use sluice_proto::timer::TimerArm;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, Notify};
 
@@ -316,18 +317,19 @@ struct ConnectionTask {
 
 impl ConnectionTask {
     async fn run(&mut self) -> Result<(), Error> {
+        // The one timer, moved only as `arm` says (see `sluice_proto::timer`): the core's
+        // deadline moves with nearly every PDU.
+        let mut timer = std::pin::pin!(tokio::time::sleep(std::time::Duration::ZERO));
+        let mut arm = TimerArm::new();
         let mut deadline = self.pump();
         loop {
+            if let Some(at) = arm.update(deadline) {
+                timer.as_mut().reset(at.into());
+            }
             if self.close.load(Ordering::Acquire) {
                 // Send what the core queued last (a Logout Response's answer, say), then end.
                 return self.t.flush().await;
             }
-            let sleep = async {
-                match deadline {
-                    Some(d) => tokio::time::sleep_until(d.into()).await,
-                    None => std::future::pending().await,
-                }
-            };
             let ev = {
                 let Transport {
                     stream,
@@ -362,7 +364,7 @@ impl ConnectionTask {
                     () = self.wake.notified() => Ev::Wake,
                     w = wr.write_buf(wbuf), if want_write => Ev::Wrote(w),
                     r = read_some(&mut rd, rbuf, limit, place), if reading => Ev::Read(r),
-                    () = sleep => Ev::Timer,
+                    () = timer.as_mut(), if arm.is_armed() => Ev::Timer,
                 }
             };
             match ev {
@@ -384,6 +386,7 @@ impl ConnectionTask {
                 Ev::Read(Err(e)) | Ev::Wrote(Err(e)) => return Err(self.t.io(e)),
                 Ev::Wrote(Ok(_)) | Ev::Wake => {}
                 Ev::Timer => {
+                    arm.fired();
                     let mut core = self.shared.lock();
                     core.handle_timeout(Instant::now());
                 }

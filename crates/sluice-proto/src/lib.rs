@@ -42,4 +42,5 @@ pub mod seq;
 pub mod target;
 pub mod task;
 pub mod text;
+pub mod timer;
 pub mod window;

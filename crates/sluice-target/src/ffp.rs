@@ -8,7 +8,9 @@
 //! core sits behind a lock shared by the session's connections; it is never held across an
 //! `.await`.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use sluice_proto::pdu::codes::ScsiStatus;
@@ -17,9 +19,10 @@ use sluice_proto::seq::Lun;
 use sluice_proto::target::{
     CloseReason, ConnId, DataTransfer, Event, ResetKind, ScsiCompletion, ScsiWork, TargetSessionEnv,
 };
+use sluice_proto::timer::TimerArm;
 use sluice_scsi::DataOut;
 use tokio::sync::{watch, Notify};
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 use tracing::{debug, trace, warn};
 
 use crate::connection::{Incoming, ReadEnd, Reader};
@@ -74,8 +77,9 @@ pub(crate) struct Connection<'a> {
     data_in_buf: BytesMut,
     /// The core asked to close this connection once its queue is sent.
     closing: Option<CloseReason>,
-    /// The core's next deadline.
-    deadline: Option<Instant>,
+    /// The one timer, moved only as `timer_arm` says (see `sluice_proto::timer`).
+    timer: Pin<Box<Sleep>>,
+    timer_arm: TimerArm,
     /// See `TargetSession::peer_waits`: busy polling only pays for initiators that wait for
     /// each answer (docs/performance.md, "Busy polling").
     peer_waits: bool,
@@ -111,7 +115,8 @@ impl<'a> Connection<'a> {
             target,
             data_in_buf: BytesMut::new(),
             closing: None,
-            deadline: None,
+            timer: Box::pin(tokio::time::sleep(Duration::ZERO)),
+            timer_arm: TimerArm::new(),
             peer_waits: true,
             shutting_down: false,
         }
@@ -151,7 +156,7 @@ impl<'a> Connection<'a> {
                     }
                     continue;
                 }
-                () = sleep_until(self.deadline) => Input::Deadline,
+                () = &mut self.timer, if self.timer_arm.is_armed() => Input::Deadline,
             };
             let now = Instant::now().into_std();
             {
@@ -172,7 +177,10 @@ impl<'a> Connection<'a> {
                         self.shutting_down = true;
                         core.request_logout(now, self.ctx.config.limits.shutdown_grace);
                     }
-                    Input::Deadline => core.handle_timeout(now, &mut env),
+                    Input::Deadline => {
+                        self.timer_arm.fired();
+                        core.handle_timeout(now, &mut env);
+                    }
                 }
             }
             if let Err(end) = self.pump().await {
@@ -221,7 +229,9 @@ impl<'a> Connection<'a> {
                     Event::ColdReset => cold_reset = true,
                 }
             }
-            self.deadline = core.poll_timeout().map(Instant::from_std);
+            if let Some(at) = self.timer_arm.update(core.poll_timeout()) {
+                self.timer.as_mut().reset(Instant::from_std(at));
+            }
             self.peer_waits = core.peer_waits(self.id);
             session.wake_others(self.id, &core);
         }
@@ -379,12 +389,5 @@ impl TargetSessionEnv for DriverEnv<'_> {
             self.session.target.as_deref(),
             local,
         )
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
-        None => std::future::pending::<()>().await,
     }
 }
