@@ -681,3 +681,35 @@ fn keepalive_pings_then_gives_the_connection_up() {
         Some(Event::Close(c, CloseReason::KeepaliveTimeout))
     );
 }
+
+#[test]
+fn a_connection_logout_waiting_for_its_commands_completes_when_the_session_goes() {
+    // Giving up: fail_all completes every request, the logout parked on a draining connection
+    // too.
+    let mut r = Rig::new(2, Policy::RoundRobin);
+    let cmd = r.s.submit(read(0, 512), r.now);
+    r.drain(0);
+    let logout = r.s.logout_connection(r.ids[0]);
+    assert!(r.drain(0).is_empty(), "the logout waits for the read");
+    r.s.fail_all(Failure::ConnectionLost);
+    let done = r.completions();
+    assert!(done.contains(&Completion::Command(cmd, Err(Failure::ConnectionLost))));
+    assert!(done.contains(&Completion::Logout(logout, Err(Failure::ConnectionLost))));
+
+    // Reinstatement forgets the connection as well, whether or not the driver reported it
+    // closed: the reads are sent again, the logout of the old connection ends.
+    let mut r = Rig::new(2, Policy::RoundRobin);
+    r.s.submit(read(0, 512), r.now);
+    r.s.submit(read(0, 512), r.now);
+    r.drain(0);
+    r.drain(1);
+    let logout = r.s.logout_connection(r.ids[0]);
+    // The other connection fails with a command the target may not have received.
+    r.s.handle_connection_closed(r.ids[1], r.now);
+    assert!(r.events().contains(&Event::Reinstate));
+    r.s.reinstate(setup(0), r.now);
+    assert_eq!(
+        r.completions(),
+        [Completion::Logout(logout, Err(Failure::ConnectionLost))]
+    );
+}
