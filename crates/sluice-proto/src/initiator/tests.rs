@@ -713,3 +713,37 @@ fn a_connection_logout_waiting_for_its_commands_completes_when_the_session_goes(
         [Completion::Logout(logout, Err(Failure::ConnectionLost))]
     );
 }
+
+#[test]
+fn a_target_ping_is_echoed_within_the_targets_max_recv_data_segment_length() {
+    // RFC 7143 section 13.12: nothing the initiator sends may exceed the target's
+    // MaxRecvDataSegmentLength (4 KiB here), though the target's ping may carry up to ours.
+    let mut leading = setup(0);
+    leading.params.target_max_recv_data_segment_length = 4096;
+    leading.params.initiator_max_recv_data_segment_length = 65536;
+    let config = SessionConfig {
+        policy: Policy::RoundRobin,
+        max_retries: 2,
+        keepalive: None,
+    };
+    let now = Instant::now();
+    let (mut s, conn) = InitiatorSession::new(config, leading, now);
+    let data: Bytes = (0..8192u32).map(|i| i as u8).collect();
+    let ping = Pdu::NopIn(NopIn {
+        lun: Lun(0),
+        itt: Itt::RESERVED,
+        ttt: Ttt(77),
+        stat_sn: SeqNum(0),
+        exp_cmd_sn: SeqNum(1),
+        max_cmd_sn: SeqNum(8),
+        data: data.clone(),
+    });
+    s.handle_pdu(conn, ping, now);
+    match s.poll_transmit(conn) {
+        Some(Pdu::NopOut(answer)) => {
+            assert_eq!(answer.ttt, Ttt(77));
+            assert_eq!(answer.data, data.slice(..4096));
+        }
+        other => panic!("expected the NOP-Out answer, got {other:?}"),
+    }
+}
