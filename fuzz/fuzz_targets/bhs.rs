@@ -19,7 +19,9 @@ libfuzzer_sys::fuzz_target!(|input: &[u8]| {
     // With the length fields patched to what follows, so that most inputs reach the opcode
     // parsers.
     let mut header = *head;
-    header[4] = u8::try_from(rest.len() / 4).unwrap_or(u8::MAX).min(header[4]);
+    header[4] = u8::try_from(rest.len() / 4)
+        .unwrap_or(u8::MAX)
+        .min(header[4]);
     let (ahs, data) = rest.split_at(usize::from(header[4]) * 4);
     let data = &data[..data.len().min(0x00ff_ffff)];
     let [_, a, b, c] = u32::try_from(data.len()).unwrap_or(0).to_be_bytes();

@@ -54,6 +54,10 @@ libfuzzer_sys::fuzz_target!(|input: &[u8]| {
                 }
             }
         }
-        assert!(buf.len() < bound, "{} bytes buffered, bound {bound}", buf.len());
+        assert!(
+            buf.len() < bound,
+            "{} bytes buffered, bound {bound}",
+            buf.len()
+        );
     }
 });

@@ -56,6 +56,14 @@ impl InitiatorSession {
                 // Section 11.19: a NOP-In with a real TTT asks for a NOP-Out echoing it, with
                 // the reserved ITT (section 11.18.1).
                 if nop.ttt != Ttt::RESERVED {
+                    // The ping data goes back, within what the target can receive: its
+                    // MaxRecvDataSegmentLength (section 13.12), which may be below ours.
+                    let mut data = nop.data.clone();
+                    data.truncate(
+                        self.find(conn)
+                            .map_or(0, |c| c.params.target_max_recv_data_segment_length)
+                            as usize,
+                    );
                     let answer = Pdu::NopOut(NopOut {
                         immediate: true,
                         lun: nop.lun,
@@ -63,7 +71,7 @@ impl InitiatorSession {
                         ttt: nop.ttt,
                         cmd_sn: self.window.immediate(),
                         exp_stat_sn: SeqNum(0),
-                        data: nop.data.clone(),
+                        data,
                     });
                     if let Some(c) = self.find_mut(conn) {
                         c.queue(answer);

@@ -394,6 +394,7 @@ impl InitiatorSession {
         self.reinstating = false;
         self.params = leading.params;
         self.window = CmdSnAllocator::new(leading.cmd_sn, leading.exp_cmd_sn, leading.max_cmd_sn);
+        self.fail_waiting_logouts(Failure::ConnectionLost);
         self.conns.clear();
         self.policy = policy::State::default();
         self.requeue_tasks(|_| true);
@@ -417,6 +418,7 @@ impl InitiatorSession {
                 .push_back(Completion::Command(q.id, Err(failure)));
         }
         self.fail_requests(|_| true, failure);
+        self.fail_waiting_logouts(failure);
         self.conns.clear();
         self.ended = true;
         self.events.push_back(Event::Ended);

@@ -561,6 +561,18 @@ impl InitiatorSession {
         }
     }
 
+    /// The connections are about to be forgotten (reinstatement, giving up): logouts of
+    /// draining connections still waiting for their commands end with `failure`, as a
+    /// connection closed under them would end them.
+    pub(super) fn fail_waiting_logouts(&mut self, failure: Failure) {
+        for c in &mut self.conns {
+            if let Some(Some(id)) = c.logout.take() {
+                self.completions
+                    .push_back(Completion::Logout(id, Err(failure)));
+            }
+        }
+    }
+
     /// Requests matching `pred` end with `failure` (keepalive pings silently).
     pub(super) fn fail_requests(&mut self, pred: impl Fn(&Request) -> bool, failure: Failure) {
         let itts: Vec<Itt> = self

@@ -738,3 +738,69 @@ fn an_initiator_opcode_from_the_target_fails_the_connection() {
         "{events:?}"
     );
 }
+
+#[test]
+fn a_connection_logout_waiting_for_its_commands_completes_when_the_session_goes() {
+    // Giving up: fail_all completes every request, the logout parked on a draining connection
+    // too.
+    let mut r = Rig::new(2, Policy::RoundRobin);
+    let cmd = r.s.submit(read(0, 512), r.now);
+    r.drain(0);
+    let logout = r.s.logout_connection(r.ids[0]);
+    assert!(r.drain(0).is_empty(), "the logout waits for the read");
+    r.s.fail_all(Failure::ConnectionLost);
+    let done = r.completions();
+    assert!(done.contains(&Completion::Command(cmd, Err(Failure::ConnectionLost))));
+    assert!(done.contains(&Completion::Logout(logout, Err(Failure::ConnectionLost))));
+
+    // Reinstatement forgets the connection as well, whether or not the driver reported it
+    // closed: the reads are sent again, the logout of the old connection ends.
+    let mut r = Rig::new(2, Policy::RoundRobin);
+    r.s.submit(read(0, 512), r.now);
+    r.s.submit(read(0, 512), r.now);
+    r.drain(0);
+    r.drain(1);
+    let logout = r.s.logout_connection(r.ids[0]);
+    // The other connection fails with a command the target may not have received.
+    r.s.handle_connection_closed(r.ids[1], r.now);
+    assert!(r.events().contains(&Event::Reinstate));
+    r.s.reinstate(setup(0), r.now);
+    assert_eq!(
+        r.completions(),
+        [Completion::Logout(logout, Err(Failure::ConnectionLost))]
+    );
+}
+
+#[test]
+fn a_target_ping_is_echoed_within_the_targets_max_recv_data_segment_length() {
+    // RFC 7143 section 13.12: nothing the initiator sends may exceed the target's
+    // MaxRecvDataSegmentLength (4 KiB here), though the target's ping may carry up to ours.
+    let mut leading = setup(0);
+    leading.params.target_max_recv_data_segment_length = 4096;
+    leading.params.initiator_max_recv_data_segment_length = 65536;
+    let config = SessionConfig {
+        policy: Policy::RoundRobin,
+        max_retries: 2,
+        keepalive: None,
+    };
+    let now = Instant::now();
+    let (mut s, conn) = InitiatorSession::new(config, leading, now);
+    let data: Bytes = (0..8192u32).map(|i| i as u8).collect();
+    let ping = Pdu::NopIn(NopIn {
+        lun: Lun(0),
+        itt: Itt::RESERVED,
+        ttt: Ttt(77),
+        stat_sn: SeqNum(0),
+        exp_cmd_sn: SeqNum(1),
+        max_cmd_sn: SeqNum(8),
+        data: data.clone(),
+    });
+    s.handle_pdu(conn, ping, now);
+    match s.poll_transmit(conn) {
+        Some(Pdu::NopOut(answer)) => {
+            assert_eq!(answer.ttt, Ttt(77));
+            assert_eq!(answer.data, data.slice(..4096));
+        }
+        other => panic!("expected the NOP-Out answer, got {other:?}"),
+    }
+}

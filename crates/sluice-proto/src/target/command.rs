@@ -141,7 +141,17 @@ impl TargetSession {
             // A NOP-Out that wants no answer (section 11.18.1).
             return;
         }
-        // Section 11.19: the NOP-In answer echoes the ITT and the ping data.
+        // Section 11.19: the NOP-In answer echoes the ITT and the ping data. Section 11.18.5:
+        // "The length of the reflected data is limited to MaxRecvDataSegmentLength", the
+        // initiator's (ours may be larger, so its ping may carry more than it can receive).
+        let Some(max) = self
+            .find(conn)
+            .map(|c| c.params.initiator_max_recv_data_segment_length as usize)
+        else {
+            return;
+        };
+        let mut data = n.data;
+        data.truncate(max);
         let nop = NopIn {
             lun: n.lun,
             itt: n.itt,
@@ -149,7 +159,7 @@ impl TargetSession {
             stat_sn: SeqNum(0),
             exp_cmd_sn: SeqNum(0),
             max_cmd_sn: SeqNum(0),
-            data: n.data,
+            data,
         };
         self.queue_to(conn, Pdu::NopIn(nop));
     }

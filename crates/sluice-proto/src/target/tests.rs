@@ -754,3 +754,34 @@ fn exp_stat_sn_cannot_acknowledge_a_status_not_sent() {
     r.send(1, tmf_req(1, 2, TmfFunction::AbortTaskSet, 0, 0));
     assert_eq!(tmf_response_of(&r.drain(1)), None);
 }
+
+#[test]
+fn ping_data_is_echoed_within_the_initiators_max_recv_data_segment_length() {
+    // RFC 7143 section 11.18.5: the reflected data is limited to MaxRecvDataSegmentLength. The
+    // initiator may send up to the target's (64 KiB here) but receives at most its own (4 KiB).
+    let mut leading = setup(1, 100);
+    leading.params.initiator_max_recv_data_segment_length = 4096;
+    leading.params.target_max_recv_data_segment_length = 65536;
+    let config = SessionConfig {
+        session_type: SessionType::Normal,
+        queue_depth: 8,
+        max_write_bytes_per_connection: 1 << 20,
+        keepalive: None,
+    };
+    let now = Instant::now();
+    let mut env = Env::default();
+    let (mut s, conn) = TargetSession::new(config, leading, now);
+    let data: Bytes = (0..65536u32).map(|i| i as u8).collect();
+    let Pdu::NopOut(mut ping) = nop_out(7, 1, Ttt::RESERVED, SeqNum(100)) else {
+        unreachable!()
+    };
+    ping.data = data.clone();
+    s.handle_pdu(conn, Pdu::NopOut(ping), now, &mut env);
+    match s.poll_transmit(conn) {
+        Some(Pdu::NopIn(echo)) => {
+            assert_eq!(echo.itt, Itt(7));
+            assert_eq!(echo.data, data.slice(..4096));
+        }
+        other => panic!("expected the NOP-In echo, got {other:?}"),
+    }
+}
