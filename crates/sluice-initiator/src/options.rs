@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use sluice_proto::chap::ChapAlgorithm;
 use sluice_proto::initiator::Policy;
+use sluice_proto::params::IMPLEMENTED_ERROR_RECOVERY_LEVEL;
 use sluice_proto::pdu::Pdu;
 use sluice_proto::text::{lookup, DigestKind, KeyId, OperationalOffer};
 
@@ -237,6 +238,17 @@ impl ConnectOptions {
             KeyId::InitiatorName => self.initiator_name = value.to_owned(),
             KeyId::InitiatorAlias => self.initiator_alias = Some(value.to_owned()),
             KeyId::ChapA => self.set_chap_algorithms(value).ok_or_else(bad)?,
+            KeyId::ErrorRecoveryLevel => {
+                let level: u8 = def.id.parse_number(value)?;
+                if level > IMPLEMENTED_ERROR_RECOVERY_LEVEL {
+                    return Err(Error::Option(format!(
+                        "{key}={value}: sluice implements level \
+                         {IMPLEMENTED_ERROR_RECOVERY_LEVEL} only (levels 1 and 2 are not \
+                         implemented yet)"
+                    )));
+                }
+                self.offer.set_key(def.id, value)?;
+            }
             id => self.offer.set_key(id, value)?,
         }
         Ok(())
@@ -350,6 +362,19 @@ mod tests {
             ConnectOptions::default().offer,
             "nothing was moved into range"
         );
+        // In the key's range, but above what the session core implements: an error too.
+        for value in ["1", "2"] {
+            let e = o.apply("ErrorRecoveryLevel", value).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "ErrorRecoveryLevel={value}: sluice implements level 0 only (levels 1 and 2 \
+                     are not implemented yet)"
+                )
+            );
+        }
+        o.apply("ErrorRecoveryLevel", "0").unwrap();
+        assert_eq!(o.offer.error_recovery_level, 0);
         let url = IscsiUrl::parse("iscsi://h/iqn.a:b/0?MaxBurstLength=100").unwrap();
         assert!(matches!(
             ConnectOptions::from_url(&url),

@@ -62,6 +62,13 @@ impl Default for SessionParams {
     }
 }
 
+/// The highest ErrorRecoveryLevel (RFC 7143 section 13.20) the session cores implement.
+///
+/// Levels 1 and 2 (SNACK, recovery R2T, connection recovery with TASK REASSIGN, section 7)
+/// are not implemented yet, so neither role may offer more: a session that negotiated them
+/// would let the peer rely on recovery that never comes.
+pub const IMPLEMENTED_ERROR_RECOVERY_LEVEL: u8 = 0;
+
 /// Whether a session carries SCSI traffic or only SendTargets (section 13.21).
 #[derive(Clone, Copy, Debug, Eq, PartialEq, Default)]
 pub enum SessionType {

@@ -9,6 +9,7 @@ use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use sluice_proto::params::IMPLEMENTED_ERROR_RECOVERY_LEVEL;
 use sluice_proto::text::{KeyId, KeyValueError};
 
 /// The whole target process: portals, targets and global limits.
@@ -297,6 +298,13 @@ pub enum ConfigError {
     /// An operational key outside its range in the key table (RFC 7143 section 13).
     #[error(transparent)]
     Key(#[from] KeyValueError),
+    /// An ErrorRecoveryLevel the session cores do not implement.
+    #[error(
+        "{key} = {0}: sluice implements level {max} only (levels 1 and 2 are not implemented yet)",
+        key = KeyId::ErrorRecoveryLevel,
+        max = IMPLEMENTED_ERROR_RECOVERY_LEVEL
+    )]
+    ErrorRecoveryLevel(u8),
     /// A queue depth outside [`QUEUE_DEPTH`].
     #[error("queue_depth = {0} is outside {min}..={max}", min = QUEUE_DEPTH.start(), max = QUEUE_DEPTH.end())]
     QueueDepth(u32),

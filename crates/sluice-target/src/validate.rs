@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 
+use sluice_proto::params::IMPLEMENTED_ERROR_RECOVERY_LEVEL;
 use sluice_proto::text::KeyId;
 
 use crate::config::{
@@ -101,6 +102,9 @@ impl TargetConfig {
         ];
         for (key, value) in numbers {
             key.check_number::<u64>(value)?;
+        }
+        if o.error_recovery_level > IMPLEMENTED_ERROR_RECOVERY_LEVEL {
+            return Err(ConfigError::ErrorRecoveryLevel(o.error_recovery_level));
         }
         if !QUEUE_DEPTH.contains(&o.queue_depth) {
             return Err(ConfigError::QueueDepth(o.queue_depth));
@@ -292,6 +296,17 @@ mod tests {
             ..d
         };
         assert_eq!(config(most).validate(), Ok(()));
+        // In the key's range, but not implemented: refused by name, not clamped.
+        for level in [1, 2] {
+            let offer = OperationalOffer {
+                error_recovery_level: level,
+                ..d
+            };
+            assert_eq!(
+                config(offer).validate(),
+                Err(ConfigError::ErrorRecoveryLevel(level))
+            );
+        }
     }
 
     #[test]

@@ -79,6 +79,9 @@ pub(super) fn locate_validation_error(spans: &Spans, e: &ConfigError) -> Range<u
                 .unwrap_or(l.table.clone())
         }),
         ConfigError::Key(e) => key(e.key()).or(spans.session.as_ref()).cloned(),
+        ConfigError::ErrorRecoveryLevel(_) => key(KeyId::ErrorRecoveryLevel)
+            .or(spans.session.as_ref())
+            .cloned(),
         ConfigError::QueueDepth(_) => spans
             .queue_depth
             .as_ref()

@@ -161,7 +161,7 @@ fn session_keys_take_their_whole_table_range() {
     let c = parse(&format!(
         "[session]\nmax_recv_data_segment_length = 512\nmax_burst_length = 16777215\n\
          first_burst_length = 512\nmax_outstanding_r2t = 65535\ndefault_time2wait = \"1h\"\n\
-         default_time2retain = 0\nerror_recovery_level = 2\nmax_connections = 65535\n{MINIMAL}"
+         default_time2retain = 0\nerror_recovery_level = 0\nmax_connections = 65535\n{MINIMAL}"
     ))
     .unwrap();
     assert_eq!(c.offer.max_recv_data_segment_length, 512);
@@ -170,7 +170,7 @@ fn session_keys_take_their_whole_table_range() {
     assert_eq!(c.offer.max_outstanding_r2t, 65_535);
     assert_eq!(c.offer.default_time2wait, 3600);
     assert_eq!(c.offer.default_time2retain, 0);
-    assert_eq!(c.offer.error_recovery_level, 2);
+    assert_eq!(c.offer.error_recovery_level, 0);
     assert_eq!(c.offer.max_connections, 65_535);
 }
 
