@@ -3,12 +3,13 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::{hardware, sarwate, slicing_by_8};
+use crate::{bitwise, hardware, sarwate, slicing_by_16, slicing_by_4, slicing_by_8};
 
-/// One of the three CRC32C implementations. All give identical results; they differ in speed.
+/// One of the CRC32C implementations. All give identical results; they differ in speed.
 ///
-/// Names accepted by [`FromStr`] (any ASCII case): `hw` or `hardware`, `sarwate`,
-/// `slicing-by-8` or `sb8`. [`Display`](fmt::Display) prints the long form.
+/// Names accepted by [`FromStr`] (any ASCII case): `hw` or `hardware`, `slicing-by-16` or
+/// `sb16`, `slicing-by-8` or `sb8`, `slicing-by-4` or `sb4`, `sarwate`, `bitwise`.
+/// [`Display`](fmt::Display) prints the long form.
 ///
 /// ```
 /// use sluice_digest::Algorithm;
@@ -24,18 +25,43 @@ pub enum Algorithm {
     /// CPU CRC/carry-less-multiply instructions through `crc-fast` ([`hardware`]); the default.
     #[default]
     Hardware,
-    /// One table, one byte per step ([`sarwate`]).
-    Sarwate,
+    /// Sixteen tables, sixteen bytes per step ([`slicing_by_16`]).
+    SlicingBy16,
     /// Eight tables, eight bytes per step ([`slicing_by_8`]).
     SlicingBy8,
+    /// Four tables, four bytes per step ([`slicing_by_4`]).
+    SlicingBy4,
+    /// One table, one byte per step ([`sarwate`]).
+    Sarwate,
+    /// No table, one bit per step: the long division ([`bitwise`]); the oracle.
+    Bitwise,
 }
 
+/// Every name [`FromStr`] accepts, and what it means.
+const NAMES: [(&str, Algorithm); 11] = [
+    ("hw", Algorithm::Hardware),
+    ("hardware", Algorithm::Hardware),
+    ("slicing-by-16", Algorithm::SlicingBy16),
+    ("sb16", Algorithm::SlicingBy16),
+    ("slicing-by-8", Algorithm::SlicingBy8),
+    ("sb8", Algorithm::SlicingBy8),
+    ("slicing-by-4", Algorithm::SlicingBy4),
+    ("sb4", Algorithm::SlicingBy4),
+    ("sarwate", Algorithm::Sarwate),
+    ("bitwise", Algorithm::Bitwise),
+    ("bit", Algorithm::Bitwise),
+];
+
 impl Algorithm {
-    /// Every implementation, fastest first; for benchmarks and cross-checks.
-    pub const ALL: [Algorithm; 3] = [
+    /// Every implementation, fastest first (as measured in docs/performance.md); for
+    /// benchmarks and cross-checks.
+    pub const ALL: [Algorithm; 6] = [
         Algorithm::Hardware,
+        Algorithm::SlicingBy16,
         Algorithm::SlicingBy8,
+        Algorithm::SlicingBy4,
         Algorithm::Sarwate,
+        Algorithm::Bitwise,
     ];
 
     /// The canonical name, as printed by `Display` and accepted by `FromStr`.
@@ -43,19 +69,18 @@ impl Algorithm {
     pub const fn name(self) -> &'static str {
         match self {
             Algorithm::Hardware => "hardware",
-            Algorithm::Sarwate => "sarwate",
+            Algorithm::SlicingBy16 => "slicing-by-16",
             Algorithm::SlicingBy8 => "slicing-by-8",
+            Algorithm::SlicingBy4 => "slicing-by-4",
+            Algorithm::Sarwate => "sarwate",
+            Algorithm::Bitwise => "bitwise",
         }
     }
 
     /// CRC32C of `data` in one call.
     #[must_use]
     pub fn checksum(&self, data: &[u8]) -> u32 {
-        match self {
-            Algorithm::Hardware => hardware::checksum(data),
-            Algorithm::Sarwate => sarwate::checksum(data),
-            Algorithm::SlicingBy8 => slicing_by_8::checksum(data),
-        }
+        crate::finalize(self.update(crate::INITIAL_STATE, data))
     }
 
     /// Feeds `data` into the CRC register `state` and returns the new register.
@@ -68,8 +93,11 @@ impl Algorithm {
     pub fn update(&self, state: u32, data: &[u8]) -> u32 {
         match self {
             Algorithm::Hardware => hardware::update(state, data),
-            Algorithm::Sarwate => sarwate::update(state, data),
+            Algorithm::SlicingBy16 => slicing_by_16::update(state, data),
             Algorithm::SlicingBy8 => slicing_by_8::update(state, data),
+            Algorithm::SlicingBy4 => slicing_by_4::update(state, data),
+            Algorithm::Sarwate => sarwate::update(state, data),
+            Algorithm::Bitwise => bitwise::update(state, data),
         }
     }
 }
@@ -84,13 +112,6 @@ impl FromStr for Algorithm {
     type Err = ParseAlgorithmError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        const NAMES: [(&str, Algorithm); 5] = [
-            ("hw", Algorithm::Hardware),
-            ("hardware", Algorithm::Hardware),
-            ("sarwate", Algorithm::Sarwate),
-            ("slicing-by-8", Algorithm::SlicingBy8),
-            ("sb8", Algorithm::SlicingBy8),
-        ];
         NAMES
             .iter()
             .find(|(name, _)| name.eq_ignore_ascii_case(s))
@@ -111,8 +132,9 @@ impl fmt::Display for ParseAlgorithmError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "unknown CRC32C algorithm {:?} (expected hw, hardware, sarwate, slicing-by-8 or sb8)",
-            self.input
+            "unknown CRC32C algorithm {:?} (expected one of: {})",
+            self.input,
+            NAMES.map(|(name, _)| name).join(", ")
         )
     }
 }
@@ -133,6 +155,12 @@ mod tests {
             ("slicing-by-8", Algorithm::SlicingBy8),
             ("sb8", Algorithm::SlicingBy8),
             ("SB8", Algorithm::SlicingBy8),
+            ("slicing-by-4", Algorithm::SlicingBy4),
+            ("sb4", Algorithm::SlicingBy4),
+            ("slicing-by-16", Algorithm::SlicingBy16),
+            ("SB16", Algorithm::SlicingBy16),
+            ("bitwise", Algorithm::Bitwise),
+            ("bit", Algorithm::Bitwise),
         ] {
             assert_eq!(name.parse::<Algorithm>(), Ok(alg), "{name}");
         }

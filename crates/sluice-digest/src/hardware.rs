@@ -20,7 +20,7 @@ pub fn checksum(data: &[u8]) -> u32 {
 #[must_use]
 pub fn update(state: u32, data: &[u8]) -> u32 {
     // `crc-fast` keeps the register un-complemented and bit-reflected, the same convention as
-    // the table modules, so a register can move freely between the three implementations.
+    // the table modules, so a register can move freely between the implementations.
     let mut digest = Digest::new_with_init_state(CrcAlgorithm::Crc32Iscsi, u64::from(state));
     digest.update(data);
     // The register of a 32-bit CRC lives in the low half of crc-fast's u64; the high half is 0.

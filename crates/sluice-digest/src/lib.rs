@@ -11,12 +11,13 @@
 //! * [`to_wire`] / [`from_wire`] turn a digest into the four bytes iSCSI sends, and back.
 //!   The byte order is the classic interoperability bug, so it lives in exactly one place.
 //!
-//! The data path uses the hardware-accelerated [`crc_fast`] crate ([`hardware`]). Two portable
-//! table-driven implementations sit beside it, [`sarwate`] (one table, a byte at a time) and
-//! [`slicing_by_8`] (eight tables, eight bytes at a time, after Joglekar, Kounavis and Berry,
-//! "A Scalable and High Performance Software iSCSI Implementation"). They exist so the perf lab
-//! can compare them by name through [`Algorithm`], and so the tests have three implementations
-//! that must agree.
+//! The data path uses the hardware-accelerated [`crc_fast`] crate ([`hardware`]). Portable
+//! implementations sit beside it: [`bitwise`] (the long division, no table), [`sarwate`] (one
+//! table, a byte at a time), and [`slicing_by_4`], [`slicing_by_8`] and [`slicing_by_16`] (N
+//! tables, N bytes at a time; Slicing-by-8 after Joglekar, Kounavis and Berry, "A Scalable and
+//! High Performance Software iSCSI Implementation"). They exist so the perf lab can compare
+//! them by name through [`Algorithm`], and so the tests have six implementations that must
+//! agree.
 //!
 //! ```
 //! use sluice_digest::{crc32c, to_wire, Crc32c};
@@ -32,9 +33,13 @@
 #![forbid(unsafe_code)]
 
 mod algorithm;
+pub mod bitwise;
 mod combine;
 pub mod hardware;
 pub mod sarwate;
+mod slicing;
+pub mod slicing_by_16;
+pub mod slicing_by_4;
 pub mod slicing_by_8;
 mod stream;
 mod wire;

@@ -1,0 +1,40 @@
+//! Slicing-by-16 CRC32C: 16 tables, 16 bytes per step (see [`slicing_by_8`](crate::slicing_by_8) for
+//! the method, shared with Slicing-by-8).
+
+use crate::slicing;
+
+/// The 16 lookup tables (16 KiB), built at compile time.
+pub static TABLES: [[u32; 256]; 16] = slicing::make_tables::<16>();
+
+/// Feeds `data` into the CRC register `state` and returns the new register.
+///
+/// `state` starts at [`INITIAL_STATE`](crate::INITIAL_STATE); the digest is
+/// [`finalize`](crate::finalize)`(state)`.
+#[must_use]
+pub fn update(state: u32, data: &[u8]) -> u32 {
+    slicing::update(&TABLES, state, data)
+}
+
+/// CRC32C of `data` in one call.
+#[must_use]
+pub fn checksum(data: &[u8]) -> u32 {
+    crate::finalize(update(crate::INITIAL_STATE, data))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_extend_slicing_by_8s() {
+        for (k, table) in TABLES.iter().enumerate().take(8) {
+            assert_eq!(*table, crate::slicing_by_8::TABLES[k], "table {k}");
+        }
+    }
+
+    #[test]
+    fn check_value() {
+        assert_eq!(checksum(b"123456789"), 0xE306_9283);
+        assert_eq!(checksum(b""), 0);
+    }
+}
