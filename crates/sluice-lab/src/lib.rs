@@ -16,14 +16,17 @@
 //! Module map: `size_dist` (command sizes), `arrival` (inter-arrival times), `region`
 //! (addresses), `trace` (SPC trace files), `pattern` (verify data), `workload` (the spec),
 //! `latency` (histograms), `progress` (live counters), `pdus` (PDU counts), `cpu`
-//! (getrusage), `alloc` (allocator tuning), `worker` (one in-flight slot), `runner` (the run), `report`, `error`.
+//! (getrusage), `alloc` (allocator tuning), `worker` (one in-flight slot), `runner` (the run), `report`, `error`;
+//! `crc` (the CRC32C algorithms of the fast-path study and their timing).
 
-// `unsafe` only in `alloc` (mallopt) and `cpu` (getrusage), each block with a SAFETY comment.
+// `unsafe` only in `alloc` (mallopt), `cpu` (getrusage), `crc/sse42` (the SSE4.2 `crc32`
+// instruction) and `crc/timing` (RDTSC), each block with a SAFETY comment.
 #![deny(unsafe_code)]
 
 mod alloc;
 mod arrival;
 mod cpu;
+pub mod crc;
 mod error;
 mod latency;
 mod loopback;
