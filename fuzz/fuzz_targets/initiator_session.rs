@@ -60,6 +60,20 @@ struct Conn {
     gone: bool,
 }
 
+impl Conn {
+    /// A connection just logged in, whose first StatSN is `stat_sn`.
+    fn new(id: ConnId, cid: u16, stat_sn: SeqNum) -> Self {
+        Self {
+            id,
+            cid,
+            stat_sn,
+            cmd_sn: None,
+            close_asked: false,
+            gone: false,
+        }
+    }
+}
+
 /// A command or request the initiator sent, as the target saw it.
 struct Sent {
     conn: ConnId,
@@ -125,15 +139,8 @@ impl Fuzz<'_> {
 
     /// One of the connections: mostly one the session still has, sometimes any.
     fn pick(&mut self) -> usize {
-        let b = self.r.byte();
-        let present: Vec<usize> = (0..self.conns.len())
-            .filter(|&i| !self.conns[i].gone)
-            .collect();
-        if b >= 0xe0 || present.is_empty() {
-            usize::from(b) % self.conns.len()
-        } else {
-            present[usize::from(b) % present.len()]
-        }
+        let gone: Vec<bool> = self.conns.iter().map(|c| c.gone).collect();
+        self.r.pick(&gone)
     }
 
     fn params_of(&self, conn: ConnId) -> sluice_proto::params::SessionParams {
@@ -262,14 +269,7 @@ impl Fuzz<'_> {
             return;
         }
         let id = self.s.add_connection(setup, self.now);
-        self.conns.push(Conn {
-            id,
-            cid,
-            stat_sn: setup.exp_stat_sn,
-            cmd_sn: None,
-            close_asked: false,
-            gone: false,
-        });
+        self.conns.push(Conn::new(id, cid, setup.exp_stat_sn));
     }
 
     fn advance_time(&mut self) {
@@ -337,14 +337,7 @@ impl Fuzz<'_> {
         self.reinstate_asked = false;
         self.last_cmd_sn = None;
         let id = self.s.reinstate(setup, self.now);
-        self.conns.push(Conn {
-            id,
-            cid,
-            stat_sn: setup.exp_stat_sn,
-            cmd_sn: None,
-            close_asked: false,
-            gone: false,
-        });
+        self.conns.push(Conn::new(id, cid, setup.exp_stat_sn));
     }
 
     /// A command or request sent on `conn` (any connection when `None`), preferring one for
@@ -799,14 +792,7 @@ libfuzzer_sys::fuzz_target!(|input: &[u8]| {
         r,
         s,
         now,
-        conns: vec![Conn {
-            id: first,
-            cid,
-            stat_sn: exp_stat_sn,
-            cmd_sn: None,
-            close_asked: false,
-            gone: false,
-        }],
+        conns: vec![Conn::new(first, cid, exp_stat_sn)],
         tasks: BTreeMap::new(),
         requests: BTreeMap::new(),
         sent: VecDeque::new(),

@@ -29,6 +29,18 @@ impl Reader<'_> {
         u32::from_be_bytes([self.byte(), self.byte(), self.byte(), self.byte()])
     }
 
+    /// The index of one of `gone.len()` connections (at least one): mostly one that is not
+    /// gone, sometimes any.
+    pub fn pick(&mut self, gone: &[bool]) -> usize {
+        let b = self.byte();
+        let present: Vec<usize> = (0..gone.len()).filter(|&i| !gone[i]).collect();
+        if b >= 0xe0 || present.is_empty() {
+            usize::from(b) % gone.len()
+        } else {
+            present[usize::from(b) % present.len()]
+        }
+    }
+
     /// Fills `out` from the input (zeros once it is exhausted).
     pub fn fill(&mut self, out: &mut [u8]) {
         let n = out.len().min(self.0.len());

@@ -104,6 +104,22 @@ struct Conn {
     text: Option<(Itt, Ttt)>,
 }
 
+impl Conn {
+    /// A connection just added, whose first status carries `stat_sn`.
+    fn new(id: ConnId, cid: u16, stat_sn: SeqNum) -> Self {
+        Self {
+            id,
+            cid,
+            stat_sn,
+            window: None,
+            close_asked: false,
+            gone: false,
+            ping_ttt: None,
+            text: None,
+        }
+    }
+}
+
 /// An R2T not fully answered yet.
 struct Solicited {
     conn: ConnId,
@@ -161,15 +177,8 @@ impl Fuzz<'_> {
 
     /// One of the connections: mostly one the session still has, sometimes any.
     fn pick(&mut self) -> usize {
-        let b = self.r.byte();
-        let present: Vec<usize> = (0..self.conns.len())
-            .filter(|&i| !self.conns[i].gone)
-            .collect();
-        if b >= 0xe0 || present.is_empty() {
-            usize::from(b) % self.conns.len()
-        } else {
-            present[usize::from(b) % present.len()]
-        }
+        let gone: Vec<bool> = self.conns.iter().map(|c| c.gone).collect();
+        self.r.pick(&gone)
     }
 
     fn target_max_segment(&self, conn: ConnId) -> u32 {
@@ -441,16 +450,7 @@ impl Fuzz<'_> {
             exp_cmd_sn: self.s.command_window().0,
         };
         let added = self.s.add_connection(setup, self.now, &mut self.env);
-        self.conns.push(Conn {
-            id: added.conn(),
-            cid,
-            stat_sn,
-            window: None,
-            close_asked: false,
-            gone: false,
-            ping_ttt: None,
-            text: None,
-        });
+        self.conns.push(Conn::new(added.conn(), cid, stat_sn));
     }
 
     /// The result of one piece of SCSI work.
@@ -768,16 +768,7 @@ libfuzzer_sys::fuzz_target!(|input: &[u8]| {
         now,
         depth,
         discovery,
-        conns: vec![Conn {
-            id: first,
-            cid,
-            stat_sn,
-            window: None,
-            close_asked: false,
-            gone: false,
-            ping_ttt: None,
-            text: None,
-        }],
+        conns: vec![Conn::new(first, cid, stat_sn)],
         pending: Vec::new(),
         r2ts: VecDeque::new(),
         itts: VecDeque::new(),
