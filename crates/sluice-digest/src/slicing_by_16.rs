@@ -20,21 +20,3 @@ pub fn update(state: u32, data: &[u8]) -> u32 {
 pub fn checksum(data: &[u8]) -> u32 {
     crate::finalize(update(crate::INITIAL_STATE, data))
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tables_extend_slicing_by_8s() {
-        for (k, table) in TABLES.iter().enumerate().take(8) {
-            assert_eq!(*table, crate::slicing_by_8::TABLES[k], "table {k}");
-        }
-    }
-
-    #[test]
-    fn check_value() {
-        assert_eq!(checksum(b"123456789"), 0xE306_9283);
-        assert_eq!(checksum(b""), 0);
-    }
-}

@@ -12,28 +12,11 @@
 //! is XORed into the *first* four bytes of each chunk (little-endian load) and the slices are
 //! taken from the low byte up. The tables take 8 KiB, built at compile time.
 
-use crate::sarwate;
+use crate::{sarwate, slicing};
 
-/// Builds the eight tables. Table 0 is Sarwate's; table `k` is table `k - 1` pushed through
-/// one more zero byte, i.e. the contribution of a byte followed by `k` further bytes.
-const fn make_tables() -> [[u32; 256]; 8] {
-    let mut tables = [[0u32; 256]; 8];
-    tables[0] = sarwate::make_table();
-    let mut k = 1;
-    while k < 8 {
-        let mut i = 0;
-        while i < 256 {
-            let prev = tables[k - 1][i];
-            tables[k][i] = (prev >> 8) ^ tables[0][(prev & 0xff) as usize];
-            i += 1;
-        }
-        k += 1;
-    }
-    tables
-}
-
-/// The eight lookup tables (8 KiB), built at compile time.
-pub static TABLES: [[u32; 256]; 8] = make_tables();
+/// The eight lookup tables (8 KiB), built at compile time: table 0 is Sarwate's, table `k` is
+/// table `k - 1` pushed through one more zero byte.
+pub static TABLES: [[u32; 256]; 8] = slicing::make_tables::<8>();
 
 /// Feeds `data` into the CRC register `state` and returns the new register.
 ///
