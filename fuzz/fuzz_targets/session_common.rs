@@ -179,10 +179,7 @@ pub fn frame(
 /// Every PDU a session sends must encode and decode back to itself through a framer limited to
 /// the peer's MaxRecvDataSegmentLength, with the connection's digests.
 pub fn round_trip(pdu: &Pdu, params: &SessionParams, peer_max_segment: u32) {
-    let digests = Digests {
-        header: params.header_digest,
-        data: params.data_digest,
-    };
+    let digests = Digests::negotiated(params);
     let mut buf = BytesMut::new();
     encode(pdu, digests, &mut buf);
     let mut framer = Framer::new(peer_max_segment);

@@ -72,10 +72,7 @@ impl Transport {
     /// first PDU after the final Login Response; section 13.12: our declared
     /// MaxRecvDataSegmentLength bounds what the target sends).
     pub(crate) fn enter_full_feature(&mut self, params: &SessionParams) {
-        self.digests = Digests {
-            header: params.header_digest,
-            data: params.data_digest,
-        };
+        self.digests = Digests::negotiated(params);
         self.framer.set_digests(self.digests);
         self.framer
             .set_max_data_segment(params.initiator_max_recv_data_segment_length);

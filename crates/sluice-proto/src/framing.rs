@@ -16,6 +16,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::params::SessionParams;
 use crate::pdu::codes::RejectReason;
 use crate::pdu::{Bhs, ParseError, Pdu, BHS_LEN, MAX_DATA_SEGMENT_LEN};
 use crate::seq::Itt;
@@ -58,6 +59,16 @@ impl Digests {
         header: true,
         data: true,
     };
+
+    /// The digests a login negotiated, in force from the full feature phase on (RFC 7143
+    /// section 13.1).
+    #[must_use]
+    pub const fn negotiated(params: &SessionParams) -> Digests {
+        Digests {
+            header: params.header_digest,
+            data: params.data_digest,
+        }
+    }
 }
 
 /// Why the framer could not produce a PDU.

@@ -329,10 +329,7 @@ pub(crate) async fn serve(
 
     // Digests apply from the first PDU after the final Login Response (RFC 7143 section
     // 13.1).
-    let digests = Digests {
-        header: outcome.params.header_digest,
-        data: outcome.params.data_digest,
-    };
+    let digests = Digests::negotiated(&outcome.params);
     reader.framer.set_digests(digests);
     reader
         .framer

@@ -151,10 +151,7 @@ impl World {
         let link = &mut self.links[i];
         link.t.login = None;
         link.t.conn = Some(conn);
-        link.t.digests = Digests {
-            header: outcome.params.header_digest,
-            data: outcome.params.data_digest,
-        };
+        link.t.digests = Digests::negotiated(&outcome.params);
         link.t.framer.set_digests(link.t.digests);
         link.t
             .framer
@@ -198,10 +195,7 @@ impl World {
             max_cmd_sn: outcome.max_cmd_sn,
         };
         link.i.login = None;
-        link.i.digests = Digests {
-            header: outcome.params.header_digest,
-            data: outcome.params.data_digest,
-        };
+        link.i.digests = Digests::negotiated(&outcome.params);
         link.i.framer.set_digests(link.i.digests);
         link.i
             .framer

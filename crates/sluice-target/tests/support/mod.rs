@@ -372,10 +372,7 @@ impl Peer {
                 InitiatorStep::Complete(outcome) => {
                     self.exp_stat_sn = outcome.exp_stat_sn;
                     self.cmd_sn = outcome.exp_cmd_sn;
-                    self.digests = Digests {
-                        header: outcome.params.header_digest,
-                        data: outcome.params.data_digest,
-                    };
+                    self.digests = Digests::negotiated(&outcome.params);
                     self.framer.set_digests(self.digests);
                     self.outcome = Some((*outcome).clone());
                     return Ok(*outcome);
