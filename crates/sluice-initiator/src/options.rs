@@ -247,7 +247,7 @@ impl ConnectOptions {
                          implemented yet)"
                     )));
                 }
-                self.offer.set_key(def.id, value)?;
+                self.offer.error_recovery_level = level;
             }
             id => self.offer.set_key(id, value)?,
         }
