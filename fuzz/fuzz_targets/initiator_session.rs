@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use sluice_proto::framing::FrameError;
 use sluice_proto::initiator::{
     Command, CommandData, Completion, ConnId, ConnectionSetup, Event, Failure, InitiatorSession,
     Policy, RequestId, SessionConfig, TaskId,
@@ -129,8 +130,8 @@ impl Fuzz<'_> {
             12 => self.connection_closed(),
             13 => {
                 let c = self.pick();
-                self.drop_placement_of(self.conns[c].id);
-                self.s.handle_frame_error(self.conns[c].id);
+                let error = self.frame_error();
+                self.frame_error_on(self.conns[c].id, &error);
             }
             14 => self.placed_data_in(),
             _ => self.recover(),
@@ -506,10 +507,45 @@ impl Fuzz<'_> {
         let data = data.unwrap_or_else(|| self.r.data());
         match frame(h, &[], &data, max_segment) {
             Ok(pdu) => self.s.handle_pdu(conn, pdu, self.now),
-            Err(_) => {
-                self.drop_placement_of(conn);
-                self.s.handle_frame_error(conn);
+            Err(e) => self.frame_error_on(conn, &e),
+        }
+    }
+
+    /// A frame error on `conn`, as the driver reports it: a placement in progress there
+    /// fails with it.
+    fn frame_error_on(&mut self, conn: ConnId, error: &FrameError) {
+        match self.placement.take() {
+            Some((c, header, placement)) if c == conn => {
+                self.s
+                    .handle_placement_failed(conn, &header, placement, error, self.now);
             }
+            other => {
+                self.placement = other;
+                self.s.handle_frame_error(conn, error, self.now);
+            }
+        }
+    }
+
+    /// A frame error as the framer could report it.
+    fn frame_error(&mut self) -> FrameError {
+        match self.r.byte() % 3 {
+            0 => FrameError::HeaderDigestSkipped {
+                skipped: usize::from(self.r.byte()) * 4,
+            },
+            1 => {
+                let header = self.r.header();
+                FrameError::DataDigest {
+                    opcode: header[0] & 0x3f,
+                    itt: Itt(u32::from_be_bytes([
+                        header[16], header[17], header[18], header[19],
+                    ])),
+                    header,
+                }
+            }
+            _ => FrameError::HeaderDigest {
+                received: self.r.u32(),
+                computed: self.r.u32(),
+            },
         }
     }
 
@@ -764,6 +800,12 @@ libfuzzer_sys::fuzz_target!(|input: &[u8]| {
                 Duration::from_secs(1 + u64::from(r.byte() % 10)),
             )
         }),
+        recovery: sluice_proto::initiator::RecoveryConfig {
+            retry_timeout: Duration::from_millis(1 + u64::from(r.byte())),
+            max_command_retries: u32::from(r.byte() % 4),
+            command_timeout: (mode & 0x40 != 0)
+                .then(|| Duration::from_millis(1 + u64::from(r.byte()) * 10)),
+        },
     };
     let params = r.params();
     // Often close to the wrap of the 32-bit serial numbers.

@@ -100,9 +100,10 @@ impl Reader<'_> {
     }
 
     /// Operational values as a login could have settled them (RFC 7143 section 13 ranges),
-    /// ErrorRecoveryLevel 0 (the only level implemented).
+    /// every ErrorRecoveryLevel.
     pub fn params(&mut self) -> SessionParams {
         let flags = self.byte();
+        let error_recovery_level = self.byte() % 3;
         let max_burst_length = self.length();
         let first_burst_length = self.length().min(max_burst_length);
         SessionParams {
@@ -120,7 +121,7 @@ impl Reader<'_> {
             max_outstanding_r2t: [1, 1, 2, 4, 16, 65535][usize::from(flags >> 4) % 6],
             data_pdu_in_order: flags & 0x40 == 0,
             data_sequence_in_order: flags & 0x80 == 0,
-            error_recovery_level: 0,
+            error_recovery_level,
         }
     }
 

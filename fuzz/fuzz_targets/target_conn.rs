@@ -69,6 +69,7 @@ fn config() -> &'static TargetConfig {
                 interval: Duration::from_secs(1),
                 timeout: Duration::from_secs(1),
             }),
+            recovery: Default::default(),
         }
     })
 }

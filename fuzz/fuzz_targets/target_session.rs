@@ -311,7 +311,7 @@ impl Fuzz<'_> {
                 self.note_sent(conn, &pdu);
                 self.s.handle_pdu(conn, pdu, self.now, &mut self.env);
             }
-            Err(e) => self.s.handle_frame_error(conn, &e),
+            Err(e) => self.s.handle_frame_error(conn, &e, self.now, &mut self.env),
         }
     }
 
@@ -529,7 +529,10 @@ impl Fuzz<'_> {
     fn frame_error(&mut self) {
         let c = self.pick();
         let conn = self.conns[c].id;
-        let error = match self.r.byte() % 3 {
+        let error = match self.r.byte() % 4 {
+            3 => FrameError::HeaderDigestSkipped {
+                skipped: usize::from(self.r.byte()) * 4,
+            },
             0 => FrameError::HeaderDigest {
                 received: self.r.u32(),
                 computed: self.r.u32(),
@@ -549,7 +552,8 @@ impl Fuzz<'_> {
                 max: self.target_max_segment(conn),
             },
         };
-        self.s.handle_frame_error(conn, &error);
+        self.s
+            .handle_frame_error(conn, &error, self.now, &mut self.env);
     }
 
     fn session_control(&mut self) {
@@ -737,6 +741,11 @@ libfuzzer_sys::fuzz_target!(|input: &[u8]| {
         queue_depth: depth,
         max_write_bytes_per_connection: max_write_bytes,
         keepalive,
+        recovery: sluice_proto::target::RecoveryConfig {
+            data_ack_every: (mode & 0x40 != 0).then(|| u32::from(r.byte() % 8) + 1),
+            sequence_timeout: Duration::from_millis(1 + u64::from(r.byte())),
+            max_retained_statuses: 1 + usize::from(r.byte()),
+        },
     };
     let params = r.params();
     let stat_sn = SeqNum(r.u32());

@@ -188,6 +188,7 @@ pub fn config_from_flags(args: &TargetArgs, luns: Vec<LunFlag>) -> anyhow::Resul
         offer,
         limits: Limits::default(),
         keepalive: Some(Keepalive::default()),
+        recovery: Default::default(),
     };
     config.validate().context("invalid target flags")?;
     Ok(config)

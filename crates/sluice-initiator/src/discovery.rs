@@ -52,6 +52,7 @@ pub async fn discover(portal: &str, opts: &ConnectOptions) -> Result<Vec<Discove
         policy: Policy::RoundRobin,
         max_retries: 0,
         keepalive: None,
+        recovery: sluice_proto::initiator::RecoveryConfig::default(),
     };
     let (mut core, conn) = InitiatorSession::new(config, setup_of(&logged, 0), Instant::now());
     let mut t = logged.transport;

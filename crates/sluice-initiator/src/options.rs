@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use sluice_proto::chap::ChapAlgorithm;
 use sluice_proto::initiator::Policy;
+use sluice_proto::initiator::RecoveryConfig;
 use sluice_proto::params::IMPLEMENTED_ERROR_RECOVERY_LEVEL;
 use sluice_proto::pdu::Pdu;
 use sluice_proto::text::{lookup, DigestKind, KeyId, OperationalOffer};
@@ -87,6 +88,9 @@ pub struct ConnectOptions {
     pub policy: Policy,
     /// Called for every PDU, for debugging.
     pub trace: Option<PduTrace>,
+    /// Recovery timers: the command deadline, and the retry period of ErrorRecoveryLevel 1
+    /// and above.
+    pub recovery: RecoveryConfig,
 }
 
 impl Default for ConnectOptions {
@@ -120,6 +124,7 @@ impl Default for ConnectOptions {
             connections: 1,
             policy: Policy::RoundRobin,
             trace: None,
+            recovery: RecoveryConfig::default(),
         }
     }
 }

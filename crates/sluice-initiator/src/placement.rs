@@ -85,12 +85,18 @@ pub(crate) fn handle_received(
                 Ok(false) => return Ok(()),
                 Ok(true) => handle_placed(core, conn, t, counters),
                 Err(e) => {
-                    t.placing = None;
+                    let Some(Placing {
+                        header, placement, ..
+                    }) = t.placing.take()
+                    else {
+                        return Err(Error::Frame(e));
+                    };
                     if let FrameError::DataDigest { .. } = e {
                         counters.lock().data_digest_errors += 1;
                     }
-                    core.handle_frame_error(conn);
-                    return Err(Error::Frame(e));
+                    if !core.handle_placement_failed(conn, &header, placement, &e, Instant::now()) {
+                        return Err(Error::Frame(e));
+                    }
                 }
             }
             continue;
@@ -98,10 +104,14 @@ pub(crate) fn handle_received(
         let before = t.rbuf.len();
         let decoded = match t.decode() {
             Ok(d) => d,
-            Err(e) => {
-                core.handle_frame_error(conn);
-                return Err(e);
+            Err(Error::Frame(e)) => {
+                // Under error recovery a digest error costs the PDU, not the connection.
+                if core.handle_frame_error(conn, &e, Instant::now()) {
+                    continue;
+                }
+                return Err(Error::Frame(e));
             }
+            Err(e) => return Err(e),
         };
         match decoded {
             Some(pdu) => {

@@ -132,6 +132,7 @@ impl Session {
             policy: opts.policy,
             max_retries: opts.max_retries,
             keepalive: opts.keepalive_interval.map(|i| (i, opts.keepalive_timeout)),
+            recovery: opts.recovery,
         };
         let (core, id) = InitiatorSession::new(config, setup_of(&logged, 0), Instant::now());
         let (tx, rx) = mpsc::unbounded_channel();

@@ -14,7 +14,7 @@
 //!
 //! [`encode`] and [`encode_parts`] build the same layout for sending.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::params::SessionParams;
 use crate::pdu::codes::RejectReason;
@@ -86,6 +86,15 @@ pub enum FrameError {
         /// Digest computed over BHS and AHS.
         computed: u32,
     },
+    /// The header digest did not match, and the framer skipped the PDU as far as its own
+    /// (untrusted) length fields said (header resynchronisation, see
+    /// [`Framer::set_header_resync`]). Nothing of it can be believed; the stream goes on, and
+    /// the next header must verify or the stream is lost ([`FrameError::HeaderDigest`]).
+    #[error("header digest mismatch; {skipped} bytes skipped")]
+    HeaderDigestSkipped {
+        /// Bytes discarded.
+        skipped: usize,
+    },
     /// The data digest does not match. The PDU has been consumed, so the stream can continue;
     /// RFC 7143 section 7.8 says the target discards the PDU and answers with a Reject (reason
     /// 0x02) carrying `header`.
@@ -134,6 +143,7 @@ impl FrameError {
         match self {
             FrameError::HeaderDigest { .. } | FrameError::SegmentTooLong { .. } => false,
             FrameError::DataDigest { .. }
+            | FrameError::HeaderDigestSkipped { .. }
             | FrameError::UnknownOpcode { .. }
             | FrameError::Malformed { .. } => true,
         }
@@ -148,7 +158,9 @@ impl FrameError {
                 Some((RejectReason::CommandNotSupported, header))
             }
             FrameError::Malformed { error, header } => Some((error.reject_reason(), header)),
-            FrameError::HeaderDigest { .. } | FrameError::SegmentTooLong { .. } => None,
+            FrameError::HeaderDigest { .. }
+            | FrameError::HeaderDigestSkipped { .. }
+            | FrameError::SegmentTooLong { .. } => None,
         }
     }
 }
@@ -166,12 +178,19 @@ pub fn max_frame_len(max_data_segment: u32, digests: Digests) -> usize {
 pub struct Framer {
     digests: Digests,
     max_data_segment: u32,
+    /// Skip a PDU whose header digest fails instead of giving up on the stream.
+    resync: bool,
+    /// The previous PDU was skipped: this header must verify.
+    after_skip: bool,
 }
 
 /// Where the PDU at the front of the buffer ends, as far as the header tells.
 enum Layout {
     /// Not enough bytes to know; this many more are needed at least.
     Need(usize),
+    /// A header that failed its digest, to be skipped: `total` bytes as its own length fields
+    /// say (bounded like any other PDU).
+    Skip { total: usize },
     /// Header (verified, if digested) in; the whole PDU is `total` bytes.
     Known {
         header: [u8; BHS_LEN],
@@ -188,7 +207,25 @@ impl Framer {
         Self {
             digests: Digests::NONE,
             max_data_segment: max_data_segment.min(MAX_DATA_SEGMENT_LEN),
+            resync: false,
+            after_skip: false,
         }
+    }
+
+    /// Whether a PDU whose header digest fails is skipped rather than ending the stream (for
+    /// ErrorRecoveryLevel 1 and above, where sequence numbers and timeouts recover what the
+    /// PDU carried).
+    ///
+    /// RFC 7143 section 7.8: the receiver "MUST either discard the header and all data up to
+    /// the beginning of a later PDU or close the connection. Because the digest error
+    /// indicates that the length field of the header may have been corrupted, the location of
+    /// the beginning of a later PDU needs to be reliably ascertained by other means". Here the
+    /// other means is the next header's own digest: the damaged PDU is skipped as far as its
+    /// length fields say, and the stream goes on only if the header found there verifies (a
+    /// wrong guess passes a CRC32C with probability 2^-32). Otherwise, or if the lengths are
+    /// out of bounds, the error is fatal as before.
+    pub fn set_header_resync(&mut self, enabled: bool) {
+        self.resync = enabled;
     }
 
     /// Switches digests on or off from the next PDU on (after the login that negotiated them).
@@ -215,18 +252,27 @@ impl Framer {
     /// bytes are needed. After an error for which [`FrameError::can_continue`] is true the PDU
     /// has been removed; after a fatal one `buf` is untouched.
     pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Pdu>, FrameError> {
-        let Layout::Known {
-            header,
-            head_len,
-            data_len,
-            total,
-        } = self.layout(buf)?
-        else {
-            return Ok(None);
+        let (header, head_len, data_len, total) = match self.layout(buf)? {
+            Layout::Need(_) => return Ok(None),
+            Layout::Skip { total } => {
+                if buf.len() < total {
+                    return Ok(None);
+                }
+                buf.advance(total);
+                self.after_skip = true;
+                return Err(FrameError::HeaderDigestSkipped { skipped: total });
+            }
+            Layout::Known {
+                header,
+                head_len,
+                data_len,
+                total,
+            } => (header, head_len, data_len, total),
         };
         if buf.len() < total {
             return Ok(None);
         }
+        self.after_skip = false;
         let frame = buf.split_to(total).freeze();
         let padded_end = head_len + data_len + pad_len(data_len);
         if self.digests.data && data_len > 0 {
@@ -257,7 +303,9 @@ impl Framer {
     pub fn bytes_needed(&self, buf: &BytesMut) -> usize {
         match self.layout(buf) {
             Ok(Layout::Need(n)) => n,
-            Ok(Layout::Known { total, .. }) => total.saturating_sub(buf.len()),
+            Ok(Layout::Known { total, .. } | Layout::Skip { total }) => {
+                total.saturating_sub(buf.len())
+            }
             Err(_) => 0,
         }
     }
@@ -283,6 +331,18 @@ impl Framer {
             };
             let computed = crc32c(head);
             if received != computed {
+                let len = h.data_segment_len();
+                if self.resync && !self.after_skip && len <= self.max_data_segment {
+                    let data_len = len as usize;
+                    let digest = if self.digests.data && data_len > 0 {
+                        DIGEST_LEN
+                    } else {
+                        0
+                    };
+                    return Ok(Layout::Skip {
+                        total: head_len + data_len + pad_len(data_len) + digest,
+                    });
+                }
                 return Err(FrameError::HeaderDigest {
                     received: u32::from_le_bytes(wire_digest(received)),
                     computed: u32::from_le_bytes(computed),

@@ -44,3 +44,6 @@ pub mod task;
 pub mod text;
 pub mod timer;
 pub mod window;
+
+#[cfg(test)]
+mod pair_tests;

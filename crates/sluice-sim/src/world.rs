@@ -137,11 +137,13 @@ impl World {
             max_write_bytes_per_connection: log_uniform(&mut rng, 64 << 10, 64 << 20) as usize,
             keepalive: t_keepalive
                 .map(|(interval, timeout)| target::KeepaliveConfig { interval, timeout }),
+            recovery: target::RecoveryConfig::default(),
         };
         let i_config = initiator::SessionConfig {
             policy,
             max_retries: 3,
             keepalive: keepalive(&mut rng),
+            recovery: initiator::RecoveryConfig::default(),
         };
         let scsi = ScsiTarget::new(
             (0..luns)

@@ -27,6 +27,9 @@ pub struct TargetConfig {
     pub limits: Limits,
     /// NOP-In keepalive: interval and how long to wait for the answering NOP-Out.
     pub keepalive: Option<Keepalive>,
+    /// Error recovery settings of sessions that negotiate ErrorRecoveryLevel 1 or 2
+    /// (DataACK interval, sequence reception timeout, status retention bound).
+    pub recovery: sluice_proto::target::RecoveryConfig,
 }
 
 /// One iSCSI target (an IQN) and its logical units.

@@ -388,6 +388,7 @@ fn join_session(
                     interval: k.interval,
                     timeout: k.timeout,
                 }),
+                recovery: ctx.config.recovery,
             };
             let (core, id) = TargetSession::new(config, setup, now);
             let target = outcome.target_name.as_deref().map(str::to_ascii_lowercase);

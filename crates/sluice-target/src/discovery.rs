@@ -159,6 +159,7 @@ mod tests {
             offer: OperationalOffer::default(),
             limits: Limits::default(),
             keepalive: Some(Keepalive::default()),
+            recovery: Default::default(),
         }
     }
 

@@ -170,7 +170,7 @@ impl<'a> Connection<'a> {
                     }
                     Input::FrameError(e) => {
                         debug!(error = %e, "rejecting PDU");
-                        core.handle_frame_error(self.id, &e);
+                        core.handle_frame_error(self.id, &e, now, &mut env);
                     }
                     Input::Wake => {}
                     Input::Shutdown => {

@@ -201,6 +201,7 @@ mod tests {
             offer,
             limits: Limits::default(),
             keepalive: Some(Keepalive::default()),
+            recovery: Default::default(),
         }
     }
 

@@ -58,6 +58,7 @@ pub fn config() -> TargetConfig {
             ..Default::default()
         },
         keepalive: None,
+        recovery: Default::default(),
     }
 }
 

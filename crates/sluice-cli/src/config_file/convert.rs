@@ -141,6 +141,7 @@ pub(super) fn convert(file: FileToml, base: &Path) -> Result<(TargetConfig, Span
         offer,
         limits,
         keepalive,
+        recovery: Default::default(),
     };
     Ok((config, spans))
 }

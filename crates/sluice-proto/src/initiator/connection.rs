@@ -22,6 +22,23 @@ pub(super) enum ConnState {
     Closing,
 }
 
+impl StatusTracker {
+    /// The Status SNACK run for the statuses from ExpStatSN `exp` up to `until` (exclusive)
+    /// not asked for yet.
+    fn ask_until(&mut self, exp: SeqNum, until: SeqNum) -> Option<(SeqNum, u32)> {
+        let from = if self.asked_to.gt(exp) {
+            self.asked_to
+        } else {
+            exp
+        };
+        if !until.gt(from) {
+            return None;
+        }
+        self.asked_to = until;
+        Some((from, until.distance_from(from)))
+    }
+}
+
 /// What the keepalive timer asks for.
 pub(super) enum Keepalive {
     Nothing,
@@ -46,6 +63,38 @@ pub(super) struct Connection {
     /// A logout of this connection waits for its commands to finish: `Some(Some(id))` for
     /// the application's request, `Some(None)` for one the target asked for.
     pub(super) logout: Option<Option<super::RequestId>>,
+    /// StatSN bookkeeping for recovering lost statuses (ErrorRecoveryLevel 1 and above).
+    status: Option<Box<StatusTracker>>,
+    /// When the last probe (a NOP-Out asking for the current StatSN) went out.
+    pub(super) probed_at: Option<Instant>,
+}
+
+/// Most statuses that may be missing at once before a gap is taken for a failed connection
+/// rather than losses (RFC 7143 section 4.2.2.2: "A large absolute difference between the
+/// StatSN and the ExpStatSN may indicate a failed connection. Initiators MUST undertake
+/// recovery actions if the difference is greater than an implementation-defined constant").
+pub(super) const MAX_STATUS_GAP: u32 = 4096;
+
+/// Which statuses of a connection arrived, when some may be lost.
+#[derive(Debug, Default)]
+struct StatusTracker {
+    /// StatSNs received past a gap, sorted.
+    ahead: Vec<SeqNum>,
+    /// Statuses of reads whose data is not all in: not acknowledged yet (section 7.9).
+    held: Vec<SeqNum>,
+    /// Statuses before this were asked for already.
+    asked_to: SeqNum,
+}
+
+/// What the StatSN of an arriving status PDU says (under recovery).
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub(super) enum StatusArrival {
+    /// Not seen before: process it.
+    New,
+    /// Seen before (a resent copy): discard it.
+    Duplicate,
+    /// Further ahead than any loss explains: the connection has failed.
+    Unbelievable,
 }
 
 impl Connection {
@@ -69,7 +118,109 @@ impl Connection {
             },
             outstanding_bytes: 0,
             logout: None,
+            status: (setup.params.error_recovery_level > 0).then(|| {
+                Box::new(StatusTracker {
+                    asked_to: setup.exp_stat_sn,
+                    ..StatusTracker::default()
+                })
+            }),
+            probed_at: None,
         }
+    }
+
+    /// Under recovery: a status PDU numbered `sn` arrived. Statuses skipped before it are
+    /// asked for with a Status SNACK (returned as `(BegRun, RunLength)`, section 7.9); one
+    /// seen before is a duplicate.
+    pub(super) fn status_arrived(
+        &mut self,
+        sn: SeqNum,
+        now: Instant,
+    ) -> (StatusArrival, Option<(SeqNum, u32)>) {
+        if let Some(k) = self.keepalive.as_mut() {
+            k.handle_received(now);
+        }
+        let exp = self.exp_stat_sn;
+        let Some(t) = self.status.as_mut() else {
+            return (StatusArrival::New, None);
+        };
+        if sn.lt(exp) || t.ahead.contains(&sn) {
+            return (StatusArrival::Duplicate, None);
+        }
+        if sn.distance_from(exp) > MAX_STATUS_GAP || t.ahead.len() >= MAX_STATUS_GAP as usize {
+            return (StatusArrival::Unbelievable, None);
+        }
+        let mut ask = None;
+        if sn == exp {
+            let mut next = sn.next();
+            while let Some(at) = t.ahead.iter().position(|&a| a == next) {
+                t.ahead.remove(at);
+                next = next.next();
+            }
+            self.exp_stat_sn = next;
+        } else {
+            let at = t.ahead.partition_point(|a| a.lt(sn));
+            t.ahead.insert(at, sn);
+            ask = t.ask_until(exp, sn);
+        }
+        if t.asked_to.lt(self.exp_stat_sn) {
+            t.asked_to = self.exp_stat_sn;
+        }
+        (StatusArrival::New, ask)
+    }
+
+    /// Under recovery: a PDU carrying the next StatSN without taking one (R2T, a NOP-In
+    /// ping) says `next`: statuses before it not seen are lost (section 7.1.4.2: a target may
+    /// send a NOP-In "that carries the next status sequence number it is going to use in the
+    /// StatSN field. This helps the initiator detect any missing StatSN(s)").
+    pub(super) fn next_stat_sn_seen(&mut self, next: SeqNum) -> Option<(SeqNum, u32)> {
+        let exp = self.exp_stat_sn;
+        let t = self.status.as_mut()?;
+        if !next.gt(exp) || next.distance_from(exp) > MAX_STATUS_GAP {
+            return None;
+        }
+        t.ask_until(exp, next)
+    }
+
+    /// Under recovery: asks again for every status still missing before the highest seen.
+    pub(super) fn missing_statuses(&mut self) -> Option<(SeqNum, u32)> {
+        let exp = self.exp_stat_sn;
+        let t = self.status.as_mut()?;
+        let last = *t.ahead.last()?;
+        Some((exp, last.distance_from(exp)))
+    }
+
+    /// A status `sn` waits for its data: not acknowledged until [`Self::release_status`].
+    pub(super) fn hold_status(&mut self, sn: SeqNum) {
+        if let Some(t) = self.status.as_mut() {
+            if !t.held.contains(&sn) {
+                t.held.push(sn);
+            }
+        }
+    }
+
+    /// A held status may be acknowledged now.
+    pub(super) fn release_status(&mut self, sn: SeqNum) {
+        if let Some(t) = self.status.as_mut() {
+            t.held.retain(|&h| h != sn);
+        }
+    }
+
+    /// The ExpStatSN to send: every status before it arrived, and none whose data is
+    /// still missing ("it MUST NOT acknowledge the received responses that start from the
+    /// StatSN of the relevant command until it has completed receiving all the data PDUs of
+    /// the command", section 7.9).
+    fn acknowledged(&self) -> SeqNum {
+        let exp = self.exp_stat_sn;
+        self.status
+            .as_ref()
+            .and_then(|t| {
+                t.held
+                    .iter()
+                    .copied()
+                    .filter(|h| h.lt(exp))
+                    .reduce(|a, b| if a.lt(b) { a } else { b })
+            })
+            .unwrap_or(exp)
     }
 
     /// A status-carrying PDU with `stat_sn` arrived: acknowledge it (section 4.2.2.2). Any PDU
@@ -97,7 +248,7 @@ impl Connection {
     /// The next PDU, its ExpStatSN stamped with what has arrived so far.
     pub(super) fn poll_transmit(&mut self) -> Option<Pdu> {
         let mut pdu = self.out.pop_front()?;
-        let exp = self.exp_stat_sn;
+        let exp = self.acknowledged();
         match &mut pdu {
             Pdu::ScsiCommand(p) => p.exp_stat_sn = exp,
             Pdu::DataOut(p) => p.exp_stat_sn = exp,

@@ -6,8 +6,10 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::connection::ConnState;
+use super::recovery::Tracked;
 use super::task::{Progress, Task};
 use super::{CloseReason, Completion, ConnId, Failure, InitiatorSession};
+use crate::framing::FrameError;
 use crate::pdu::codes::{AsyncEvent, ScsiStatus};
 use crate::pdu::{AsyncMessage, DataIn, NopOut, Pdu};
 use crate::seq::{Itt, SeqNum, Ttt};
@@ -22,35 +24,45 @@ impl InitiatorSession {
         {
             return;
         }
-        self.track(conn, &pdu, now);
+        self.now = now;
+        if self.recovering() {
+            if let Tracked::Duplicate = self.track_recovering(conn, &pdu, now) {
+                // Section 7.9: a copy of a status already processed is discarded.
+                self.after_input(now);
+                return;
+            }
+        } else {
+            self.track(conn, &pdu, now);
+        }
         match pdu {
             Pdu::ScsiResponse(rsp) => {
-                let progress = match self.tasks.get_mut(&rsp.itt) {
-                    Some(t) if t.conn == conn => t.handle_response(&rsp),
+                let progress = match self.task_on(conn, rsp.itt, now) {
+                    Some(t) => t.handle_response(&rsp),
                     // Not ours (or already ended by task management): ignored.
-                    _ => Progress::Waiting,
+                    None => Progress::Waiting,
                 };
-                self.progress(rsp.itt, progress, now);
+                self.after_task_pdu(rsp.itt, progress, Some(rsp.stat_sn), now);
             }
             Pdu::DataIn(d) => {
-                let progress = match self.tasks.get_mut(&d.itt) {
-                    Some(t) if t.conn == conn => t.handle_data_in(&d),
-                    _ => Progress::Waiting,
+                let progress = match self.task_on(conn, d.itt, now) {
+                    Some(t) => t.handle_data_in(&d),
+                    None => Progress::Waiting,
                 };
-                self.progress(d.itt, progress, now);
+                let status = d.status_present.then_some(d.stat_sn);
+                self.after_task_pdu(d.itt, progress, status, now);
             }
             Pdu::R2t(r2t) => {
                 let mut out = Vec::new();
-                let progress = match self.tasks.get_mut(&r2t.itt) {
-                    Some(t) if t.conn == conn => t.handle_r2t(&r2t, &mut out),
-                    _ => Progress::Waiting,
+                let progress = match self.task_on(conn, r2t.itt, now) {
+                    Some(t) => t.handle_r2t(&r2t, &mut out),
+                    None => Progress::Waiting,
                 };
                 if let Some(c) = self.find_mut(conn) {
                     for pdu in out {
                         c.queue(pdu);
                     }
                 }
-                self.progress(r2t.itt, progress, now);
+                self.after_task_pdu(r2t.itt, progress, None, now);
             }
             Pdu::NopIn(nop) => {
                 // Section 11.19: a NOP-In with a real TTT asks for a NOP-Out echoing it, with
@@ -85,6 +97,9 @@ impl InitiatorSession {
             Pdu::LogoutResponse(r) => self.answer_logout(r.itt, r.response),
             Pdu::TextResponse(t) => self.answer_text(conn, t),
             Pdu::AsyncMessage(m) => self.handle_async(conn, &m),
+            Pdu::Reject(r) if self.recovering() && self.recover_reject(conn, &r) => {
+                self.rejects += 1;
+            }
             Pdu::Reject(r) => {
                 self.rejects += 1;
                 // Section 11.17: the data segment is the rejected PDU's header; its ITT is at
@@ -109,10 +124,62 @@ impl InitiatorSession {
         self.after_input(now);
     }
 
-    /// The framer refused the byte stream of `conn` (a digest error, an oversized segment):
-    /// at ErrorRecoveryLevel 0 the connection is lost.
-    pub fn handle_frame_error(&mut self, conn: ConnId) {
+    /// The framer refused the byte stream of `conn` at `now` (a digest error, an oversized
+    /// segment): at ErrorRecoveryLevel 0 the connection is lost; above it, what a digest error
+    /// discarded is asked for again and the stream goes on (RFC 7143 section 7.8). Returns
+    /// whether the driver goes on reading the stream.
+    pub fn handle_frame_error(&mut self, conn: ConnId, error: &FrameError, now: Instant) -> bool {
+        self.now = now;
+        if self.recovering() && error.can_continue() && self.recover_frame_error(conn, error) {
+            self.after_input(now);
+            return true;
+        }
         self.fail_connection(conn, CloseReason::Protocol("bad PDU from the target"));
+        false
+    }
+
+    /// A Data-In received in place whose payload failed its data digest: the read takes its
+    /// buffer back without the payload, and the PDU counts as lost (asked for again under
+    /// recovery). Returns whether the driver goes on reading the stream.
+    pub fn handle_placement_failed(
+        &mut self,
+        conn: ConnId,
+        header: &DataIn,
+        placement: Placement,
+        error: &FrameError,
+        now: Instant,
+    ) -> bool {
+        if let Some(t) = self.tasks.get_mut(&header.itt).filter(|t| t.conn == conn) {
+            t.abandon_placement(placement);
+        }
+        self.handle_frame_error(conn, error, now)
+    }
+
+    /// The task `itt` if it belongs to `conn` (allegiance, section 4.2.4.1), marked as heard
+    /// from at `now`.
+    fn task_on(&mut self, conn: ConnId, itt: Itt, now: Instant) -> Option<&mut Task> {
+        let t = self.tasks.get_mut(&itt).filter(|t| t.conn == conn)?;
+        t.last_activity = now;
+        t.heard = true;
+        Some(t)
+    }
+
+    /// After a PDU of task `itt` (carrying status `status` if any): what it asks for goes
+    /// out, a status that arrived before its data holds ExpStatSN back, a finished task ends.
+    fn after_task_pdu(
+        &mut self,
+        itt: Itt,
+        progress: Progress,
+        status: Option<SeqNum>,
+        now: Instant,
+    ) {
+        if self.recovering() {
+            self.flush_task_snacks(itt);
+            if let (Progress::Waiting, Some(sn)) = (&progress, status) {
+                self.hold_status_for_data(itt, sn);
+            }
+        }
+        self.progress(itt, progress, now);
     }
 
     /// Offers the buffer of the read that the Data-In with header `header` (and `len` data
@@ -145,19 +212,26 @@ impl InitiatorSession {
         {
             return;
         }
-        self.track_numbers(
-            conn,
-            header.stat_sn,
-            header.exp_cmd_sn,
-            header.max_cmd_sn,
-            header.status_present,
-            now,
-        );
-        let progress = match self.tasks.get_mut(&header.itt) {
-            Some(t) if t.conn == conn => t.handle_placed(header, placement),
-            _ => Progress::Waiting,
+        self.now = now;
+        if self.recovering() {
+            // Placement is offered only for the next Data-In in order, never a copy.
+            let _ = self.track_recovering(conn, &Pdu::DataIn(header.clone()), now);
+        } else {
+            self.track_numbers(
+                conn,
+                header.stat_sn,
+                header.exp_cmd_sn,
+                header.max_cmd_sn,
+                header.status_present,
+                now,
+            );
+        }
+        let progress = match self.task_on(conn, header.itt, now) {
+            Some(t) => t.handle_placed(header, placement),
+            None => Progress::Waiting,
         };
-        self.progress(header.itt, progress, now);
+        let status = header.status_present.then_some(header.stat_sn);
+        self.after_task_pdu(header.itt, progress, status, now);
         self.after_input(now);
     }
 
@@ -183,6 +257,7 @@ impl InitiatorSession {
         let Some(mut t) = self.tasks.remove(&itt) else {
             return;
         };
+        self.release_held_status(t.conn, t.held_stat_sn);
         let result = result.map(|(data, status)| t.result(data, status, now));
         self.finish_task(t, result);
     }

@@ -34,6 +34,7 @@
 mod connection;
 mod inbound;
 mod policy;
+mod recovery;
 mod requests;
 mod task;
 
@@ -58,6 +59,7 @@ use crate::task::{Residual, TaskError};
 use crate::window::CmdSnAllocator;
 
 pub use policy::Policy;
+pub use recovery::RecoveryConfig;
 
 use connection::{ConnState, Connection};
 use requests::Request;
@@ -176,6 +178,9 @@ pub enum Failure {
     /// A Text Response that cannot be decoded, or a longer one than allowed.
     #[error("bad text response")]
     BadText,
+    /// No answer within the command timeout ([`RecoveryConfig::command_timeout`]).
+    #[error("no answer within the command timeout")]
+    Timeout,
 }
 
 /// A SCSI command submitted with [`InitiatorSession::submit`].
@@ -256,6 +261,8 @@ pub struct SessionConfig {
     /// NOP-Out keepalive: ping after `interval` idle, the connection is dead when nothing
     /// arrives within `timeout` of the ping.
     pub keepalive: Option<(Duration, Duration)>,
+    /// Error recovery timers, used when the login negotiated ErrorRecoveryLevel 1 or 2.
+    pub recovery: RecoveryConfig,
 }
 
 /// One connection entering full feature phase, from its login.
@@ -317,6 +324,14 @@ pub struct InitiatorSession {
     retried: u64,
     rejects: u64,
     async_messages: u64,
+    /// The latest `now` a call brought.
+    now: Instant,
+    /// When the recovery timers are looked at next (while commands are outstanding).
+    next_tick: Option<Instant>,
+    /// SNACK Tags of R-Data SNACKs come from here.
+    stall_tag: u32,
+    /// Requests on the wire, for their deadline and (under recovery) their resending.
+    request_wire: Map<Itt, recovery::RequestOnWire>,
 }
 
 /// Session-wide counters the core keeps (the driver counts PDUs and bytes).
@@ -356,6 +371,10 @@ impl InitiatorSession {
             retried: 0,
             rejects: 0,
             async_messages: 0,
+            now,
+            next_tick: None,
+            stall_tag: 0,
+            request_wire: Map::default(),
         };
         let id = s.insert_connection(leading, now);
         (s, id)
@@ -531,15 +550,23 @@ impl InitiatorSession {
     /// When [`InitiatorSession::handle_timeout`] must be called next.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.conns
+        let keepalive = self
+            .conns
             .iter()
             .filter(|c| c.state != ConnState::Closing)
             .filter_map(Connection::poll_timeout)
-            .min()
+            .min();
+        match (keepalive, self.recovery_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
-    /// Runs the timers due at `now`: keepalive pings, dead connections.
+    /// Runs the timers due at `now`: keepalive pings, dead connections, command deadlines
+    /// and (ErrorRecoveryLevel 1 and above) the retry timers of stalled commands.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = now;
+        self.handle_recovery_tick(now);
         for i in 0..self.conns.len() {
             if self.conns[i].state == ConnState::Closing {
                 continue;
@@ -593,7 +620,7 @@ impl InitiatorSession {
     }
 
     /// Issues waiting commands while the window is open and a connection takes them.
-    fn issue_waiting(&mut self, _now: Instant) {
+    fn issue_waiting(&mut self, now: Instant) {
         if self.closing || self.reinstating {
             return;
         }
@@ -616,15 +643,14 @@ impl InitiatorSession {
             };
             let itt = self.next_itt();
             let conn = &mut self.conns[index];
-            let task = Task::start(
-                queued,
+            let issue = task::Issue {
                 itt,
                 cmd_sn,
-                conn.id,
-                conn.cid,
-                &conn.params,
-                &mut out,
-            );
+                conn: conn.id,
+                cid: conn.cid,
+                now,
+            };
+            let task = Task::start(queued, issue, &conn.params, &mut out);
             conn.issued(task.bytes());
             for pdu in out.drain(..) {
                 conn.queue(pdu);
@@ -632,5 +658,6 @@ impl InitiatorSession {
             self.tasks.insert(itt, task);
         }
         self.max_in_flight = self.max_in_flight.max(self.tasks.len());
+        self.arm_recovery(now);
     }
 }

@@ -50,6 +50,8 @@ pub(super) enum Request {
         /// Reason 0 (the session) rather than 1 (this connection).
         session: bool,
     },
+    /// An ABORT TASK for a command given up on (its deadline passed): nobody waits for it.
+    QuietAbort { conn: ConnId },
 }
 
 impl Request {
@@ -58,7 +60,8 @@ impl Request {
             Request::TaskMgmt { conn, .. }
             | Request::Ping { conn, .. }
             | Request::Text { conn, .. }
-            | Request::Logout { conn, .. } => *conn,
+            | Request::Logout { conn, .. }
+            | Request::QuietAbort { conn } => *conn,
         }
     }
 }
@@ -290,6 +293,7 @@ impl InitiatorSession {
     }
 
     fn queue_request(&mut self, conn: ConnId, itt: Itt, pdu: Pdu, request: Request) {
+        self.track_request(conn, itt, &pdu);
         if let Some(c) = self.find_mut(conn) {
             c.queue(pdu);
         }
@@ -300,6 +304,12 @@ impl InitiatorSession {
     /// tasks the function affected that are still outstanding here: the target sends them no
     /// answer (and answered, before this, every one it did not end; section 11.6.2).
     pub(super) fn answer_tmf(&mut self, itt: Itt, response: TmfResponse, now: Instant) {
+        if self
+            .take_request(itt, |r| matches!(r, Request::QuietAbort { .. }))
+            .is_some()
+        {
+            return;
+        }
         let Some(Request::TaskMgmt {
             id,
             function,
@@ -420,7 +430,7 @@ impl InitiatorSession {
     }
 
     /// The session logged out: every connection closes, every request ends.
-    fn end_session(&mut self) {
+    pub(super) fn end_session(&mut self) {
         if self.ended {
             return;
         }
@@ -596,7 +606,9 @@ impl InitiatorSession {
             Request::Ping { id: Some(id), .. } => Completion::Ping(id, Err(failure)),
             Request::Text { id, .. } => Completion::Text(id, Err(failure)),
             Request::Logout { id: Some(id), .. } => Completion::Logout(id, Err(failure)),
-            Request::Ping { id: None, .. } | Request::Logout { id: None, .. } => return,
+            Request::Ping { id: None, .. }
+            | Request::Logout { id: None, .. }
+            | Request::QuietAbort { .. } => return,
         };
         self.completions.push_back(completion);
     }

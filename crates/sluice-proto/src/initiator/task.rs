@@ -8,10 +8,13 @@ use bytes::Bytes;
 
 use super::{Command, CommandData, CommandResult, CommandStats, ConnId, Failure, TaskId};
 use crate::params::SessionParams;
+use crate::pdu::codes::SnackType;
 use crate::pdu::codes::{ScsiResponseCode, ScsiStatus};
-use crate::pdu::{DataIn, Pdu, R2t, ScsiCommand, ScsiResponse};
-use crate::seq::{Itt, SeqNum};
-use crate::task::initiator::{InitiatorRead, InitiatorWrite, Placement, ReadProgress, TaskStatus};
+use crate::pdu::{DataIn, Pdu, R2t, ScsiCommand, ScsiResponse, SnackRequest};
+use crate::seq::{Itt, Lun, SeqNum, Ttt};
+use crate::task::initiator::{
+    InitiatorRead, InitiatorWrite, Placement, ReadAsk, ReadProgress, TaskStatus,
+};
 use crate::task::TaskError;
 
 /// A command not (or no longer) on the wire.
@@ -32,6 +35,20 @@ pub(super) struct Task {
     pub(super) conn: ConnId,
     state: State,
     stats: CommandStats,
+    /// Under ErrorRecoveryLevel 1 and above: the command PDU as first sent, for a retry
+    /// (section 7.2.1: "the command PDU MUST carry the original Initiator Task Tag and the
+    /// original operational attributes ... as well as the original CmdSN").
+    pub(super) sent: Option<ScsiCommand>,
+    /// When anything last happened for it (sent, or a PDU for it arrived): the retry timer
+    /// runs from here.
+    pub(super) last_activity: Instant,
+    /// Something for it arrived from the target (so the target has the command).
+    pub(super) heard: bool,
+    /// Times it was retried (command retry, section 7.2.1).
+    pub(super) retries: u32,
+    /// StatSN of its status when the status arrived before all the data: not acknowledged
+    /// until the data is in (section 7.9).
+    pub(super) held_stat_sn: Option<SeqNum>,
 }
 
 #[derive(Debug)]
@@ -39,6 +56,15 @@ enum State {
     Read(InitiatorRead),
     Write(InitiatorWrite),
     NoData,
+}
+
+/// Where and when a command goes out.
+pub(super) struct Issue {
+    pub(super) itt: Itt,
+    pub(super) cmd_sn: SeqNum,
+    pub(super) conn: ConnId,
+    pub(super) cid: u16,
+    pub(super) now: Instant,
 }
 
 /// What a PDU did to a task.
@@ -54,13 +80,17 @@ impl Task {
     /// `out`; ExpStatSN is stamped when they leave.
     pub(super) fn start(
         mut queued: Queued,
-        itt: Itt,
-        cmd_sn: SeqNum,
-        conn: ConnId,
-        cid: u16,
+        issue: Issue,
         params: &SessionParams,
         out: &mut Vec<Pdu>,
     ) -> Self {
+        let Issue {
+            itt,
+            cmd_sn,
+            conn,
+            cid,
+            now,
+        } = issue;
         queued.attempts += 1;
         let cmd = &queued.command;
         let mut stats = CommandStats {
@@ -83,9 +113,14 @@ impl Task {
             bidi_read_length: None,
             data: Bytes::new(),
         };
+        let recovering = params.error_recovery_level > 0;
+        let mut sent = None;
         let state = match &cmd.data {
             CommandData::Read(len) if *len > 0 => {
                 pdu.read = true;
+                if recovering {
+                    sent = Some(pdu.clone());
+                }
                 out.push(Pdu::ScsiCommand(pdu));
                 State::Read(InitiatorRead::new(itt, *len, params))
             }
@@ -96,6 +131,9 @@ impl Task {
                 pdu.final_bit = w.command_final_bit();
                 stats.immediate_bytes = pdu.data.len() as u32;
                 let carried = u32::from(!pdu.data.is_empty());
+                if recovering {
+                    sent = Some(pdu.clone());
+                }
                 out.push(Pdu::ScsiCommand(pdu));
                 let unsolicited = w.unsolicited();
                 let first = carried + unsolicited.pdu_count();
@@ -107,6 +145,9 @@ impl Task {
                 State::Write(w)
             }
             _ => {
+                if recovering {
+                    sent = Some(pdu.clone());
+                }
                 out.push(Pdu::ScsiCommand(pdu));
                 State::NoData
             }
@@ -117,7 +158,82 @@ impl Task {
             conn,
             state,
             stats,
+            sent,
+            last_activity: now,
+            heard: false,
+            retries: 0,
+            held_stat_sn: None,
         }
+    }
+
+    /// The PDUs of a command retry (section 7.2.1): the command as first sent, and the
+    /// unsolicited data after it ("the immediate data is implicitly recovered when the task is
+    /// retried ..., followed by the entire data transfer for the task", section 7.8). `false`
+    /// when the command was not kept (ErrorRecoveryLevel 0).
+    pub(super) fn retry_pdus(&mut self, out: &mut Vec<Pdu>) -> bool {
+        let Some(cmd) = self.sent.clone() else {
+            return false;
+        };
+        out.push(Pdu::ScsiCommand(cmd));
+        if let State::Write(w) = &mut self.state {
+            out.extend(w.unsolicited().map(Pdu::DataOut));
+        }
+        self.retries += 1;
+        true
+    }
+
+    /// The SNACKs the task asks for since the last call (lost Data-In, R2Ts, DataACKs).
+    pub(super) fn take_snacks(&mut self, itt: Itt) -> Vec<Pdu> {
+        let lun = self.queued.command.lun;
+        match &mut self.state {
+            State::Read(r) => r
+                .take_asks()
+                .into_iter()
+                .map(|a| match a {
+                    ReadAsk::Data {
+                        beg_run,
+                        run_length,
+                    } => snack(
+                        SnackType::DataR2t,
+                        lun,
+                        itt,
+                        Ttt::RESERVED,
+                        beg_run,
+                        run_length,
+                    ),
+                    // Section 11.16.4: the ITT of a DataACK is the reserved value.
+                    ReadAsk::DataAck { ttt, lun, beg_run } => {
+                        snack(SnackType::DataAck, lun, Itt::RESERVED, ttt, beg_run, 0)
+                    }
+                    ReadAsk::RData { tag } => snack(SnackType::RData, lun, itt, Ttt(tag), 0, 0),
+                })
+                .collect(),
+            State::Write(w) => w
+                .take_r2t_snacks()
+                .into_iter()
+                .map(|(beg, run)| snack(SnackType::DataR2t, lun, itt, Ttt::RESERVED, beg, run))
+                .collect(),
+            State::NoData => Vec::new(),
+        }
+    }
+
+    /// A Data-In of this task whose data failed its digest: asked for again.
+    pub(super) fn handle_lost_data_in(&mut self, header: &DataIn) {
+        if let State::Read(r) = &mut self.state {
+            r.handle_lost_data_in(header);
+        }
+    }
+
+    /// No progress for a retry period: a read asks again for what it misses.
+    pub(super) fn handle_stall(&mut self, tag: u32) {
+        if let State::Read(r) = &mut self.state {
+            r.handle_stall(tag);
+        }
+    }
+
+    /// Whether this is a read whose status arrived before all its data.
+    pub(super) fn status_waits_for_data(&self) -> bool {
+        matches!(&self.state, State::Read(r) if r.status_waits_for_data())
     }
 
     /// Bytes the command moves.
@@ -166,6 +282,13 @@ impl Task {
         match &mut self.state {
             State::Read(r) => r.start_placement(pdu, len),
             State::Write(_) | State::NoData => None,
+        }
+    }
+
+    /// A placement whose payload cannot be used: the read takes its buffer back.
+    pub(super) fn abandon_placement(&mut self, placement: Placement) {
+        if let State::Read(r) = &mut self.state {
+            r.abandon_placement(placement);
         }
     }
 
@@ -226,6 +349,26 @@ impl Task {
             latency: now.saturating_duration_since(self.queued.submitted),
         }
     }
+}
+
+/// A SNACK Request (section 11.16); ExpStatSN is stamped when it leaves.
+pub(super) fn snack(
+    snack_type: SnackType,
+    lun: Lun,
+    itt: Itt,
+    ttt: Ttt,
+    beg_run: u32,
+    run_length: u32,
+) -> Pdu {
+    Pdu::SnackRequest(SnackRequest {
+        snack_type,
+        lun,
+        itt,
+        ttt,
+        exp_stat_sn: SeqNum(0),
+        beg_run,
+        run_length,
+    })
 }
 
 fn read_progress(p: Result<ReadProgress, TaskError>) -> Progress {

@@ -45,6 +45,7 @@ impl Rig {
             policy,
             max_retries: 2,
             keepalive: None,
+            recovery: RecoveryConfig::default(),
         };
         let (mut s, first) = InitiatorSession::new(config, setup(0), now);
         let mut ids = vec![first];
@@ -669,6 +670,7 @@ fn keepalive_pings_then_gives_the_connection_up() {
         policy: Policy::RoundRobin,
         max_retries: 1,
         keepalive: Some((Duration::from_secs(5), Duration::from_secs(5))),
+        recovery: RecoveryConfig::default(),
     };
     let (mut s, c) = InitiatorSession::new(config, setup(0), now);
     let t = s.poll_timeout().unwrap();
@@ -782,6 +784,7 @@ fn a_target_ping_is_echoed_within_the_targets_max_recv_data_segment_length() {
         policy: Policy::RoundRobin,
         max_retries: 2,
         keepalive: None,
+        recovery: RecoveryConfig::default(),
     };
     let now = Instant::now();
     let (mut s, conn) = InitiatorSession::new(config, leading, now);

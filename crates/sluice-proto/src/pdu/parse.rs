@@ -69,6 +69,16 @@ pub mod ahs_type {
 }
 
 impl Pdu {
+    /// Parses a BHS alone, as if its data segment and AHS were empty: what a header says when
+    /// its data is elsewhere (received in place) or lost (a data digest error). Fields that
+    /// describe the data, such as DataSegmentLength, are read from `header` by the caller.
+    pub fn parse_header_only(header: &[u8; BHS_LEN]) -> Result<Pdu, ParseError> {
+        let mut bare = *header;
+        // TotalAHSLength and DataSegmentLength (bytes 4..8).
+        bare[4..8].fill(0);
+        Pdu::parse(&bare, &[], Bytes::new())
+    }
+
     /// Parses one PDU from its 48-byte BHS, its AHS (exactly TotalAHSLength bytes) and its data
     /// segment (exactly DataSegmentLength bytes, padding and digests removed). `data` is shared,
     /// not copied.

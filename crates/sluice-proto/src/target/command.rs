@@ -39,10 +39,7 @@ impl TargetSession {
         }
         match pdu {
             Pdu::DataOut(d) => self.handle_data_out(conn, d),
-            Pdu::SnackRequest(_) => {
-                // ErrorRecoveryLevel 0: SNACK support is not required (section 11.16).
-                self.reject_pdu(conn, RejectReason::CommandNotSupported, &pdu);
-            }
+            Pdu::SnackRequest(snack) => self.handle_snack(conn, snack),
             Pdu::ScsiCommand(_)
             | Pdu::NopOut(_)
             | Pdu::TaskMgmtRequest(_)

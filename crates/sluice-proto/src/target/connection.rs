@@ -37,7 +37,12 @@ pub(super) struct Connection {
     /// The highest ExpStatSN the initiator sent on this connection (every StatSN before it
     /// was received).
     pub(super) exp_stat_sn: SeqNum,
-    out: VecDeque<Pdu>,
+    out: VecDeque<Outgoing>,
+    /// Status PDUs sent and not yet acknowledged, as stamped, oldest first: what a Status
+    /// SNACK may ask for again (RFC 7143 section 11.16). Kept only under ErrorRecoveryLevel 1
+    /// and above.
+    pub(super) retained: VecDeque<Pdu>,
+    retain: bool,
     /// Events for this connection's driver.
     pub(super) events: VecDeque<Event>,
     keepalive: Option<Keepalive>,
@@ -65,6 +70,8 @@ impl Connection {
             // The final Login Response carried StatSN next - 1: the initiator expects `next`.
             exp_stat_sn: setup.next_stat_sn,
             out: VecDeque::new(),
+            retained: VecDeque::new(),
+            retain: setup.params.error_recovery_level > 0,
             events: VecDeque::new(),
             keepalive: keepalive.map(|k| Keepalive::new(k.interval, k.timeout, now)),
             text: TextState::default(),
@@ -95,7 +102,25 @@ impl Connection {
         if takes_stat_sn(&pdu) {
             self.queued_statuses += 1;
         }
-        self.out.push_back(pdu);
+        self.out.push_back(Outgoing { pdu, resend: false });
+    }
+
+    /// Queues a PDU sent before, again (an answer to a SNACK): "exact replicas ... except for
+    /// the fields ExpCmdSN, MaxCmdSN, and ExpDataSN, which MUST carry the current values"
+    /// (section 11.16). Its StatSN is kept, the connection's does not advance, and it is not
+    /// retained a second time.
+    pub(super) fn queue_resend(&mut self, pdu: Pdu) {
+        self.out.push_back(Outgoing { pdu, resend: true });
+    }
+
+    /// Whether sent statuses are kept for Status SNACK (ErrorRecoveryLevel 1 and above).
+    pub(super) fn retains(&self) -> bool {
+        self.retain
+    }
+
+    /// The StatSN the next status PDU will take.
+    pub(super) fn next_stat_sn(&self) -> SeqNum {
+        self.stat_sn
     }
 
     /// The StatSN the initiator must acknowledge (ExpStatSN) to have seen every status
@@ -117,7 +142,11 @@ impl Connection {
     /// section 4.2.2.2); R2T and a NOP-In with the reserved ITT carry the next StatSN without
     /// taking it (sections 11.8.3, 11.19.2).
     pub(super) fn poll_transmit(&mut self, exp: SeqNum, max: SeqNum) -> Option<Pdu> {
-        let mut pdu = self.out.pop_front()?;
+        let Outgoing { mut pdu, resend } = self.out.pop_front()?;
+        if resend {
+            restamp(&mut pdu, self.stat_sn, exp, max);
+            return Some(pdu);
+        }
         let stat_sn = self.stat_sn;
         let advance = match &mut pdu {
             Pdu::ScsiResponse(p) => {
@@ -164,6 +193,11 @@ impl Connection {
         if advance {
             self.stat_sn = self.stat_sn.next();
             self.queued_statuses = self.queued_statuses.saturating_sub(1);
+            if self.retain {
+                // Section 7.1.3: a target supporting status retransmission keeps "the status
+                // and sense" until acknowledged. The clone shares any data (`Bytes`).
+                self.retained.push_back(pdu.clone());
+            }
         }
         Some(pdu)
     }
@@ -197,6 +231,47 @@ pub(super) fn ping(ttt: Ttt) -> Pdu {
         exp_cmd_sn: SeqNum(0),
         max_cmd_sn: SeqNum(0),
         data: Bytes::new(),
+    })
+}
+
+/// A PDU waiting to be sent, new or sent again.
+#[derive(Debug)]
+struct Outgoing {
+    pdu: Pdu,
+    /// Sent before (a SNACK's answer): keeps its StatSN.
+    resend: bool,
+}
+
+/// Stamps a resent PDU: current ExpCmdSN and MaxCmdSN; an R2T also the current StatSN
+/// (section 11.16: "R2T(s) requested by SNACK MUST also carry the current value of the
+/// StatSN"); a status PDU keeps the StatSN it was first sent with.
+fn restamp(pdu: &mut Pdu, stat_sn: SeqNum, exp: SeqNum, max: SeqNum) {
+    match pdu {
+        Pdu::ScsiResponse(p) => (p.exp_cmd_sn, p.max_cmd_sn) = (exp, max),
+        Pdu::DataIn(p) => (p.exp_cmd_sn, p.max_cmd_sn) = (exp, max),
+        Pdu::R2t(p) => (p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn) = (stat_sn, exp, max),
+        Pdu::NopIn(p) => (p.exp_cmd_sn, p.max_cmd_sn) = (exp, max),
+        Pdu::TaskMgmtResponse(p) => (p.exp_cmd_sn, p.max_cmd_sn) = (exp, max),
+        Pdu::TextResponse(p) => (p.exp_cmd_sn, p.max_cmd_sn) = (exp, max),
+        Pdu::LogoutResponse(p) => (p.exp_cmd_sn, p.max_cmd_sn) = (exp, max),
+        Pdu::AsyncMessage(p) => (p.exp_cmd_sn, p.max_cmd_sn) = (exp, max),
+        Pdu::Reject(p) => (p.exp_cmd_sn, p.max_cmd_sn) = (exp, max),
+        _ => {}
+    }
+}
+
+/// The StatSN a status PDU was stamped with (`None` for PDUs that take none).
+pub(super) fn stat_sn_of(pdu: &Pdu) -> Option<SeqNum> {
+    Some(match pdu {
+        Pdu::ScsiResponse(p) => p.stat_sn,
+        Pdu::DataIn(p) if p.status_present => p.stat_sn,
+        Pdu::NopIn(p) if p.itt != Itt::RESERVED => p.stat_sn,
+        Pdu::TaskMgmtResponse(p) => p.stat_sn,
+        Pdu::TextResponse(p) => p.stat_sn,
+        Pdu::LogoutResponse(p) => p.stat_sn,
+        Pdu::AsyncMessage(p) => p.stat_sn,
+        Pdu::Reject(p) => p.stat_sn,
+        _ => return None,
     })
 }
 

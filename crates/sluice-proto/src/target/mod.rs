@@ -31,6 +31,7 @@
 mod command;
 mod connection;
 mod logout;
+mod recovery;
 pub mod registry;
 mod scsi;
 mod text;
@@ -56,6 +57,7 @@ use crate::task::SequentialTtts;
 use crate::window::CommandWindow;
 
 use connection::{ConnState, Connection};
+pub use recovery::RecoveryConfig;
 use scsi::Task;
 use tmf::PendingTmf;
 
@@ -113,6 +115,8 @@ pub struct SessionConfig {
     /// NOP-In keepalive of normal sessions: ping after `interval` of silence, close when
     /// nothing arrives within `timeout` of the ping.
     pub keepalive: Option<KeepaliveConfig>,
+    /// Error recovery settings, used when the login negotiated ErrorRecoveryLevel 1 or 2.
+    pub recovery: RecoveryConfig,
 }
 
 /// Keepalive timing (RFC 7143 sections 11.18, 11.19).
@@ -278,6 +282,8 @@ pub struct TargetSession {
     next_serial: u64,
     /// Async logout request sent: close every connection at this time.
     logout_deadline: Option<Instant>,
+    /// The latest `now` a call brought (timers set by PDUs start from it).
+    now: Instant,
 }
 
 /// How many recently aborted ITTs are remembered (a window's worth is plenty: late Data-Out
@@ -303,6 +309,7 @@ impl TargetSession {
             recently_aborted: VecDeque::new(),
             next_serial: 1,
             logout_deadline: None,
+            now,
         };
         let conn = session.insert_connection(leading, now);
         (session, conn)
@@ -431,6 +438,7 @@ impl TargetSession {
         now: Instant,
         env: &mut dyn TargetSessionEnv,
     ) {
+        self.now = now;
         let Some(c) = self.find_mut(conn) else {
             return;
         };
@@ -438,19 +446,39 @@ impl TargetSession {
             return;
         }
         c.handle_received(&pdu, now);
+        if c.retains() {
+            self.release_acknowledged(conn);
+        }
         self.dispatch(conn, pdu, env);
         self.progress(env);
     }
 
-    /// The framer refused a PDU on `conn`: a Reject when the stream is still in step (the
-    /// PDU's header is quoted), else the connection closes (RFC 7143 section 7.3).
-    pub fn handle_frame_error(&mut self, conn: ConnId, error: &FrameError) {
-        match error.reject() {
-            Some((reason, header)) => {
-                self.send_reject(conn, reason, Bytes::copy_from_slice(header));
-            }
-            None => self.close_connection(conn, CloseReason::Framing),
+    /// The framer refused a PDU on `conn` at `now`: a Reject when the stream is still in
+    /// step (the PDU's header is quoted), else the connection closes (RFC 7143 section 7.3).
+    /// Under ErrorRecoveryLevel 1 and above, data a digest error discarded is asked for again
+    /// (section 7.8), and a header the framer skipped is left to sequence numbers and timeouts.
+    pub fn handle_frame_error(
+        &mut self,
+        conn: ConnId,
+        error: &FrameError,
+        now: Instant,
+        env: &mut dyn TargetSessionEnv,
+    ) {
+        self.now = now;
+        if self.find(conn).is_none_or(|c| c.state != ConnState::Live) {
+            return;
         }
+        match error {
+            FrameError::DataDigest { header, .. } => self.handle_data_digest_error(conn, header),
+            FrameError::HeaderDigestSkipped { .. } => {}
+            _ => match error.reject() {
+                Some((reason, header)) => {
+                    self.send_reject(conn, reason, Bytes::copy_from_slice(header));
+                }
+                None => self.close_connection(conn, CloseReason::Framing),
+            },
+        }
+        self.progress(env);
     }
 
     /// The result of a [`ScsiWork`].
@@ -464,8 +492,11 @@ impl TargetSession {
         self.progress(env);
     }
 
-    /// Runs the timers due at `now`: keepalive pings and deaths, the logout grace period.
+    /// Runs the timers due at `now`: keepalive pings and deaths, the logout grace period,
+    /// the sequence reception timeouts of writes.
     pub fn handle_timeout(&mut self, now: Instant, env: &mut dyn TargetSessionEnv) {
+        self.now = now;
+        self.handle_sequence_timeouts(now);
         if self.logout_deadline.is_some_and(|d| now >= d) {
             self.logout_deadline = None;
             self.close_all(CloseReason::Shutdown);
@@ -571,10 +602,10 @@ impl TargetSession {
             .filter(|c| c.state == ConnState::Live)
             .filter_map(Connection::poll_timeout)
             .min();
-        match (keepalive, self.logout_deadline) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [keepalive, self.logout_deadline, self.sequence_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn find(&self, conn: ConnId) -> Option<&Connection> {

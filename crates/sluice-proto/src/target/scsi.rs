@@ -6,11 +6,15 @@ use super::{
     ConnId, DataTransfer, ScsiCompletion, ScsiWork, TargetSession, TargetSessionEnv, Ticket,
 };
 use crate::pdu::codes::{RejectReason, ScsiStatus};
-use crate::pdu::{Cdb, DataOut, Pdu, ScsiCommand};
+use std::time::Instant;
+
+use crate::pdu::{Cdb, DataOut, Pdu, ScsiCommand, ScsiResponse};
 use crate::seq::{Itt, Lun, SeqNum};
 use crate::task::target_read::DataInSequence;
 use crate::task::target_write::{TargetWrite, WriteData, WriteProgress};
-use crate::task::{aborted_command_sense, scsi_response, PeerAction, Residual, TaskError};
+use crate::task::{
+    aborted_command_sense, scsi_response, PeerAction, Residual, TaskError, TttAllocator,
+};
 use crate::window::Slot;
 
 /// One command in the session's task table.
@@ -26,7 +30,13 @@ pub(super) struct Task {
     serial: u64,
     /// Set when the task was ended while its work was running: the result is dropped.
     pub(super) ended: Option<EndedBy>,
-    state: TaskState,
+    /// SNACK Tag of the last R-Data SNACK accepted for it (0: none), copied into its final
+    /// SCSI Response (RFC 7143 sections 11.4.4, 11.16.3).
+    pub(super) snack_tag: u32,
+    /// When a write waiting for Data-Out hits its sequence reception timeout (section
+    /// 7.1.4.1 b); only under ErrorRecoveryLevel 1 and above.
+    pub(super) deadline: Option<Instant>,
+    pub(super) state: TaskState,
 }
 
 /// Why a running task was ended early.
@@ -39,7 +49,7 @@ pub(super) enum EndedBy {
 }
 
 #[derive(Debug)]
-enum TaskState {
+pub(super) enum TaskState {
     /// A write waiting for Data-Out.
     Collecting {
         write: TargetWrite,
@@ -52,12 +62,33 @@ enum TaskState {
         write: Option<TargetWrite>,
         info: CommandInfo,
     },
+    /// Answered and kept until the initiator acknowledges its status (ErrorRecoveryLevel 1
+    /// and above): what a SNACK may ask for again (section 7.1.3: "until either the status
+    /// for the completed command is acknowledged or the data in question has been
+    /// separately acknowledged").
+    Answered(Box<Answered>),
+}
+
+/// What a SNACK (or a reassignment) of an answered command needs.
+#[derive(Debug)]
+pub(super) struct Answered {
+    /// A read's Data-In PDUs as first cut, not started: replayed for a Data SNACK, resumed
+    /// and resegmented for an R-Data SNACK.
+    pub(super) data_in: Option<DataInSequence>,
+    /// The SCSI Response sent after the Data-In (`None` when the status rode in the last
+    /// Data-In).
+    pub(super) response: Option<ScsiResponse>,
+    /// Data-In PDUs sent.
+    pub(super) data_in_sent: u32,
+    /// The first DataSN not acknowledged by a DataACK (section 11.16.1).
+    pub(super) acked_data_sn: u32,
 }
 
 /// What answering a command needs from its SCSI Command PDU.
 #[derive(Clone, Debug)]
-struct CommandInfo {
+pub(super) struct CommandInfo {
     cdb: Cdb,
+    lun: Lun,
     edtl: u32,
     read: bool,
     transfer: DataTransfer,
@@ -69,11 +100,16 @@ impl Task {
         matches!(self.state, TaskState::Running { .. })
     }
 
+    /// Whether the task was answered and only waits for the acknowledgement of its status.
+    pub(super) fn answered(&self) -> bool {
+        matches!(self.state, TaskState::Answered(_))
+    }
+
     /// Write-buffer bytes the task holds on its connection.
     pub(super) fn reserved_bytes(&self) -> usize {
         match self.state {
             TaskState::Collecting { reserved, .. } => reserved,
-            TaskState::Running { .. } => 0,
+            TaskState::Running { .. } | TaskState::Answered(_) => 0,
         }
     }
 }
@@ -89,6 +125,11 @@ impl TargetSession {
         let depth = self.config.queue_depth;
         if let Some(c) = self.find_mut(conn) {
             c.peer_waits = initiator_waits(c.stat_sn_after_queue(), cmd.exp_stat_sn, depth);
+        }
+        if self.tasks.get(&cmd.itt).is_some_and(Task::answered) {
+            // An answered task kept for recovery: the initiator reuses a tag only once the
+            // task is over for it, so its status was received (section 11.2.1.8).
+            self.tasks.remove(&cmd.itt);
         }
         if self.tasks.contains_key(&cmd.itt) {
             // RFC 7143 section 11.2.1.8: an ITT is unique among the session's tasks.
@@ -115,6 +156,7 @@ impl TargetSession {
         }
         let info = CommandInfo {
             cdb: cmd.cdb.clone(),
+            lun: cmd.lun,
             edtl: cmd.expected_data_transfer_length,
             read: cmd.read,
             transfer: env.transfer(cmd.lun, &cmd.cdb),
@@ -127,6 +169,8 @@ impl TargetSession {
             slot,
             serial,
             ended: None,
+            snack_tag: 0,
+            deadline: None,
             state: TaskState::Running { write: None, info },
         };
         if !cmd.write {
@@ -214,6 +258,11 @@ impl TargetSession {
             return;
         }
         let TaskState::Collecting { write, .. } = &mut task.state else {
+            if self.params.error_recovery_level > 0 {
+                // A late copy of data already received (the initiator answered an R2T that a
+                // recovery R2T superseded, or sent a command again): nothing lost.
+                return;
+            }
             // All its data had arrived: this is more than it asked for.
             self.reject_pdu(conn, RejectReason::ProtocolError, &Pdu::DataOut(d));
             return;
@@ -230,7 +279,8 @@ impl TargetSession {
         }
     }
 
-    fn write_progress(&mut self, itt: Itt, progress: WriteProgress) {
+    pub(super) fn write_progress(&mut self, itt: Itt, progress: WriteProgress) {
+        self.rearm_sequence_timer(itt);
         match progress {
             WriteProgress::NeedR2ts(r2ts) => {
                 let Some(conn) = self.tasks.get(&itt).map(|t| t.conn) else {
@@ -291,17 +341,40 @@ impl TargetSession {
         };
         let Task {
             conn,
+            cmd_sn,
+            lun,
             slot,
+            serial,
             ended,
+            snack_tag,
             state,
             ..
         } = task;
-        if ended.is_none() {
-            if let TaskState::Running { write, info } = state {
-                self.answer(conn, ticket.itt, write, &info, done);
-            }
-        }
         self.release_slot(slot);
+        if ended.is_some() {
+            return;
+        }
+        let TaskState::Running { write, info } = state else {
+            return;
+        };
+        let answered = self.answer(conn, ticket.itt, write, &info, done, snack_tag);
+        if self.params.error_recovery_level > 0 {
+            // Kept until its status is acknowledged (see `TaskState::Answered`).
+            self.tasks.insert(
+                ticket.itt,
+                Task {
+                    conn,
+                    cmd_sn,
+                    lun,
+                    slot: None,
+                    serial,
+                    ended: None,
+                    snack_tag,
+                    deadline: None,
+                    state: TaskState::Answered(Box::new(answered)),
+                },
+            );
+        }
     }
 
     /// Data-In and SCSI Response for a finished command, with the residuals of section
@@ -313,26 +386,55 @@ impl TargetSession {
         write: Option<TargetWrite>,
         info: &CommandInfo,
         done: ScsiCompletion,
-    ) {
+        snack_tag: u32,
+    ) -> Answered {
+        let mut answered = Answered {
+            data_in: None,
+            response: None,
+            data_in_sent: 0,
+            acked_data_sn: 0,
+        };
         let Some(params) = self.find(conn).map(|c| c.params) else {
-            return;
+            return answered;
+        };
+        let tagged = |mut rsp: ScsiResponse| {
+            rsp.snack_tag = snack_tag;
+            rsp
         };
         if let Some(write) = write {
             // Writes: the residual compares what the CDB wanted with the EDTL, which the write
             // task already knows; ExpDataSN is 0 (no Data-In).
-            let rsp = write.response(done.status, &done.sense);
-            self.queue_to(conn, Pdu::ScsiResponse(rsp));
-            return;
+            let rsp = tagged(write.response(done.status, &done.sense));
+            self.queue_to(conn, Pdu::ScsiResponse(rsp.clone()));
+            answered.response = Some(rsp);
+            return answered;
         }
         if info.read {
             let mut seq = DataInSequence::new(itt, done.data, info.edtl, done.status, &params);
+            if snack_tag != 0 {
+                // An R-Data SNACK came while the command ran: its status goes in a SCSI
+                // Response carrying the SNACK Tag (section 11.16.3).
+                seq = seq.resume(0, &params).unwrap_or(seq);
+            } else if let Some(every) = self.config.recovery.data_ack_every {
+                if params.error_recovery_level > 0 {
+                    // Section 11.7.2: positive acknowledgement asked for with the A bit.
+                    let ttt = self.ttts.allocate();
+                    seq = seq.with_data_ack(every, ttt, info.lun);
+                }
+            }
+            if params.error_recovery_level > 0 {
+                answered.data_in = Some(seq.clone());
+            }
             for pdu in &mut seq {
                 self.queue_to(conn, Pdu::DataIn(pdu));
             }
+            answered.data_in_sent = seq.data_in_count();
             if seq.needs_response() {
-                self.queue_to(conn, Pdu::ScsiResponse(seq.response(&done.sense)));
+                let rsp = tagged(seq.response(&done.sense));
+                self.queue_to(conn, Pdu::ScsiResponse(rsp.clone()));
+                answered.response = Some(rsp);
             }
-            return;
+            return answered;
         }
         // No data phase on the wire. If the CDB wanted data, the shortfall is an overflow
         // (e.g. WRITE with EDTL 0: residual = the CDB's transfer length).
@@ -344,8 +446,10 @@ impl TargetSession {
             }
             _ => Residual::None,
         };
-        let rsp = scsi_response(itt, done.status, residual, 0, &done.sense);
-        self.queue_to(conn, Pdu::ScsiResponse(rsp));
+        let rsp = tagged(scsi_response(itt, done.status, residual, 0, &done.sense));
+        self.queue_to(conn, Pdu::ScsiResponse(rsp.clone()));
+        answered.response = Some(rsp);
+        answered
     }
 
     /// A data-transfer rule was broken: do what the rule says (RFC 7143 sections 7, 11.4.7.2).
@@ -415,7 +519,10 @@ impl TargetSession {
     }
 
     fn immediate_tasks(&self) -> usize {
-        self.tasks.values().filter(|t| t.slot.is_none()).count()
+        self.tasks
+            .values()
+            .filter(|t| t.slot.is_none() && !t.answered())
+            .count()
     }
 
     /// Immediate tasks in progress at once; more are rejected.

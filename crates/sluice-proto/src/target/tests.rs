@@ -82,12 +82,22 @@ impl Rig {
     }
 
     fn with_depth(cids: &[u16], depth: u32) -> Self {
+        Self::with(cids, depth, setup(0, 0).params, RecoveryConfig::default())
+    }
+
+    /// A session with these negotiated `params` and recovery settings.
+    fn with(cids: &[u16], depth: u32, params: SessionParams, recovery: RecoveryConfig) -> Self {
         let now = Instant::now();
         let config = SessionConfig {
             session_type: SessionType::Normal,
             queue_depth: depth,
             max_write_bytes_per_connection: 1 << 20,
             keepalive: None,
+            recovery,
+        };
+        let setup = |cid: u16, stat_sn: u32| ConnectionSetup {
+            params,
+            ..setup(cid, stat_sn)
         };
         let mut env = Env::default();
         let (mut s, first) = TargetSession::new(config, setup(cids[0], 100), now);
@@ -652,6 +662,7 @@ fn keepalive_pings_an_idle_initiator_and_closes_a_silent_one() {
             interval: Duration::from_secs(5),
             timeout: Duration::from_secs(5),
         }),
+        recovery: RecoveryConfig::default(),
     };
     let mut env = Env::default();
     let (mut s, c) = TargetSession::new(config, setup(1, 1), now);
@@ -732,6 +743,7 @@ fn discovery_sessions_take_only_text_logout_and_nop() {
         queue_depth: 8,
         max_write_bytes_per_connection: 1 << 20,
         keepalive: None,
+        recovery: RecoveryConfig::default(),
     };
     let mut env = Env::default();
     let (mut s, c) = TargetSession::new(config, setup(0, 1), now);
@@ -767,6 +779,7 @@ fn ping_data_is_echoed_within_the_initiators_max_recv_data_segment_length() {
         queue_depth: 8,
         max_write_bytes_per_connection: 1 << 20,
         keepalive: None,
+        recovery: RecoveryConfig::default(),
     };
     let now = Instant::now();
     let mut env = Env::default();
@@ -785,3 +798,6 @@ fn ping_data_is_echoed_within_the_initiators_max_recv_data_segment_length() {
         other => panic!("expected the NOP-In echo, got {other:?}"),
     }
 }
+
+#[path = "recovery_tests.rs"]
+mod recovery;

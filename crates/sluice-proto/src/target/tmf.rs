@@ -81,6 +81,12 @@ impl TargetSession {
         env: &mut dyn TargetSessionEnv,
     ) {
         let function = req.function;
+        if self.tmfs.iter().any(|t| t.itt == req.itt && t.conn == conn) {
+            // The same request again (an initiator under error recovery resends a request
+            // whose answer it has not seen): it is already being carried out.
+            self.release_slot(slot);
+            return;
+        }
         let (scope, reset) = match function {
             TmfFunction::AbortTask => return self.abort_task(conn, &req, slot),
             TmfFunction::AbortTaskSet | TmfFunction::ClearTaskSet => (Scope::Lun(req.lun), None),

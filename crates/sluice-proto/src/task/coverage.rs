@@ -36,6 +36,29 @@ impl Coverage {
         }
     }
 
+    /// The parts of `[start, end)` not covered, in offset order (the holes a lost PDU left,
+    /// RFC 7143 section 7.9).
+    pub(crate) fn gaps(&self, start: u32, end: u32) -> Vec<(u32, u32)> {
+        let mut gaps = Vec::new();
+        let mut at = start;
+        for &(s, e) in &self.ranges {
+            if e <= at {
+                continue;
+            }
+            if s >= end {
+                break;
+            }
+            if s > at {
+                gaps.push((at, s));
+            }
+            at = at.max(e);
+        }
+        if at < end {
+            gaps.push((at, end));
+        }
+        gaps
+    }
+
     /// Records `[start, end)`. Empty ranges are always [`Insert::Duplicate`].
     pub(crate) fn insert(&mut self, start: u32, end: u32) -> Insert {
         if start >= end {
@@ -99,5 +122,20 @@ mod tests {
         assert_eq!(c.bytes(), 55);
         assert_eq!(c.contiguous_end(0), 40);
         assert_eq!(c.insert(5, 5), Insert::Duplicate);
+    }
+
+    #[test]
+    fn gaps_are_the_uncovered_parts() {
+        let mut c = Coverage::default();
+        assert_eq!(c.gaps(0, 10), vec![(0, 10)]);
+        c.insert(2, 4);
+        c.insert(6, 8);
+        assert_eq!(c.gaps(0, 10), vec![(0, 2), (4, 6), (8, 10)]);
+        assert_eq!(c.gaps(3, 7), vec![(4, 6)]);
+        assert_eq!(c.gaps(2, 4), vec![]);
+        c.insert(0, 2);
+        c.insert(4, 6);
+        c.insert(8, 10);
+        assert_eq!(c.gaps(0, 10), vec![]);
     }
 }

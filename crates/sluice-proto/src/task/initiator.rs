@@ -18,7 +18,11 @@ use crate::seq::{Itt, Lun, Ttt};
 
 #[path = "initiator_read.rs"]
 mod read;
-pub use read::{InitiatorRead, Placement, ReadProgress, PLACEMENT_OVERRUN};
+pub use read::{InitiatorRead, Placement, ReadAsk, ReadProgress, PLACEMENT_OVERRUN};
+
+/// Most R2Ts one R2T can show missing before the gap is taken for a broken target rather than
+/// losses (bounds the list of missing R2TSNs).
+const MAX_MISSING_R2TS: u32 = 64;
 
 /// Hands out Initiator Task Tags, never the reserved 0xffffffff (section 11.2.1.8).
 #[derive(Clone, Debug, Default)]
@@ -86,6 +90,11 @@ pub struct InitiatorWrite {
     unsolicited_end: u32,
     next_r2t_sn: u32,
     counters: TaskCounters,
+    /// Within-command recovery (ErrorRecoveryLevel 1 and above): R2TSNs not received yet
+    /// although later ones were, each asked for with an R2T SNACK.
+    recovering: bool,
+    missing_r2ts: Vec<u32>,
+    r2t_snacks: Vec<(u32, u32)>,
 }
 
 impl InitiatorWrite {
@@ -119,7 +128,15 @@ impl InitiatorWrite {
                 immediate_bytes: immediate_len,
                 ..TaskCounters::default()
             },
+            recovering: params.error_recovery_level > 0,
+            missing_r2ts: Vec::new(),
+            r2t_snacks: Vec::new(),
         }
+    }
+
+    /// The R2T SNACKs to send since the last call, as `(BegRun, RunLength)`.
+    pub fn take_r2t_snacks(&mut self) -> Vec<(u32, u32)> {
+        std::mem::take(&mut self.r2t_snacks)
     }
 
     /// The Expected Data Transfer Length for the command.
@@ -151,11 +168,43 @@ impl InitiatorWrite {
         }
         // Section 11.8.2: R2TSN counts the task's R2Ts from 0; a gap is a sequence error.
         if r2t.r2t_sn != self.next_r2t_sn {
-            return Err(TaskError::Sequence {
-                expected: self.next_r2t_sn,
-                got: r2t.r2t_sn,
-            });
+            if !self.recovering {
+                return Err(TaskError::Sequence {
+                    expected: self.next_r2t_sn,
+                    got: r2t.r2t_sn,
+                });
+            }
+            if r2t.r2t_sn.wrapping_sub(self.next_r2t_sn) < 0x8000_0000 {
+                // Section 7.9: R2Ts before this one were lost; ask for them (section 11.16)
+                // and answer this one now.
+                let missing = r2t.r2t_sn - self.next_r2t_sn;
+                if missing > MAX_MISSING_R2TS {
+                    return Err(TaskError::Sequence {
+                        expected: self.next_r2t_sn,
+                        got: r2t.r2t_sn,
+                    });
+                }
+                self.r2t_snacks.push((self.next_r2t_sn, missing));
+                self.missing_r2ts.extend(self.next_r2t_sn..r2t.r2t_sn);
+                self.next_r2t_sn = r2t.r2t_sn;
+            } else if let Some(at) = self.missing_r2ts.iter().position(|&m| m == r2t.r2t_sn) {
+                // A lost R2T arriving after all: answered now.
+                self.missing_r2ts.swap_remove(at);
+                return self.answer_r2t(r2t);
+            } else {
+                // "When an initiator receives duplicate R2TSNs (due to proactive
+                // retransmission of R2Ts by the target) ..., it MUST discard the duplicates."
+                self.counters.duplicates += 1;
+                return Ok(self.sequence(r2t.ttt, 0, 0));
+            }
         }
+        let seq = self.answer_r2t(r2t)?;
+        self.next_r2t_sn += 1;
+        Ok(seq)
+    }
+
+    /// The Data-Out answering a valid R2T.
+    fn answer_r2t(&mut self, r2t: &R2t) -> Result<DataOutSequence, TaskError> {
         let len = r2t.desired_data_transfer_length;
         let end = r2t.buffer_offset.checked_add(len);
         // Section 11.8.4: the desired length is non-zero and at most MaxBurstLength.
@@ -163,7 +212,6 @@ impl InitiatorWrite {
         let end = end
             .filter(|&e| valid && e <= self.edtl())
             .ok_or(TaskError::InvalidR2t)?;
-        self.next_r2t_sn += 1;
         self.counters.r2t += 1;
         let mut seq = self.sequence(r2t.ttt, r2t.buffer_offset, end);
         seq.lun = r2t.lun;

@@ -47,6 +47,8 @@ pub struct InitiatorRead {
     max_data_sn: Option<u32>,
     counters: TaskCounters,
     done: bool,
+    /// Within-command recovery of lost Data-In (ErrorRecoveryLevel 1 and above).
+    recovery: Option<Box<ReadRecovery>>,
 }
 
 /// Bytes a [`Placement`] can take past the end of its payload: enough for the padding and data
@@ -134,6 +136,7 @@ impl InitiatorRead {
             max_data_sn: None,
             counters: TaskCounters::default(),
             done: false,
+            recovery: (params.error_recovery_level > 0).then(Box::default),
         }
     }
 
@@ -142,6 +145,9 @@ impl InitiatorRead {
         if self.placing {
             // The buffer is lent out: the stream cannot hold a PDU inside another one.
             return Err(TaskError::Inconsistent);
+        }
+        if self.recovery.is_some() {
+            return self.handle_data_in_recovering(pdu);
         }
         let offset = pdu.buffer_offset;
         let len = u32::try_from(pdu.data.len()).unwrap_or(u32::MAX);
@@ -178,6 +184,15 @@ impl InitiatorRead {
     /// receive the whole PDU and hand it to `handle_data_in`, which reports what is wrong.
     pub fn start_placement(&mut self, pdu: &DataIn, len: u32) -> Option<Placement> {
         if !self.in_order || self.placing || len == 0 {
+            return None;
+        }
+        if self
+            .recovery
+            .as_ref()
+            .is_some_and(|r| !r.places(pdu.data_sn, self.pdus))
+        {
+            // Not the next PDU in order (a loss, a duplicate, a resent one): the whole PDU goes
+            // through `handle_data_in`, which sorts it out.
             return None;
         }
         let end = self.check(pdu, len).ok()?;
@@ -233,6 +248,21 @@ impl InitiatorRead {
         self.account(pdu)
     }
 
+    /// Takes the buffer back from a [`Placement`] whose payload is not to be used (its data
+    /// digest failed): what it received is dropped and the read goes on as if the PDU had
+    /// not arrived.
+    pub fn abandon_placement(&mut self, placement: Placement) {
+        if !self.placing {
+            return;
+        }
+        let Placement {
+            mut buffer, offset, ..
+        } = placement;
+        buffer.truncate(offset);
+        self.buffer = buffer;
+        self.placing = false;
+    }
+
     /// Takes in the SCSI Response ending this read (status not carried in a Data-In).
     pub fn handle_response(&mut self, rsp: &ScsiResponse) -> Result<ReadProgress, TaskError> {
         if self.done {
@@ -246,6 +276,9 @@ impl InitiatorRead {
             return Err(TaskError::Inconsistent);
         }
         let status = TaskStatus::from_response(rsp)?;
+        if self.recovery.is_some() {
+            return self.status_recovering(rsp.exp_data_sn, status, Some(rsp.snack_tag));
+        }
         // Section 11.4.8: ExpDataSN is the number of Data-In PDUs the target sent.
         self.finish(rsp.exp_data_sn, status)
     }
@@ -302,6 +335,9 @@ impl InitiatorRead {
         self.pdus += 1;
         self.counters.data_in += 1;
         self.max_data_sn = Some(self.max_data_sn.map_or(pdu.data_sn, |m| m.max(pdu.data_sn)));
+        if self.recovery.is_some() {
+            return self.account_recovering(pdu);
+        }
         if !pdu.status_present {
             return Ok(ReadProgress::Waiting);
         }
@@ -346,3 +382,8 @@ impl InitiatorRead {
         Ok(ReadProgress::Complete(buffer.freeze(), status))
     }
 }
+
+#[path = "initiator_read_recovery.rs"]
+mod recovery;
+pub use recovery::ReadAsk;
+use recovery::ReadRecovery;

@@ -212,6 +212,11 @@ pub struct TaskCounters {
     pub data_in: u32,
     /// Data PDUs fully covering data already received, ignored.
     pub duplicates: u32,
+    /// Recovery R2Ts: R2Ts asking again for Data-Out that was lost (RFC 7143 section 11.8),
+    /// counted in `r2t` too.
+    pub recovery_r2t: u32,
+    /// Data PDUs lost (a digest error, or a DataSN or offset gap), as far as seen.
+    pub lost: u32,
 }
 
 /// A source of fresh Target Transfer Tags, owned by the connection or session.

@@ -33,6 +33,25 @@ pub struct DataInSequence {
     /// Bytes already sent in the current sequence (burst).
     burst_sent: u32,
     next_data_sn: u32,
+    /// Whether GOOD status may ride in the last Data-In (phase collapse). Not after an R-Data
+    /// SNACK, whose answer ends with a SCSI Response carrying its SNACK Tag (section 11.16.3).
+    collapse: bool,
+    /// Positive acknowledgement requested with the A bit (ErrorRecoveryLevel 1 and above).
+    ack: Option<AckRequests>,
+}
+
+/// When the target sets the A bit (RFC 7143 section 11.7.2): "it MAY only set the A bit to 1
+/// once every MaxBurstLength bytes, or on the last Data-In PDU that concludes the entire
+/// requested read data transfer ... and it MUST NOT do so more frequently".
+#[derive(Clone, Copy, Debug)]
+struct AckRequests {
+    /// At most once per this many PDUs (the configured DataACK interval) ...
+    every_pdus: u32,
+    /// ... and never before MaxBurstLength bytes went out since the last one.
+    ttt: Ttt,
+    lun: Lun,
+    pdus_since: u32,
+    bytes_since: u32,
 }
 
 impl DataInSequence {
@@ -63,7 +82,77 @@ impl DataInSequence {
             offset: 0,
             burst_sent: 0,
             next_data_sn: 0,
+            collapse: true,
+            ack: None,
         }
+    }
+
+    /// Asks the initiator for a DataACK (the A bit, section 11.7.2) at most once every
+    /// `every_pdus` Data-In PDUs and never more often than once per MaxBurstLength bytes; the
+    /// A-bit PDUs carry `ttt` and `lun`, which the DataACK SNACK copies (section 11.7.4).
+    #[must_use]
+    pub fn with_data_ack(mut self, every_pdus: u32, ttt: Ttt, lun: Lun) -> Self {
+        self.ack = Some(AckRequests {
+            every_pdus: every_pdus.max(1),
+            ttt,
+            lun,
+            pdus_since: 0,
+            bytes_since: 0,
+        });
+        self
+    }
+
+    /// The TTT the A-bit PDUs carry, when acknowledgements are requested.
+    pub fn ack_ttt(&self) -> Option<Ttt> {
+        self.ack.map(|a| a.ttt)
+    }
+
+    /// The same read sent again from DataSN `data_sn` of this (unstarted) sequence, cut to the
+    /// initiator's current MaxRecvDataSegmentLength in `params` (resegmentation, section
+    /// 11.16.3: "Their DataSN starts with the BegRun of the last DataACK received by the
+    /// target if any was received; otherwise, it starts with 0"). The status goes in a SCSI
+    /// Response, not in the last Data-In, and no acknowledgement is requested. `None` when
+    /// `data_sn` is past the last PDU.
+    pub fn resume(&self, data_sn: u32, params: &SessionParams) -> Option<Self> {
+        let offset = self.offset_of(data_sn)?;
+        let mut next = self.clone();
+        next.max_segment_len = params.initiator_max_recv_data_segment_length.max(1);
+        next.offset = offset;
+        // Sequences keep their MaxBurstLength boundaries from offset 0.
+        next.burst_sent = offset % self.max_burst_len;
+        next.next_data_sn = data_sn;
+        next.collapse = false;
+        next.ack = None;
+        Some(next)
+    }
+
+    /// Buffer Offset of the PDU with `data_sn` in this sequence as cut from its start;
+    /// `Some(len)` for the DataSN just after the last.
+    fn offset_of(&self, data_sn: u32) -> Option<u32> {
+        let mut plan = self.clone();
+        plan.offset = 0;
+        plan.burst_sent = 0;
+        plan.next_data_sn = 0;
+        plan.ack = None;
+        while plan.next_data_sn < data_sn {
+            plan.next()?;
+        }
+        Some(plan.offset)
+    }
+
+    /// The PDUs DataSN `from` to `to` (exclusive) of this (unstarted) sequence, exactly as
+    /// first sent (a Data SNACK, section 11.16: "exact replicas").
+    pub fn replay(&self, from: u32, to: u32) -> impl Iterator<Item = DataIn> {
+        let mut plan = self.clone();
+        plan.offset = 0;
+        plan.burst_sent = 0;
+        plan.next_data_sn = 0;
+        if let Some(a) = plan.ack.as_mut() {
+            a.pdus_since = 0;
+            a.bytes_since = 0;
+        }
+        plan.skip_while(move |p| p.data_sn < from)
+            .take_while(move |p| p.data_sn < to)
     }
 
     /// Whether the status goes in the last Data-In (phase collapse, S bit, section 11.7.3).
@@ -71,7 +160,7 @@ impl DataInSequence {
     /// Only GOOD status may travel in a Data-In (no sense data can), and only if there is at
     /// least one Data-In to carry it.
     pub fn collapses_status(&self) -> bool {
-        self.status == ScsiStatus::Good && !self.data.is_empty()
+        self.collapse && self.status == ScsiStatus::Good && !self.data.is_empty()
     }
 
     /// Whether a separate SCSI Response must follow the Data-In PDUs.
@@ -129,6 +218,23 @@ impl Iterator for DataInSequence {
         // Section 11.7.1: F is set on the last PDU of each sequence.
         let final_bit = last || len == burst_left;
         let status_present = last && self.collapses_status();
+        // Section 11.7.2: the A bit at most once per MaxBurstLength bytes (and the configured
+        // number of PDUs), or on the PDU that concludes the read.
+        let max_burst = self.max_burst_len;
+        let ack = self.ack.as_mut().is_some_and(|a| {
+            a.pdus_since += 1;
+            a.bytes_since = a.bytes_since.saturating_add(len);
+            let due = a.pdus_since >= a.every_pdus && (a.bytes_since >= max_burst || last);
+            if due {
+                a.pdus_since = 0;
+                a.bytes_since = 0;
+            }
+            due
+        });
+        let (lun, ttt) = match self.ack {
+            Some(a) if ack => (a.lun, a.ttt),
+            _ => (Lun::default(), Ttt::RESERVED),
+        };
         let (overflow, underflow, residual) = if status_present {
             self.residual.to_flags()
         } else {
@@ -136,7 +242,7 @@ impl Iterator for DataInSequence {
         };
         let pdu = DataIn {
             final_bit,
-            ack: false,
+            ack,
             overflow,
             underflow,
             status_present,
@@ -147,9 +253,9 @@ impl Iterator for DataInSequence {
                 ScsiStatus::Good
             },
             // Section 11.7.4: LUN and TTT are reserved unless the A bit is set.
-            lun: Lun::default(),
+            lun,
             itt: self.itt,
-            ttt: Ttt::RESERVED,
+            ttt,
             stat_sn: Default::default(),
             exp_cmd_sn: Default::default(),
             max_cmd_sn: Default::default(),
@@ -284,6 +390,61 @@ mod tests {
         assert!(seq.needs_response());
         let rsp = seq.response(&[]);
         assert!(rsp.underflow && rsp.residual == 512 && rsp.exp_data_sn == 0);
+    }
+
+    #[test]
+    fn a_bit_once_per_interval_and_never_more_often_than_max_burst_length() {
+        // Four PDUs per burst: the dissertation's "DataACK every 4 Data-In PDUs".
+        let p = params(1024, 4096);
+        let seq = DataInSequence::new(Itt(1), data(17 * 1024), 17 * 1024, ScsiStatus::Good, &p)
+            .with_data_ack(4, Ttt(77), Lun(5));
+        let acks: Vec<u32> = seq.clone().filter(|d| d.ack).map(|d| d.data_sn).collect();
+        assert_eq!(acks, vec![3, 7, 11, 15]);
+        assert!(seq
+            .clone()
+            .filter(|d| d.ack)
+            .all(|d| d.ttt == Ttt(77) && d.lun == Lun(5)));
+        assert!(seq.filter(|d| !d.ack).all(|d| d.ttt == Ttt::RESERVED));
+        // Asked for every PDU, the A bit still waits for MaxBurstLength bytes.
+        let every = DataInSequence::new(Itt(1), data(8192), 8192, ScsiStatus::Good, &p)
+            .with_data_ack(1, Ttt(1), Lun(0));
+        let acks: Vec<u32> = every.filter(|d| d.ack).map(|d| d.data_sn).collect();
+        assert_eq!(acks, vec![3, 7]);
+    }
+
+    #[test]
+    fn replay_gives_exact_replicas_and_resume_resegments() {
+        let p = params(1024, 4096);
+        let seq = DataInSequence::new(Itt(3), data(10_000), 10_000, ScsiStatus::Good, &p)
+            .with_data_ack(4, Ttt(9), Lun(0));
+        let sent: Vec<DataIn> = seq.clone().collect();
+        let again: Vec<DataIn> = seq.replay(4, 7).collect();
+        assert_eq!(again, sent[4..7].to_vec());
+        // The initiator now takes 3000-byte segments: from DataSN 4 (offset 4096) on, cut
+        // anew, DataSN counting on from 4, status left for a SCSI Response.
+        let mut resumed = seq.resume(4, &params(3000, 4096)).expect("DataSN 4 exists");
+        let pdus: Vec<DataIn> = resumed.by_ref().collect();
+        let shape: Vec<(u32, u32, usize, bool)> = pdus
+            .iter()
+            .map(|d| (d.data_sn, d.buffer_offset, d.data.len(), d.final_bit))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                (4, 4096, 3000, false),
+                (5, 7096, 1096, true),
+                (6, 8192, 1808, true)
+            ]
+        );
+        assert!(pdus.iter().all(|d| !d.status_present && !d.ack));
+        assert!(resumed.needs_response());
+        assert_eq!(resumed.response(&[]).exp_data_sn, 7);
+        assert_eq!(&pdus[0].data[..], &data(10_000)[4096..7096]);
+        assert!(seq.resume(11, &p).is_none());
+        assert!(
+            seq.resume(10, &p).is_some(),
+            "just past the end: nothing left to send"
+        );
     }
 
     #[test]

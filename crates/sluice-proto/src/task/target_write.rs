@@ -123,6 +123,8 @@ impl From<&[u8]> for WriteData {
 struct Burst {
     /// TTT of the R2T, [`Ttt::RESERVED`] for the unsolicited burst.
     ttt: Ttt,
+    /// R2TSN of its R2T (`None` for the unsolicited burst), to resend it on an R2T SNACK.
+    r2t_sn: Option<u32>,
     offset: u32,
     len: u32,
     received: Coverage,
@@ -130,20 +132,30 @@ struct Burst {
     pdus: u32,
     /// Highest DataSN seen (any-order mode).
     max_data_sn: u32,
+    /// End of the highest byte range seen, lost PDUs included (recovery: an in-order PDU
+    /// starting past it means the PDUs between were lost).
+    frontier: u32,
     final_seen: bool,
 }
 
 impl Burst {
-    fn new(ttt: Ttt, offset: u32, len: u32) -> Self {
+    fn new(ttt: Ttt, r2t_sn: Option<u32>, offset: u32, len: u32) -> Self {
         Self {
             ttt,
+            r2t_sn,
             offset,
             len,
             received: Coverage::default(),
             pdus: 0,
             max_data_sn: 0,
+            frontier: offset,
             final_seen: false,
         }
+    }
+
+    /// Whether the sequence ended (F bit seen) with bytes missing: PDUs were lost.
+    fn ended_with_loss(&self) -> bool {
+        self.final_seen && self.received.bytes() < self.len
     }
 
     fn end(&self) -> u32 {
@@ -177,6 +189,9 @@ pub struct TargetWrite {
     next_r2t_sn: u32,
     counters: TaskCounters,
     done: bool,
+    /// Within-command recovery (ErrorRecoveryLevel 1 and above): lost Data-Out is asked for
+    /// again with recovery R2Ts instead of failing the command (RFC 7143 sections 7.8, 7.9).
+    recovery: recovery::Recovery,
 }
 
 impl TargetWrite {
@@ -214,6 +229,7 @@ impl TargetWrite {
             next_r2t_sn: 0,
             counters: TaskCounters::default(),
             done: false,
+            recovery: recovery::Recovery::new(params.error_recovery_level > 0),
         };
         if imm_len > 0 {
             // Section 13.11: immediate data only with ImmediateData=Yes.
@@ -253,6 +269,7 @@ impl TargetWrite {
             }
             task.unsolicited = Some(Burst::new(
                 Ttt::RESERVED,
+                None,
                 imm_len,
                 unsolicited_end - imm_len,
             ));
@@ -290,29 +307,23 @@ impl TargetWrite {
             })?;
         let unsolicited = pdu.ttt == Ttt::RESERVED;
         let in_order = self.params.data_pdu_in_order;
-        let sequence_in_order = self.params.data_sequence_in_order;
-        let burst = if unsolicited {
-            self.unsolicited
-                .as_mut()
-                .ok_or(TaskError::UnexpectedUnsolicited)?
-        } else {
-            let index = self
-                .bursts
-                .iter()
-                .position(|b| b.ttt == pdu.ttt)
-                .ok_or(TaskError::UnknownTtt(pdu.ttt))?;
-            // Section 11.7.4 (LUN): solicited Data-Out echoes the R2T's LUN.
-            if pdu.lun != self.lun {
-                return Err(TaskError::WrongTask(pdu.itt));
-            }
-            // Section 13.19: with DataSequenceInOrder=Yes sequences use non-decreasing offsets,
-            // so a sequence starts only when every earlier one has ended.
-            if sequence_in_order && (index > 0 || self.unsolicited.is_some()) {
-                return Err(TaskError::SequenceOrder);
-            }
-            &mut self.bursts[index]
+        let Some(index) = self.burst_index(pdu)? else {
+            // Data answering an R2T that a recovery R2T superseded: late, not wrong.
+            self.counters.duplicates += 1;
+            return Ok(WriteProgress::Waiting);
         };
-        check_pdu(burst, pdu, offset, end, in_order)?;
+        if self.recovery.enabled() {
+            // Section 7.9: data for a later sequence means what an earlier one still missed
+            // was lost; those sequences are over, and their holes go to recovery R2Ts.
+            self.end_sequences_before(index);
+        }
+        let recovering = self.recovery.enabled();
+        let burst = self.burst_mut(unsolicited, pdu.ttt)?;
+        if recovering {
+            check_pdu_recovering(burst, offset, end, in_order)?;
+        } else {
+            check_pdu(burst, pdu, offset, end, in_order)?;
+        }
         match burst.received.insert(offset, end) {
             Insert::Overlap => return Err(TaskError::Overlap(offset)),
             Insert::Duplicate if len > 0 => {
@@ -327,27 +338,86 @@ impl TargetWrite {
         }
         burst.pdus += 1;
         burst.max_data_sn = burst.max_data_sn.max(pdu.data_sn);
+        burst.frontier = burst.frontier.max(end);
         burst.final_seen |= pdu.final_bit;
         let full = burst.received.bytes() == burst.len;
         // Section 11.7.1: F marks the last PDU of the sequence; with in-order data it must be
-        // exactly the PDU that fills the burst.
-        if in_order && pdu.final_bit != full {
+        // exactly the PDU that fills the burst. Under recovery a final PDU may leave holes:
+        // the PDUs before it were lost (section 7.9).
+        let f_mismatch = if recovering {
+            full && !pdu.final_bit && in_order
+        } else {
+            pdu.final_bit != full
+        };
+        if in_order && f_mismatch {
             return Err(burst_error(unsolicited));
         }
-        if burst.is_done() && burst.pdus != burst.max_data_sn.wrapping_add(1) {
+        if !recovering && burst.is_done() && burst.pdus != burst.max_data_sn.wrapping_add(1) {
             return Err(TaskError::Inconsistent);
         }
         let burst_done = burst.is_done();
+        let lost = recovering && burst.ended_with_loss();
         self.counters.data_out += 1;
         self.copy_in(offset, &pdu.data, false);
         if burst_done {
-            if unsolicited {
-                self.unsolicited = None;
-            } else {
-                self.bursts.retain(|b| !b.is_done());
-            }
+            self.remove_burst(unsolicited, pdu.ttt);
+        } else if lost {
+            self.recover_burst(unsolicited, pdu.ttt);
         }
         Ok(self.progress(ttts))
+    }
+
+    /// Where a Data-Out belongs: `Ok(Some(index))` for an outstanding sequence (index among
+    /// the R2T bursts; 0 for the unsolicited one), `Ok(None)` for one superseded by a recovery
+    /// R2T.
+    fn burst_index(&self, pdu: &DataOut) -> Result<Option<usize>, TaskError> {
+        if pdu.ttt == Ttt::RESERVED {
+            return match self.unsolicited {
+                Some(_) => Ok(Some(0)),
+                None if self.recovery.unsolicited_retired() => Ok(None),
+                None => Err(TaskError::UnexpectedUnsolicited),
+            };
+        }
+        let Some(index) = self.bursts.iter().position(|b| b.ttt == pdu.ttt) else {
+            if self.recovery.is_retired(pdu.ttt) {
+                return Ok(None);
+            }
+            return Err(TaskError::UnknownTtt(pdu.ttt));
+        };
+        // Section 11.7.4 (LUN): solicited Data-Out echoes the R2T's LUN.
+        if pdu.lun != self.lun {
+            return Err(TaskError::WrongTask(pdu.itt));
+        }
+        // Section 13.19: with DataSequenceInOrder=Yes sequences use non-decreasing offsets,
+        // so a sequence starts only when every earlier one has ended.
+        if self.params.data_sequence_in_order
+            && !self.recovery.enabled()
+            && (index > 0 || self.unsolicited.is_some())
+        {
+            return Err(TaskError::SequenceOrder);
+        }
+        Ok(Some(index + usize::from(self.unsolicited.is_some())))
+    }
+
+    fn burst_mut(&mut self, unsolicited: bool, ttt: Ttt) -> Result<&mut Burst, TaskError> {
+        if unsolicited {
+            return self
+                .unsolicited
+                .as_mut()
+                .ok_or(TaskError::UnexpectedUnsolicited);
+        }
+        self.bursts
+            .iter_mut()
+            .find(|b| b.ttt == ttt)
+            .ok_or(TaskError::UnknownTtt(ttt))
+    }
+
+    fn remove_burst(&mut self, unsolicited: bool, ttt: Ttt) {
+        if unsolicited {
+            self.unsolicited = None;
+        } else {
+            self.bursts.retain(|b| b.ttt != ttt);
+        }
     }
 
     /// The SCSI Response for this write with `status` (and optional sense data), the residual
@@ -377,31 +447,25 @@ impl TargetWrite {
     fn progress(&mut self, ttts: &mut dyn TttAllocator) -> WriteProgress {
         let mut r2ts = Vec::new();
         let max_outstanding = usize::from(self.params.max_outstanding_r2t.max(1));
+        // Recovery R2Ts first: they ask again for what was lost (section 11.8), and count
+        // against MaxOutstandingR2T like any other (section 13.17).
+        while self.bursts.len() < max_outstanding {
+            let Some((offset, len)) = self.recovery.next_range() else {
+                break;
+            };
+            r2ts.push(self.issue_r2t(offset, len, ttts));
+            self.counters.recovery_r2t += 1;
+        }
         while self.bursts.len() < max_outstanding && self.next_r2t_offset < self.collect_len {
             // Section 11.8.4: each R2T asks for at most MaxBurstLength bytes.
             let len = (self.collect_len - self.next_r2t_offset).min(self.params.max_burst_length);
-            let ttt = ttts.allocate();
-            r2ts.push(R2t {
-                lun: self.lun,
-                itt: self.itt,
-                ttt,
-                stat_sn: Default::default(),
-                exp_cmd_sn: Default::default(),
-                max_cmd_sn: Default::default(),
-                // Section 11.8.2: R2TSN numbers the R2Ts of the task from 0.
-                r2t_sn: self.next_r2t_sn,
-                buffer_offset: self.next_r2t_offset,
-                desired_data_transfer_length: len,
-            });
-            self.bursts.push(Burst::new(ttt, self.next_r2t_offset, len));
+            r2ts.push(self.issue_r2t(self.next_r2t_offset, len, ttts));
             self.next_r2t_offset += len;
-            self.next_r2t_sn += 1;
-            self.counters.r2t += 1;
         }
         if !r2ts.is_empty() {
             return WriteProgress::NeedR2ts(r2ts);
         }
-        if self.unsolicited.is_none() && self.bursts.is_empty() {
+        if self.unsolicited.is_none() && self.bursts.is_empty() && !self.recovery.pending() {
             self.done = true;
             let segments = match self.gathered.take() {
                 Some(mut buf) => {
@@ -414,6 +478,33 @@ impl TargetWrite {
             return WriteProgress::Complete(WriteData { segments });
         }
         WriteProgress::Waiting
+    }
+
+    /// An R2T for `len` bytes at `offset` (a new sequence or a recovery one), its burst now
+    /// outstanding.
+    fn issue_r2t(&mut self, offset: u32, len: u32, ttts: &mut dyn TttAllocator) -> R2t {
+        let ttt = ttts.allocate();
+        // Section 11.8.2: R2TSN numbers the R2Ts of the task from 0; a recovery R2T "carries
+        // the next unused R2TSN" (section 11.8).
+        let r2t_sn = self.next_r2t_sn;
+        self.next_r2t_sn += 1;
+        self.counters.r2t += 1;
+        self.bursts.push(Burst::new(ttt, Some(r2t_sn), offset, len));
+        self.r2t_of(ttt, r2t_sn, offset, len)
+    }
+
+    fn r2t_of(&self, ttt: Ttt, r2t_sn: u32, offset: u32, len: u32) -> R2t {
+        R2t {
+            lun: self.lun,
+            itt: self.itt,
+            ttt,
+            stat_sn: Default::default(),
+            exp_cmd_sn: Default::default(),
+            max_cmd_sn: Default::default(),
+            r2t_sn,
+            buffer_offset: offset,
+            desired_data_transfer_length: len,
+        }
     }
 
     /// Takes the part of `data` at `offset` that the SCSI layer wants: kept as it is when it
@@ -499,6 +590,27 @@ fn check_pdu(
     Ok(())
 }
 
+/// The checks of [`check_pdu`] under within-command recovery: DataSN and offset gaps are lost
+/// PDUs (section 7.9), not errors; only data outside the burst, after its end, or overlapping
+/// what arrived (within one sequence nothing is sent twice) is refused.
+fn check_pdu_recovering(
+    burst: &Burst,
+    offset: u32,
+    end: u32,
+    in_order: bool,
+) -> Result<(), TaskError> {
+    let unsolicited = burst.ttt == Ttt::RESERVED;
+    if offset < burst.offset || end > burst.end() || burst.is_done() {
+        return Err(burst_error(unsolicited));
+    }
+    // Section 13.18: DataPDUInOrder=Yes means increasing offsets; one below the highest seen
+    // can only be a duplicate (the insert tells).
+    if in_order && offset < burst.frontier && end > burst.frontier {
+        return Err(TaskError::Overlap(offset));
+    }
+    Ok(())
+}
+
 fn burst_error(unsolicited: bool) -> TaskError {
     if unsolicited {
         TaskError::IncorrectUnsolicitedAmount
@@ -513,6 +625,9 @@ fn seg_len(data: &Bytes) -> Result<u32, TaskError> {
         max: 0,
     })
 }
+
+#[path = "target_write_recovery.rs"]
+mod recovery;
 
 #[cfg(test)]
 #[path = "target_write_tests.rs"]

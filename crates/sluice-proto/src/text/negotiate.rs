@@ -249,10 +249,16 @@ impl Negotiator {
     /// The parameters negotiated so far (defaults for everything else).
     ///
     /// RFC 7143 section 13.14: "FirstBurstLength MUST NOT exceed MaxBurstLength." If the two
-    /// were settled separately and disagree, FirstBurstLength is clamped.
+    /// were settled separately and disagree, FirstBurstLength is clamped. Section 13.19: "if
+    /// ErrorRecoveryLevel is not 0 and DataSequenceInOrder is set to Yes, then
+    /// MaxOutstandingR2T MUST be set to 1" (a target may retry only the last R2T then); both
+    /// sides apply it to what they settled, so they agree whatever order the keys came in.
     pub fn result(&self) -> SessionParams {
         let mut p = self.params;
         p.first_burst_length = p.first_burst_length.min(p.max_burst_length);
+        if p.error_recovery_level > 0 && p.data_sequence_in_order {
+            p.max_outstanding_r2t = 1;
+        }
         p
     }
 

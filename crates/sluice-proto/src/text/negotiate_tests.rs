@@ -231,6 +231,38 @@ fn first_burst_never_exceeds_max_burst() {
 }
 
 #[test]
+fn error_recovery_with_sequences_in_order_means_one_outstanding_r2t() {
+    let ours = OperationalOffer {
+        error_recovery_level: 2,
+        max_outstanding_r2t: 8,
+        data_sequence_in_order: false,
+        ..OperationalOffer::default()
+    };
+    let offer = |seq_in_order: &str| {
+        p(&[
+            ("ErrorRecoveryLevel", "1"),
+            ("MaxOutstandingR2T", "4"),
+            ("DataSequenceInOrder", seq_in_order),
+        ])
+    };
+    // Section 13.19: ErrorRecoveryLevel above 0 and DataSequenceInOrder=Yes: exactly 1.
+    let mut t = Negotiator::new(Role::Target, ours.clone());
+    t.respond(&offer("Yes")).unwrap();
+    let r = t.result();
+    assert_eq!((r.error_recovery_level, r.max_outstanding_r2t), (1, 1));
+    let mut t = Negotiator::new(Role::Target, ours.clone());
+    t.respond(&offer("No")).unwrap();
+    assert_eq!(t.result().max_outstanding_r2t, 4);
+    let mut t = Negotiator::new(Role::Target, ours);
+    t.respond(&p(&[("MaxOutstandingR2T", "4")])).unwrap();
+    assert_eq!(
+        t.result().max_outstanding_r2t,
+        4,
+        "at level 0 the rule does not apply"
+    );
+}
+
+#[test]
 fn duplicates_are_detected_across_pdus() {
     let mut t = target();
     t.respond(&p(&[("MaxBurstLength", "65536")])).unwrap();

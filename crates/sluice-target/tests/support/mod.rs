@@ -69,6 +69,7 @@ pub fn config() -> TargetConfig {
         offer: TargetOffer::default(),
         limits: Limits::default(),
         keepalive: None,
+        recovery: Default::default(),
     }
 }
 

@@ -1,0 +1,520 @@
+//! Recovery in an initiator session (RFC 7143 section 7): the command deadline at every
+//! ErrorRecoveryLevel, and at levels 1 and above the within-command and within-connection
+//! classes (sections 7.1.4.1, 7.1.4.2): command retry for a command the target never
+//! acknowledged (section 7.2.1), SNACKs for lost Data-In, R2Ts and statuses (section 11.16),
+//! NOP-Out probes of the target's StatSN (section 7.1.3 a), and what to do with digest errors
+//! and Rejects (sections 7.3, 7.8).
+
+use std::time::{Duration, Instant};
+
+use super::connection::{ConnState, StatusArrival};
+use super::requests::{nop_out, Request};
+use super::task::snack;
+use super::{CloseReason, ConnId, Failure, InitiatorSession};
+use crate::framing::FrameError;
+use crate::pdu::codes::{RejectReason, SnackType, TmfFunction};
+use crate::pdu::{opcode, Pdu, Reject, BHS_LEN};
+use crate::seq::{Itt, Lun, SeqNum, Ttt};
+
+/// Recovery timers of an initiator session.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct RecoveryConfig {
+    /// ErrorRecoveryLevel 1 and above: how long a command may see no progress before the
+    /// initiator acts. A command the target has not acknowledged is retried; a read asks
+    /// again for the Data-In it misses; the connection's StatSN is probed with a NOP-Out so
+    /// that a lost status shows as a gap.
+    pub retry_timeout: Duration,
+    /// Most retries of one command before it fails ([`Failure::TooManyRetries`]).
+    pub max_command_retries: u32,
+    /// The longest a command may wait for its answer from its submission, at any
+    /// ErrorRecoveryLevel: past it, it fails with [`Failure::Timeout`] and is aborted at the
+    /// target (section 7.11: "On a ULP timeout for a command ... it MUST abort the command").
+    /// `None`: no limit.
+    pub command_timeout: Option<Duration>,
+}
+
+impl Default for RecoveryConfig {
+    fn default() -> Self {
+        Self {
+            retry_timeout: Duration::from_secs(1),
+            max_command_retries: 8,
+            command_timeout: Some(Duration::from_secs(120)),
+        }
+    }
+}
+
+/// A request (task management, ping, text, logout) on the wire.
+#[derive(Debug)]
+pub(super) struct RequestOnWire {
+    conn: ConnId,
+    pdu: Pdu,
+    first_sent: Instant,
+    sent: Instant,
+    resends: u32,
+}
+
+/// What the StatSN of a PDU said, under recovery.
+pub(super) enum Tracked {
+    /// Process the PDU.
+    Fresh,
+    /// A copy of a status already processed: drop it.
+    Duplicate,
+}
+
+impl InitiatorSession {
+    /// Whether within-command and within-connection recovery are in force.
+    pub(super) fn recovering(&self) -> bool {
+        self.params.error_recovery_level > 0
+    }
+
+    /// How often the recovery timers are looked at while commands are outstanding.
+    fn tick(&self) -> Duration {
+        if self.recovering() {
+            (self.config.recovery.retry_timeout / 4).max(Duration::from_millis(1))
+        } else {
+            Duration::from_secs(1)
+        }
+    }
+
+    /// Starts the recovery tick when there is something to watch.
+    pub(super) fn arm_recovery(&mut self, now: Instant) {
+        let watching = self.recovering() || self.config.recovery.command_timeout.is_some();
+        let busy = !self.tasks.is_empty() || !self.request_wire.is_empty();
+        if watching && self.next_tick.is_none() && busy {
+            self.next_tick = Some(now + self.tick());
+        }
+    }
+
+    /// A request went out: it gets the same deadline as commands and, under recovery, is sent
+    /// again if nothing answers it.
+    pub(super) fn track_request(&mut self, conn: ConnId, itt: Itt, pdu: &Pdu) {
+        let now = self.now;
+        self.request_wire.insert(
+            itt,
+            RequestOnWire {
+                conn,
+                pdu: pdu.clone(),
+                first_sent: now,
+                sent: now,
+                resends: 0,
+            },
+        );
+        self.arm_recovery(now);
+    }
+
+    /// Requests without an answer: past the deadline they fail with [`Failure::Timeout`]
+    /// (a session logout then ends the session, a connection logout closes its connection:
+    /// a logout that cannot complete still frees this side); under recovery a request whose
+    /// PDU may have been lost (no status gap explains the silence) is sent again, unchanged.
+    fn expire_requests(&mut self, now: Instant) {
+        let limit = self.config.recovery.command_timeout;
+        let period = self.config.recovery.retry_timeout;
+        let max = self.config.recovery.max_command_retries;
+        let recovering = self.recovering();
+        let itts: Vec<Itt> = self.request_wire.keys().copied().collect();
+        for itt in itts {
+            let Some(req) = self.requests.get(&itt) else {
+                self.request_wire.remove(&itt);
+                continue;
+            };
+            let logout = match req {
+                Request::Logout { session, conn, .. } => Some((*session, *conn)),
+                _ => None,
+            };
+            let Some(w) = self.request_wire.get_mut(&itt) else {
+                continue;
+            };
+            let expired = limit.is_some_and(|l| now.saturating_duration_since(w.first_sent) >= l)
+                || (recovering
+                    && w.resends >= max
+                    && now.saturating_duration_since(w.sent) >= period);
+            if expired {
+                self.request_wire.remove(&itt);
+                self.fail_request(itt, Failure::Timeout);
+                match logout {
+                    Some((true, _)) => self.end_session(),
+                    Some((false, conn)) => self.close(conn, CloseReason::Logout),
+                    None => {}
+                }
+                continue;
+            }
+            if !recovering || now.saturating_duration_since(w.sent) < period {
+                continue;
+            }
+            w.sent = now;
+            w.resends += 1;
+            let (conn, pdu) = (w.conn, w.pdu.clone());
+            let gap = self.find_mut(conn).and_then(|c| c.missing_statuses());
+            match gap {
+                // Its answer may be among the missing statuses: ask for them instead.
+                Some((beg, run)) => self.status_snack(conn, beg, run),
+                None => {
+                    if let Some(c) = self
+                        .find_mut(conn)
+                        .filter(|c| c.state != ConnState::Closing)
+                    {
+                        c.queue(pdu);
+                    }
+                    self.probe(conn, now);
+                }
+            }
+        }
+    }
+
+    /// The next recovery tick.
+    pub(super) fn recovery_deadline(&self) -> Option<Instant> {
+        self.next_tick
+    }
+
+    /// Sequence numbers of a PDU under recovery (section 4.2.2.2, 7.9): statuses counted
+    /// one by one, gaps asked for with a Status SNACK, copies dropped.
+    pub(super) fn track_recovering(&mut self, conn: ConnId, pdu: &Pdu, now: Instant) -> Tracked {
+        let (stat_sn, exp, max, kind) = match pdu {
+            Pdu::ScsiResponse(p) => (p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn, Kind::Status),
+            Pdu::DataIn(p) if p.status_present => {
+                (p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn, Kind::Status)
+            }
+            Pdu::DataIn(p) => (p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn, Kind::None),
+            Pdu::R2t(p) => (p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn, Kind::Next),
+            Pdu::NopIn(p) if p.itt == Itt::RESERVED => {
+                (p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn, Kind::Next)
+            }
+            Pdu::NopIn(p) => (p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn, Kind::Status),
+            Pdu::TaskMgmtResponse(p) => (p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn, Kind::Status),
+            Pdu::TextResponse(p) => (p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn, Kind::Status),
+            Pdu::AsyncMessage(p) => (p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn, Kind::Status),
+            Pdu::Reject(p) => (p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn, Kind::Status),
+            Pdu::LogoutResponse(p) => (p.stat_sn, p.exp_cmd_sn, p.max_cmd_sn, Kind::Status),
+            _ => return Tracked::Fresh,
+        };
+        self.window.update(exp, max);
+        let Some(c) = self.find_mut(conn) else {
+            return Tracked::Duplicate;
+        };
+        let ask = match kind {
+            Kind::Status => match c.status_arrived(stat_sn, now) {
+                (StatusArrival::New, ask) => ask,
+                (StatusArrival::Duplicate, _) => return Tracked::Duplicate,
+                (StatusArrival::Unbelievable, _) => {
+                    self.fail_connection(conn, CloseReason::Protocol("StatSN far out of sequence"));
+                    return Tracked::Duplicate;
+                }
+            },
+            Kind::Next => {
+                c.received(None, now);
+                c.next_stat_sn_seen(stat_sn)
+            }
+            Kind::None => {
+                c.received(None, now);
+                None
+            }
+        };
+        if let Some((beg, run)) = ask {
+            self.status_snack(conn, beg, run);
+        }
+        Tracked::Fresh
+    }
+
+    /// A Status SNACK for `run` statuses from `beg` on `conn`.
+    pub(super) fn status_snack(&mut self, conn: ConnId, beg: SeqNum, run: u32) {
+        let pdu = snack(
+            SnackType::Status,
+            Lun::default(),
+            Itt::RESERVED,
+            Ttt::RESERVED,
+            beg.0,
+            run,
+        );
+        if let Some(c) = self.find_mut(conn) {
+            c.queue(pdu);
+        }
+    }
+
+    /// Sends what a task asks for (SNACKs, DataACKs) on its connection.
+    pub(super) fn flush_task_snacks(&mut self, itt: Itt) {
+        let Some(t) = self.tasks.get_mut(&itt) else {
+            return;
+        };
+        let conn = t.conn;
+        let snacks = t.take_snacks(itt);
+        if let Some(c) = self.find_mut(conn) {
+            for pdu in snacks {
+                c.queue(pdu);
+            }
+        }
+    }
+
+    /// Keeps ExpStatSN below the status of a read that waits for data, or lets it go.
+    pub(super) fn hold_status_for_data(&mut self, itt: Itt, stat_sn: SeqNum) {
+        let Some(t) = self.tasks.get_mut(&itt) else {
+            return;
+        };
+        if !t.status_waits_for_data() || t.held_stat_sn.is_some() {
+            return;
+        }
+        t.held_stat_sn = Some(stat_sn);
+        let conn = t.conn;
+        if let Some(c) = self.find_mut(conn) {
+            c.hold_status(stat_sn);
+        }
+    }
+
+    /// A task ended: a status it held back may be acknowledged.
+    pub(super) fn release_held_status(&mut self, conn: ConnId, held: Option<SeqNum>) {
+        if let (Some(sn), Some(c)) = (held, self.find_mut(conn)) {
+            c.release_status(sn);
+        }
+    }
+
+    /// A frame error on `conn` under recovery (section 7.8): a PDU whose data failed its
+    /// digest is discarded and asked for again, a header skipped by the framer is left to
+    /// sequence numbers and timeouts. `false` for the errors that end the connection.
+    pub(super) fn recover_frame_error(&mut self, conn: ConnId, error: &FrameError) -> bool {
+        match error {
+            FrameError::HeaderDigestSkipped { .. } => true,
+            FrameError::DataDigest { header, .. } => {
+                self.lost_data_segment(conn, header);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn lost_data_segment(&mut self, conn: ConnId, header: &[u8; BHS_LEN]) {
+        match Pdu::parse_header_only(header) {
+            Ok(Pdu::DataIn(d)) => {
+                // "If the discarded PDU is an iSCSI data PDU, the initiator MUST ... Request
+                // the desired data PDU through SNACK."
+                let itt = d.itt;
+                if let Some(t) = self.tasks.get_mut(&itt).filter(|t| t.conn == conn) {
+                    t.handle_lost_data_in(&d);
+                }
+                self.flush_task_snacks(itt);
+            }
+            Ok(pdu) => {
+                // "If the discarded PDU is a response PDU or an unsolicited PDU ... Request PDU
+                // retransmission with a status of SNACK."
+                if let Some(sn) = stat_sn_of(&pdu) {
+                    self.status_snack(conn, sn, 1);
+                }
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// A Reject under recovery (section 7.3). A rejected command was discarded: "the
+    /// initiator MUST plug the CmdSN gap", here by retrying it at once. A rejected Data-Out
+    /// or SNACK only informs: the target recovers its data with a recovery R2T, and a SNACK
+    /// it cannot serve leaves the task to the retry timer. `false` when the Reject is not a
+    /// recovery matter (the caller fails what it names).
+    pub(super) fn recover_reject(&mut self, conn: ConnId, r: &Reject) -> bool {
+        let Some(op) = r.data.first().map(|b| b & 0x3f) else {
+            return false;
+        };
+        let itt = r
+            .data
+            .get(16..20)
+            .map(|b| Itt(u32::from_be_bytes([b[0], b[1], b[2], b[3]])));
+        match op {
+            opcode::SCSI_COMMAND if r.reason == RejectReason::DataDigestError => {
+                if let Some(itt) = itt {
+                    self.retry_command(itt);
+                }
+                true
+            }
+            // The target still has the task (this was a retry of a command it had): wait.
+            opcode::SCSI_COMMAND if r.reason == RejectReason::TaskInProgress => true,
+            opcode::DATA_OUT | opcode::SNACK_REQUEST => true,
+            _ => {
+                let _ = conn;
+                false
+            }
+        }
+    }
+
+    /// Sends a command again as first sent (section 7.2.1), on its own connection.
+    fn retry_command(&mut self, itt: Itt) {
+        let max = self.config.recovery.max_command_retries;
+        let Some(t) = self.tasks.get_mut(&itt) else {
+            return;
+        };
+        if t.retries >= max {
+            self.complete_task(itt, Err(Failure::TooManyRetries), self.now);
+            return;
+        }
+        let mut out = Vec::new();
+        if !t.retry_pdus(&mut out) {
+            return;
+        }
+        t.last_activity = self.now;
+        let conn = t.conn;
+        self.retried += 1;
+        if let Some(c) = self
+            .find_mut(conn)
+            .filter(|c| c.state != ConnState::Closing)
+        {
+            for pdu in out {
+                c.queue(pdu);
+            }
+        }
+    }
+
+    /// The recovery tick: command deadlines, and under recovery the retry timer of every
+    /// command and the probes of connections with stalled commands.
+    pub(super) fn handle_recovery_tick(&mut self, now: Instant) {
+        if self.next_tick.is_none_or(|t| now < t) {
+            return;
+        }
+        self.next_tick = None;
+        self.expire_commands(now);
+        self.expire_requests(now);
+        if self.recovering() {
+            self.retry_stalled(now);
+        }
+        self.arm_recovery(now);
+    }
+
+    /// Commands past their deadline fail with [`Failure::Timeout`] and are aborted at the
+    /// target with an ABORT TASK whose answer nobody waits for.
+    fn expire_commands(&mut self, now: Instant) {
+        let Some(limit) = self.config.recovery.command_timeout else {
+            return;
+        };
+        let expired: Vec<Itt> = self
+            .tasks
+            .iter()
+            .filter(|(_, t)| now.saturating_duration_since(t.queued.submitted) >= limit)
+            .map(|(itt, _)| *itt)
+            .collect();
+        for itt in expired {
+            let Some(t) = self.tasks.remove(&itt) else {
+                continue;
+            };
+            let (conn, cmd_sn, lun, held) =
+                (t.conn, t.cmd_sn, t.queued.command.lun, t.held_stat_sn);
+            self.release_held_status(conn, held);
+            self.finish_task(t, Err(Failure::Timeout));
+            self.abort_quietly(conn, itt, cmd_sn, lun);
+        }
+    }
+
+    /// ABORT TASK for a task this side already gave up on (section 11.5.1); its answer is
+    /// not reported.
+    fn abort_quietly(&mut self, conn: ConnId, referenced: Itt, ref_cmd_sn: SeqNum, lun: Lun) {
+        if self
+            .find(conn)
+            .is_none_or(|c| c.state == ConnState::Closing)
+        {
+            return;
+        }
+        let itt = self.next_itt();
+        let cmd_sn = self.window.immediate();
+        let pdu = Pdu::TaskMgmtRequest(crate::pdu::TaskMgmtRequest {
+            immediate: true,
+            function: TmfFunction::AbortTask,
+            lun,
+            itt,
+            referenced_task_tag: referenced,
+            cmd_sn,
+            exp_stat_sn: SeqNum(0),
+            ref_cmd_sn,
+            exp_data_sn: 0,
+        });
+        if let Some(c) = self.find_mut(conn) {
+            c.queue(pdu);
+        }
+        self.requests.insert(itt, Request::QuietAbort { conn });
+    }
+
+    /// Section 7.1.4: commands without progress for the retry period.
+    fn retry_stalled(&mut self, now: Instant) {
+        let period = self.config.recovery.retry_timeout;
+        let exp_cmd_sn = self.window.exp_cmd_sn();
+        let stalled: Vec<(Itt, bool)> = self
+            .tasks
+            .iter()
+            .filter(|(_, t)| now.saturating_duration_since(t.last_activity) >= period)
+            .map(|(itt, t)| (*itt, !t.heard && !t.cmd_sn.lt(exp_cmd_sn)))
+            .collect();
+        let mut probe: Vec<ConnId> = Vec::new();
+        for (itt, unacknowledged) in stalled {
+            if unacknowledged {
+                // Section 7.1.4.2 a: "Requests not acknowledged for a long time ... The
+                // initiator MAY retry non-acknowledged commands".
+                self.retry_command(itt);
+                continue;
+            }
+            self.stall_tag = self.stall_tag.wrapping_add(1).max(1);
+            let tag = self.stall_tag;
+            if let Some(t) = self.tasks.get_mut(&itt) {
+                t.last_activity = now;
+                t.handle_stall(tag);
+                if !probe.contains(&t.conn) {
+                    probe.push(t.conn);
+                }
+            }
+            self.flush_task_snacks(itt);
+        }
+        for conn in probe {
+            self.probe(conn, now);
+        }
+    }
+
+    /// Asks the target for its current StatSN with a NOP-Out (section 7.1.3 a), at most once
+    /// per retry period, and again for statuses still missing.
+    fn probe(&mut self, conn: ConnId, now: Instant) {
+        let period = self.config.recovery.retry_timeout;
+        let itt = self.next_itt();
+        let cmd_sn = self.window.immediate();
+        let Some(c) = self
+            .find_mut(conn)
+            .filter(|c| c.state != ConnState::Closing)
+        else {
+            return;
+        };
+        if c.probed_at
+            .is_some_and(|t| now.saturating_duration_since(t) < period)
+        {
+            return;
+        }
+        c.probed_at = Some(now);
+        let missing = c.missing_statuses();
+        c.queue(nop_out(itt, cmd_sn));
+        self.requests.insert(
+            itt,
+            Request::Ping {
+                id: None,
+                conn,
+                sent: now,
+            },
+        );
+        if let Some((beg, run)) = missing {
+            self.status_snack(conn, beg, run);
+        }
+    }
+}
+
+/// How a PDU's StatSN field is used.
+enum Kind {
+    /// It numbers this status.
+    Status,
+    /// It is the next StatSN, not taken.
+    Next,
+    /// Reserved.
+    None,
+}
+
+/// The StatSN a target PDU carries as its own (status PDUs only).
+fn stat_sn_of(pdu: &Pdu) -> Option<SeqNum> {
+    Some(match pdu {
+        Pdu::ScsiResponse(p) => p.stat_sn,
+        Pdu::DataIn(p) if p.status_present => p.stat_sn,
+        Pdu::NopIn(p) if p.itt != Itt::RESERVED => p.stat_sn,
+        Pdu::TaskMgmtResponse(p) => p.stat_sn,
+        Pdu::TextResponse(p) => p.stat_sn,
+        Pdu::AsyncMessage(p) => p.stat_sn,
+        Pdu::Reject(p) => p.stat_sn,
+        Pdu::LogoutResponse(p) => p.stat_sn,
+        _ => return None,
+    })
+}

@@ -1,0 +1,221 @@
+//! Within-command recovery of a write at the target (ErrorRecoveryLevel 1 and above, RFC 7143
+//! sections 7.1.4.1, 7.8, 7.9 and 11.8): Data-Out lost to a digest error, a DataSN or offset
+//! gap or a sequence reception timeout is asked for again with a recovery R2T, and R2Ts are
+//! resent on an R2T SNACK (section 11.16).
+//!
+//! A sequence (the unsolicited burst or the answer to one R2T) that ended with holes is
+//! retired: its holes become pending ranges, each asked for by a recovery R2T that "carries the
+//! next unused R2TSN but requests part of or the entire data burst that an earlier R2T (with a
+//! lower R2TSN) had already requested" (section 11.8). Late data for a retired sequence is
+//! dropped quietly: the initiator may still be answering it when the recovery R2T leaves.
+
+use std::collections::VecDeque;
+
+use super::{Burst, TargetWrite, WriteProgress};
+use crate::pdu::{DataOut, R2t};
+use crate::seq::Ttt;
+use crate::task::{TaskError, TttAllocator};
+
+/// How many retired TTTs a write remembers, to drop their late data quietly. Each recovery
+/// retires one; a write that lost more sequences than this refuses data for the oldest.
+const RETIRED_TTTS: usize = 32;
+
+/// The recovery state of one write.
+#[derive(Debug, Default)]
+pub(super) struct Recovery {
+    enabled: bool,
+    /// Byte ranges `(offset, len)` lost and not yet asked for again, in offset order.
+    pending: VecDeque<(u32, u32)>,
+    /// TTTs of sequences superseded by recovery R2Ts.
+    retired: VecDeque<Ttt>,
+    /// The unsolicited sequence was retired.
+    unsolicited_retired: bool,
+}
+
+impl Recovery {
+    pub(super) fn new(enabled: bool) -> Self {
+        Self {
+            enabled,
+            ..Self::default()
+        }
+    }
+
+    pub(super) fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    pub(super) fn pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    pub(super) fn next_range(&mut self) -> Option<(u32, u32)> {
+        self.pending.pop_front()
+    }
+
+    pub(super) fn is_retired(&self, ttt: Ttt) -> bool {
+        self.retired.contains(&ttt)
+    }
+
+    pub(super) fn unsolicited_retired(&self) -> bool {
+        self.unsolicited_retired
+    }
+
+    fn retire(&mut self, ttt: Ttt) {
+        if ttt == Ttt::RESERVED {
+            self.unsolicited_retired = true;
+            return;
+        }
+        if self.retired.len() == RETIRED_TTTS {
+            self.retired.pop_front();
+        }
+        self.retired.push_back(ttt);
+    }
+
+    fn add(&mut self, offset: u32, len: u32) {
+        let at = self.pending.partition_point(|&(o, _)| o < offset);
+        self.pending.insert(at, (offset, len));
+    }
+}
+
+impl TargetWrite {
+    /// Whether a sequence is still expected: the unsolicited burst or an R2T's answer. While
+    /// one is, a sequence reception timeout applies (section 7.1.4.1 b).
+    pub fn awaits_data(&self) -> bool {
+        !self.done && (self.unsolicited.is_some() || !self.bursts.is_empty())
+    }
+
+    /// A Data-Out whose data segment failed its digest (section 7.8): the target answered with
+    /// a Reject and discards the data, but the header (verified by its own digest, or not
+    /// digested at all) still tells which sequence lost which bytes and whether it ended.
+    /// Under recovery the lost range is asked for again once its sequence is over; without it
+    /// the write cannot complete (the caller ends it, section 7.8 b).
+    pub fn handle_lost_data_out(
+        &mut self,
+        header: &DataOut,
+        len: u32,
+        ttts: &mut dyn TttAllocator,
+    ) -> Result<WriteProgress, TaskError> {
+        if self.done {
+            return Err(TaskError::AfterCompletion);
+        }
+        if header.itt != self.itt {
+            return Err(TaskError::WrongTask(header.itt));
+        }
+        if !self.recovery.enabled {
+            return Err(TaskError::Sequence {
+                expected: header.buffer_offset,
+                got: header.buffer_offset.saturating_add(len),
+            });
+        }
+        let unsolicited = header.ttt == Ttt::RESERVED;
+        let Some(index) = self.burst_index(header)? else {
+            return Ok(WriteProgress::Waiting);
+        };
+        self.end_sequences_before(index);
+        let end = header.buffer_offset.saturating_add(len);
+        let burst = self.burst_mut(unsolicited, header.ttt)?;
+        if header.buffer_offset < burst.offset || end > burst.end() {
+            return Err(super::burst_error(unsolicited));
+        }
+        burst.frontier = burst.frontier.max(end);
+        burst.max_data_sn = burst.max_data_sn.max(header.data_sn);
+        burst.final_seen |= header.final_bit;
+        let ended = burst.final_seen;
+        self.counters.lost += 1;
+        if ended {
+            self.recover_burst(unsolicited, header.ttt);
+        }
+        Ok(self.progress(ttts))
+    }
+
+    /// The sequence reception timeout (section 7.1.4.1 b): nothing more arrived for the
+    /// outstanding sequences, so whatever they still miss was lost ("partial-data-and-no-
+    /// F-bit", or an R2T or all its data lost). Every one of them is retired and its holes
+    /// asked for again.
+    pub fn handle_sequence_timeout(&mut self, ttts: &mut dyn TttAllocator) -> WriteProgress {
+        if !self.recovery.enabled || self.done {
+            return WriteProgress::Waiting;
+        }
+        if self.unsolicited.is_some() {
+            self.recover_burst(true, Ttt::RESERVED);
+        }
+        let ttts_out: Vec<Ttt> = self.bursts.iter().map(|b| b.ttt).collect();
+        for ttt in ttts_out {
+            self.recover_burst(false, ttt);
+        }
+        self.progress(ttts)
+    }
+
+    /// The R2Ts an R2T SNACK asks for (section 11.16): R2TSN `beg_run` and the `run_length`
+    /// after it (0: all from `beg_run`; both 0: every outstanding one), as exact replicas.
+    /// `None` when one of them was never sent or is no longer outstanding (its data arrived,
+    /// or a recovery R2T replaced it): the SNACK is then rejected.
+    pub fn r2t_replicas(&self, beg_run: u32, run_length: u32) -> Option<Vec<R2t>> {
+        let all = beg_run == 0 && run_length == 0;
+        let end = if run_length == 0 {
+            self.next_r2t_sn
+        } else {
+            beg_run.checked_add(run_length)?
+        };
+        if !all && (beg_run >= end || end > self.next_r2t_sn) {
+            return None;
+        }
+        let mut out = Vec::new();
+        if all {
+            for b in &self.bursts {
+                if let Some(sn) = b.r2t_sn {
+                    out.push(self.r2t_of(b.ttt, sn, b.offset, b.len));
+                }
+            }
+            return Some(out);
+        }
+        for sn in beg_run..end {
+            let b = self.bursts.iter().find(|b| b.r2t_sn == Some(sn))?;
+            out.push(self.r2t_of(b.ttt, sn, b.offset, b.len));
+        }
+        Some(out)
+    }
+
+    /// Data arrived for sequence `index` (0 is the unsolicited one when outstanding): the
+    /// sequences before it are over, since an initiator answers R2Ts in the order it received
+    /// them and sends unsolicited data first (section 11.8). What they miss was lost.
+    pub(super) fn end_sequences_before(&mut self, index: usize) {
+        if index == 0 {
+            return;
+        }
+        let mut remaining = index;
+        if self.unsolicited.is_some() {
+            self.recover_burst(true, Ttt::RESERVED);
+            remaining -= 1;
+        }
+        let earlier: Vec<Ttt> = self.bursts.iter().take(remaining).map(|b| b.ttt).collect();
+        for ttt in earlier {
+            self.recover_burst(false, ttt);
+        }
+    }
+
+    /// Retires a sequence that is over with holes: they are asked for again. One without
+    /// holes (all its data arrived) simply ends.
+    pub(super) fn recover_burst(&mut self, unsolicited: bool, ttt: Ttt) {
+        let burst: Option<Burst> = if unsolicited {
+            self.unsolicited.take()
+        } else {
+            let at = self.bursts.iter().position(|b| b.ttt == ttt);
+            at.map(|i| self.bursts.remove(i))
+        };
+        let Some(burst) = burst else {
+            return;
+        };
+        // Only what the SCSI layer consumes is asked for again (unsolicited data may run past
+        // it when the CDB wanted less than the EDTL).
+        let end = burst.end().min(self.collect_len);
+        for (start, stop) in burst.received.gaps(burst.offset, end.max(burst.offset)) {
+            self.recovery.add(start, stop - start);
+        }
+        self.recovery.retire(burst.ttt);
+    }
+}
+
+#[cfg(test)]
+#[path = "target_write_recovery_tests.rs"]
+mod tests;
