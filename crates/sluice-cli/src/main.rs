@@ -6,7 +6,7 @@
 //! definitions, added next to `target`), [`client_common`], [`cmd_discover`] (`discover`,
 //! `ls`), [`cmd_inquiry`] (`inq`, `readcap`), [`cmd_rw`] (`read`, `write`), [`cmd_dd`] (`dd`).
 //! The load generator: [`cmd_bench`] (`bench`, on `sluice-lab`) and [`bench_output`] (its
-//! report).
+//! report). The fault-injecting proxy: [`cmd_proxy`] (`proxy`, on `sluice-proxy`).
 
 // Doc comments on the clap structs are the `--help` text users read, where `[...]` marks an
 // optional part (`HOST[:PORT]`), not a rustdoc link; escaping them would show backslashes in
@@ -26,6 +26,7 @@ mod cmd_dd;
 mod cmd_discover;
 mod cmd_inquiry;
 mod cmd_lab;
+mod cmd_proxy;
 mod cmd_rw;
 mod cmd_sim;
 mod cmd_target;
@@ -72,6 +73,7 @@ fn main() -> ExitCode {
         }
         Command::Lab(LabCommand::Loopback(args)) => cmd_lab::run_loopback(args),
         Command::Lab(LabCommand::Sim(args)) => cmd_sim::run(args),
+        Command::Proxy(args) => cmd_proxy::run(args),
     };
     exit(result)
 }
