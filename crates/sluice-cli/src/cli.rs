@@ -1,9 +1,11 @@
 //! The command line: clap definitions only; turning them into a configuration is `cmd_target`'s job.
 
 use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU64;
 use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+use sluice_fault::{DropEvery, PduKind, Rate};
 use sluice_proto::text::{KeyId, KeyValueError};
 
 use crate::size::parse_size;
@@ -37,6 +39,63 @@ pub enum Command {
     /// Performance experiments that need no iSCSI peer.
     #[command(subcommand)]
     Lab(LabCommand),
+    /// Forward iSCSI connections to a target, injecting faults (corruption, drops,
+    /// duplicates, resets, delay) decided by a seed, so that a run replays.
+    #[command(after_help = PROXY_AFTER_HELP)]
+    Proxy(ProxyArgs),
+}
+
+/// Text after `sluice proxy --help`.
+const PROXY_AFTER_HELP: &str = "\
+Put the proxy between any initiator and any target; initiators connect to --listen. Each
+accepted connection gets its own connection to --to, and every PDU is forwarded whole or
+faulted. Login PDUs are never faulted. Corruption flips one bit and is applied only where the
+negotiated CRC32C digest covers it (header or data); elsewhere it is skipped and counted,
+since no receiver could notice it. Each fault is logged on standard error as one line; the
+counters are printed at exit (Ctrl-C or SIGTERM). Kinds for --drop: command, response,
+data-out, data-in, r2t, nop-out, nop-in, tmf-req, tmf-rsp, text-req, text-rsp, logout-req,
+logout-rsp, snack, reject, async. Examples:
+  sluice proxy --listen 127.0.0.1:3261 --to 127.0.0.1:3260 --corrupt-data 0.01 --seed 7
+  sluice proxy --listen 127.0.0.1:3261 --to 127.0.0.1:3260 --drop data-out:10 --json
+  sluice proxy --listen 127.0.0.1:3261 --to 127.0.0.1:3260 --reset-every 1000 --delay 5
+See docs/proxy.md.";
+
+/// `sluice proxy`.
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// Address initiators connect to; port 0 picks a free one (printed on start).
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen)]
+    pub listen: SocketAddr,
+    /// The target: HOST:PORT, or HOST for port 3260.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub to: String,
+    /// Probability that a PDU carrying data has one data bit flipped (when DataDigest=CRC32C).
+    #[arg(long, value_name = "RATE", value_parser = rate_arg, default_value = "0")]
+    pub corrupt_data: Rate,
+    /// Probability that a PDU has one header bit flipped (when HeaderDigest=CRC32C).
+    #[arg(long, value_name = "RATE", value_parser = rate_arg, default_value = "0")]
+    pub corrupt_header: Rate,
+    /// Bit error rate: a PDU of B bytes is hit with probability 1-(1-BER)^(8B), at a random bit.
+    #[arg(long, value_name = "BER", value_parser = rate_arg, default_value = "0")]
+    pub ber: Rate,
+    /// Drop every N-th PDU of KIND, per connection (repeatable), e.g. data-out:10.
+    #[arg(long = "drop", value_name = "KIND:N", value_parser = drop_arg)]
+    pub drop: Vec<DropEvery>,
+    /// Probability that a PDU is sent twice.
+    #[arg(long, value_name = "RATE", value_parser = rate_arg, default_value = "0")]
+    pub duplicate: Rate,
+    /// Reset the connection (both sides, TCP RST) after every N PDUs, both directions counted.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub reset_every: Option<u64>,
+    /// Delay every PDU by this many milliseconds, in each direction.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pub delay: u64,
+    /// Seed of every random decision: the same seed and traffic give the same faults.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+    /// Print the counters at exit as one JSON document.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `sluice lab` experiments.
@@ -293,6 +352,31 @@ where
     move |s| key.parse_number(s)
 }
 
+/// clap value parser for a probability: a number from 0 to 1.
+fn rate_arg(s: &str) -> Result<Rate, String> {
+    let p: f64 = s
+        .parse()
+        .map_err(|_| format!("invalid rate {s:?}: use a number from 0 to 1, e.g. 0.01 or 1e-6"))?;
+    Rate::new(p).map_err(|e| e.to_string())
+}
+
+/// clap value parser for `--drop KIND:N`.
+fn drop_arg(s: &str) -> Result<DropEvery, String> {
+    let Some((kind, every)) = s.split_once(':') else {
+        return Err(format!(
+            "invalid drop rule {s:?}: use KIND:N, e.g. data-out:10, with KIND one of {}",
+            PduKind::names()
+        ));
+    };
+    let kind: PduKind = kind
+        .parse()
+        .map_err(|e: sluice_fault::UnknownKind| e.to_string())?;
+    let every = every
+        .parse::<NonZeroU64>()
+        .map_err(|_| format!("invalid drop rule {s:?}: N must be a whole number from 1 up"))?;
+    Ok(DropEvery { kind, every })
+}
+
 /// clap value parser for sizes.
 fn size_arg(s: &str) -> Result<u64, String> {
     parse_size(s).map_err(|e| e.to_string())
@@ -331,5 +415,22 @@ mod tests {
         assert_eq!(parse_listen("::1").unwrap().to_string(), "[::1]:3260");
         assert_eq!(parse_listen("[::]").unwrap().to_string(), "[::]:3260");
         assert!(parse_listen("localhost:3260").is_err());
+    }
+
+    #[test]
+    fn proxy_rates_and_drop_rules() {
+        assert_eq!(rate_arg("0.25").unwrap().get(), 0.25);
+        assert_eq!(rate_arg("1e-6").unwrap().get(), 1e-6);
+        assert!(rate_arg("1.5").unwrap_err().contains("from 0 to 1"));
+        assert!(rate_arg("often").unwrap_err().contains("from 0 to 1"));
+        let d = drop_arg("data-out:10").unwrap();
+        assert_eq!((d.kind, d.every.get()), (PduKind::DataOut, 10));
+        let e = drop_arg("datain:3").unwrap_err();
+        assert!(
+            e.contains("unknown PDU kind") && e.contains("data-in"),
+            "{e}"
+        );
+        assert!(drop_arg("r2t").unwrap_err().contains("KIND:N"));
+        assert!(drop_arg("r2t:0").unwrap_err().contains("from 1 up"));
     }
 }

@@ -1,7 +1,6 @@
 //! `sluice target`: builds a [`TargetConfig`] from flags or a file, then serves it until SIGINT or
 //! SIGTERM.
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -18,6 +17,7 @@ use sluice_target::config::{
 
 use crate::cli::{Cli, DigestArg, TargetArgs, DEFAULT_PORT};
 use crate::config_file::{self, DEFAULT_BLOCK_SIZE};
+use crate::signals;
 use crate::size::format_size;
 
 /// The target name used when `--iqn` is not given.
@@ -421,7 +421,7 @@ fn serve(config: TargetConfig, threads: Option<u16>) -> anyhow::Result<()> {
     let portals: Vec<String> = config.portals.iter().map(ToString::to_string).collect();
     let targets = config.targets.clone();
     let result = runtime.block_on(async move {
-        let shutdown = shutdown_signal().context("cannot install signal handlers")?;
+        let shutdown = signals::shutdown_signal().context("cannot install signal handlers")?;
         sluice_target::run_on(
             config,
             workers,
@@ -457,40 +457,6 @@ fn announce(targets: &[TargetDef], bound: &[SocketAddr]) {
     for url in urls(targets, bound) {
         outln!("{url}");
     }
-}
-
-/// Completes on the first SIGINT or SIGTERM; a second one exits at once with status 130.
-#[cfg(unix)]
-fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut term = signal(SignalKind::terminate())?;
-    Ok(async move {
-        let name = tokio::select! {
-            _ = int.recv() => "SIGINT",
-            _ = term.recv() => "SIGTERM",
-        };
-        tracing::info!(
-            signal = name,
-            "shutting down; send it again to exit at once"
-        );
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-            }
-            eprintln!("sluice: second signal, exiting without waiting");
-            std::process::exit(130);
-        });
-    })
-}
-
-/// Completes on Ctrl-C.
-#[cfg(not(unix))]
-fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send> {
-    Ok(async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
 }
 
 #[cfg(test)]

@@ -1,11 +1,12 @@
 //! `sluice`: the one binary. It owns argv, TOML and JSON; the libraries only see plain values.
 //!
 //! Modules: [`cli`] (clap definitions), [`cmd_target`] (`sluice target`), [`config_file`] (the
-//! TOML schema), [`size`] (sizes and durations), [`logging`] (tracing setup). The initiator
-//! subcommands: [`client_args`] (their clap definitions, added next to `target`),
-//! [`client_common`], [`cmd_discover`] (`discover`, `ls`), [`cmd_inquiry`] (`inq`,
-//! `readcap`), [`cmd_rw`] (`read`, `write`), [`cmd_dd`] (`dd`). The load generator:
-//! [`cmd_bench`] (`bench`, on `sluice-lab`) and [`bench_output`] (its report).
+//! TOML schema), [`size`] (sizes and durations), [`logging`] (tracing setup), [`signals`]
+//! (shutdown on SIGINT/SIGTERM). The initiator subcommands: [`client_args`] (their clap
+//! definitions, added next to `target`), [`client_common`], [`cmd_discover`] (`discover`,
+//! `ls`), [`cmd_inquiry`] (`inq`, `readcap`), [`cmd_rw`] (`read`, `write`), [`cmd_dd`] (`dd`).
+//! The load generator: [`cmd_bench`] (`bench`, on `sluice-lab`) and [`bench_output`] (its
+//! report). The fault-injecting proxy: [`cmd_proxy`] (`proxy`, on `sluice-proxy`).
 
 // Doc comments on the clap structs are the `--help` text users read, where `[...]` marks an
 // optional part (`HOST[:PORT]`), not a rustdoc link; escaping them would show backslashes in
@@ -25,11 +26,13 @@ mod cmd_dd;
 mod cmd_discover;
 mod cmd_inquiry;
 mod cmd_lab;
+mod cmd_proxy;
 mod cmd_rw;
 mod cmd_sim;
 mod cmd_target;
 mod config_file;
 mod logging;
+mod signals;
 mod size;
 
 use std::process::ExitCode;
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         }
         Command::Lab(LabCommand::Loopback(args)) => cmd_lab::run_loopback(args),
         Command::Lab(LabCommand::Sim(args)) => cmd_sim::run(args),
+        Command::Proxy(args) => cmd_proxy::run(args),
     };
     exit(result)
 }
