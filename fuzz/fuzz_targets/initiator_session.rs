@@ -693,12 +693,18 @@ impl Fuzz<'_> {
             Pdu::ScsiCommand(cmd) => {
                 if !cmd.immediate {
                     // RFC 7143 section 4.2.2.1: CmdSN grows by one per non-immediate command
-                    // of the session, so on one connection it only grows.
-                    if let Some(last) = c.cmd_sn {
+                    // of the session, so on one connection it only grows, "except for commands
+                    // that are retransmitted due to digest error recovery" (a retry carries
+                    // its original CmdSN, section 7.2.1).
+                    let retry = params.error_recovery_level > 0
+                        && c.cmd_sn.is_some_and(|last| !cmd.cmd_sn.gt(last));
+                    if let (Some(last), false) = (c.cmd_sn, retry) {
                         assert!(cmd.cmd_sn.gt(last), "CmdSN did not grow on a connection");
                     }
-                    c.cmd_sn = Some(cmd.cmd_sn);
-                    self.last_cmd_sn = Some(cmd.cmd_sn);
+                    if !retry {
+                        c.cmd_sn = Some(cmd.cmd_sn);
+                        self.last_cmd_sn = Some(cmd.cmd_sn);
+                    }
                 }
                 let edtl = cmd.expected_data_transfer_length;
                 if cmd.read {

@@ -654,11 +654,18 @@ impl Fuzz<'_> {
             Pdu::R2t(p) => (Some(p.stat_sn), false, p.exp_cmd_sn, p.max_cmd_sn),
             other => panic!("a target sent {other:?}"),
         };
-        if let Some(sn) = stat_sn {
-            assert_eq!(sn, c.stat_sn, "StatSN out of order in {pdu:?}");
-        }
-        if advances {
-            c.stat_sn = c.stat_sn.next();
+        // Under error recovery a status sent again (a Status or Data SNACK, an R-Data SNACK's
+        // Response) keeps the StatSN it was first sent with (section 11.16).
+        let resent = params.error_recovery_level > 0
+            && advances
+            && stat_sn.is_some_and(|sn| sn.lt(c.stat_sn));
+        if !resent {
+            if let Some(sn) = stat_sn {
+                assert_eq!(sn, c.stat_sn, "StatSN out of order in {pdu:?}");
+            }
+            if advances {
+                c.stat_sn = c.stat_sn.next();
+            }
         }
         // Section 4.2.2.1: MaxCmdSN - ExpCmdSN + 1 places, never more than the queue depth;
         // neither number goes back.

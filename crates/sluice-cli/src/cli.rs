@@ -143,6 +143,10 @@ pub struct SimArgs {
     /// Print every PDU to standard error (with --seed).
     #[arg(long, requires = "seed")]
     pub trace: bool,
+    /// Run without the faults each seed otherwise draws (PDUs lost, corrupted or sent twice,
+    /// connections reset).
+    #[arg(long)]
+    pub no_faults: bool,
     /// Worker threads (default: one per CPU).
     #[arg(long)]
     pub jobs: Option<usize>,

@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
-use sluice_sim::{SimConfig, Summary, Violation};
+use sluice_sim::{FaultChoice, SimConfig, Summary, Violation};
 
 use crate::cli::SimArgs;
 use crate::client_common::print_json;
@@ -43,6 +43,16 @@ struct Totals {
     initial_r2t: u64,
     data_pdu_in_order_no: u64,
     data_sequence_in_order_no: u64,
+    /// Seeds by negotiated ErrorRecoveryLevel (0, 1, 2).
+    by_error_recovery_level: [u64; 3],
+    /// Seeds by the faults they drew.
+    by_faults: std::collections::BTreeMap<&'static str, u64>,
+    /// Connections lost to faults.
+    lost_connections: u64,
+    /// Commands and requests ended with a defined error by faults (below level 2).
+    lost_to_faults: u64,
+    /// Commands and requests that timed out under faults.
+    timed_out_by_faults: u64,
 }
 
 impl Totals {
@@ -72,6 +82,11 @@ impl Totals {
         self.initial_r2t += u64::from(p.initial_r2t);
         self.data_pdu_in_order_no += u64::from(!p.data_pdu_in_order);
         self.data_sequence_in_order_no += u64::from(!p.data_sequence_in_order);
+        self.by_error_recovery_level[usize::from(p.error_recovery_level.min(2))] += 1;
+        *self.by_faults.entry(s.faults).or_default() += 1;
+        self.lost_connections += s.lost_connections;
+        self.lost_to_faults += c.lost_to_faults;
+        self.timed_out_by_faults += c.timed_out_by_faults;
     }
 }
 
@@ -124,6 +139,7 @@ pub fn run(args: &SimArgs) -> Result<()> {
                     connections: args.connections,
                     ops: args.ops,
                     trace: false,
+                    faults: fault_choice(args),
                 };
                 match sluice_sim::run(cfg) {
                     Ok(s) => totals.lock().unwrap_or_else(|p| p.into_inner()).add(&s),
@@ -180,6 +196,7 @@ fn run_one(args: &SimArgs, seed: u64) -> Result<()> {
         connections: args.connections,
         ops: args.ops,
         trace: args.trace,
+        faults: fault_choice(args),
     };
     match sluice_sim::run(cfg) {
         Ok(s) => {
@@ -202,10 +219,24 @@ fn run_one(args: &SimArgs, seed: u64) -> Result<()> {
                     s.virtual_ns as f64 / 1e9
                 );
                 outln!("negotiated: {:?}", s.params);
+                outln!(
+                    "faults: {}; connections lost {}; commands and requests ended by faults {}",
+                    s.faults,
+                    s.lost_connections,
+                    s.counts.lost_to_faults
+                );
             }
             Ok(())
         }
         Err(v) => bail!("{v}"),
+    }
+}
+
+fn fault_choice(args: &SimArgs) -> FaultChoice {
+    if args.no_faults {
+        FaultChoice::Off
+    } else {
+        FaultChoice::FromSeed
     }
 }
 
@@ -270,6 +301,20 @@ fn print_summary(args: &SimArgs, t: &Totals, violations: &[Violation], wall: f64
         t.initial_r2t,
         t.data_pdu_in_order_no,
         t.data_sequence_in_order_no
+    );
+    outln!(
+        "  ErrorRecoveryLevel 0/1/2: {}/{}/{}; faults: {}; connections lost to faults {}, commands and requests ended by them {}, timed out under them {}",
+        t.by_error_recovery_level[0],
+        t.by_error_recovery_level[1],
+        t.by_error_recovery_level[2],
+        t.by_faults
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        t.lost_connections,
+        t.lost_to_faults,
+        t.timed_out_by_faults
     );
     for v in violations.iter().take(SHOWN) {
         outln!("  VIOLATION {v}");

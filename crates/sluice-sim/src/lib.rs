@@ -30,6 +30,7 @@
 //! A failing seed is reported with the one command that replays it
 //! ([`Violation::replay_command`]).
 
+mod faults;
 mod model;
 mod monitor;
 mod net;
@@ -53,6 +54,18 @@ pub struct SimConfig {
     pub ops: Option<u32>,
     /// Print every PDU and event to standard error (for reading a failing seed).
     pub trace: bool,
+    /// Whether the seed also draws faults.
+    pub faults: FaultChoice,
+}
+
+/// Whether a run has faults.
+#[derive(Clone, Copy, Debug, Default, Eq, PartialEq)]
+pub enum FaultChoice {
+    /// As the seed draws them (about 60 % of seeds have some).
+    #[default]
+    FromSeed,
+    /// None.
+    Off,
 }
 
 /// What a run did.
@@ -80,6 +93,10 @@ pub struct Summary {
     pub virtual_ns: u64,
     /// Events processed.
     pub events: u64,
+    /// The kind of faults the seed drew ("none" if none).
+    pub faults: &'static str,
+    /// Connections lost to faults.
+    pub lost_connections: u64,
 }
 
 /// A broken invariant.
@@ -91,6 +108,8 @@ pub struct Violation {
     pub connections: Option<u16>,
     /// The run's operation count setting.
     pub ops: Option<u32>,
+    /// The run's fault setting.
+    pub faults: FaultChoice,
     /// Virtual time of the event, in nanoseconds.
     pub at_ns: u64,
     /// What broke.
@@ -106,6 +125,9 @@ impl Violation {
         }
         if let Some(o) = self.ops {
             cmd.push_str(&format!(" --ops {o}"));
+        }
+        if self.faults == FaultChoice::Off {
+            cmd.push_str(" --no-faults");
         }
         cmd
     }

@@ -1,7 +1,7 @@
 //! Independent checks of the sequence numbers on the wire (RFC 7143 sections 4.2.2.1, 4.2.2.2,
 //! 4.2.2.3), made on every PDU as a sender hands it to the network.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use sluice_proto::pdu::Pdu;
 use sluice_proto::seq::{Itt, SeqNum, Ttt};
@@ -16,6 +16,13 @@ pub(crate) struct LinkMonitor {
     data_in_sn: HashMap<Itt, u32>,
     r2t_sn: HashMap<Itt, u32>,
     data_out_sn: HashMap<(Itt, Ttt), u32>,
+    /// ErrorRecoveryLevel 1 or 2 on this connection: PDUs may be sent again (answers to
+    /// SNACKs keep their StatSN, DataSN and R2TSN; retried commands their CmdSN; a retried
+    /// command's unsolicited data starts its DataSNs over).
+    recovery: bool,
+    /// The ITT each recent StatSN was sent with, to check that a status sent again is the
+    /// same one.
+    sent_statuses: HashMap<u32, Itt>,
 }
 
 /// Checks across the connections of the session.
@@ -23,8 +30,8 @@ pub(crate) struct LinkMonitor {
 pub(crate) struct SessionMonitor {
     /// The highest MaxCmdSN the target has advertised on any connection.
     highest_max_cmd_sn: Option<SeqNum>,
-    /// CmdSNs of the non-immediate commands sent so far.
-    cmd_sns: HashSet<u32>,
+    /// CmdSNs of the non-immediate commands sent so far, with their ITTs.
+    cmd_sns: HashMap<u32, Itt>,
     lowest: Option<SeqNum>,
     highest: Option<SeqNum>,
 }
@@ -52,6 +59,11 @@ impl SessionMonitor {
 }
 
 impl LinkMonitor {
+    /// Allows what error recovery sends again (see `recovery`).
+    pub(crate) fn set_recovery(&mut self, recovery: bool) {
+        self.recovery = recovery;
+    }
+
     /// A PDU the target sends on this connection; `depth` is the target's queue depth.
     pub(crate) fn target_sent(
         &mut self,
@@ -84,7 +96,23 @@ impl LinkMonitor {
         // others carry the next value without taking it. (A Data-In without status carries
         // none.)
         let carries_stat_sn = !matches!(pdu, Pdu::DataIn(p) if !p.status_present);
-        if carries_stat_sn {
+        let resent =
+            status && self.recovery && self.next_stat_sn.is_some_and(|next| stat_sn.lt(next));
+        if resent {
+            // Section 11.16: a status sent again keeps its StatSN and is the same status.
+            match self.sent_statuses.get(&stat_sn.0) {
+                Some(itt) if *itt == pdu.itt() => {}
+                other => {
+                    return Err(format!(
+                        "StatSN {stat_sn} sent again for {}, first sent for {other:?}",
+                        describe(pdu)
+                    ))
+                }
+            }
+        } else if carries_stat_sn {
+            if status && self.recovery {
+                self.sent_statuses.insert(stat_sn.0, pdu.itt());
+            }
             match self.next_stat_sn {
                 None if matches!(pdu, Pdu::LoginResponse(_)) => {}
                 Some(next) if next == stat_sn => {}
@@ -128,25 +156,34 @@ impl LinkMonitor {
             // Section 4.2.2.3: DataSN of a read's Data-In PDUs counts from 0; R2TSN likewise.
             Pdu::DataIn(d) => {
                 let sn = self.data_in_sn.entry(d.itt).or_insert(0);
-                if d.data_sn != *sn {
+                if self.recovery && d.data_sn < *sn {
+                    // Sent again (a Data SNACK), or cut anew from an acknowledged DataSN (an
+                    // R-Data SNACK, section 11.16.3).
+                } else if d.data_sn != *sn {
                     return Err(format!(
                         "Data-In DataSN {} for {:?}, expected {sn}",
                         d.data_sn, d.itt
                     ));
+                } else {
+                    *sn += 1;
                 }
-                *sn += 1;
-                if d.status_present {
+                if d.status_present && !self.recovery {
                     self.data_in_sn.remove(&d.itt);
                 }
             }
             Pdu::R2t(r) => {
                 let sn = self.r2t_sn.entry(r.itt).or_insert(0);
-                if r.r2t_sn != *sn {
+                if self.recovery && r.r2t_sn < *sn {
+                    // An R2T sent again on an R2T SNACK keeps its R2TSN.
+                } else if r.r2t_sn != *sn {
                     return Err(format!("R2TSN {} for {:?}, expected {sn}", r.r2t_sn, r.itt));
+                } else {
+                    *sn += 1;
                 }
-                *sn += 1;
             }
-            Pdu::ScsiResponse(r) => {
+            // Under recovery PDUs of the command may still be sent again after its status (a
+            // SNACK), so its numbering is kept.
+            Pdu::ScsiResponse(r) if !self.recovery => {
                 self.data_in_sn.remove(&r.itt);
                 self.r2t_sn.remove(&r.itt);
                 self.data_out_sn.retain(|(itt, _), _| *itt != r.itt);
@@ -184,8 +221,13 @@ impl LinkMonitor {
         if let Some((cmd_sn, false)) = cmd {
             // Section 4.2.2.1: a non-immediate command takes a CmdSN of its own, inside the
             // window the target advertised.
-            if !session.cmd_sns.insert(cmd_sn.0) {
-                return Err(format!("CmdSN {cmd_sn} used twice ({})", describe(pdu)));
+            match session.cmd_sns.insert(cmd_sn.0, pdu.itt()) {
+                None => {}
+                // Section 7.2.1: a retried command carries its original ITT and CmdSN.
+                Some(itt) if self.recovery && itt == pdu.itt() => {}
+                Some(_) => {
+                    return Err(format!("CmdSN {cmd_sn} used twice ({})", describe(pdu)));
+                }
             }
             match session.highest_max_cmd_sn {
                 Some(max) if cmd_sn.le(max) => {}
@@ -206,6 +248,10 @@ impl LinkMonitor {
             // Section 4.2.2.3: the Data-Out PDUs of each sequence (unsolicited, or one R2T)
             // number from 0.
             let sn = self.data_out_sn.entry((d.itt, d.ttt)).or_insert(0);
+            if self.recovery && d.data_sn == 0 && d.ttt == Ttt::RESERVED {
+                // A retried command's unsolicited data starts over.
+                *sn = 0;
+            }
             if d.data_sn != *sn {
                 return Err(format!(
                     "Data-Out DataSN {} for {:?} TTT {:?}, expected {sn}",

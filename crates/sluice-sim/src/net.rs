@@ -1,7 +1,7 @@
 //! The simulated network: each connection is a pair of byte pipes, one per direction, with a
 //! latency, a jitter, a bandwidth and a segment size. Like TCP, a pipe delivers every byte
-//! once and in order, cut into segments of any size; unlike TCP, it never loses one (faults
-//! come with error recovery).
+//! once and in order, cut into segments of any size. Faults (module `faults`) act on whole
+//! PDUs before they enter a pipe, or reset it.
 
 use std::collections::VecDeque;
 
@@ -111,6 +111,12 @@ impl Pipe {
 
     /// Closes the sending side: the receiver sees the end after what is in flight.
     pub(crate) fn close(&mut self) {
+        self.fin = true;
+    }
+
+    /// A connection reset: what is in flight is lost, and the receiver sees the end at once.
+    pub(crate) fn reset(&mut self) {
+        self.in_flight.clear();
         self.fin = true;
     }
 

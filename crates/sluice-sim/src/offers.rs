@@ -28,10 +28,13 @@ fn digests(rng: &mut ChaCha8Rng) -> Vec<DigestKind> {
     }
 }
 
-/// One side's offer. `max_connections` is what this side asks for (or accepts).
-/// ErrorRecoveryLevel stays 0: the session cores implement level 0 only, and a target must
-/// not agree to a level it does not implement.
-pub(crate) fn random_offer(rng: &mut ChaCha8Rng, max_connections: u16) -> OperationalOffer {
+/// One side's offer. `max_connections` is what this side asks for (or accepts), and
+/// ErrorRecoveryLevel is at most `max_erl`.
+pub(crate) fn random_offer(
+    rng: &mut ChaCha8Rng,
+    max_connections: u16,
+    max_erl: u8,
+) -> OperationalOffer {
     let max_burst = length(rng);
     OperationalOffer {
         header_digest: digests(rng),
@@ -51,7 +54,7 @@ pub(crate) fn random_offer(rng: &mut ChaCha8Rng, max_connections: u16) -> Operat
         },
         data_pdu_in_order: rng.gen_bool(0.7),
         data_sequence_in_order: rng.gen_bool(0.7),
-        error_recovery_level: 0,
+        error_recovery_level: rng.gen_range(0..=max_erl),
         protocol_level: None,
     }
 }

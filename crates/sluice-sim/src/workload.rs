@@ -63,6 +63,12 @@ pub struct Counts {
     pub texts: u64,
     /// Connections logged out during the run.
     pub logouts: u64,
+    /// Commands and requests that ended with a defined error because faults took a
+    /// connection (or, at ErrorRecoveryLevel 0, a PDU) with them.
+    pub lost_to_faults: u64,
+    /// Commands that timed out (or ran out of retries) because the faults kept corrupting
+    /// what recovery sent again.
+    pub timed_out_by_faults: u64,
 }
 
 /// The workload and its bookkeeping.
@@ -84,6 +90,12 @@ pub(crate) struct Workload {
     pub(crate) counts: Counts,
     logout_sent: bool,
     pub(crate) logged_out: bool,
+    /// Faults may end commands and requests with a defined error: a connection was lost
+    /// (ErrorRecoveryLevel below 2), or a PDU at level 0.
+    pub(crate) lossy: bool,
+    /// Faults are injected: a command may time out where the link can no longer carry its
+    /// PDUs whole (a bit error rate that hits nearly every large PDU).
+    pub(crate) faulty: bool,
 }
 
 impl Workload {
@@ -115,6 +127,8 @@ impl Workload {
             counts: Counts::default(),
             logout_sent: false,
             logged_out: false,
+            lossy: false,
+            faulty: false,
         }
     }
 
@@ -261,6 +275,19 @@ impl Workload {
         self.requests.insert(id, Request::Tmf);
     }
 
+    /// What is left, for a violation's message.
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "{} of {} operations issued, commands {:?} and requests {:?} outstanding, logout sent {}, logged out {}",
+            self.issued,
+            self.total,
+            self.ops.keys().collect::<Vec<_>>(),
+            self.requests,
+            self.logout_sent,
+            self.logged_out
+        )
+    }
+
     /// Whether the session's logout went out.
     pub(crate) fn logout_sent(&self) -> bool {
         self.logout_sent
@@ -285,6 +312,10 @@ impl Workload {
                 self.model.release(op.lun, op.lba, op.blocks);
                 self.command_done(&op, result)
             }
+            Completion::TaskMgmt(id, Err(e)) if self.excused(&e) => {
+                self.take(id, |r| matches!(r, Request::Tmf))?;
+                Ok(())
+            }
             Completion::TaskMgmt(id, result) => {
                 self.take(id, |r| matches!(r, Request::Tmf))?;
                 self.counts.tmfs += 1;
@@ -293,10 +324,28 @@ impl Workload {
                     other => Err(format!("task management ended {other:?}")),
                 }
             }
+            Completion::Ping(id, Err(e)) if self.excused(&e) => {
+                self.take(id, |r| matches!(r, Request::Ping))?;
+                Ok(())
+            }
             Completion::Ping(id, result) => {
                 self.take(id, |r| matches!(r, Request::Ping))?;
                 self.counts.pings += 1;
                 result.map(drop).map_err(|e| format!("ping failed: {e}"))
+            }
+            Completion::Text(id, Err(e)) if self.excused(&e) => {
+                self.take(id, |r| matches!(r, Request::Text { .. }))?;
+                Ok(())
+            }
+            Completion::Logout(id, Err(e)) if self.excused(&e) => {
+                let r = self.take(id, |r| {
+                    matches!(r, Request::Logout | Request::SessionLogout)
+                })?;
+                if matches!(r, Request::SessionLogout) {
+                    // The session must still end: ask again.
+                    self.logout_sent = false;
+                }
+                Ok(())
             }
             Completion::Text(id, result) => {
                 let r = self.take(id, |r| matches!(r, Request::Text { .. }))?;
@@ -328,6 +377,26 @@ impl Workload {
         }
     }
 
+    /// Whether faults excuse this failure (and counts it): any failure once a connection was
+    /// lost below ErrorRecoveryLevel 2 (or a PDU at level 0); a timeout, or running out of
+    /// retries or of data to resend, whenever faults are injected (a link that corrupts
+    /// nearly every large PDU defeats any recovery).
+    fn excused(&mut self, e: &Failure) -> bool {
+        if self.lossy {
+            self.counts.lost_to_faults += 1;
+            return true;
+        }
+        let given_up = matches!(
+            e,
+            Failure::Timeout | Failure::TooManyRetries | Failure::Unrecoverable
+        );
+        if self.faulty && given_up {
+            self.counts.timed_out_by_faults += 1;
+            return true;
+        }
+        false
+    }
+
     fn take(&mut self, id: RequestId, kind: impl Fn(&Request) -> bool) -> Result<Request, String> {
         match self.requests.remove(&id) {
             Some(r) if kind(&r) => Ok(r),
@@ -351,7 +420,21 @@ impl Workload {
                 }
                 return Ok(());
             }
+            Err(e) if self.excused(&e) => {
+                if let Some(id) = op.write {
+                    self.model
+                        .write_ended(op.lun, op.lba, op.blocks, id, WriteFate::Unknown);
+                }
+                return Ok(());
+            }
             Err(e) => return Err(format!("command on LUN {} failed: {e}", op.lun)),
+        };
+        // A command sent again (its connection or session failed) may have run the first time:
+        // an answer that says this attempt did not run says nothing of the earlier one.
+        let not_applied = if r.stats.attempts > 1 {
+            WriteFate::Unknown
+        } else {
+            WriteFate::NotApplied
         };
         match r.status {
             ScsiStatus::Good => {}
@@ -361,7 +444,17 @@ impl Workload {
                 self.counts.unit_attentions += 1;
                 if let Some(id) = op.write {
                     self.model
-                        .write_ended(op.lun, op.lba, op.blocks, id, WriteFate::NotApplied);
+                        .write_ended(op.lun, op.lba, op.blocks, id, not_applied);
+                }
+                return Ok(());
+            }
+            // At ErrorRecoveryLevel 0 a Data-Out lost to a digest error ends its write with
+            // ABORTED COMMAND (RFC 7143 section 7.8 b).
+            ScsiStatus::CheckCondition if self.lossy && sense_key(&r.sense) == Some(0x0b) => {
+                self.counts.lost_to_faults += 1;
+                if let Some(id) = op.write {
+                    self.model
+                        .write_ended(op.lun, op.lba, op.blocks, id, WriteFate::Unknown);
                 }
                 return Ok(());
             }
@@ -370,7 +463,7 @@ impl Workload {
                 self.counts.task_set_full += 1;
                 if let Some(id) = op.write {
                     self.model
-                        .write_ended(op.lun, op.lba, op.blocks, id, WriteFate::NotApplied);
+                        .write_ended(op.lun, op.lba, op.blocks, id, not_applied);
                 }
                 return Ok(());
             }

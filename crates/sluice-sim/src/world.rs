@@ -19,11 +19,12 @@ use sluice_proto::text::OperationalOffer;
 use sluice_scsi::{LogicalUnit, ScsiTarget};
 use sluice_storage::MemoryDevice;
 
+use crate::faults::Faults;
 use crate::monitor::{LinkMonitor, SessionMonitor};
 use crate::net::{log_uniform, Pipe};
 use crate::offers::random_offer;
 use crate::workload::{Workload, LUN_BLOCKS};
-use crate::{SimConfig, Summary, Violation};
+use crate::{FaultChoice, SimConfig, Summary, Violation};
 
 mod env;
 mod links;
@@ -38,6 +39,8 @@ const INITIATOR: &str = "iqn.2026-11.io.sluice.sim:initiator";
 const NEXUS: u64 = 1;
 /// Virtual time after which a run that has not finished is stuck.
 const TIME_LIMIT_NS: u64 = 3_600_000_000_000;
+/// The highest ErrorRecoveryLevel the seeds offer.
+const MAX_ERROR_RECOVERY_LEVEL: u8 = 1;
 /// Events after which a run that has not finished is stuck.
 const STEP_LIMIT: u64 = 2_000_000;
 
@@ -49,6 +52,9 @@ struct InitiatorEnd {
     digests: Digests,
     conn: Option<initiator::ConnId>,
     closed: bool,
+    /// The stream could not be framed any more: what still arrives is ignored until the
+    /// connection closes.
+    broken: bool,
 }
 
 /// The target's end of one connection.
@@ -72,6 +78,8 @@ struct Link {
     mon: LinkMonitor,
     /// CmdSN the initiator's login used (the first command carries it, for the leading one).
     login_cmd_sn: SeqNum,
+    /// The faults of this connection (from its login on).
+    faults: Option<sluice_fault::FaultInjector>,
 }
 
 pub(crate) struct World {
@@ -83,6 +91,16 @@ pub(crate) struct World {
     links: Vec<Link>,
     wanted_connections: u16,
     opened_extra: bool,
+    /// The initiator asked for session reinstatement; the new leading connection logs in once
+    /// every old one is closed.
+    reinstating: bool,
+    /// The login of this link index reinstates the session.
+    reinstate_link: Option<usize>,
+    /// Connections lost to faults (not logged out).
+    pub(crate) lost_connections: u64,
+    /// Commands of sessions that were reinstated (the monitor starts over with each).
+    retired_commands: u64,
+    faults: Faults,
     isid: Isid,
     tsih: Tsih,
     // The target.
@@ -118,10 +136,10 @@ impl World {
         } else {
             8
         };
-        let mut t_offer = random_offer(&mut rng, target_max_connections);
+        let mut t_offer = random_offer(&mut rng, target_max_connections, MAX_ERROR_RECOVERY_LEVEL);
         // The target's own offer of MaxConnections is what it accepts at most.
         t_offer.max_connections = target_max_connections;
-        let i_offer = random_offer(&mut rng, wanted_connections);
+        let i_offer = random_offer(&mut rng, wanted_connections, MAX_ERROR_RECOVERY_LEVEL);
         let keepalive = |rng: &mut ChaCha8Rng| {
             rng.gen_bool(0.5).then(|| {
                 (
@@ -137,13 +155,32 @@ impl World {
             max_write_bytes_per_connection: log_uniform(&mut rng, 64 << 10, 64 << 20) as usize,
             keepalive: t_keepalive
                 .map(|(interval, timeout)| target::KeepaliveConfig { interval, timeout }),
-            recovery: target::RecoveryConfig::default(),
+            recovery: target::RecoveryConfig {
+                data_ack_every: rng.gen_bool(0.5).then(|| rng.gen_range(1..=8)),
+                // From shorter than a transfer takes (spurious recovery R2Ts) to long.
+                sequence_timeout: Duration::from_nanos(log_uniform(
+                    &mut rng,
+                    20_000_000,
+                    5_000_000_000,
+                )),
+                max_retained_statuses: log_uniform(&mut rng, 16, 1024) as usize,
+            },
         };
         let i_config = initiator::SessionConfig {
             policy,
             max_retries: 3,
             keepalive: keepalive(&mut rng),
-            recovery: initiator::RecoveryConfig::default(),
+            recovery: initiator::RecoveryConfig {
+                retry_timeout: Duration::from_nanos(log_uniform(
+                    &mut rng,
+                    20_000_000,
+                    5_000_000_000,
+                )),
+                max_command_retries: 16,
+                // Virtual time: long enough for any fault the seed draws to be recovered
+                // from, unless the link cannot carry a PDU whole any more.
+                command_timeout: Some(Duration::from_secs(300)),
+            },
         };
         let scsi = ScsiTarget::new(
             (0..luns)
@@ -167,6 +204,11 @@ impl World {
         rng.fill_bytes(&mut isid);
         isid[0] = 0x80 | (isid[0] & 0x3f);
         let workload = Workload::new(&mut rng, luns, ops);
+        // Drawn last, so that a seed's session is the same with and without faults.
+        let faults = match cfg.faults {
+            FaultChoice::FromSeed => Faults::random(&mut rng),
+            FaultChoice::Off => Faults::none(),
+        };
         Self {
             cfg,
             rng,
@@ -176,6 +218,11 @@ impl World {
             links: Vec::new(),
             wanted_connections,
             opened_extra: false,
+            reinstating: false,
+            reinstate_link: None,
+            lost_connections: 0,
+            retired_commands: 0,
+            faults,
             isid: Isid(isid),
             tsih: Tsih::NEW_SESSION,
             registry: SessionRegistry::new(4),
@@ -198,6 +245,11 @@ impl World {
         }
     }
 
+    /// The session's ErrorRecoveryLevel (0 before it is known).
+    pub(super) fn session_erl(&self) -> u8 {
+        self.leading_params.map_or(0, |p| p.error_recovery_level)
+    }
+
     fn at(&self, ns: u64) -> Instant {
         self.base + Duration::from_nanos(ns)
     }
@@ -211,6 +263,7 @@ impl World {
             seed: self.cfg.seed,
             connections: self.cfg.connections,
             ops: self.cfg.ops,
+            faults: self.cfg.faults,
             at_ns: self.now,
             what: what.into(),
         }
@@ -233,6 +286,20 @@ impl World {
                 return self.summary();
             }
             let Some(next) = self.next_time() else {
+                if self.cfg.trace {
+                    eprintln!(
+                        "initiator window {:?}, target window {:?}",
+                        self.isession.as_ref().map(InitiatorSession::command_window),
+                        self.tsession.as_ref().map(TargetSession::command_window)
+                    );
+                    for (n, l) in self.links.iter().enumerate() {
+                        eprintln!(
+                            "link {n}: cid {} i.closed {} i.broken {} i.login {} i.conn {:?} t.closed {} t.login {} t.conn {:?}; reinstating {} {:?}",
+                            l.cid, l.i.closed, l.i.broken, l.i.login.is_some(), l.i.conn, l.t.closed,
+                            l.t.login.is_some(), l.t.conn, self.reinstating, self.reinstate_link
+                        );
+                    }
+                }
                 return Err(self.violation(format!(
                     "nothing left to happen, but the run is not over: initiator {} in flight, {} waiting, {} requests; target {} tasks",
                     self.isession.as_ref().map_or(0, InitiatorSession::in_flight),
@@ -385,6 +452,9 @@ impl World {
                 .and_then(InitiatorSession::poll_completion)
             {
                 moved = true;
+                if self.cfg.trace && !matches!(c, initiator::Completion::Command(_, Ok(_))) {
+                    eprintln!("{:>12} initiator completion {c:?}", self.now);
+                }
                 self.workload.complete(c).map_err(|e| self.violation(e))?;
             }
             while let Some(e) = self
@@ -393,17 +463,31 @@ impl World {
                 .and_then(InitiatorSession::poll_event)
             {
                 moved = true;
+                if self.cfg.trace {
+                    eprintln!("{:>12} initiator event {e:?}", self.now);
+                }
                 match e {
-                    initiator::Event::Close(conn, initiator::CloseReason::Logout) => {
+                    initiator::Event::Close(conn, reason) => {
                         let i = self.link_of_initiator(conn)?;
-                        self.initiator_transmit(i)?;
+                        if reason == initiator::CloseReason::Logout {
+                            // A logout's last PDUs still go out.
+                            self.initiator_transmit(i)?;
+                        } else if !self.links[i].i.closed {
+                            self.lost_connections += 1;
+                            self.workload.lossy |= self.session_erl() < 2;
+                        }
                         self.links[i].up.close();
                         self.initiator_closed(i);
                     }
-                    initiator::Event::Ended => self.ended = true,
-                    other => return Err(self.violation(format!("initiator: unexpected {other:?}"))),
+                    initiator::Event::Reinstate => self.reinstating = true,
+                    initiator::Event::Ended => {
+                        self.ended = true;
+                        // A session whose logout lost its connection is over all the same.
+                        self.workload.logged_out |= self.workload.lossy;
+                    }
                 }
             }
+            moved |= self.reinstate_when_closed()?;
             if !moved {
                 return Ok(());
             }
@@ -447,7 +531,10 @@ impl World {
             return Err(self.violation("the target's session table kept the session"));
         }
         if !self.workload.done() || !self.workload.logged_out {
-            return Err(self.violation("the workload did not finish"));
+            return Err(self.violation(format!(
+                "the workload did not finish: {}",
+                self.workload.describe()
+            )));
         }
         self.session_mon
             .check_contiguous()
@@ -458,12 +545,14 @@ impl World {
             policy: self.i_config.policy,
             params: self.leading_params.unwrap_or_default(),
             queue_depth: self.t_config.queue_depth,
-            commands: self.session_mon.commands() as u64,
+            commands: self.retired_commands + self.session_mon.commands() as u64,
             counts: self.workload.counts,
             pdus: self.pdus,
             bytes: self.links.iter().map(|l| l.up.bytes + l.down.bytes).sum(),
             virtual_ns: self.now,
             events: self.steps,
+            faults: self.faults.mode,
+            lost_connections: self.lost_connections,
         })
     }
 }

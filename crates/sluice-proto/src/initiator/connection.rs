@@ -189,6 +189,32 @@ impl Connection {
         Some((exp, last.distance_from(exp)))
     }
 
+    /// The target cannot resend statuses `beg` and the `run` after it (0: all up to the
+    /// highest seen): they count as received, so that acknowledgement goes on past them.
+    pub(super) fn give_up_statuses(&mut self, beg: SeqNum, run: u32) {
+        let Some(t) = self.status.as_mut() else {
+            return;
+        };
+        let end = match (run, t.ahead.last()) {
+            (0, Some(last)) => last.next(),
+            (0, None) => beg,
+            (n, _) => beg.add(n),
+        };
+        let mut sn = self.exp_stat_sn;
+        // Only the run asked for, and only from where acknowledgement stands.
+        if sn.lt(beg) || !end.gt(sn) || end.distance_from(sn) > MAX_STATUS_GAP {
+            return;
+        }
+        while sn.lt(end) {
+            sn = sn.next();
+            while let Some(at) = t.ahead.iter().position(|&a| a == sn) {
+                t.ahead.remove(at);
+                sn = sn.next();
+            }
+        }
+        self.exp_stat_sn = sn;
+    }
+
     /// A status `sn` waits for its data: not acknowledged until [`Self::release_status`].
     pub(super) fn hold_status(&mut self, sn: SeqNum) {
         if let Some(t) = self.status.as_mut() {

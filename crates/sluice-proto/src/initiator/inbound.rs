@@ -97,22 +97,21 @@ impl InitiatorSession {
             Pdu::LogoutResponse(r) => self.answer_logout(r.itt, r.response),
             Pdu::TextResponse(t) => self.answer_text(conn, t),
             Pdu::AsyncMessage(m) => self.handle_async(conn, &m),
-            Pdu::Reject(r) if self.recovering() && self.recover_reject(conn, &r) => {
-                self.rejects += 1;
-            }
             Pdu::Reject(r) => {
                 self.rejects += 1;
-                // Section 11.17: the data segment is the rejected PDU's header; its ITT is at
-                // bytes 16..20.
-                if let Some(itt) = r
-                    .data
-                    .get(16..20)
-                    .map(|b| Itt(u32::from_be_bytes([b[0], b[1], b[2], b[3]])))
-                {
-                    if self.tasks.contains_key(&itt) {
-                        self.complete_task(itt, Err(Failure::Rejected(r.reason)), now);
-                    } else {
-                        self.fail_request(itt, Failure::Rejected(r.reason));
+                if !self.handle_reject(conn, &r) {
+                    // Section 11.17: the data segment is the rejected PDU's header; its ITT is
+                    // at bytes 16..20.
+                    if let Some(itt) = r
+                        .data
+                        .get(16..20)
+                        .map(|b| Itt(u32::from_be_bytes([b[0], b[1], b[2], b[3]])))
+                    {
+                        if self.tasks.contains_key(&itt) {
+                            self.complete_task(itt, Err(Failure::Rejected(r.reason)), now);
+                        } else {
+                            self.fail_request(itt, Failure::Rejected(r.reason));
+                        }
                     }
                 }
             }

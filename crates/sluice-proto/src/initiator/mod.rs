@@ -181,6 +181,10 @@ pub enum Failure {
     /// No answer within the command timeout ([`RecoveryConfig::command_timeout`]).
     #[error("no answer within the command timeout")]
     Timeout,
+    /// Data or status was lost and the target could not send it again (it rejected the
+    /// SNACK, RFC 7143 section 7.8).
+    #[error("lost data the target could not resend")]
+    Unrecoverable,
 }
 
 /// A SCSI command submitted with [`InitiatorSession::submit`].
@@ -394,6 +398,11 @@ impl InitiatorSession {
         };
         self.window.update(setup.exp_cmd_sn, setup.max_cmd_sn);
         let id = self.insert_connection(setup, now);
+        if self.reinstating || self.ended {
+            // It joined a session that is being replaced (or is over): it closes at once.
+            self.close(id, CloseReason::Reinstate);
+            return id;
+        }
         self.issue_waiting(now);
         id
     }

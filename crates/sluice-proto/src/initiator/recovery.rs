@@ -80,7 +80,9 @@ impl InitiatorSession {
     pub(super) fn arm_recovery(&mut self, now: Instant) {
         let watching = self.recovering() || self.config.recovery.command_timeout.is_some();
         let busy = !self.tasks.is_empty() || !self.request_wire.is_empty();
-        if watching && self.next_tick.is_none() && busy {
+        // Commands waiting for a window nothing in flight will open are watched at any level.
+        let stuck = !self.waiting.is_empty() && self.tasks.is_empty();
+        if ((watching && busy) || stuck) && self.next_tick.is_none() {
             self.next_tick = Some(now + self.tick());
         }
     }
@@ -188,12 +190,17 @@ impl InitiatorSession {
             _ => return Tracked::Fresh,
         };
         self.window.update(exp, max);
+        // The status of a command still waiting for it always goes to the command, even a
+        // copy: a read that discarded what it had (an R-Data SNACK) needs it again.
+        let for_a_task = matches!(pdu, Pdu::ScsiResponse(_) | Pdu::DataIn(_))
+            && self.tasks.get(&pdu.itt()).is_some_and(|t| t.conn == conn);
         let Some(c) = self.find_mut(conn) else {
             return Tracked::Duplicate;
         };
         let ask = match kind {
             Kind::Status => match c.status_arrived(stat_sn, now) {
                 (StatusArrival::New, ask) => ask,
+                (StatusArrival::Duplicate, _) if for_a_task => None,
                 (StatusArrival::Duplicate, _) => return Tracked::Duplicate,
                 (StatusArrival::Unbelievable, _) => {
                     self.fail_connection(conn, CloseReason::Protocol("StatSN far out of sequence"));
@@ -286,7 +293,12 @@ impl InitiatorSession {
                 // "If the discarded PDU is an iSCSI data PDU, the initiator MUST ... Request
                 // the desired data PDU through SNACK."
                 let itt = d.itt;
+                let now = self.now;
                 if let Some(t) = self.tasks.get_mut(&itt).filter(|t| t.conn == conn) {
+                    // Its header (which its own digest vouched for, when one is in force)
+                    // shows the target has the command: it is not retried.
+                    t.heard = true;
+                    t.last_activity = now;
                     t.handle_lost_data_in(&d);
                 }
                 self.flush_task_snacks(itt);
@@ -302,12 +314,79 @@ impl InitiatorSession {
         }
     }
 
-    /// A Reject under recovery (section 7.3). A rejected command was discarded: "the
-    /// initiator MUST plug the CmdSN gap", here by retrying it at once. A rejected Data-Out
-    /// or SNACK only informs: the target recovers its data with a recovery R2T, and a SNACK
-    /// it cannot serve leaves the task to the retry timer. `false` when the Reject is not a
-    /// recovery matter (the caller fails what it names).
-    pub(super) fn recover_reject(&mut self, conn: ConnId, r: &Reject) -> bool {
+    /// A Reject (section 7.3). A rejected command was discarded: "the initiator MUST plug the
+    /// CmdSN gap", under recovery by retrying it at once, at ErrorRecoveryLevel 0 by an ABORT
+    /// TASK (section 7.11: the target then considers the command received) while the command
+    /// fails. A rejected Data-Out or SNACK only informs: "the initiator can eventually expect a
+    /// response on receiving Rejects, if the received Reject is for a PDU other than the
+    /// command PDU itself" (the target recovers the data, or ends the command). `false` when
+    /// the caller fails what the Reject names.
+    pub(super) fn handle_reject(&mut self, conn: ConnId, r: &Reject) -> bool {
+        let op = r.data.first().map(|b| b & 0x3f);
+        if op == Some(opcode::SNACK_REQUEST) {
+            self.snack_rejected(conn, r);
+            return true;
+        }
+        if op == Some(opcode::DATA_OUT) {
+            return true;
+        }
+        if self.recovering() {
+            return self.recover_reject(conn, r);
+        }
+        if op == Some(opcode::SCSI_COMMAND) && r.reason == RejectReason::DataDigestError {
+            if let Some(t) = r
+                .data
+                .get(16..20)
+                .map(|b| Itt(u32::from_be_bytes([b[0], b[1], b[2], b[3]])))
+            {
+                if let Some(task) = self.tasks.get(&t).filter(|t| t.conn == conn) {
+                    let (cmd_sn, lun) = (task.cmd_sn, task.queued.command.lun);
+                    self.abort_quietly(conn, t, cmd_sn, lun);
+                }
+            }
+        }
+        false
+    }
+
+    /// The target cannot serve a SNACK (section 11.16: it was never sent, or it no longer
+    /// has it). Statuses it cannot resend are given up (the ExpStatSN moves past them); a read
+    /// whose data it cannot resend fails, and the target is told to forget the command. A
+    /// write's R2T SNACK is only a hint: the target's own timer recovers a write.
+    fn snack_rejected(&mut self, conn: ConnId, r: &Reject) {
+        let Some(header) = r
+            .data
+            .get(..BHS_LEN)
+            .and_then(|h| <[u8; BHS_LEN]>::try_from(h).ok())
+        else {
+            return;
+        };
+        let Ok(Pdu::SnackRequest(snack)) = Pdu::parse_header_only(&header) else {
+            return;
+        };
+        match snack.snack_type {
+            SnackType::Status => {
+                if let Some(c) = self.find_mut(conn) {
+                    c.give_up_statuses(SeqNum(snack.beg_run), snack.run_length);
+                }
+            }
+            SnackType::DataR2t | SnackType::RData => {
+                let itt = snack.itt;
+                let Some(t) = self
+                    .tasks
+                    .get(&itt)
+                    .filter(|t| t.conn == conn && t.is_read())
+                else {
+                    return;
+                };
+                let (cmd_sn, lun) = (t.cmd_sn, t.queued.command.lun);
+                self.complete_task(itt, Err(Failure::Unrecoverable), self.now);
+                self.abort_quietly(conn, itt, cmd_sn, lun);
+            }
+            _ => {}
+        }
+    }
+
+    fn recover_reject(&mut self, conn: ConnId, r: &Reject) -> bool {
         let Some(op) = r.data.first().map(|b| b & 0x3f) else {
             return false;
         };
@@ -325,10 +404,36 @@ impl InitiatorSession {
             // The target still has the task (this was a retry of a command it had): wait.
             opcode::SCSI_COMMAND if r.reason == RejectReason::TaskInProgress => true,
             opcode::DATA_OUT | opcode::SNACK_REQUEST => true,
-            _ => {
-                let _ = conn;
-                false
+            // A request discarded for its data digest: sent again as it was.
+            opcode::NOP_OUT
+            | opcode::TEXT_REQUEST
+            | opcode::TASK_MGMT_REQUEST
+            | opcode::LOGOUT_REQUEST
+                if r.reason == RejectReason::DataDigestError =>
+            {
+                if let Some(itt) = itt {
+                    self.resend_request(conn, itt);
+                }
+                true
             }
+            _ => false,
+        }
+    }
+
+    /// Sends request `itt` again at once, unchanged (it counts as one of its resends).
+    fn resend_request(&mut self, conn: ConnId, itt: Itt) {
+        let now = self.now;
+        let Some(w) = self.request_wire.get_mut(&itt).filter(|w| w.conn == conn) else {
+            return;
+        };
+        w.sent = now;
+        w.resends += 1;
+        let pdu = w.pdu.clone();
+        if let Some(c) = self
+            .find_mut(conn)
+            .filter(|c| c.state != ConnState::Closing)
+        {
+            c.queue(pdu);
         }
     }
 
@@ -339,7 +444,12 @@ impl InitiatorSession {
             return;
         };
         if t.retries >= max {
+            // Giving up leaves the CmdSN gap the command never filled: an ABORT TASK plugs
+            // it (section 7.11: the target then "MUST consider the original command with
+            // that RefCmdSN as received").
+            let (conn, cmd_sn, lun) = (t.conn, t.cmd_sn, t.queued.command.lun);
             self.complete_task(itt, Err(Failure::TooManyRetries), self.now);
+            self.abort_quietly(conn, itt, cmd_sn, lun);
             return;
         }
         let mut out = Vec::new();
@@ -368,10 +478,27 @@ impl InitiatorSession {
         self.next_tick = None;
         self.expire_commands(now);
         self.expire_requests(now);
+        self.probe_closed_window(now);
         if self.recovering() {
             self.retry_stalled(now);
         }
         self.arm_recovery(now);
+    }
+
+    /// Commands wait for a window that no PDU in flight will open: the target may have moved
+    /// MaxCmdSN in an answer that was lost with its connection. A NOP-Out brings the current
+    /// window back (its NOP-In carries ExpCmdSN and MaxCmdSN, section 11.19).
+    fn probe_closed_window(&mut self, now: Instant) {
+        if self.waiting.is_empty() || !self.tasks.is_empty() || self.window.can_send() {
+            return;
+        }
+        if self.closing || self.reinstating || self.ended {
+            return;
+        }
+        let conn = self.live_connections().next();
+        if let Some(conn) = conn {
+            self.probe(conn, now);
+        }
     }
 
     /// Commands past their deadline fail with [`Failure::Timeout`] and are aborted at the

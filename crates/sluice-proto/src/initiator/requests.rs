@@ -481,6 +481,19 @@ impl InitiatorSession {
             self.completions
                 .push_back(Completion::Logout(id, Err(Failure::ConnectionLost)));
         }
+        // A logout sent on it is done: the target closes the connection after it (section
+        // 11.15), and under error recovery its answer may have been the PDU that was lost.
+        let logged_out: Vec<Itt> = self
+            .requests
+            .iter()
+            .filter(|(_, r)| matches!(r, Request::Logout { conn: c, .. } if *c == conn))
+            .map(|(itt, _)| *itt)
+            .collect();
+        for itt in logged_out {
+            if let Some(Request::Logout { id: Some(id), .. }) = self.requests.remove(&itt) {
+                self.completions.push_back(Completion::Logout(id, Ok(())));
+            }
+        }
         self.fail_requests(|r| r.conn() == conn, Failure::ConnectionLost);
         if self.reinstating || self.ended {
             // Being replaced, or logged out: nothing to recover.

@@ -231,6 +231,11 @@ impl Task {
         }
     }
 
+    /// Whether this is a read.
+    pub(super) fn is_read(&self) -> bool {
+        matches!(self.state, State::Read(_))
+    }
+
     /// Whether this is a read whose status arrived before all its data.
     pub(super) fn status_waits_for_data(&self) -> bool {
         matches!(&self.state, State::Read(r) if r.status_waits_for_data())

@@ -123,9 +123,15 @@ impl TargetSession {
     }
 
     pub(super) fn release_slot(&mut self, slot: Option<Slot>) {
-        if let Some(slot) = slot {
-            self.window.release(slot);
+        let Some(slot) = slot else {
+            return;
+        };
+        if self.params.error_recovery_level > 0 && self.retention_full() {
+            // Kept until the initiator acknowledges what was sent (see `retention_full`).
+            self.deferred_slots.push(slot);
+            return;
         }
+        self.window.release(slot);
     }
 
     fn handle_nop_out(&mut self, conn: ConnId, n: NopOut) {

@@ -284,6 +284,9 @@ pub struct TargetSession {
     logout_deadline: Option<Instant>,
     /// The latest `now` a call brought (timers set by PDUs start from it).
     now: Instant,
+    /// Window places of ended commands held back while too many statuses wait for
+    /// acknowledgement (ErrorRecoveryLevel 1 and above).
+    deferred_slots: Vec<crate::window::Slot>,
 }
 
 /// How many recently aborted ITTs are remembered (a window's worth is plenty: late Data-Out
@@ -310,6 +313,7 @@ impl TargetSession {
             next_serial: 1,
             logout_deadline: None,
             now,
+            deferred_slots: Vec::new(),
         };
         let conn = session.insert_connection(leading, now);
         (session, conn)
@@ -651,8 +655,21 @@ impl TargetSession {
         };
         self.conns.remove(index);
         self.window.cancel_held_where(|h| h.conn == conn);
+        // Work for its tasks that no driver took yet will not run: nobody could answer it.
+        let unstarted: Vec<Ticket> = self
+            .work
+            .iter()
+            .filter(|w| w.conn == conn)
+            .map(|w| w.ticket)
+            .collect();
+        self.work.retain(|w| w.conn != conn);
+        for ticket in unstarted {
+            self.drop_unstarted(ticket);
+        }
         self.end_tasks_of(conn);
         self.tmfs_of_closed_connection(conn);
+        // What its kept statuses held back is free again.
+        self.release_deferred_slots();
     }
 
     /// Work that may have become possible: held commands now in order, deferred task

@@ -14,6 +14,12 @@ use crate::pdu::codes::{RejectReason, SnackType};
 use crate::pdu::{DataOut, Pdu, SnackRequest, BHS_LEN};
 use crate::seq::{Itt, SeqNum, Ttt};
 
+/// The hard bound of kept statuses, as a multiple of the soft one.
+const HARD_BOUND_FACTOR: usize = 4;
+
+/// Most doublings of the sequence reception timeout for one write (64 times the setting).
+const MAX_BACKOFF_DOUBLINGS: u8 = 6;
+
 /// Recovery settings of a session (used when ErrorRecoveryLevel 1 or 2 was negotiated).
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
 pub struct RecoveryConfig {
@@ -48,8 +54,10 @@ impl TargetSession {
         if self.params.error_recovery_level == 0 {
             return;
         }
-        let deadline = self.now + self.config.recovery.sequence_timeout;
+        let base = self.config.recovery.sequence_timeout;
+        let now = self.now;
         if let Some(task) = self.tasks.get_mut(&itt) {
+            let deadline = now + base * (1u32 << task.timeouts.min(MAX_BACKOFF_DOUBLINGS));
             task.deadline = match &task.state {
                 TaskState::Collecting { write, .. } if write.awaits_data() => Some(deadline),
                 _ => None,
@@ -80,6 +88,7 @@ impl TargetSession {
                 continue;
             };
             task.deadline = None;
+            task.timeouts = task.timeouts.saturating_add(1);
             let TaskState::Collecting { write, .. } = &mut task.state else {
                 continue;
             };
@@ -100,11 +109,10 @@ impl TargetSession {
             RejectReason::DataDigestError,
             Bytes::copy_from_slice(header),
         );
-        if self.params.error_recovery_level == 0 {
-            return;
-        }
         let len = crate::pdu::Bhs::from_array(header).data_segment_len();
         match Pdu::parse_header_only(header) {
+            // Without recovery the write ends with CHECK CONDITION once its data stops
+            // coming (section 7.8 b); with it, the data is asked for again.
             Ok(Pdu::DataOut(d)) => self.handle_lost_data_out(conn, &d, len),
             Ok(Pdu::ScsiCommand(c)) => self.remember_aborted(c.itt),
             _ => {}
@@ -334,7 +342,9 @@ impl TargetSession {
     /// of the status for the command ... is acknowledged through the ExpStatSN"). The oldest
     /// beyond the retention bound go too.
     pub(super) fn release_acknowledged(&mut self, conn: ConnId) {
-        let bound = self.config.recovery.max_retained_statuses;
+        // Past the hard bound the oldest status is forgotten (an initiator that never
+        // acknowledges, pinging forever); the window already stopped opening at the soft one.
+        let bound = HARD_BOUND_FACTOR * self.retention_bound();
         let mut released: Vec<Itt> = Vec::new();
         let Some(c) = self.find_mut(conn) else {
             return;
@@ -358,6 +368,36 @@ impl TargetSession {
                 .is_some_and(|t| t.conn == conn && t.answered())
             {
                 self.tasks.remove(&itt);
+            }
+        }
+        self.release_deferred_slots();
+    }
+
+    /// Statuses a connection keeps before the session stops opening its command window:
+    /// never below what a full window of answers needs (an initiator acknowledges with its
+    /// next PDU, and a bound under the queue depth would throttle statuses merely in flight).
+    fn retention_bound(&self) -> usize {
+        let depth = self.config.queue_depth as usize;
+        self.config
+            .recovery
+            .max_retained_statuses
+            .max(2 * depth + 64)
+    }
+
+    /// Whether some connection keeps as many unacknowledged statuses as it may: the command
+    /// window then stops opening (commands ending keep their places) until the initiator
+    /// acknowledges, so that what is kept for retransmission stays bounded while an
+    /// initiator holds its acknowledgement back for data it is still recovering.
+    pub(super) fn retention_full(&self) -> bool {
+        let bound = self.retention_bound();
+        self.conns.iter().any(|c| c.retained.len() >= bound)
+    }
+
+    /// Gives back the window places held back while retention was full.
+    pub(super) fn release_deferred_slots(&mut self) {
+        while !self.deferred_slots.is_empty() && !self.retention_full() {
+            if let Some(slot) = self.deferred_slots.pop() {
+                self.window.release(slot);
             }
         }
     }

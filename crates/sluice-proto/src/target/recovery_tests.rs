@@ -351,3 +351,77 @@ fn snack_is_not_supported_at_erl_0() {
         Some(RejectReason::CommandNotSupported)
     );
 }
+
+fn with_unsolicited() -> SessionParams {
+    SessionParams {
+        initial_r2t: false,
+        immediate_data: false,
+        ..erl1()
+    }
+}
+
+/// A command retried by an initiator that did not see it acknowledged in time comes again with
+/// its unsolicited data: whether the original is waiting in the window or already done, the
+/// copy is recognised (found by the simulator: the copy's Data-Out used to end the write with
+/// CHECK CONDITION, "unexpected unsolicited data").
+#[test]
+fn a_retried_commands_unsolicited_data_is_recognised_as_a_copy() {
+    let mut r = Rig::with(&[1], 8, with_unsolicited(), RecoveryConfig::default());
+    let cmd = |cmd_sn| match write(7, cmd_sn, 1) {
+        Pdu::ScsiCommand(mut c) => {
+            c.final_bit = false;
+            Pdu::ScsiCommand(c)
+        }
+        _ => unreachable!(),
+    };
+    // Held behind a gap at CmdSN 1, then sent again with its data.
+    for _ in 0..2 {
+        r.send(1, cmd(2));
+        r.send(1, data_out(7, Ttt::RESERVED, 0, 512, true));
+    }
+    assert!(r.drain(1).is_empty(), "no Reject for the copy");
+    r.send(1, read(8, 1, 1));
+    let works = r.works();
+    assert_eq!(works.len(), 2);
+    assert_eq!(works[1].data_out.len(), 512);
+    for w in &works {
+        r.complete(w);
+    }
+    // Done and answered: another copy changes nothing.
+    r.send(1, cmd(2));
+    r.send(1, data_out(7, Ttt::RESERVED, 0, 512, true));
+    let out = r.drain(1);
+    assert!(out.iter().all(|p| !matches!(p, Pdu::Reject(_))), "{out:?}");
+    assert!(r.works().is_empty());
+}
+
+/// ErrorRecoveryLevel 0 has no recovery R2T: data lost to a digest error ends the write with
+/// CHECK CONDITION, "Protocol Service CRC error", once its sequences ended (section 7.8 b).
+#[test]
+fn without_recovery_a_data_out_digest_error_ends_the_write_with_a_crc_error() {
+    let params = SessionParams {
+        error_recovery_level: 0,
+        ..with_unsolicited()
+    };
+    let mut r = Rig::with(&[1], 8, params, RecoveryConfig::default());
+    let cmd = match write(7, 1, 1) {
+        Pdu::ScsiCommand(mut c) => {
+            c.final_bit = false;
+            Pdu::ScsiCommand(c)
+        }
+        _ => unreachable!(),
+    };
+    r.send(1, cmd);
+    let lost = data_out(7, Ttt::RESERVED, 0, 512, true);
+    let id = r.id(1);
+    r.s.handle_frame_error(id, &data_digest_error(&lost), r.now, &mut r.env);
+    let out = r.drain(1);
+    assert_eq!(reject_reason_of(&out), Some(RejectReason::DataDigestError));
+    let Some(Pdu::ScsiResponse(rsp)) = out.last() else {
+        panic!("{out:?}")
+    };
+    assert_eq!(rsp.status, ScsiStatus::CheckCondition);
+    assert_eq!((rsp.data[2 + 12], rsp.data[2 + 13]), (0x47, 0x05));
+    assert!(r.works().is_empty());
+    assert_eq!(r.s.task_count(), 0);
+}

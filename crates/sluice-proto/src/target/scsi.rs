@@ -36,6 +36,9 @@ pub(super) struct Task {
     /// When a write waiting for Data-Out hits its sequence reception timeout (section
     /// 7.1.4.1 b); only under ErrorRecoveryLevel 1 and above.
     pub(super) deadline: Option<Instant>,
+    /// Sequence reception timeouts in a row without data in between: each doubles the next
+    /// wait, so that a slow initiator is not flooded with recovery R2Ts.
+    pub(super) timeouts: u8,
     pub(super) state: TaskState,
 }
 
@@ -171,6 +174,7 @@ impl TargetSession {
             ended: None,
             snack_tag: 0,
             deadline: None,
+            timeouts: 0,
             state: TaskState::Running { write: None, info },
         };
         if !cmd.write {
@@ -233,6 +237,14 @@ impl TargetSession {
                 h.conn == conn && matches!(&h.pdu, Pdu::ScsiCommand(c) if c.itt == d.itt)
             });
             if let Some((_, h)) = held {
+                let copy = h.data_out.iter().any(|o| {
+                    o.ttt == d.ttt && o.data_sn == d.data_sn && o.buffer_offset == d.buffer_offset
+                });
+                if copy {
+                    // A retried command's unsolicited data, sent again with it (RFC 7143
+                    // section 7.2.1): the first copy waits already.
+                    return;
+                }
                 if h.data_out_bytes.saturating_add(len) <= first_burst {
                     h.data_out_bytes += len;
                     h.data_out.push(d);
@@ -267,6 +279,7 @@ impl TargetSession {
             self.reject_pdu(conn, RejectReason::ProtocolError, &Pdu::DataOut(d));
             return;
         };
+        task.timeouts = 0;
         match write.handle_data_out(&d, &mut self.ttts) {
             Ok(progress) => self.write_progress(d.itt, progress),
             Err(e) => {
@@ -291,6 +304,16 @@ impl TargetSession {
                 }
             }
             WriteProgress::Waiting => {}
+            WriteProgress::CrcError => {
+                let Some(task) = self.tasks.remove(&itt) else {
+                    return;
+                };
+                self.unreserve(&task);
+                // Section 11.4.7.2: ABORTED COMMAND, PROTOCOL SERVICE CRC ERROR (47h/05h).
+                let sense = aborted_command_sense(0x47, 0x05);
+                self.finish_command(task.conn, itt, ScsiStatus::CheckCondition, &sense);
+                self.release_slot(task.slot);
+            }
             WriteProgress::Complete(data) => {
                 let Some(mut task) = self.tasks.remove(&itt) else {
                     return;
@@ -371,6 +394,7 @@ impl TargetSession {
                     ended: None,
                     snack_tag,
                     deadline: None,
+                    timeouts: 0,
                     state: TaskState::Answered(Box::new(answered)),
                 },
             );
@@ -507,6 +531,20 @@ impl TargetSession {
         if let Some(task) = self.tasks.remove(&itt) {
             self.unreserve(&task);
             self.release_slot(task.slot);
+        }
+    }
+
+    /// A task whose work was handed out but never taken by the driver: it ends here, its
+    /// slot given back.
+    pub(super) fn drop_unstarted(&mut self, ticket: Ticket) {
+        if self
+            .tasks
+            .get(&ticket.itt)
+            .is_some_and(|t| t.serial == ticket.serial && t.running())
+        {
+            if let Some(task) = self.tasks.remove(&ticket.itt) {
+                self.release_slot(task.slot);
+            }
         }
     }
 

@@ -112,7 +112,8 @@ impl TargetSession {
         let affected: Vec<Itt> = self
             .tasks
             .iter()
-            .filter(|(_, t)| scope.covers(t.lun) && t.cmd_sn.lt(req.cmd_sn))
+            // Answered commands kept for recovery are over; a reset does not reach them.
+            .filter(|(_, t)| scope.covers(t.lun) && t.cmd_sn.lt(req.cmd_sn) && !t.answered())
             .map(|(itt, _)| *itt)
             .collect();
         for itt in affected {
@@ -137,7 +138,8 @@ impl TargetSession {
     /// ABORT TASK (section 11.5.1 and 11.6.1).
     fn abort_task(&mut self, conn: ConnId, req: &TaskMgmtRequest, slot: Option<Slot>) {
         let referenced = req.referenced_task_tag;
-        if let Some(running) = self.tasks.get(&referenced).map(|t| t.running()) {
+        let live = self.tasks.get(&referenced).filter(|t| !t.answered());
+        if let Some(running) = live.map(|t| t.running()) {
             self.remember_aborted(referenced);
             if !running {
                 // Still collecting its data: it ends now.

@@ -59,6 +59,13 @@ impl Coverage {
         gaps
     }
 
+    /// Records `[start, end)` whatever part of it was there already (a union).
+    pub(crate) fn add(&mut self, start: u32, end: u32) {
+        for (s, e) in self.gaps(start, end) {
+            self.insert(s, e);
+        }
+    }
+
     /// Records `[start, end)`. Empty ranges are always [`Insert::Duplicate`].
     pub(crate) fn insert(&mut self, start: u32, end: u32) -> Insert {
         if start >= end {
@@ -137,5 +144,9 @@ mod tests {
         c.insert(4, 6);
         c.insert(8, 10);
         assert_eq!(c.gaps(0, 10), vec![]);
+        let mut u = Coverage::default();
+        u.insert(2, 4);
+        u.add(0, 6);
+        assert_eq!((u.ranges.clone(), u.bytes()), (vec![(0, 6)], 6));
     }
 }

@@ -16,6 +16,9 @@ use crate::seq::{Lun, Ttt};
 use crate::task::coverage::{Coverage, Insert};
 use crate::task::{Residual, TaskError};
 
+/// Most holes one stall asks for with Data SNACKs (the rest wait for the next stall).
+const MAX_HOLES_ASKED: usize = 8;
+
 /// Something the read asks the target for; the session turns it into a SNACK Request.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
 pub enum ReadAsk {
@@ -152,20 +155,31 @@ impl InitiatorRead {
             .pending_status
             .as_ref()
             .is_some_and(|(count, _)| r.sns.contiguous_end(0) < *count);
-        if self.done || !(r.has_holes() || missing_tail || r.snack_tag != 0) {
+        let missing = r.has_holes() || missing_tail;
+        if self.done || !(missing || r.snack_tag != 0) {
             return;
         }
-        if !r.stalled {
-            let first = r.sns.contiguous_end(0);
+        if missing && !r.stalled {
+            // Each hole asked for again (its SNACK, or what it asked for, may have been lost
+            // too), up to a bound; a status that arrived says where the tail ends.
+            let end = r
+                .pending_status
+                .as_ref()
+                .map_or(r.seen_end, |(count, _)| (*count).max(r.seen_end));
+            let holes = r.sns.gaps(0, end);
             if let Some(r) = self.recovery.as_mut() {
-                r.asks.push(ReadAsk::Data {
-                    beg_run: first,
-                    run_length: 0,
-                });
+                for (beg, stop) in holes.into_iter().take(MAX_HOLES_ASKED) {
+                    r.asks.push(ReadAsk::Data {
+                        beg_run: beg,
+                        run_length: stop - beg,
+                    });
+                }
                 r.stalled = true;
             }
             return;
         }
+        // Still missing after a Data SNACK, or an earlier R-Data SNACK (or its answer) was
+        // lost: everything unacknowledged is asked for again, under a new tag.
         self.restart_from_ack();
         if let Some(r) = self.recovery.as_mut() {
             r.snack_tag = next_tag.max(1);

@@ -84,6 +84,7 @@ fn run_write(params: &SessionParams, data: &Bytes, mut seed: u64) -> WriteRun {
             }
             WriteProgress::NeedR2ts(r2ts) => pending.extend(r2ts),
             WriteProgress::Waiting => {}
+            WriteProgress::CrcError => panic!("no data was lost"),
         }
         progress = WriteProgress::Waiting;
         if queue.iter().all(Vec::is_empty) {

@@ -43,6 +43,10 @@ pub enum WriteProgress {
     Waiting,
     /// All data arrived: `wanted_len.min(EDTL)` bytes.
     Complete(WriteData),
+    /// Data was lost to a digest error and the session does not recover it
+    /// (ErrorRecoveryLevel 0): every outstanding sequence has ended, and the command ends with
+    /// CHECK CONDITION, "Protocol Service CRC error" (RFC 7143 sections 7.8 b, 11.4.7.2).
+    CrcError,
 }
 
 /// The data of a completed write, in offset order: the data segments as they arrived when
@@ -309,8 +313,8 @@ impl TargetWrite {
         let in_order = self.params.data_pdu_in_order;
         let Some(index) = self.burst_index(pdu)? else {
             // Data answering an R2T that a recovery R2T superseded: late, not wrong.
-            self.counters.duplicates += 1;
-            return Ok(WriteProgress::Waiting);
+            self.handle_late_data(pdu)?;
+            return Ok(self.progress(ttts));
         };
         if self.recovery.enabled() {
             // Section 7.9: data for a later sequence means what an earlier one still missed
@@ -359,10 +363,17 @@ impl TargetWrite {
         let lost = recovering && burst.ended_with_loss();
         self.counters.data_out += 1;
         self.copy_in(offset, &pdu.data, false);
+        if recovering {
+            self.recovery
+                .got(offset, end.min(self.collect_len.max(offset)));
+        }
         if burst_done {
             self.remove_burst(unsolicited, pdu.ttt);
         } else if lost {
             self.recover_burst(unsolicited, pdu.ttt);
+        }
+        if recovering {
+            self.settle();
         }
         Ok(self.progress(ttts))
     }
@@ -418,6 +429,9 @@ impl TargetWrite {
         } else {
             self.bursts.retain(|b| b.ttt != ttt);
         }
+        // Under recovery a copy of its data may still come (a retried command's unsolicited
+        // data, or a PDU sent twice): it is recognised, not refused.
+        self.recovery.retire_if_enabled(ttt);
     }
 
     /// The SCSI Response for this write with `status` (and optional sense data), the residual
@@ -445,6 +459,23 @@ impl TargetWrite {
 
     /// Issues R2Ts while slots are free, or completes.
     fn progress(&mut self, ttts: &mut dyn TttAllocator) -> WriteProgress {
+        if self.recovery.crc_failed() {
+            // Section 7.8 b: no more data is asked for, and the answer waits until "all the
+            // data (signaled by a data PDU with the Final bit set for all outstanding R2Ts)"
+            // arrived.
+            if self.unsolicited.is_none() && self.bursts.is_empty() {
+                self.done = true;
+                return WriteProgress::CrcError;
+            }
+            return WriteProgress::Waiting;
+        }
+        if self.all_data_here() {
+            // Under recovery every byte may be here before every sequence ended (late data
+            // for superseded ones): nothing more to ask for.
+            self.bursts.clear();
+            self.unsolicited = None;
+            return self.complete();
+        }
         let mut r2ts = Vec::new();
         let max_outstanding = usize::from(self.params.max_outstanding_r2t.max(1));
         // Recovery R2Ts first: they ask again for what was lost (section 11.8), and count
@@ -466,18 +497,23 @@ impl TargetWrite {
             return WriteProgress::NeedR2ts(r2ts);
         }
         if self.unsolicited.is_none() && self.bursts.is_empty() && !self.recovery.pending() {
-            self.done = true;
-            let segments = match self.gathered.take() {
-                Some(mut buf) => {
-                    // Every byte up to collect_len has arrived, so this only trims.
-                    buf.resize(self.collect_len as usize, 0);
-                    smallvec![buf.freeze()]
-                }
-                None => std::mem::take(&mut self.segments),
-            };
-            return WriteProgress::Complete(WriteData { segments });
+            return self.complete();
         }
         WriteProgress::Waiting
+    }
+
+    /// Every byte the SCSI layer wants arrived: the data, in offset order.
+    fn complete(&mut self) -> WriteProgress {
+        self.done = true;
+        let segments = match self.gathered.take() {
+            Some(mut buf) => {
+                // Every byte up to collect_len has arrived, so this only trims.
+                buf.resize(self.collect_len as usize, 0);
+                smallvec![buf.freeze()]
+            }
+            None => std::mem::take(&mut self.segments),
+        };
+        WriteProgress::Complete(WriteData { segments })
     }
 
     /// An R2T for `len` bytes at `offset` (a new sequence or a recovery one), its burst now

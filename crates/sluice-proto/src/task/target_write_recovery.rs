@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 use super::{Burst, TargetWrite, WriteProgress};
 use crate::pdu::{DataOut, R2t};
 use crate::seq::Ttt;
+use crate::task::coverage::Coverage;
 use crate::task::{TaskError, TttAllocator};
 
 /// How many retired TTTs a write remembers, to drop their late data quietly. Each recovery
@@ -24,12 +25,19 @@ const RETIRED_TTTS: usize = 32;
 #[derive(Debug, Default)]
 pub(super) struct Recovery {
     enabled: bool,
+    /// Every byte that arrived, whichever sequence carried it: data for a sequence a recovery
+    /// R2T superseded still counts (the initiator was only slow), and the write completes once
+    /// every byte it wants is here.
+    got: Coverage,
     /// Byte ranges `(offset, len)` lost and not yet asked for again, in offset order.
     pending: VecDeque<(u32, u32)>,
     /// TTTs of sequences superseded by recovery R2Ts.
     retired: VecDeque<Ttt>,
     /// The unsolicited sequence was retired.
     unsolicited_retired: bool,
+    /// Without recovery: data was lost to a digest error, so the write will fail (section
+    /// 7.8 b) once its outstanding sequences end.
+    crc_failed: bool,
 }
 
 impl Recovery {
@@ -60,6 +68,16 @@ impl Recovery {
         self.unsolicited_retired
     }
 
+    pub(super) fn crc_failed(&self) -> bool {
+        self.crc_failed
+    }
+
+    pub(super) fn retire_if_enabled(&mut self, ttt: Ttt) {
+        if self.enabled {
+            self.retire(ttt);
+        }
+    }
+
     fn retire(&mut self, ttt: Ttt) {
         if ttt == Ttt::RESERVED {
             self.unsolicited_retired = true;
@@ -74,6 +92,23 @@ impl Recovery {
     fn add(&mut self, offset: u32, len: u32) {
         let at = self.pending.partition_point(|&(o, _)| o < offset);
         self.pending.insert(at, (offset, len));
+    }
+
+    /// Bytes `[start, end)` arrived.
+    pub(super) fn got(&mut self, start: u32, end: u32) {
+        if self.enabled {
+            self.got.add(start, end);
+        }
+    }
+
+    /// Whether every byte of `[start, end)` arrived.
+    pub(super) fn has(&self, start: u32, end: u32) -> bool {
+        self.got.gaps(start, end).is_empty()
+    }
+
+    /// The parts of `[start, end)` still missing.
+    fn missing(&self, start: u32, end: u32) -> Vec<(u32, u32)> {
+        self.got.gaps(start, end)
     }
 }
 
@@ -101,16 +136,20 @@ impl TargetWrite {
         if header.itt != self.itt {
             return Err(TaskError::WrongTask(header.itt));
         }
-        if !self.recovery.enabled {
-            return Err(TaskError::Sequence {
-                expected: header.buffer_offset,
-                got: header.buffer_offset.saturating_add(len),
-            });
-        }
         let unsolicited = header.ttt == Ttt::RESERVED;
         let Some(index) = self.burst_index(header)? else {
             return Ok(WriteProgress::Waiting);
         };
+        if !self.recovery.enabled {
+            // Section 7.8 b: the command will end with CHECK CONDITION once its data stops
+            // coming; the sequence this PDU ended (F bit) is over.
+            self.recovery.crc_failed = true;
+            self.counters.lost += 1;
+            if header.final_bit {
+                self.remove_burst(unsolicited, header.ttt);
+            }
+            return Ok(self.progress(ttts));
+        }
         self.end_sequences_before(index);
         let end = header.buffer_offset.saturating_add(len);
         let burst = self.burst_mut(unsolicited, header.ttt)?;
@@ -209,10 +248,73 @@ impl TargetWrite {
         // Only what the SCSI layer consumes is asked for again (unsolicited data may run past
         // it when the CDB wanted less than the EDTL).
         let end = burst.end().min(self.collect_len);
-        for (start, stop) in burst.received.gaps(burst.offset, end.max(burst.offset)) {
+        for (start, stop) in self.recovery.missing(burst.offset, end.max(burst.offset)) {
             self.recovery.add(start, stop - start);
         }
         self.recovery.retire(burst.ttt);
+    }
+
+    /// Data for a sequence a recovery R2T superseded (the initiator was slower than the
+    /// sequence reception timeout): whatever it brings that is still missing is taken, and
+    /// what it makes unnecessary is no longer waited for.
+    pub(super) fn handle_late_data(&mut self, pdu: &DataOut) -> Result<(), TaskError> {
+        let len = u32::try_from(pdu.data.len()).unwrap_or(u32::MAX);
+        let offset = pdu.buffer_offset;
+        let end =
+            offset
+                .checked_add(len)
+                .filter(|&e| e <= self.edtl)
+                .ok_or(TaskError::BeyondEdtl {
+                    offset,
+                    len,
+                    edtl: self.edtl,
+                })?;
+        let end = end.min(self.collect_len.max(offset));
+        if self.recovery.has(offset, end) {
+            self.counters.duplicates += 1;
+            return Ok(());
+        }
+        self.counters.data_out += 1;
+        self.recovery.got(offset, end);
+        self.copy_in(offset, &pdu.data, false);
+        self.settle();
+        Ok(())
+    }
+
+    /// Sequences and pending recovery ranges whose bytes all arrived by other means are over.
+    pub(super) fn settle(&mut self) {
+        let done: Vec<Ttt> = self
+            .bursts
+            .iter()
+            .filter(|b| self.recovery.has(b.offset, b.end().min(self.collect_len)))
+            .map(|b| b.ttt)
+            .collect();
+        for ttt in done {
+            self.bursts.retain(|b| b.ttt != ttt);
+            self.recovery.retire(ttt);
+        }
+        if self
+            .unsolicited
+            .as_ref()
+            .is_some_and(|b| self.recovery.has(b.offset, b.end().min(self.collect_len)))
+        {
+            self.unsolicited = None;
+            self.recovery.retire(Ttt::RESERVED);
+        }
+        let got = &self.recovery.got;
+        let pending: VecDeque<(u32, u32)> = self
+            .recovery
+            .pending
+            .iter()
+            .copied()
+            .filter(|&(o, l)| !got.gaps(o, o + l).is_empty())
+            .collect();
+        self.recovery.pending = pending;
+    }
+
+    /// Under recovery, whether every byte the SCSI layer wants arrived.
+    pub(super) fn all_data_here(&self) -> bool {
+        self.recovery.enabled && self.recovery.has(0, self.collect_len)
     }
 }
 

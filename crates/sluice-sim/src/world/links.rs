@@ -4,13 +4,15 @@
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use sluice_fault::Direction;
 use sluice_proto::framing::encode;
 use sluice_proto::initiator;
+use sluice_proto::pdu::Pdu;
 use sluice_proto::target;
 
-use super::env::ScsiEnv;
-use super::trace::trace;
-use super::World;
+use super::env::{execute, ScsiEnv};
+use super::trace::{trace, trace_fault};
+use super::{Link, World};
 use crate::Violation;
 
 impl World {
@@ -24,6 +26,7 @@ impl World {
         };
         let mut moved = false;
         let mut out = BytesMut::new();
+        let mut reset = false;
         while let Some(pdu) = s.poll_transmit(conn) {
             moved = true;
             self.pdus += 1;
@@ -36,17 +39,30 @@ impl World {
                 let e = format!("target, connection {}: {e}", link.cid);
                 return Err(self.violation(e));
             }
-            encode(&pdu, link.t.digests, &mut out);
+            reset |= put(
+                link,
+                (self.cfg.trace, self.now),
+                Direction::ToInitiator,
+                &pdu,
+                &mut out,
+            );
+            if reset {
+                break;
+            }
         }
         if !out.is_empty() {
             let link = &mut self.links[i];
             link.down.send(self.now, out.freeze(), &mut self.rng);
         }
+        if reset {
+            self.reset_link(i);
+            return Ok(true);
+        }
         let mut close = false;
         while let Some(e) = self.tsession.as_mut().and_then(|s| s.poll_event(conn)) {
             moved = true;
             match e {
-                target::Event::Close(target::CloseReason::Logout) => close = true,
+                target::Event::Close(_) => close = true,
                 other => return Err(self.violation(format!("target: unexpected {other:?}"))),
             }
         }
@@ -70,6 +86,7 @@ impl World {
         };
         let mut out = BytesMut::new();
         let mut moved = false;
+        let mut reset = false;
         while let Some(pdu) = s.poll_transmit(conn) {
             moved = true;
             self.pdus += 1;
@@ -79,12 +96,39 @@ impl World {
                 let e = format!("initiator, connection {}: {e}", link.cid);
                 return Err(self.violation(e));
             }
-            encode(&pdu, link.i.digests, &mut out);
+            reset |= put(
+                link,
+                (self.cfg.trace, self.now),
+                Direction::ToTarget,
+                &pdu,
+                &mut out,
+            );
+            if reset {
+                break;
+            }
         }
         if !out.is_empty() {
             self.links[i].up.send(self.now, out.freeze(), &mut self.rng);
         }
+        if reset {
+            self.reset_link(i);
+        }
         Ok(moved)
+    }
+
+    /// A connection reset (injected): what is in flight is lost and both ends see the
+    /// connection gone.
+    pub(super) fn reset_link(&mut self, i: usize) {
+        let link = &mut self.links[i];
+        if link.i.closed && link.t.closed {
+            return;
+        }
+        link.up.reset();
+        link.down.reset();
+        self.lost_connections += 1;
+        self.workload.lossy |= self.session_erl() < 2;
+        self.initiator_closed(i);
+        self.target_closed(i);
     }
 
     pub(super) fn link_of_initiator(&self, conn: initiator::ConnId) -> Result<usize, Violation> {
@@ -104,6 +148,16 @@ impl World {
         link.down.close();
         if let (Some(conn), Some(s)) = (link.t.conn, self.tsession.as_mut()) {
             let mut env = ScsiEnv { scsi: &self.scsi };
+            // What the SCSI layer runs for this connection completes first: a real target's
+            // connection task finishes the command it executes before it sees the close.
+            let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut self.work)
+                .into_iter()
+                .partition(|w| w.2.conn == conn);
+            self.work = others;
+            for (_, _, work) in mine {
+                let done = execute(&self.scsi, &work);
+                s.handle_completion(work.ticket, done, &mut env);
+            }
             s.handle_connection_closed(conn, &mut env);
             if s.is_ended() {
                 if s.task_count() != 0 || s.window_slots_held() != 0 {
@@ -113,6 +167,9 @@ impl World {
                 self.tsession = None;
             }
         }
+        let link = &mut self.links[i];
+        // Its id may be reused by a session that replaces this one.
+        link.t.conn = None;
         if let Some(r) = link.t.registry.take() {
             self.registry.remove_connection(r);
         }
@@ -125,6 +182,12 @@ impl World {
             return;
         }
         link.i.closed = true;
+        // A login that had not finished never will; a reinstatement that it was starts over.
+        if link.i.login.take().is_some() && self.reinstate_link == Some(i) {
+            self.reinstate_link = None;
+            self.reinstating = true;
+        }
+        let link = &mut self.links[i];
         link.up.close();
         if let (Some(conn), Some(s)) = (link.i.conn, self.isession.as_mut()) {
             s.handle_connection_closed(conn, self.base + Duration::from_nanos(self.now));
@@ -141,9 +204,30 @@ impl World {
             let pdu = match link.t.framer.decode(&mut link.t.rbuf) {
                 Ok(Some(p)) => p,
                 Ok(None) => return Ok(()),
-                Err(e) => {
-                    let e = format!("target, connection {}: framing error {e}", link.cid);
+                Err(e) if link.t.login.is_some() => {
+                    let e = format!(
+                        "target, connection {}: framing error in login {e}",
+                        link.cid
+                    );
                     return Err(self.violation(e));
+                }
+                Err(e) => {
+                    // A digest error (injected faults): the session decides; a stream that
+                    // cannot be framed any more is closed.
+                    let fatal = !e.can_continue();
+                    if let (Some(conn), Some(s)) = (link.t.conn, self.tsession.as_mut()) {
+                        let mut env = ScsiEnv { scsi: &self.scsi };
+                        let now = self.base + Duration::from_nanos(self.now);
+                        s.handle_frame_error(conn, &e, now, &mut env);
+                    }
+                    if fatal {
+                        self.links[i].t.rbuf.clear();
+                        self.lost_connections += 1;
+                        self.workload.lossy |= self.session_erl() < 2;
+                        self.target_closed(i);
+                        return Ok(());
+                    }
+                    continue;
                 }
             };
             if self.links[i].t.login.is_some() {
@@ -166,7 +250,7 @@ impl World {
     }
 
     pub(super) fn initiator_received(&mut self, i: usize, seg: &Bytes) -> Result<(), Violation> {
-        if self.links[i].i.closed {
+        if self.links[i].i.closed || self.links[i].i.broken {
             return Ok(());
         }
         self.links[i].i.rbuf.extend_from_slice(seg);
@@ -175,9 +259,30 @@ impl World {
             let pdu = match link.i.framer.decode(&mut link.i.rbuf) {
                 Ok(Some(p)) => p,
                 Ok(None) => return Ok(()),
-                Err(e) => {
-                    let e = format!("initiator, connection {}: framing error {e}", link.cid);
+                Err(e) if link.i.login.is_some() => {
+                    let e = format!(
+                        "initiator, connection {}: framing error in login {e}",
+                        link.cid
+                    );
                     return Err(self.violation(e));
+                }
+                Err(e) => {
+                    // A digest error (injected faults): the session decides whether the stream
+                    // goes on; if not, it asks for the connection to be closed.
+                    let goes_on = match (link.i.conn, self.isession.as_mut()) {
+                        (Some(conn), Some(s)) => s.handle_frame_error(
+                            conn,
+                            &e,
+                            self.base + Duration::from_nanos(self.now),
+                        ),
+                        _ => false,
+                    };
+                    if !goes_on {
+                        self.links[i].i.rbuf.clear();
+                        self.links[i].i.broken = true;
+                        return Ok(());
+                    }
+                    continue;
                 }
             };
             if self.links[i].i.login.is_some() {
@@ -192,4 +297,27 @@ impl World {
             }
         }
     }
+}
+
+/// Encodes `pdu` onto `out` through the link's faults (`trace` says whether to print them, and
+/// when); returns whether the connection is to be reset after it.
+fn put(link: &mut Link, trace: (bool, u64), dir: Direction, pdu: &Pdu, out: &mut BytesMut) -> bool {
+    let digests = match dir {
+        Direction::ToTarget => link.i.digests,
+        Direction::ToInitiator => link.t.digests,
+    };
+    let Some(faults) = link.faults.as_mut() else {
+        encode(pdu, digests, out);
+        return false;
+    };
+    let mut frame = BytesMut::new();
+    encode(pdu, digests, &mut frame);
+    let decision = faults.inject(dir, &mut frame, digests);
+    for event in &decision.events {
+        trace_fault(trace.0, trace.1, link.cid, event);
+    }
+    for _ in 0..decision.copies {
+        out.extend_from_slice(&frame);
+    }
+    decision.reset_after
 }

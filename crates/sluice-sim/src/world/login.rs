@@ -11,15 +11,56 @@ use sluice_proto::login::{
 use sluice_proto::pdu::Pdu;
 use sluice_proto::seq::{Itt, SeqNum};
 use sluice_proto::target::registry::Binding;
-use sluice_proto::target::{self, TargetSession};
+use sluice_proto::target::{self, ScsiWork, TargetSession};
 
-use super::env::{LoginEnv, ScsiEnv};
+use super::env::{execute, LoginEnv, ScsiEnv};
 use super::{InitiatorEnd, Link, TargetEnd, World, INITIATOR, TARGET};
 use crate::monitor::{describe, LinkMonitor};
 use crate::net::{LinkShape, Pipe};
 use crate::Violation;
 
 impl World {
+    /// Once every connection of a session being reinstated is closed, logs in its new leading
+    /// connection (same ISID, TSIH 0). Returns whether it did.
+    pub(super) fn reinstate_when_closed(&mut self) -> Result<bool, Violation> {
+        if !self.reinstating || self.reinstate_link.is_some() {
+            return Ok(false);
+        }
+        if !self.links.iter().all(|l| l.i.closed) {
+            return Ok(false);
+        }
+        self.reinstating = false;
+        self.tsih = sluice_proto::seq::Tsih::NEW_SESSION;
+        // A new session numbers its commands afresh.
+        self.retired_commands += self.session_mon.commands() as u64;
+        self.session_mon = crate::monitor::SessionMonitor::default();
+        self.reinstate_link = Some(self.links.len());
+        self.open_connection(0)?;
+        Ok(true)
+    }
+
+    /// A login reinstated the session: the old target session ends. What its SCSI layer was
+    /// running completes first (a real target's connection tasks finish the command they
+    /// execute before they see the close), and its connections stop being its.
+    fn replace_target_session(&mut self) {
+        let Some(mut old) = self.tsession.take() else {
+            return;
+        };
+        old.close_all(target::CloseReason::SessionReinstated);
+        let pending: Vec<(u64, u64, ScsiWork)> = std::mem::take(&mut self.work);
+        for (_, _, work) in pending {
+            execute(&self.scsi, &work);
+        }
+        for link in &mut self.links {
+            if link.t.conn.is_some() {
+                link.t.conn = None;
+                link.t.closed = true;
+                link.t.registry = None;
+                link.down.close();
+            }
+        }
+    }
+
     /// Opens connection `cid` and sends its first Login Request.
     pub(super) fn open_connection(&mut self, cid: u16) -> Result<(), Violation> {
         let shape_up = LinkShape::random(&mut self.rng);
@@ -57,6 +98,7 @@ impl World {
                 digests: Digests::NONE,
                 conn: None,
                 closed: false,
+                broken: false,
             },
             t: TargetEnd {
                 login: Some(TargetLogin::new(stat_sn, self.t_config.queue_depth)),
@@ -69,6 +111,7 @@ impl World {
             },
             mon: LinkMonitor::default(),
             login_cmd_sn: cmd_sn,
+            faults: None,
         };
         let pdu = Pdu::LoginRequest(req);
         let mut out = BytesMut::new();
@@ -99,11 +142,17 @@ impl World {
         let (rsp, outcome) = match step {
             LoginStep::Respond(rsp) => (rsp, None),
             LoginStep::Complete { response, outcome } => (response, Some(outcome)),
-            LoginStep::Fail(rsp) => {
+            LoginStep::Fail(rsp) if !self.faults.any() => {
                 return Err(self.violation(format!(
                     "target refused the login of connection {}: {}",
                     self.links[i].cid, rsp.status
                 )))
+            }
+            LoginStep::Fail(_) => {
+                // Under faults a connection may try to join a session that a reinstatement
+                // just replaced: the initiator goes on without it.
+                self.reset_link(i);
+                return Ok(());
             }
         };
         let pdu = Pdu::LoginResponse(rsp);
@@ -129,7 +178,10 @@ impl World {
         };
         let now = self.at(self.now);
         let conn = match bound {
-            Some(Binding::NewSession { conn, .. }) => {
+            Some(Binding::NewSession { conn, replaced }) => {
+                if replaced.is_some() {
+                    self.replace_target_session();
+                }
                 let (s, id) = TargetSession::new(self.t_config, setup, now);
                 self.registry
                     .attach(conn.session, (), outcome.params.max_connections);
@@ -156,6 +208,27 @@ impl World {
         link.t
             .framer
             .set_max_data_segment(outcome.params.target_max_recv_data_segment_length);
+        // ErrorRecoveryLevel is the session's (a leading-only key, RFC 7143 section 13.20).
+        let recovering = self
+            .tsession
+            .as_ref()
+            .is_some_and(|s| s.params().error_recovery_level > 0);
+        let erl = self
+            .tsession
+            .as_ref()
+            .map_or(0, |s| s.params().error_recovery_level);
+        let faults = self.faults.injector(&outcome.params, erl, self.cfg.seed, i);
+        if faults.is_some() {
+            self.workload.faulty = true;
+            if erl == 0 {
+                // Below level 1 a fault costs a connection or a command.
+                self.workload.lossy = true;
+            }
+        }
+        let link = &mut self.links[i];
+        link.t.framer.set_header_resync(recovering);
+        link.mon.set_recovery(recovering);
+        link.faults = faults;
         Ok(())
     }
 
@@ -200,7 +273,15 @@ impl World {
         link.i
             .framer
             .set_max_data_segment(outcome.params.initiator_max_recv_data_segment_length);
+        let erl = match self.leading_params {
+            Some(p) if self.isession.is_some() && self.reinstate_link != Some(i) => {
+                p.error_recovery_level
+            }
+            _ => outcome.params.error_recovery_level,
+        };
+        self.links[i].i.framer.set_header_resync(erl > 0);
         let now = self.at(self.now);
+        let reinstates = self.reinstate_link == Some(i);
         let conn = match self.isession.as_mut() {
             None => {
                 self.tsih = outcome.tsih;
@@ -208,6 +289,14 @@ impl World {
                 let (s, id) = InitiatorSession::new(self.i_config, setup, now);
                 self.isession = Some(s);
                 id
+            }
+            Some(s) if reinstates => {
+                // Session reinstatement (RFC 7143 section 6.3.5): the new session takes over
+                // what the old one had outstanding.
+                self.reinstate_link = None;
+                self.tsih = outcome.tsih;
+                self.opened_extra = false;
+                s.reinstate(setup, now)
             }
             Some(s) => s.add_connection(setup, now),
         };

@@ -2,6 +2,13 @@
 
 use sluice_proto::pdu::Pdu;
 
+/// A fault the injector applied, after the PDU it hit.
+pub(super) fn trace_fault(on: bool, now: u64, cid: u16, event: &sluice_fault::FaultEvent) {
+    if on {
+        eprintln!("{now:>12} cid {cid} FAULT {event}");
+    }
+}
+
 pub(super) fn trace(on: bool, now: u64, cid: u16, dir: &str, pdu: &Pdu) {
     if on {
         eprintln!("{now:>12} cid {cid} {dir} {}", trace_line(pdu));
