@@ -40,12 +40,21 @@ fn setup(cid: u16) -> ConnectionSetup {
 
 impl Rig {
     fn new(conns: u16, policy: Policy) -> Self {
+        Self::with(conns, policy, setup(0).params)
+    }
+
+    /// A session with these negotiated `params` on every connection.
+    fn with(conns: u16, policy: Policy, params: SessionParams) -> Self {
         let now = Instant::now();
         let config = SessionConfig {
             policy,
             max_retries: 2,
             keepalive: None,
             recovery: RecoveryConfig::default(),
+        };
+        let setup = |cid| ConnectionSetup {
+            params,
+            ..setup(cid)
         };
         let (mut s, first) = InitiatorSession::new(config, setup(0), now);
         let mut ids = vec![first];
@@ -807,3 +816,6 @@ fn a_target_ping_is_echoed_within_the_targets_max_recv_data_segment_length() {
         other => panic!("expected the NOP-Out answer, got {other:?}"),
     }
 }
+
+#[path = "recovery_tests.rs"]
+mod recovery;

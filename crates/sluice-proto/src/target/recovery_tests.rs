@@ -425,3 +425,57 @@ fn without_recovery_a_data_out_digest_error_ends_the_write_with_a_crc_error() {
     assert!(r.works().is_empty());
     assert_eq!(r.s.task_count(), 0);
 }
+
+/// Found by the simulator: a LOGICAL UNIT RESET ended answered reads that were only kept for
+/// recovery, so the SNACK for their lost data was refused.
+#[test]
+fn task_management_does_not_reach_answered_commands() {
+    let mut r = rig();
+    let sent = data_ins(&run_read(&mut r, 5, 1, 4));
+    r.send(
+        1,
+        tmf_req(9, 2, TmfFunction::LogicalUnitReset, Itt::RESERVED.0, 0),
+    );
+    assert_eq!(
+        tmf_response_of(&r.drain(1)),
+        Some(TmfResponse::FunctionComplete)
+    );
+    r.send(1, tmf_req(10, 2, TmfFunction::AbortTask, 5, 1));
+    assert_eq!(
+        tmf_response_of(&r.drain(1)),
+        Some(TmfResponse::TaskDoesNotExist)
+    );
+    r.send(1, snack(SnackType::DataR2t, Itt(5), Ttt::RESERVED, 2, 1));
+    assert_eq!(data_ins(&r.drain(1)), sent[2..3].to_vec());
+}
+
+/// The statuses a connection keeps for Status SNACK stay bounded: past the bound the command
+/// window stops opening until the initiator acknowledges (queue depth 8: the bound is
+/// 2 x 8 + 64 = 80 statuses).
+#[test]
+fn the_window_stops_opening_while_too_many_statuses_wait_for_acknowledgement() {
+    let recovery = RecoveryConfig {
+        max_retained_statuses: 0,
+        ..RecoveryConfig::default()
+    };
+    let mut r = Rig::with(&[1], 8, erl1(), recovery);
+    let max_of = |pdus: &[Pdu]| match pdus.last() {
+        Some(Pdu::DataIn(d)) => d.max_cmd_sn,
+        other => panic!("{other:?}"),
+    };
+    let mut last_max = SeqNum(0);
+    for n in 0..80u32 {
+        last_max = max_of(&run_read(&mut r, 100 + n, 1 + n, 1));
+    }
+    // Every one of the 80 commands gave its place back: 80 statuses now wait,
+    // which is the retention bound (2 x depth + 64).
+    assert_eq!(last_max, SeqNum(88));
+    let max = max_of(&run_read(&mut r, 500, 81, 1));
+    assert_eq!(max, last_max, "the 81st command's place is held back");
+    assert_eq!(r.s.task_count(), 81, "nothing was forgotten");
+    // The initiator acknowledges everything: the held places come back.
+    r.send(1, nop_out(Itt::RESERVED.0, 82, Ttt::RESERVED, SeqNum(181)));
+    assert_eq!(r.s.task_count(), 0);
+    let (_, max) = r.s.command_window();
+    assert_eq!(max, SeqNum(89));
+}

@@ -1,0 +1,232 @@
+//! The initiator session under error recovery: what it does when a SNACK is refused, when a
+//! window stays closed, when a connection joins a session being replaced, when a logout's
+//! connection closes (RFC 7143 sections 7.3, 7.8, 7.11, 11.15, 11.16).
+
+use super::*;
+use crate::pdu::codes::SnackType;
+use crate::pdu::BHS_LEN;
+
+fn erl1() -> SessionParams {
+    SessionParams {
+        error_recovery_level: 1,
+        max_connections: 4,
+        initiator_max_recv_data_segment_length: 512,
+        ..SessionParams::default()
+    }
+}
+
+fn data_in(itt: Itt, data_sn: u32, status: Option<SeqNum>) -> Pdu {
+    Pdu::DataIn(DataIn {
+        final_bit: true,
+        ack: false,
+        overflow: false,
+        underflow: false,
+        status_present: status.is_some(),
+        status: ScsiStatus::Good,
+        lun: Lun(0),
+        itt,
+        ttt: Ttt::RESERVED,
+        stat_sn: status.unwrap_or_default(),
+        exp_cmd_sn: SeqNum(2),
+        max_cmd_sn: SeqNum(9),
+        data_sn,
+        buffer_offset: data_sn * 512,
+        residual: 0,
+        data: Bytes::from(vec![data_sn as u8; 512]),
+    })
+}
+
+fn snacks(pdus: &[Pdu]) -> Vec<(SnackType, Itt, u32, u32)> {
+    pdus.iter()
+        .filter_map(|p| match p {
+            Pdu::SnackRequest(s) => Some((s.snack_type, s.itt, s.beg_run, s.run_length)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A Reject whose data segment is the header of `pdu`.
+fn reject_of(pdu: &Pdu, stat_sn: SeqNum) -> Pdu {
+    let mut h = bytes::BytesMut::new();
+    pdu.emit_header(&mut h);
+    Pdu::Reject(Reject {
+        reason: RejectReason::ProtocolError,
+        stat_sn,
+        exp_cmd_sn: SeqNum(2),
+        max_cmd_sn: SeqNum(9),
+        data_sn: 0,
+        data: h.freeze().slice(..BHS_LEN),
+    })
+}
+
+#[test]
+fn a_read_whose_lost_data_the_target_cannot_resend_fails_and_is_aborted() {
+    let mut r = Rig::with(1, Policy::RoundRobin, erl1());
+    let id = r.s.submit(read(0, 1024), r.now);
+    let [(itt, _)] = commands(&r.drain(0))[..] else {
+        panic!()
+    };
+    // DataSN 0 lost: DataSN 1 (with the status) shows it.
+    let sn = r.next_stat_sn(0);
+    r.send(0, data_in(itt, 1, Some(sn)));
+    let out = r.drain(0);
+    let asked = snacks(&out);
+    assert_eq!(asked, vec![(SnackType::DataR2t, itt, 0, 1)]);
+    let snack = out
+        .iter()
+        .find(|p| matches!(p, Pdu::SnackRequest(_)))
+        .cloned()
+        .unwrap();
+    let sn = r.next_stat_sn(0);
+    r.send(0, reject_of(&snack, sn));
+    let done = r.completions();
+    let (got, result) = command_result(&done[0]);
+    assert_eq!((got, result), (id, &Err(Failure::Unrecoverable)));
+    // The target is told to forget the command.
+    let out = r.drain(0);
+    assert!(
+        out.iter().any(|p| matches!(p, Pdu::TaskMgmtRequest(t)
+            if t.function == TmfFunction::AbortTask && t.referenced_task_tag == itt)),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn statuses_the_target_cannot_resend_are_given_up() {
+    let mut r = Rig::with(1, Policy::RoundRobin, erl1());
+    r.s.submit(read(0, 512), r.now);
+    let [(itt, _)] = commands(&r.drain(0))[..] else {
+        panic!()
+    };
+    // StatSN 0 lost; the status of the read (StatSN 1) shows the gap.
+    r.next_stat_sn(0);
+    let sn = r.next_stat_sn(0);
+    r.send(0, data_in(itt, 0, Some(sn)));
+    let out = r.drain(0);
+    let status_snack = out
+        .iter()
+        .find(|p| matches!(p, Pdu::SnackRequest(s) if s.snack_type == SnackType::Status))
+        .cloned()
+        .expect("a Status SNACK for StatSN 0");
+    let exp_stat_sn = |pdus: &[Pdu]| {
+        pdus.iter()
+            .find_map(|p| match p {
+                Pdu::ScsiCommand(c) => Some(c.exp_stat_sn),
+                _ => None,
+            })
+            .expect("a command")
+    };
+    // Held: ExpStatSN does not pass the gap.
+    r.s.submit(tur(), r.now);
+    assert_eq!(exp_stat_sn(&r.drain(0)), SeqNum(0));
+    let sn = r.next_stat_sn(0);
+    r.send(0, reject_of(&status_snack, sn));
+    r.s.submit(tur(), r.now);
+    assert_eq!(
+        exp_stat_sn(&r.drain(0)),
+        SeqNum(3),
+        "acknowledgement goes on past the lost status"
+    );
+}
+
+#[test]
+fn commands_waiting_for_a_window_no_answer_will_open_probe_it() {
+    let mut r = Rig::new(1, Policy::RoundRobin);
+    // MaxCmdSN 8 from the login, CmdSN from 1: eight commands fill the window.
+    for _ in 0..9 {
+        r.s.submit(tur(), r.now);
+    }
+    let sent = commands(&r.drain(0));
+    assert_eq!(sent.len(), 8);
+    assert_eq!(r.s.waiting(), 1);
+    // The answers come, but none carries a wider window (the target widened it after).
+    for (itt, _) in sent {
+        r.respond(0, itt, 9, 8);
+    }
+    r.completions();
+    assert_eq!(r.s.waiting(), 1);
+    let at = r.s.poll_timeout().expect("the stuck command is watched");
+    r.now = at;
+    r.s.handle_timeout(at);
+    let out = r.drain(0);
+    assert!(
+        out.iter()
+            .any(|p| matches!(p, Pdu::NopOut(n) if n.itt != Itt::RESERVED)),
+        "a NOP-Out asks for the current window: {out:?}"
+    );
+}
+
+#[test]
+fn a_connection_that_joins_a_session_being_reinstated_is_closed() {
+    let mut r = Rig::new(1, Policy::RoundRobin);
+    r.s.submit(read(0, 512), r.now);
+    r.drain(0);
+    r.s.handle_connection_closed(r.ids[0], r.now);
+    assert!(r.events().contains(&Event::Reinstate));
+    let late = r.s.add_connection(setup(1), r.now);
+    assert_eq!(r.events(), vec![Event::Close(late, CloseReason::Reinstate)]);
+}
+
+#[test]
+fn a_session_logout_whose_connection_closes_is_done() {
+    let mut r = Rig::new(1, Policy::RoundRobin);
+    let id = r.s.logout();
+    assert!(matches!(r.drain(0)[..], [Pdu::LogoutRequest(_)]));
+    // The Logout Response was lost; the target closed the connection after it.
+    r.s.handle_connection_closed(r.ids[0], r.now);
+    assert!(r.completions().contains(&Completion::Logout(id, Ok(()))));
+    assert!(r.events().contains(&Event::Ended));
+}
+
+#[test]
+fn a_copy_of_a_status_reaches_a_read_that_discarded_its_data() {
+    let mut r = Rig::with(1, Policy::RoundRobin, erl1());
+    let id = r.s.submit(read(0, 1024), r.now);
+    let [(itt, _)] = commands(&r.drain(0))[..] else {
+        panic!()
+    };
+    let status_sn = r.next_stat_sn(0);
+    // DataSN 0 lost, the status in DataSN 1 arrived: the read waits for its data.
+    r.send(0, data_in(itt, 1, Some(status_sn)));
+    r.drain(0);
+    // Two retry periods without it: a Data SNACK, then an R-Data SNACK (the read discards
+    // what it had).
+    for _ in 0..2 {
+        let at = r.s.poll_timeout().unwrap();
+        r.now = at + Duration::from_secs(2);
+        r.s.handle_timeout(r.now);
+    }
+    let out = r.drain(0);
+    let Some(tag) = out.iter().find_map(|p| match p {
+        Pdu::SnackRequest(s) if s.snack_type == SnackType::RData => Some(s.ttt.0),
+        _ => None,
+    }) else {
+        panic!("no R-Data SNACK in {out:?}")
+    };
+    // The target resends both Data-In (cut anew) and a SCSI Response with the tag and the
+    // StatSN the status first had: a copy by its StatSN, but the read needs it.
+    r.send(0, data_in(itt, 0, None));
+    r.send(0, data_in(itt, 1, None));
+    let rsp = ScsiResponse {
+        bidi_overflow: false,
+        bidi_underflow: false,
+        overflow: false,
+        underflow: false,
+        response: ScsiResponseCode::Completed,
+        status: ScsiStatus::Good,
+        itt,
+        snack_tag: tag,
+        stat_sn: status_sn,
+        exp_cmd_sn: SeqNum(2),
+        max_cmd_sn: SeqNum(9),
+        exp_data_sn: 2,
+        bidi_residual: 0,
+        residual: 0,
+        data: Bytes::new(),
+    };
+    r.send(0, Pdu::ScsiResponse(rsp));
+    let done = r.completions();
+    let (got, result) = command_result(&done[0]);
+    assert_eq!(got, id);
+    assert_eq!(result.as_ref().map(|r| r.data.len()), Ok(1024));
+}
