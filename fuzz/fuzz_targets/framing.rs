@@ -1,11 +1,14 @@
 #![no_main]
 //! Feeds arbitrary bytes, cut into arbitrary chunks, through a Framer. The first byte chooses the
-//! digests and the data segment limit, the second seeds the chunk sizes. Nothing may panic, the
-//! buffer never grows past one maximal frame, and every PDU decoded re-encodes and re-decodes to
-//! itself.
+//! digests, the data segment limit and header resynchronisation (off, or as either role), the
+//! second seeds the chunk sizes. Nothing may panic, the buffer never grows past one maximal
+//! frame (plus, while resynchronising, the header looked for past it), and every PDU decoded
+//! re-encodes and re-decodes to itself.
 
 use bytes::BytesMut;
 use sluice_proto::framing::{encode, max_frame_len, Digests, Framer};
+use sluice_proto::pdu::BHS_LEN;
+use sluice_proto::text::Role;
 
 libfuzzer_sys::fuzz_target!(|input: &[u8]| {
     let [config, seed, stream @ ..] = input else {
@@ -18,7 +21,20 @@ libfuzzer_sys::fuzz_target!(|input: &[u8]| {
     let max_data_segment = if config & 4 != 0 { 8192 } else { 512 };
     let mut framer = Framer::new(max_data_segment);
     framer.set_digests(digests);
-    let bound = max_frame_len(max_data_segment, digests);
+    let resync = match (config >> 3) & 3 {
+        1 => Some(Role::Initiator),
+        2 => Some(Role::Target),
+        _ => None,
+    };
+    framer.set_header_resync(resync);
+    // A candidate header found by resynchronisation starts within one maximal frame, and its
+    // BHS, AHS (at most 1020 bytes) and digest must be in before it can be checked.
+    let bound = max_frame_len(max_data_segment, digests)
+        + if resync.is_some() {
+            BHS_LEN + 1020 + 4
+        } else {
+            0
+        };
 
     let mut buf = BytesMut::new();
     let mut rng = u32::from(*seed) | 1;

@@ -327,6 +327,11 @@ pub struct TargetArgs {
     /// Default: 8.
     #[arg(long, value_name = "N", value_parser = key_number::<u16>(KeyId::MaxConnections))]
     pub max_connections: Option<u16>,
+
+    /// Highest ErrorRecoveryLevel accepted (RFC 7143 section 13.20); a session runs at the
+    /// lower of this and the initiator's offer. Default: the highest implemented.
+    #[arg(long, value_name = "LEVEL", value_parser = key_number::<u8>(KeyId::ErrorRecoveryLevel))]
+    pub erl: Option<u8>,
 }
 
 /// Parses `ADDR:PORT`, `[V6]:PORT`, or a bare address (port 3260).

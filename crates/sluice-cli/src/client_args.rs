@@ -54,6 +54,15 @@ pub struct ConnArgs {
     /// Mutual CHAP: the target's secret.
     #[arg(long, value_name = "SECRET", env = "SLUICE_TARGET_SECRET")]
     pub target_secret: Option<String>,
+    /// ErrorRecoveryLevel to offer (RFC 7143 section 13.20): 0 (the default, as open-iscsi
+    /// and libiscsi) recovers from any error by a new session; 1 adds recovery within a
+    /// connection (SNACK, recovery R2T, command retry). The session runs at the lower of this
+    /// and what the target accepts.
+    #[arg(long, value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub erl: Option<u8>,
+    /// Seconds a command may take before it is aborted and fails (0: no deadline).
+    #[arg(long, value_name = "SECONDS", default_value_t = 120.0, value_parser = parse_seconds)]
+    pub command_timeout: f64,
     /// Any operational key or URL option, e.g. -O InitialR2T=No -O MaxBurstLength=65536.
     #[arg(short = 'O', long = "opt", value_name = "KEY=VALUE")]
     pub opts: Vec<String>,
@@ -210,4 +219,12 @@ fn parse_page(s: &str) -> Result<u8, String> {
     parse_number(s)
         .and_then(|n| u8::try_from(n).ok())
         .ok_or_else(|| format!("{s:?} is not a VPD page code (e.g. 0x83)"))
+}
+
+/// A non-negative, finite number of seconds.
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a number of seconds")),
+    }
 }

@@ -31,6 +31,11 @@ pub fn options(url: &IscsiUrl, args: &ConnArgs) -> Result<ConnectOptions> {
     if let (Some(u), Some(s)) = (&args.target_user, &args.target_secret) {
         o.set_mutual_chap(u, s)?;
     }
+    if let Some(level) = args.erl {
+        o.apply("ErrorRecoveryLevel", &level.to_string())?;
+    }
+    o.recovery.command_timeout = (args.command_timeout > 0.0)
+        .then(|| std::time::Duration::from_secs_f64(args.command_timeout));
     for kv in &args.opts {
         let Some((k, v)) = kv.split_once('=') else {
             bail!("-O {kv:?}: use KEY=VALUE");

@@ -173,6 +173,9 @@ pub fn config_from_flags(args: &TargetArgs, luns: Vec<LunFlag>) -> anyhow::Resul
         max_connections: args
             .max_connections
             .unwrap_or(OperationalOffer::default().max_connections),
+        error_recovery_level: args
+            .erl
+            .unwrap_or(OperationalOffer::default().error_recovery_level),
         ..OperationalOffer::default()
     };
     let config = TargetConfig {
@@ -189,6 +192,7 @@ pub fn config_from_flags(args: &TargetArgs, luns: Vec<LunFlag>) -> anyhow::Resul
         limits: Limits::default(),
         keepalive: Some(Keepalive::default()),
         recovery: Default::default(),
+        fault_hook: None,
     };
     config.validate().context("invalid target flags")?;
     Ok(config)
@@ -263,7 +267,7 @@ pub fn summary(config: &TargetConfig) -> String {
     );
     let o = &config.offer;
     out += &format!(
-        "session: {} {}, {} {}, {} {}, {} {}, queue depth {}, {} {}, {} {}, digests header {:?} / data {:?}\n",
+        "session: {} {}, {} {}, {} {}, {} {}, queue depth {}, {} {}, {} {}, {} {}, digests header {:?} / data {:?}\n",
         KeyId::MaxRecvDataSegmentLength,
         o.max_recv_data_segment_length,
         KeyId::MaxBurstLength,
@@ -277,6 +281,8 @@ pub fn summary(config: &TargetConfig) -> String {
         format_bool(o.immediate_data),
         KeyId::InitialR2T,
         format_bool(o.initial_r2t),
+        KeyId::ErrorRecoveryLevel,
+        o.error_recovery_level,
         o.header_digest,
         o.data_digest,
     );
@@ -508,7 +514,7 @@ mod tests {
             text.contains(
                 "session: MaxRecvDataSegmentLength 262144, MaxBurstLength 1048576, \
                  FirstBurstLength 262144, MaxConnections 8, queue depth 128, ImmediateData Yes, \
-                 InitialR2T No, digests header Allow / data Allow\n"
+                 InitialR2T No, ErrorRecoveryLevel 1, digests header Allow / data Allow\n"
             ),
             "{text}"
         );
@@ -675,6 +681,25 @@ mod tests {
             e.contains("cannot be combined with --max-connections"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn erl_flag_sets_the_highest_level_accepted() {
+        use sluice_proto::params::IMPLEMENTED_ERROR_RECOVERY_LEVEL;
+        assert_eq!(
+            parse(&[]).unwrap().offer.error_recovery_level,
+            IMPLEMENTED_ERROR_RECOVERY_LEVEL
+        );
+        assert_eq!(
+            parse(&["--erl", "0"]).unwrap().offer.error_recovery_level,
+            0
+        );
+        let e = parse(&["--erl", "3"]).unwrap_err().to_string();
+        assert!(e.contains("ErrorRecoveryLevel = 3 is outside 0..=2"), "{e}");
+        if IMPLEMENTED_ERROR_RECOVERY_LEVEL < 2 {
+            let e = format!("{:#}", parse(&["--erl", "2"]).unwrap_err());
+            assert!(e.contains("sluice implements levels 0 to"), "{e}");
+        }
     }
 
     #[test]

@@ -20,12 +20,15 @@
 //!   alone, bounded.
 //! - [`digests`]: [`DigestTracker`], the digests a watched login negotiated.
 //! - [`relay`]: [`Relay`], the three above joined for one proxied connection.
+//! - [`hook`]: [`DriverFaults`], the injector and cutter inside a target or initiator
+//!   driver (a test hook: faults on send and on receive of the driver's own connection).
 #![forbid(unsafe_code)]
 
 pub mod ber;
 pub mod cutter;
 pub mod digests;
 pub mod event;
+pub mod hook;
 pub mod injector;
 pub mod kind;
 pub mod plan;
@@ -34,6 +37,7 @@ pub mod relay;
 pub use cutter::{CutError, FrameCutter, FrameLayout};
 pub use digests::{DigestTracker, TrackError};
 pub use event::{Cause, FaultAction, FaultCounters, FaultEvent, Part};
+pub use hook::{DriverFaults, FaultHook};
 pub use injector::{Decision, FaultInjector};
 pub use kind::{PduKind, Sender, SeqField, UnknownKind};
 pub use plan::{Direction, DropEvery, FaultPlan, LoginFaults, PlanError, Rate, Rules};

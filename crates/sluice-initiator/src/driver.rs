@@ -330,6 +330,12 @@ impl ConnectionTask {
                 // Send what the core queued last (a Logout Response's answer, say), then end.
                 return self.t.flush().await;
             }
+            if self.t.faults.as_ref().is_some_and(|f| f.reset_due()) {
+                // The fault test hook resets the connection once what it passed is out.
+                let _ = self.t.flush().await;
+                return Err(self.t.io(std::io::ErrorKind::ConnectionReset.into()));
+            }
+            let read_from = self.t.rbuf.len();
             let ev = {
                 let Transport {
                     stream,
@@ -373,6 +379,9 @@ impl ConnectionTask {
                 }
                 Ev::Read(Ok(n)) => {
                     self.shared.counters.bytes_received(n);
+                    if let Some(faults) = &mut self.t.faults {
+                        faults.on_receive(&mut self.t.rbuf, read_from);
+                    }
                     self.handle_received()?;
                     if self.completed_since_yield >= YIELD_AFTER_BYTES {
                         // While large Data-In streams in, the socket is rarely empty, so the

@@ -125,7 +125,8 @@ async fn login_once(
         match login.handle_response(&rsp, &mut random) {
             InitiatorStep::Send(next) => req = next,
             InitiatorStep::Complete(outcome) => {
-                t.enter_full_feature(&outcome.params);
+                let hook = opts.fault_hook.as_deref().filter(|_| target.is_some());
+                t.enter_full_feature(&outcome.params, hook);
                 return Ok(Attempt::Done(Box::new(LoggedIn {
                     transport: t,
                     outcome: *outcome,

@@ -91,6 +91,10 @@ pub struct ConnectOptions {
     /// Recovery timers: the command deadline, and the retry period of ErrorRecoveryLevel 1
     /// and above.
     pub recovery: RecoveryConfig,
+    /// Test hook: faults (corruption, drops, duplicates, resets) applied by the initiator to
+    /// its own connections' PDUs, on send and on receive, from full feature phase on. `None`
+    /// in production; tests of error recovery set it.
+    pub fault_hook: Option<std::sync::Arc<sluice_fault::FaultHook>>,
 }
 
 impl Default for ConnectOptions {
@@ -125,6 +129,7 @@ impl Default for ConnectOptions {
             policy: Policy::RoundRobin,
             trace: None,
             recovery: RecoveryConfig::default(),
+            fault_hook: None,
         }
     }
 }
@@ -247,9 +252,8 @@ impl ConnectOptions {
                 let level: u8 = def.id.parse_number(value)?;
                 if level > IMPLEMENTED_ERROR_RECOVERY_LEVEL {
                     return Err(Error::Option(format!(
-                        "{key}={value}: sluice implements level \
-                         {IMPLEMENTED_ERROR_RECOVERY_LEVEL} only (levels 1 and 2 are not \
-                         implemented yet)"
+                        "{key}={value}: sluice implements levels 0 to \
+                         {IMPLEMENTED_ERROR_RECOVERY_LEVEL} only"
                     )));
                 }
                 self.offer.error_recovery_level = level;
@@ -368,16 +372,13 @@ mod tests {
             "nothing was moved into range"
         );
         // In the key's range, but above what the session core implements: an error too.
-        for value in ["1", "2"] {
-            let e = o.apply("ErrorRecoveryLevel", value).unwrap_err();
-            assert_eq!(
-                e.to_string(),
-                format!(
-                    "ErrorRecoveryLevel={value}: sluice implements level 0 only (levels 1 and 2 \
-                     are not implemented yet)"
-                )
-            );
-        }
+        let e = o.apply("ErrorRecoveryLevel", "2").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "ErrorRecoveryLevel=2: sluice implements levels 0 to 1 only"
+        );
+        o.apply("ErrorRecoveryLevel", "1").unwrap();
+        assert_eq!(o.offer.error_recovery_level, 1);
         o.apply("ErrorRecoveryLevel", "0").unwrap();
         assert_eq!(o.offer.error_recovery_level, 0);
         let url = IscsiUrl::parse("iscsi://h/iqn.a:b/0?MaxBurstLength=100").unwrap();

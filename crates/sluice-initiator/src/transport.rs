@@ -7,6 +7,7 @@ use bytes::BytesMut;
 use sluice_proto::framing::{encode, Digests, FrameError, Framer, LOGIN_MAX_DATA_SEGMENT};
 use sluice_proto::params::SessionParams;
 use sluice_proto::pdu::Pdu;
+use sluice_proto::text::Role;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -33,6 +34,8 @@ pub(crate) struct Transport {
     /// Read one PDU header at a time (large Data-In PDUs are arriving; see `placement`).
     pub(crate) header_reads: bool,
     trace: Option<PduTrace>,
+    /// The fault test hook of this connection (see `ConnectOptions::fault_hook`).
+    pub(crate) faults: Option<Box<sluice_fault::DriverFaults>>,
 }
 
 impl Transport {
@@ -65,17 +68,34 @@ impl Transport {
             placing: None,
             header_reads: false,
             trace: opts.trace.clone(),
+            faults: None,
         })
     }
 
     /// Switches to the negotiated parameters (RFC 7143 section 13.1: digests start with the
     /// first PDU after the final Login Response; section 13.12: our declared
     /// MaxRecvDataSegmentLength bounds what the target sends).
-    pub(crate) fn enter_full_feature(&mut self, params: &SessionParams) {
+    /// A fault `hook` starts faulting this connection's PDUs from here on.
+    pub(crate) fn enter_full_feature(
+        &mut self,
+        params: &SessionParams,
+        hook: Option<&sluice_fault::FaultHook>,
+    ) {
         self.digests = Digests::negotiated(params);
         self.framer.set_digests(self.digests);
+        // RFC 7143 section 7.8: at ErrorRecoveryLevel 1 and above a PDU with a bad header
+        // digest is skipped, and sequence numbers and timeouts recover it.
+        self.framer
+            .set_header_resync((params.error_recovery_level >= 1).then_some(Role::Initiator));
         self.framer
             .set_max_data_segment(params.initiator_max_recv_data_segment_length);
+        self.faults = hook.map(|h| {
+            Box::new(h.connection(
+                sluice_fault::Sender::Initiator,
+                self.digests,
+                params.initiator_max_recv_data_segment_length,
+            ))
+        });
     }
 
     /// Appends `pdu` to the send buffer.
@@ -84,6 +104,12 @@ impl Transport {
         encode(pdu, self.digests, &mut self.wbuf);
         self.counters
             .pdu_sent(pdu.opcode(), self.wbuf.len() - before);
+        if let Some(faults) = &mut self.faults {
+            let mut frame = self.wbuf.split_off(before);
+            for _ in 0..faults.on_send(&mut frame) {
+                self.wbuf.extend_from_slice(&frame);
+            }
+        }
         if let Some(trace) = &self.trace {
             trace(Direction::Sent, pdu);
         }
@@ -137,7 +163,7 @@ impl Transport {
             Ok(None) => Ok(None),
             Err(e) => {
                 match &e {
-                    FrameError::HeaderDigest { .. } => {
+                    FrameError::HeaderDigest { .. } | FrameError::HeaderDigestSkipped { .. } => {
                         self.counters.lock().header_digest_errors += 1;
                     }
                     FrameError::DataDigest { .. } => {

@@ -18,8 +18,9 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::params::SessionParams;
 use crate::pdu::codes::RejectReason;
-use crate::pdu::{Bhs, ParseError, Pdu, BHS_LEN, MAX_DATA_SEGMENT_LEN};
+use crate::pdu::{opcode, Bhs, ParseError, Pdu, BHS_LEN, MAX_DATA_SEGMENT_LEN};
 use crate::seq::Itt;
+use crate::text::Role;
 
 mod split;
 pub use split::{PartialDataIn, SegmentReceiver};
@@ -86,10 +87,9 @@ pub enum FrameError {
         /// Digest computed over BHS and AHS.
         computed: u32,
     },
-    /// The header digest did not match, and the framer skipped the PDU as far as its own
-    /// (untrusted) length fields said (header resynchronisation, see
-    /// [`Framer::set_header_resync`]). Nothing of it can be believed; the stream goes on, and
-    /// the next header must verify or the stream is lost ([`FrameError::HeaderDigest`]).
+    /// The header digest did not match, and the framer skipped to the next header that
+    /// verifies (header resynchronisation, see [`Framer::set_header_resync`]). Nothing of the
+    /// skipped bytes can be believed; the stream goes on.
     #[error("header digest mismatch; {skipped} bytes skipped")]
     HeaderDigestSkipped {
         /// Bytes discarded.
@@ -178,19 +178,21 @@ pub fn max_frame_len(max_data_segment: u32, digests: Digests) -> usize {
 pub struct Framer {
     digests: Digests,
     max_data_segment: u32,
-    /// Skip a PDU whose header digest fails instead of giving up on the stream.
-    resync: bool,
-    /// The previous PDU was skipped: this header must verify.
-    after_skip: bool,
+    /// Skip a PDU whose header digest fails instead of giving up on the stream: our role,
+    /// when on (a header found by resynchronisation must carry one of the peer's opcodes).
+    resync: Option<Role>,
+    /// While resynchronising: the next offset in the buffer to try as the start of a header
+    /// (every offset before it was tried and failed).
+    scan_from: usize,
 }
 
 /// Where the PDU at the front of the buffer ends, as far as the header tells.
 enum Layout {
     /// Not enough bytes to know; this many more are needed at least.
     Need(usize),
-    /// A header that failed its digest, to be skipped: `total` bytes as its own length fields
-    /// say (bounded like any other PDU).
-    Skip { total: usize },
+    /// A header that failed its digest, with resynchronisation on: the next PDU has to be
+    /// found ([`Framer::resync`]).
+    Damaged,
     /// Header (verified, if digested) in; the whole PDU is `total` bytes.
     Known {
         header: [u8; BHS_LEN],
@@ -207,8 +209,8 @@ impl Framer {
         Self {
             digests: Digests::NONE,
             max_data_segment: max_data_segment.min(MAX_DATA_SEGMENT_LEN),
-            resync: false,
-            after_skip: false,
+            resync: None,
+            scan_from: RESYNC_FIRST,
         }
     }
 
@@ -220,12 +222,22 @@ impl Framer {
     /// the beginning of a later PDU or close the connection. Because the digest error
     /// indicates that the length field of the header may have been corrupted, the location of
     /// the beginning of a later PDU needs to be reliably ascertained by other means". Here the
-    /// other means is the next header's own digest: the damaged PDU is skipped as far as its
-    /// length fields say, and the stream goes on only if the header found there verifies (a
-    /// wrong guess passes a CRC32C with probability 2^-32). Otherwise, or if the lengths are
-    /// out of bounds, the error is fatal as before.
-    pub fn set_header_resync(&mut self, enabled: bool) {
-        self.resync = enabled;
+    /// other means is the next header's own digest: every 4-byte-aligned offset after the
+    /// damaged header (PDUs are padded to 4 bytes, section 11.2), up to the largest PDU the
+    /// stream may carry, is tried in order, and the stream goes on from the first offset where
+    /// a whole header verifies (a wrong offset passes a CRC32C with probability 2^-32). The
+    /// damaged header's own length fields are not trusted: a flipped bit in
+    /// DataSegmentLength would otherwise lose the stream. If no header verifies within that
+    /// distance the error is fatal as before. The offset the damaged header's own length
+    /// fields point to is tried first: it is right unless the damage hit them.
+    ///
+    /// `ours` is the role of the end receiving (`None` turns resynchronisation off): a header
+    /// found must carry an opcode of the other role (section 11.2.1.2). Besides halving the
+    /// chance of a false find, this passes over the one place where a well-formed header of
+    /// our own is sure to sit inside a PDU: a Reject's data segment is the rejected PDU's BHS,
+    /// and its data digest is then exactly that header's digest.
+    pub fn set_header_resync(&mut self, ours: Option<Role>) {
+        self.resync = ours;
     }
 
     /// Switches digests on or off from the next PDU on (after the login that negotiated them).
@@ -254,14 +266,7 @@ impl Framer {
     pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Pdu>, FrameError> {
         let (header, head_len, data_len, total) = match self.layout(buf)? {
             Layout::Need(_) => return Ok(None),
-            Layout::Skip { total } => {
-                if buf.len() < total {
-                    return Ok(None);
-                }
-                buf.advance(total);
-                self.after_skip = true;
-                return Err(FrameError::HeaderDigestSkipped { skipped: total });
-            }
+            Layout::Damaged => return self.resync(buf),
             Layout::Known {
                 header,
                 head_len,
@@ -272,7 +277,6 @@ impl Framer {
         if buf.len() < total {
             return Ok(None);
         }
-        self.after_skip = false;
         let frame = buf.split_to(total).freeze();
         let padded_end = head_len + data_len + pad_len(data_len);
         if self.digests.data && data_len > 0 {
@@ -303,9 +307,11 @@ impl Framer {
     pub fn bytes_needed(&self, buf: &BytesMut) -> usize {
         match self.layout(buf) {
             Ok(Layout::Need(n)) => n,
-            Ok(Layout::Known { total, .. } | Layout::Skip { total }) => {
-                total.saturating_sub(buf.len())
-            }
+            Ok(Layout::Known { total, .. }) => total.saturating_sub(buf.len()),
+            // The next candidate's whole header, at least.
+            Ok(Layout::Damaged) => (self.scan_from + BHS_LEN + DIGEST_LEN)
+                .saturating_sub(buf.len())
+                .max(1),
             Err(_) => 0,
         }
     }
@@ -331,17 +337,8 @@ impl Framer {
             };
             let computed = crc32c(head);
             if received != computed {
-                let len = h.data_segment_len();
-                if self.resync && !self.after_skip && len <= self.max_data_segment {
-                    let data_len = len as usize;
-                    let digest = if self.digests.data && data_len > 0 {
-                        DIGEST_LEN
-                    } else {
-                        0
-                    };
-                    return Ok(Layout::Skip {
-                        total: head_len + data_len + pad_len(data_len) + digest,
-                    });
+                if self.resync.is_some() {
+                    return Ok(Layout::Damaged);
                 }
                 return Err(FrameError::HeaderDigest {
                     received: u32::from_le_bytes(wire_digest(received)),
@@ -369,6 +366,121 @@ impl Framer {
             data_len,
             total: head_len + data_len + pad_len(data_len) + digest,
         })
+    }
+}
+
+/// The first offset where a PDU after a damaged one can start: after the damaged one's BHS and
+/// header digest.
+const RESYNC_FIRST: usize = BHS_LEN + DIGEST_LEN;
+
+/// What a look for the next header at one offset found.
+enum Candidate {
+    /// A header whose digest verifies starts here.
+    Verified,
+    /// No header starts here.
+    No,
+    /// Not enough bytes yet to tell.
+    Wait,
+}
+
+impl Framer {
+    /// After a header digest error: skips to the first later offset where a header verifies
+    /// (see [`Framer::set_header_resync`]), waits for more bytes, or gives up.
+    fn resync(&mut self, buf: &mut BytesMut) -> Result<Option<Pdu>, FrameError> {
+        let limit = max_frame_len(self.max_data_segment, self.digests);
+        let declared = self.declared_end(buf).filter(|end| *end <= limit);
+        if let Some(end) = declared {
+            if let Candidate::Verified = self.candidate(buf.get(end..).unwrap_or_default()) {
+                return Err(self.skip(buf, end));
+            }
+        }
+        while self.scan_from <= limit {
+            match self.candidate(buf.get(self.scan_from..).unwrap_or_default()) {
+                Candidate::Verified => return Err(self.skip(buf, self.scan_from)),
+                Candidate::No => self.scan_from += 4,
+                Candidate::Wait => return Ok(None),
+            }
+        }
+        self.scan_from = RESYNC_FIRST;
+        let (received, computed) = header_digests(buf);
+        Err(FrameError::HeaderDigest { received, computed })
+    }
+
+    /// Drops the `skipped` bytes before the header resynchronisation found.
+    fn skip(&mut self, buf: &mut BytesMut, skipped: usize) -> FrameError {
+        buf.advance(skipped);
+        self.scan_from = RESYNC_FIRST;
+        FrameError::HeaderDigestSkipped { skipped }
+    }
+
+    /// Where the damaged PDU at the front of `buf` ends if its length fields are right.
+    fn declared_end(&self, buf: &[u8]) -> Option<usize> {
+        let h = Bhs::from_array(buf.first_chunk::<BHS_LEN>()?);
+        let len = h.data_segment_len();
+        if len > self.max_data_segment {
+            return None;
+        }
+        let data_len = len as usize;
+        let data_digest = if self.digests.data && data_len > 0 {
+            DIGEST_LEN
+        } else {
+            0
+        };
+        Some(BHS_LEN + h.total_ahs_len() + DIGEST_LEN + data_len + pad_len(data_len) + data_digest)
+    }
+
+    /// Whether `bytes` starts with a header (BHS, AHS, header digest) that verifies and whose
+    /// data segment is within our limit.
+    fn candidate(&self, bytes: &[u8]) -> Candidate {
+        let Some(bhs) = bytes.first_chunk::<BHS_LEN>() else {
+            return Candidate::Wait;
+        };
+        let h = Bhs::from_array(bhs);
+        // Cheap tests first, so that data bytes that cannot be a header are passed over
+        // without waiting for the bytes their "AHS" would need: bit 7 of byte 0 is reserved
+        // (section 11.2.1.1), the opcode must be one RFC 7143 defines for the peer's role
+        // (section 11.2.1.2: 0x00-0x1f initiator, 0x20-0x3f target), and only SCSI Command
+        // PDUs carry AHS (sections 11.2.2 and 11.3.2).
+        let from_peer = match self.resync {
+            Some(Role::Initiator) => h.opcode() >= 0x20,
+            Some(Role::Target) => h.opcode() < 0x20,
+            None => false,
+        };
+        let plausible = bhs[0] & 0x80 == 0
+            && from_peer
+            && Pdu::is_known_opcode(h.opcode())
+            && (h.total_ahs_len() == 0 || h.opcode() == opcode::SCSI_COMMAND);
+        if !plausible {
+            return Candidate::No;
+        }
+        let covered = BHS_LEN + h.total_ahs_len();
+        let (Some(head), Some(received)) = (
+            bytes.get(..covered),
+            bytes.get(covered..covered + DIGEST_LEN),
+        ) else {
+            return Candidate::Wait;
+        };
+        if received == crc32c(head) && h.data_segment_len() <= self.max_data_segment {
+            Candidate::Verified
+        } else {
+            Candidate::No
+        }
+    }
+}
+
+/// The received and computed header digests of the (damaged) header at the front of `buf`,
+/// for the error report.
+fn header_digests(buf: &[u8]) -> (u32, u32) {
+    let Some(bhs) = buf.first_chunk::<BHS_LEN>() else {
+        return (0, 0);
+    };
+    let covered = BHS_LEN + Bhs::from_array(bhs).total_ahs_len();
+    match (buf.get(..covered), buf.get(covered..covered + DIGEST_LEN)) {
+        (Some(head), Some(received)) => (
+            u32::from_le_bytes(wire_digest(received)),
+            u32::from_le_bytes(crc32c(head)),
+        ),
+        _ => (0, 0),
     }
 }
 

@@ -64,10 +64,11 @@ impl Default for SessionParams {
 
 /// The highest ErrorRecoveryLevel (RFC 7143 section 13.20) the session cores implement.
 ///
-/// Levels 1 and 2 (SNACK, recovery R2T, connection recovery with TASK REASSIGN, section 7)
-/// are not implemented yet, so neither role may offer more: a session that negotiated them
-/// would let the peer rely on recovery that never comes.
-pub const IMPLEMENTED_ERROR_RECOVERY_LEVEL: u8 = 0;
+/// Level 1 (SNACK, DataACK, recovery R2T, command retry: sections 7.1 to 7.8) is
+/// implemented in both roles. Level 2 (connection recovery with TASK REASSIGN, section 7.9)
+/// is not yet, so neither role may offer it: a session that negotiated it would let the
+/// peer rely on recovery that never comes.
+pub const IMPLEMENTED_ERROR_RECOVERY_LEVEL: u8 = 1;
 
 /// Whether a session carries SCSI traffic or only SendTargets (section 13.21).
 #[derive(Clone, Copy, Debug, Eq, PartialEq, Default)]

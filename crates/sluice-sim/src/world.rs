@@ -292,6 +292,12 @@ impl World {
                         self.isession.as_ref().map(InitiatorSession::command_window),
                         self.tsession.as_ref().map(TargetSession::command_window)
                     );
+                    if let Some(s) = &self.isession {
+                        eprintln!("initiator requests: {}", s.describe_requests());
+                    }
+                    if let Some(s) = &self.tsession {
+                        eprintln!("target tasks: {}", s.describe_tasks());
+                    }
                     for (n, l) in self.links.iter().enumerate() {
                         eprintln!(
                             "link {n}: cid {} i.closed {} i.broken {} i.login {} i.conn {:?} t.closed {} t.login {} t.conn {:?}; reinstating {} {:?}",

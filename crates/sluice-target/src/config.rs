@@ -30,6 +30,10 @@ pub struct TargetConfig {
     /// Error recovery settings of sessions that negotiate ErrorRecoveryLevel 1 or 2
     /// (DataACK interval, sequence reception timeout, status retention bound).
     pub recovery: sluice_proto::target::RecoveryConfig,
+    /// Test hook: faults (corruption, drops, duplicates, resets) applied by the target to
+    /// its own connections' PDUs, on send and on receive, from full feature phase on. `None`
+    /// in production; tests of error recovery set it.
+    pub fault_hook: Option<std::sync::Arc<sluice_fault::FaultHook>>,
 }
 
 /// One iSCSI target (an IQN) and its logical units.
@@ -177,7 +181,7 @@ impl Default for OperationalOffer {
             data_digest: DigestPolicy::Allow,
             default_time2wait: 2,
             default_time2retain: 20,
-            error_recovery_level: 0,
+            error_recovery_level: IMPLEMENTED_ERROR_RECOVERY_LEVEL,
             queue_depth: 128,
             max_connections: 8,
         }
@@ -303,7 +307,7 @@ pub enum ConfigError {
     Key(#[from] KeyValueError),
     /// An ErrorRecoveryLevel the session cores do not implement.
     #[error(
-        "{key} = {0}: sluice implements level {max} only (levels 1 and 2 are not implemented yet)",
+        "{key} = {0}: sluice implements levels 0 to {max} only",
         key = KeyId::ErrorRecoveryLevel,
         max = IMPLEMENTED_ERROR_RECOVERY_LEVEL
     )]

@@ -12,6 +12,7 @@ use sluice_proto::target::registry::{Binding, ConnectionRef};
 use sluice_proto::target::{
     Added, CloseReason, ConnId, ConnectionSetup, KeepaliveConfig, SessionConfig, TargetSession,
 };
+use sluice_proto::text::Role;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::{watch, Notify};
 use tracing::{debug, info, warn};
@@ -134,6 +135,8 @@ pub(crate) struct Reader {
     /// initiator (on a shared machine) for no latency gain.
     decoded: u32,
     last_batch: u32,
+    /// The test hook's faults (see `TargetConfig::fault_hook`), shared with the outbox.
+    faults: Option<crate::faults::SharedFaults>,
 }
 
 /// Why reading stopped.
@@ -169,7 +172,21 @@ impl Reader {
             spin_ok: false,
             decoded: 0,
             last_batch: 0,
+            faults: None,
         }
+    }
+
+    /// Hands bytes read from `from` on to the fault hook, if there is one; the hook's reset
+    /// ends the connection as a peer's reset would.
+    fn after_read(&mut self, from: usize) -> Result<(), ReadEnd> {
+        let Some(faults) = &self.faults else {
+            return Ok(());
+        };
+        crate::faults::on_receive(faults, &mut self.buf, from);
+        if crate::faults::reset_due(faults) {
+            return Err(ReadEnd::Io(std::io::ErrorKind::ConnectionReset.into()));
+        }
+        Ok(())
     }
 
     /// Spins on the socket for up to the busy-poll budget, until bytes are there to read.
@@ -258,16 +275,20 @@ impl Reader {
                 self.last_batch = self.decoded;
                 self.decoded = 0;
             }
+            let before = self.buf.len();
             match self.spin_read(need) {
                 Ok(Some(0)) => return Err(ReadEnd::Closed),
-                Ok(Some(_)) => continue,
+                Ok(Some(_)) => {
+                    self.after_read(before)?;
+                    continue;
+                }
                 Ok(None) => {}
                 Err(e) => return Err(ReadEnd::Io(e)),
             }
             self.buf.reserve(need.max(READ_CHUNK.min(need * 4)));
             match self.rd.read_buf(&mut self.buf).await {
                 Ok(0) => return Err(ReadEnd::Closed),
-                Ok(_) => {}
+                Ok(_) => self.after_read(before)?,
                 Err(e) => return Err(ReadEnd::Io(e)),
             }
         }
@@ -331,10 +352,24 @@ pub(crate) async fn serve(
     // 13.1).
     let digests = Digests::negotiated(&outcome.params);
     reader.framer.set_digests(digests);
+    // At ErrorRecoveryLevel 1 and above a PDU with a bad header digest costs the PDU, not
+    // the connection (RFC 7143 section 7.8); the core's timers and SNACKs recover it.
+    reader
+        .framer
+        .set_header_resync((outcome.params.error_recovery_level >= 1).then_some(Role::Target));
     reader
         .framer
         .set_max_data_segment(outcome.params.target_max_recv_data_segment_length);
     outbox.set_digests(digests);
+    if let Some(hook) = &ctx.config.fault_hook {
+        let faults = std::sync::Arc::new(std::sync::Mutex::new(hook.connection(
+            sluice_fault::Sender::Target,
+            digests,
+            outcome.params.target_max_recv_data_segment_length,
+        )));
+        reader.faults = Some(std::sync::Arc::clone(&faults));
+        outbox.set_faults(faults);
+    }
 
     let end =
         crate::ffp::Connection::new(&ctx, Arc::clone(&session), id, &mut outbox, wake, shutdown)

@@ -160,6 +160,7 @@ mod tests {
             limits: Limits::default(),
             keepalive: Some(Keepalive::default()),
             recovery: Default::default(),
+            fault_hook: None,
         }
     }
 

@@ -51,6 +51,8 @@ pub(crate) enum End {
     Framing,
     /// The SCSI layer's worker thread panicked.
     Internal,
+    /// The fault test hook reset the connection.
+    FaultReset,
 }
 
 impl std::fmt::Display for End {
@@ -61,6 +63,7 @@ impl std::fmt::Display for End {
             End::Io => f.write_str("socket error"),
             End::Framing => f.write_str("unrecoverable framing error"),
             End::Internal => f.write_str("internal error"),
+            End::FaultReset => f.write_str("reset by the fault test hook"),
         }
     }
 }
@@ -130,6 +133,11 @@ impl<'a> Connection<'a> {
         loop {
             if let Some(reason) = self.closing {
                 return End::Closed(reason);
+            }
+            if self.outbox.reset_due() {
+                // What the hook passed before the reset goes out first, as through a proxy.
+                let _ = self.outbox.flush().await;
+                return End::FaultReset;
             }
             reader.spin_ok = self.peer_waits && !self.outbox.has_pending() && !self.shutting_down;
             let input = tokio::select! {

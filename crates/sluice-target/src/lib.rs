@@ -9,7 +9,7 @@
 //! sans-IO `sluice_proto::target::TargetSession`, running SCSI work), `discovery`
 //! (SendTargets answers), `sessions` (the shared session cores and the session table),
 //! `login_env` (configuration as login policy), `outbox` (PDUs to vectored writes),
-//! `context` (shared state and LUN construction).
+//! `context` (shared state and LUN construction), `faults` (the fault test hook).
 
 #![forbid(unsafe_code)]
 
@@ -17,6 +17,7 @@ pub mod config;
 mod connection;
 mod context;
 mod discovery;
+mod faults;
 mod ffp;
 mod login_env;
 mod outbox;

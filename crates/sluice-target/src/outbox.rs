@@ -17,7 +17,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
-use sluice_proto::framing::{encode_parts, pad_len, Digests};
+use sluice_proto::framing::{encode, encode_parts, pad_len, Digests};
 use sluice_proto::pdu::Pdu;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
@@ -37,6 +37,8 @@ pub(crate) struct Outbox {
     scratch: BytesMut,
     queue: VecDeque<Bytes>,
     queued_bytes: usize,
+    /// The test hook's faults (see `TargetConfig::fault_hook`), shared with the reader.
+    faults: Option<crate::faults::SharedFaults>,
 }
 
 impl Outbox {
@@ -47,6 +49,7 @@ impl Outbox {
             scratch: BytesMut::with_capacity(4096),
             queue: VecDeque::new(),
             queued_bytes: 0,
+            faults: None,
         }
     }
 
@@ -56,8 +59,29 @@ impl Outbox {
         self.digests = digests;
     }
 
+    /// Faults every PDU pushed from now on (the test hook).
+    pub(crate) fn set_faults(&mut self, faults: crate::faults::SharedFaults) {
+        self.faults = Some(faults);
+    }
+
+    /// Whether the test hook asked for the connection to be reset.
+    pub(crate) fn reset_due(&self) -> bool {
+        self.faults.as_ref().is_some_and(crate::faults::reset_due)
+    }
+
     /// Queues a PDU.
     pub(crate) fn push(&mut self, pdu: &Pdu) {
+        if let Some(faults) = &self.faults {
+            // The hook needs the whole frame in one piece; this path is for tests only.
+            let mut frame = BytesMut::new();
+            encode(pdu, self.digests, &mut frame);
+            let copies = crate::faults::on_send(faults, &mut frame);
+            let frame = frame.freeze();
+            for _ in 0..copies {
+                self.enqueue(frame.clone());
+            }
+            return;
+        }
         if self.scratch.capacity() < 256 {
             self.scratch.reserve(4096);
         }

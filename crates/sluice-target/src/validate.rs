@@ -202,6 +202,7 @@ mod tests {
             limits: Limits::default(),
             keepalive: Some(Keepalive::default()),
             recovery: Default::default(),
+            fault_hook: None,
         }
     }
 
@@ -298,7 +299,7 @@ mod tests {
         };
         assert_eq!(config(most).validate(), Ok(()));
         // In the key's range, but not implemented: refused by name, not clamped.
-        for level in [1, 2] {
+        for level in (IMPLEMENTED_ERROR_RECOVERY_LEVEL + 1)..=2 {
             let offer = OperationalOffer {
                 error_recovery_level: level,
                 ..d
@@ -307,6 +308,13 @@ mod tests {
                 config(offer).validate(),
                 Err(ConfigError::ErrorRecoveryLevel(level))
             );
+        }
+        for level in 0..=IMPLEMENTED_ERROR_RECOVERY_LEVEL {
+            let offer = OperationalOffer {
+                error_recovery_level: level,
+                ..d
+            };
+            assert_eq!(config(offer).validate(), Ok(()));
         }
     }
 

@@ -59,6 +59,7 @@ pub fn config() -> TargetConfig {
         },
         keepalive: None,
         recovery: Default::default(),
+        fault_hook: None,
     }
 }
 

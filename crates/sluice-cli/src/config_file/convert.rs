@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
+use sluice_proto::target::RecoveryConfig;
 use sluice_target::config::{ChapOwner, Keepalive, Limits, OperationalOffer, TargetConfig};
 use toml::Spanned;
 
@@ -99,6 +100,24 @@ pub(super) fn convert(file: FileToml, base: &Path) -> Result<(TargetConfig, Span
         None => Some(Keepalive::default()),
     };
 
+    let mut recovery = RecoveryConfig::default();
+    if let Some(r) = &file.recovery {
+        if let Some(v) = &r.data_ack_every {
+            // 0 turns DataACK requests off.
+            let n: u32 = int_in(v, FileKey::DataAckEvery, 0, i64::from(u32::MAX))?;
+            recovery.data_ack_every = (n > 0).then_some(n);
+        }
+        if let Some(v) = &r.sequence_timeout {
+            if v.get_ref().0.is_zero() {
+                return Err(at(v.span(), ErrorKind::Zero(FileKey::SequenceTimeout)));
+            }
+            recovery.sequence_timeout = v.get_ref().0;
+        }
+        if let Some(v) = &r.max_retained_statuses {
+            recovery.max_retained_statuses = int_in(v, FileKey::MaxRetainedStatuses, 1, 1 << 20)?;
+        }
+    }
+
     let mut limits = Limits::default();
     if let Some(l) = &file.limits {
         if let Some(v) = &l.max_sessions {
@@ -141,7 +160,8 @@ pub(super) fn convert(file: FileToml, base: &Path) -> Result<(TargetConfig, Span
         offer,
         limits,
         keepalive,
-        recovery: Default::default(),
+        recovery,
+        fault_hook: None,
     };
     Ok((config, spans))
 }

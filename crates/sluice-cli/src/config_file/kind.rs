@@ -139,6 +139,12 @@ pub enum FileKey {
     KeepaliveInterval,
     /// `[keepalive] timeout`.
     KeepaliveTimeout,
+    /// `[recovery] data_ack_every`.
+    DataAckEvery,
+    /// `[recovery] sequence_timeout`.
+    SequenceTimeout,
+    /// `[recovery] max_retained_statuses`.
+    MaxRetainedStatuses,
     /// `[limits] max_sessions`.
     MaxSessions,
     /// `[limits] max_connections`.
@@ -171,6 +177,9 @@ impl fmt::Display for FileKey {
             FileKey::QueueDepth => "queue_depth",
             FileKey::KeepaliveInterval => "keepalive interval",
             FileKey::KeepaliveTimeout => "keepalive timeout",
+            FileKey::DataAckEvery => "data_ack_every",
+            FileKey::SequenceTimeout => "sequence_timeout",
+            FileKey::MaxRetainedStatuses => "max_retained_statuses",
             FileKey::MaxSessions => "max_sessions",
             FileKey::MaxTcpConnections => "max_connections",
             FileKey::MaxOutstandingBytes => "max_outstanding_bytes_per_connection",

@@ -16,6 +16,7 @@ pub(super) struct FileToml {
     pub(super) discovery: Option<DiscoveryToml>,
     pub(super) session: Option<Spanned<SessionToml>>,
     pub(super) keepalive: Option<KeepaliveToml>,
+    pub(super) recovery: Option<RecoveryToml>,
     pub(super) limits: Option<LimitsToml>,
     #[serde(default, rename = "target")]
     pub(super) targets: Vec<Spanned<TargetToml>>,
@@ -66,6 +67,15 @@ pub(super) struct KeepaliveToml {
     pub(super) enabled: Option<bool>,
     pub(super) interval: Option<Spanned<Dur>>,
     pub(super) timeout: Option<Spanned<Dur>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+/// `[recovery]`: error recovery of sessions that negotiate ErrorRecoveryLevel 1 or 2.
+pub(super) struct RecoveryToml {
+    pub(super) data_ack_every: Option<Spanned<i64>>,
+    pub(super) sequence_timeout: Option<Spanned<Dur>>,
+    pub(super) max_retained_statuses: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

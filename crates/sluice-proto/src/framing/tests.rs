@@ -85,6 +85,135 @@ fn bytes_needed_counts_down_to_zero() {
     assert_eq!(framer.bytes_needed(&buf), 0);
 }
 
+/// Three PDUs whose second has a corrupted DataSegmentLength: its own length field points
+/// into the third.
+fn stream_with_a_damaged_length() -> (BytesMut, usize, usize) {
+    let pdus = [
+        nop_out(b"first"),
+        nop_out(&[0x5a; 700]),
+        nop_out(b"third PDU"),
+    ];
+    let mut buf = wire(&pdus, Digests::BOTH);
+    let first = wire(&pdus[..1], Digests::BOTH).len();
+    let second = wire(&pdus[1..2], Digests::BOTH).len();
+    // DataSegmentLength is bytes 5..8 of the BHS: 700 becomes 700 + 64.
+    buf[first + 7] ^= 0x40;
+    (buf, first, second)
+}
+
+fn resyncing() -> Framer {
+    let mut f = framer(Digests::BOTH);
+    f.set_header_resync(Some(Role::Target));
+    f
+}
+
+#[test]
+fn resync_skips_to_the_next_header_that_verifies_whatever_the_damaged_length_says() {
+    let (mut buf, first, second) = stream_with_a_damaged_length();
+    let mut f = resyncing();
+    assert_eq!(f.decode(&mut buf), Ok(Some(nop_out(b"first"))));
+    assert_eq!(buf.len(), buf.len());
+    let err = f.decode(&mut buf).unwrap_err();
+    assert_eq!(err, FrameError::HeaderDigestSkipped { skipped: second });
+    assert!(err.can_continue());
+    assert_eq!(
+        err.reject(),
+        None,
+        "nothing of it can be believed: no Reject"
+    );
+    assert_eq!(f.decode(&mut buf), Ok(Some(nop_out(b"third PDU"))));
+    assert!(buf.is_empty());
+    let _ = first;
+}
+
+#[test]
+fn resync_frames_the_same_whatever_the_reads() {
+    let (whole, _, second) = stream_with_a_damaged_length();
+    for step in [1, 3, 52, 100, 777] {
+        let mut f = resyncing();
+        let mut buf = BytesMut::new();
+        let mut got = Vec::new();
+        for chunk in whole.chunks(step) {
+            buf.extend_from_slice(chunk);
+            loop {
+                match f.decode(&mut buf) {
+                    Ok(Some(p)) => got.push(Ok(p)),
+                    Ok(None) => break,
+                    Err(e) => got.push(Err(e)),
+                }
+            }
+        }
+        assert_eq!(
+            got,
+            [
+                Ok(nop_out(b"first")),
+                Err(FrameError::HeaderDigestSkipped { skipped: second }),
+                Ok(nop_out(b"third PDU")),
+            ],
+            "reads of {step} bytes"
+        );
+    }
+}
+
+#[test]
+fn resync_passes_over_the_rejected_header_inside_a_damaged_reject() {
+    // A Reject's data is the rejected PDU's BHS and its data digest is that header's own
+    // digest: a perfect header of the receiver's role, which must not be taken for the next
+    // PDU.
+    let rejected = wire(&[nop_out(b"")], Digests::NONE).freeze();
+    let reject = Pdu::Reject(Reject {
+        reason: crate::pdu::codes::RejectReason::DataDigestError,
+        stat_sn: SeqNum(5),
+        exp_cmd_sn: SeqNum(1),
+        max_cmd_sn: SeqNum(9),
+        data_sn: 0,
+        data: rejected,
+    });
+    let nop_in = Pdu::NopIn(NopIn {
+        lun: Lun(0),
+        itt: Itt(3),
+        ttt: Ttt::RESERVED,
+        stat_sn: SeqNum(6),
+        exp_cmd_sn: SeqNum(1),
+        max_cmd_sn: SeqNum(9),
+        data: Bytes::new(),
+    });
+    let mut buf = wire(&[reject.clone(), nop_in.clone()], Digests::BOTH);
+    let reject_len = wire(&[reject], Digests::BOTH).len();
+    buf[6] ^= 0x01; // DataSegmentLength 48 -> 304
+    let mut f = framer(Digests::BOTH);
+    f.set_header_resync(Some(Role::Initiator));
+    assert_eq!(
+        f.decode(&mut buf),
+        Err(FrameError::HeaderDigestSkipped {
+            skipped: reject_len
+        })
+    );
+    assert_eq!(f.decode(&mut buf), Ok(Some(nop_in)));
+}
+
+#[test]
+fn resync_gives_up_when_no_header_verifies_within_the_largest_pdu() {
+    let mut f = Framer::new(512);
+    f.set_digests(Digests::BOTH);
+    f.set_header_resync(Some(Role::Target));
+    let mut buf = wire(&[nop_out(b"x")], Digests::BOTH);
+    buf[20] ^= 1;
+    buf.extend_from_slice(&[0u8; 2048]);
+    let before = buf.clone();
+    let err = f.decode(&mut buf).unwrap_err();
+    assert!(matches!(err, FrameError::HeaderDigest { .. }), "{err:?}");
+    assert_eq!(buf, before, "nothing consumed");
+    // Too few bytes to tell yet: waiting, not failing.
+    let mut f = Framer::new(512);
+    f.set_digests(Digests::BOTH);
+    f.set_header_resync(Some(Role::Target));
+    let mut short = before.clone();
+    short.truncate(300);
+    assert_eq!(f.decode(&mut short), Ok(None));
+    assert!(f.bytes_needed(&short) > 0);
+}
+
 #[test]
 fn corrupt_header_digest_is_fatal_and_consumes_nothing() {
     let mut buf = wire(&[nop_out(b"hello")], Digests::BOTH);

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use super::{ConnId, ConnectionSetup, ConnectionStats};
 use crate::keepalive::{Keepalive as Timer, KeepaliveAction};
 use crate::params::SessionParams;
-use crate::pdu::Pdu;
+use crate::pdu::codes::SnackType;
+use crate::pdu::{Pdu, SnackRequest};
 use crate::seq::SeqNum;
 
 /// Where a connection is in its life.
@@ -273,8 +274,16 @@ impl Connection {
 
     /// The next PDU, its ExpStatSN stamped with what has arrived so far.
     pub(super) fn poll_transmit(&mut self) -> Option<Pdu> {
-        let mut pdu = self.out.pop_front()?;
         let exp = self.acknowledged();
+        let mut pdu = loop {
+            let mut pdu = self.out.pop_front()?;
+            if let Pdu::SnackRequest(s) = &mut pdu {
+                if s.snack_type == SnackType::Status && !trim_status_run(s, exp) {
+                    continue;
+                }
+            }
+            break pdu;
+        };
         match &mut pdu {
             Pdu::ScsiCommand(p) => p.exp_stat_sn = exp,
             Pdu::DataOut(p) => p.exp_stat_sn = exp,
@@ -317,4 +326,28 @@ impl Connection {
             KeepaliveAction::Dead => Keepalive::Dead,
         }
     }
+}
+
+/// A Status SNACK is built when a gap shows, but statuses may arrive before it leaves (in
+/// the same batch, or as answers to an earlier SNACK); the ExpStatSN it then carries
+/// acknowledges them, and "any SNACK that requests a numbered response ... that was already
+/// acknowledged by the initiator MUST be rejected" (RFC 7143 section 11.16). So the run is
+/// cut to start at `acknowledged`; `false` when nothing of it is left to ask for.
+fn trim_status_run(snack: &mut SnackRequest, acknowledged: SeqNum) -> bool {
+    let beg = SeqNum(snack.beg_run);
+    if !beg.lt(acknowledged) {
+        return true;
+    }
+    if snack.run_length == 0 {
+        // "All statuses from BegRun on": from the first unacknowledged one.
+        snack.beg_run = acknowledged.0;
+        return true;
+    }
+    let end = beg.add(snack.run_length);
+    if !end.gt(acknowledged) {
+        return false;
+    }
+    snack.beg_run = acknowledged.0;
+    snack.run_length = end.distance_from(acknowledged);
+    true
 }

@@ -510,6 +510,11 @@ impl InitiatorSession {
         self.requests.len()
     }
 
+    /// The pending requests, for diagnostics (a simulator's trace of a stuck run).
+    pub fn describe_requests(&self) -> String {
+        format!("{:?}", self.requests)
+    }
+
     /// The CmdSN the next non-immediate command gets, and the target's ExpCmdSN and MaxCmdSN
     /// as last learnt.
     pub fn command_window(&self) -> (SeqNum, SeqNum, SeqNum) {

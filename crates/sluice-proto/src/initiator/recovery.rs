@@ -606,7 +606,8 @@ impl InitiatorSession {
         }
         c.probed_at = Some(now);
         let missing = c.missing_statuses();
-        c.queue(nop_out(itt, cmd_sn));
+        let ping = nop_out(itt, cmd_sn);
+        c.queue(ping.clone());
         self.requests.insert(
             itt,
             Request::Ping {
@@ -615,6 +616,12 @@ impl InitiatorSession {
                 sent: now,
             },
         );
+        // A probe is not sent again (the next one asks the same), and one whose PDU or answer
+        // was lost is forgotten after a retry period instead of waiting for ever.
+        self.track_request(conn, itt, &ping);
+        if let Some(w) = self.request_wire.get_mut(&itt) {
+            w.resends = self.config.recovery.max_command_retries;
+        }
         if let Some((beg, run)) = missing {
             self.status_snack(conn, beg, run);
         }

@@ -230,3 +230,70 @@ fn a_copy_of_a_status_reaches_a_read_that_discarded_its_data() {
     assert_eq!(got, id);
     assert_eq!(result.as_ref().map(|r| r.data.len()), Ok(1024));
 }
+
+#[test]
+fn a_status_snack_overtaken_by_its_statuses_asks_only_for_what_is_still_missing() {
+    for delivered_late in [1usize, 2] {
+        let mut r = Rig::with(1, Policy::RoundRobin, erl1());
+        for _ in 0..3 {
+            r.s.submit(read(0, 512), r.now);
+        }
+        let itts: Vec<Itt> = commands(&r.drain(0)).iter().map(|c| c.0).collect();
+        let sns: Vec<SeqNum> = (0..3).map(|_| r.next_stat_sn(0)).collect();
+        // The third status first: a SNACK for the first two is queued...
+        r.send(0, data_in(itts[2], 0, Some(sns[2])));
+        // ...and before it leaves, statuses it asks for arrive (reordered, not lost).
+        for k in 0..delivered_late {
+            r.send(0, data_in(itts[k], 0, Some(sns[k])));
+        }
+        let out = r.drain(0);
+        let asked: Vec<_> = snacks(&out)
+            .into_iter()
+            .filter(|s| s.0 == SnackType::Status)
+            .collect();
+        if delivered_late == 2 {
+            assert_eq!(asked, vec![], "nothing is missing any more");
+        } else {
+            // Its ExpStatSN acknowledges the first: asking for it again would be a protocol
+            // error (section 11.16), so the run starts after it.
+            assert_eq!(
+                asked,
+                vec![(SnackType::Status, Itt::RESERVED, sns[1].0, 1)],
+                "only the second is still missing"
+            );
+        }
+    }
+}
+
+#[test]
+fn unanswered_probes_are_forgotten_not_kept_for_ever() {
+    let mut r = Rig::with(1, Policy::RoundRobin, erl1());
+    for _ in 0..9 {
+        r.s.submit(tur(), r.now);
+    }
+    let sent = commands(&r.drain(0));
+    for (itt, _) in sent {
+        r.respond(0, itt, 9, 8);
+    }
+    r.completions();
+    assert_eq!(r.s.waiting(), 1);
+    // The window stays shut and every probe is lost: a new probe goes out each retry
+    // period, and the old ones do not pile up as pending requests.
+    let mut probes = 0;
+    for _ in 0..20 {
+        let at = r.s.poll_timeout().expect("the stuck command is watched");
+        r.now = at;
+        r.s.handle_timeout(at);
+        probes += r
+            .drain(0)
+            .iter()
+            .filter(|p| matches!(p, Pdu::NopOut(n) if n.itt != Itt::RESERVED))
+            .count();
+        assert!(r.s.requests_pending() <= 1, "{}", r.s.describe_requests());
+    }
+    assert!(probes >= 3, "probes went on: {probes}");
+    assert!(
+        r.completions().is_empty(),
+        "a forgotten probe completes nothing"
+    );
+}

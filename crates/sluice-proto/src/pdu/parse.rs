@@ -69,6 +69,32 @@ pub mod ahs_type {
 }
 
 impl Pdu {
+    /// Whether RFC 7143 defines `code` (an opcode without the I bit) for either role
+    /// (section 11.2.1.2): what [`Pdu::parse`] accepts.
+    pub fn is_known_opcode(code: u8) -> bool {
+        matches!(
+            code,
+            opcode::NOP_OUT
+                | opcode::SCSI_COMMAND
+                | opcode::TASK_MGMT_REQUEST
+                | opcode::LOGIN_REQUEST
+                | opcode::TEXT_REQUEST
+                | opcode::DATA_OUT
+                | opcode::LOGOUT_REQUEST
+                | opcode::SNACK_REQUEST
+                | opcode::NOP_IN
+                | opcode::SCSI_RESPONSE
+                | opcode::TASK_MGMT_RESPONSE
+                | opcode::LOGIN_RESPONSE
+                | opcode::TEXT_RESPONSE
+                | opcode::DATA_IN
+                | opcode::LOGOUT_RESPONSE
+                | opcode::R2T
+                | opcode::ASYNC_MESSAGE
+                | opcode::REJECT
+        )
+    }
+
     /// Parses a BHS alone, as if its data segment and AHS were empty: what a header says when
     /// its data is elsewhere (received in place) or lost (a data digest error). Fields that
     /// describe the data, such as DataSegmentLength, are read from `header` by the caller.

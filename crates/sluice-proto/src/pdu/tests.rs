@@ -289,3 +289,16 @@ const OPCODES: [u8; 20] = [
     0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x10, 0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x31,
     0x32, 0x3f, 0x07, 0x3e,
 ];
+
+#[test]
+fn known_opcodes_are_exactly_those_parse_accepts() {
+    for code in 0..64u8 {
+        let mut header = [0u8; BHS_LEN];
+        header[0] = code;
+        let unknown = matches!(
+            Pdu::parse_header_only(&header),
+            Err(ParseError::UnknownOpcode(_))
+        );
+        assert_eq!(Pdu::is_known_opcode(code), !unknown, "opcode {code:#04x}");
+    }
+}

@@ -414,6 +414,11 @@ impl TargetSession {
         self.tasks.len()
     }
 
+    /// The tasks, for diagnostics (a simulator's trace of a stuck run).
+    pub fn describe_tasks(&self) -> String {
+        format!("{:?}", self.tasks)
+    }
+
     /// Slots of the CmdSN window held by commands in progress.
     pub fn window_slots_held(&self) -> u32 {
         self.window.active()

@@ -30,10 +30,12 @@ pub struct RecoveryConfig {
     /// How long a write waits for an expected Data-Out before asking again with a recovery
     /// R2T (the sequence reception timeout of section 7.1.4.1).
     pub sequence_timeout: Duration,
-    /// Most status PDUs kept per connection for Status SNACK (section 11.16) until the
-    /// initiator acknowledges them. Past it the oldest is forgotten, with the answered task
-    /// it belongs to: a SNACK for it is then rejected. Bounds the memory an initiator that
-    /// never acknowledges can make the target hold.
+    /// Status PDUs kept per connection for Status SNACK (section 11.16) until the initiator
+    /// acknowledges them (raised to 2 x queue depth + 64 if lower). At this many the command
+    /// window stops opening until the initiator acknowledges; an initiator that goes on
+    /// without acknowledging (ImmediateData pings, say) meets a hard bound of 4 times it,
+    /// past which the oldest is forgotten with the answered task it belongs to (a SNACK for
+    /// it is then rejected). Bounds the memory an initiator can make the target hold.
     pub max_retained_statuses: usize,
 }
 

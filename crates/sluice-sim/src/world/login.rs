@@ -226,7 +226,9 @@ impl World {
             }
         }
         let link = &mut self.links[i];
-        link.t.framer.set_header_resync(recovering);
+        link.t
+            .framer
+            .set_header_resync(recovering.then_some(sluice_proto::text::Role::Target));
         link.mon.set_recovery(recovering);
         link.faults = faults;
         Ok(())
@@ -279,7 +281,10 @@ impl World {
             }
             _ => outcome.params.error_recovery_level,
         };
-        self.links[i].i.framer.set_header_resync(erl > 0);
+        self.links[i]
+            .i
+            .framer
+            .set_header_resync((erl > 0).then_some(sluice_proto::text::Role::Initiator));
         let now = self.at(self.now);
         let reinstates = self.reinstate_link == Some(i);
         let conn = match self.isession.as_mut() {

@@ -70,6 +70,7 @@ pub fn config() -> TargetConfig {
         limits: Limits::default(),
         keepalive: None,
         recovery: Default::default(),
+        fault_hook: None,
     }
 }
 

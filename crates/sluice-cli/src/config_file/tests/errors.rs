@@ -102,8 +102,7 @@ fn session_keys_out_of_their_table_range() {
     assert_eq!(kind, ErrorKind::Invalid(ConfigError::ErrorRecoveryLevel(2)));
     assert_eq!(
         kind.to_string(),
-        "ErrorRecoveryLevel = 2: sluice implements level 0 only (levels 1 and 2 are not \
-         implemented yet)"
+        "ErrorRecoveryLevel = 2: sluice implements levels 0 to 1 only"
     );
     let kind = kind_at("[session]\ndefault_time2wait = \"1500ms\"\n", 2);
     assert_eq!(kind, ErrorKind::WholeSeconds(KeyId::DefaultTime2Wait));
@@ -140,6 +139,25 @@ fn listen_keepalive_and_limits() {
     assert!(kind.to_string().contains("use enabled = false"), "{kind}");
     let kind = kind_at("[keepalive]\ntimeout = \"0s\"\n", 2);
     assert_eq!(kind, ErrorKind::Zero(FileKey::KeepaliveTimeout));
+    let kind = kind_at("[recovery]\nsequence_timeout = 0\n", 2);
+    assert_eq!(kind, ErrorKind::Zero(FileKey::SequenceTimeout));
+    assert_eq!(kind.to_string(), "sequence_timeout must be above zero");
+    assert!(matches!(
+        kind_at("[recovery]\ndata_ack_every = -1\n", 2),
+        ErrorKind::OutOfRange {
+            key: FileKey::DataAckEvery,
+            value: -1,
+            ..
+        }
+    ));
+    assert!(matches!(
+        kind_at("[recovery]\nmax_retained_statuses = 0\n", 2),
+        ErrorKind::OutOfRange {
+            key: FileKey::MaxRetainedStatuses,
+            value: 0,
+            ..
+        }
+    ));
     let kind = kind_at("[limits]\nlogin_timeout = 0\n", 2);
     assert_eq!(kind, ErrorKind::Zero(FileKey::LoginTimeout));
     assert_eq!(kind.to_string(), "login_timeout must be above zero");

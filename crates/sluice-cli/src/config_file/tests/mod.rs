@@ -175,6 +175,26 @@ fn session_keys_take_their_whole_table_range() {
 }
 
 #[test]
+fn recovery_table_sets_the_error_recovery_settings() {
+    let c = parse(&format!(
+        "[session]\nerror_recovery_level = 1\n[recovery]\ndata_ack_every = 8\n\
+         sequence_timeout = \"250ms\"\nmax_retained_statuses = 4096\n{MINIMAL}"
+    ))
+    .unwrap();
+    assert_eq!(c.offer.error_recovery_level, 1);
+    assert_eq!(c.recovery.data_ack_every, Some(8));
+    assert_eq!(c.recovery.sequence_timeout, Duration::from_millis(250));
+    assert_eq!(c.recovery.max_retained_statuses, 4096);
+    let c = parse(&format!("[recovery]\ndata_ack_every = 0\n{MINIMAL}")).unwrap();
+    assert_eq!(
+        c.recovery.data_ack_every, None,
+        "0 turns DataACK requests off"
+    );
+    let c = parse(MINIMAL).unwrap();
+    assert_eq!(c.recovery, sluice_proto::target::RecoveryConfig::default());
+}
+
+#[test]
 fn relative_paths_follow_the_config_file() {
     let dir = tempfile::tempdir().unwrap();
     let src = MINIMAL.replace(
