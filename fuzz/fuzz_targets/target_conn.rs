@@ -70,6 +70,7 @@ fn config() -> &'static TargetConfig {
                 timeout: Duration::from_secs(1),
             }),
             recovery: Default::default(),
+            fault_hook: None,
         }
     })
 }
