@@ -72,6 +72,8 @@ impl TargetSessionEnv for Env {
 
     fn reset(&mut self, _kind: ResetKind) {}
 
+    fn commands_cleared(&mut self, _lun: Lun) {}
+
     fn send_targets(&mut self, _conn: ConnId, query: &str) -> Vec<(String, String)> {
         // "All" gets an answer longer than one Text Response (continuations).
         let count = if query == "All" { 300 } else { 1 };

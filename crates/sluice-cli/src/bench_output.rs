@@ -88,6 +88,16 @@ pub fn report_json(w: &Workload, r: &Report) -> Value {
             "errors": v.errors,
             "first_error": v.first_error,
         })),
+        "recovery": {
+            "header_digest_errors": p.recovery.header_digest_errors,
+            "data_digest_errors": p.recovery.data_digest_errors,
+            "rejects": p.recovery.rejects,
+            "snacks": p.recovery.snacks,
+            "commands_retried": p.recovery.commands_retried,
+            "reconnects": p.recovery.reconnects,
+            "connection_recoveries": p.recovery.connection_recoveries,
+            "reassigned": p.recovery.reassigned,
+        },
         "pdus": {
             "commands": p.commands,
             "scsi_command": p.scsi_command,
@@ -200,6 +210,21 @@ pub fn print_text(w: &Workload, r: &Report) {
         p.per_command(p.data_out),
         p.per_command(p.r2t)
     );
+    let rc = &p.recovery;
+    if rc.any() {
+        outln!(
+            "  recovery: digest errors {} header, {} data; {} rejects, {} SNACKs, {} commands \
+             retried; {} sessions reinstated, {} connections recovered, {} tasks reassigned",
+            rc.header_digest_errors,
+            rc.data_digest_errors,
+            rc.rejects,
+            rc.snacks,
+            rc.commands_retried,
+            rc.reconnects,
+            rc.connection_recoveries,
+            rc.reassigned
+        );
+    }
     outln!(
         "  cpu: user {:.2} s, system {:.2} s, {:.1} us per I/O",
         r.cpu.user.as_secs_f64(),

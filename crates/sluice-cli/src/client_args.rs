@@ -56,8 +56,9 @@ pub struct ConnArgs {
     pub target_secret: Option<String>,
     /// ErrorRecoveryLevel to offer (RFC 7143 section 13.20): 0 (the default, as open-iscsi
     /// and libiscsi) recovers from any error by a new session; 1 adds recovery within a
-    /// connection (SNACK, recovery R2T, command retry). The session runs at the lower of this
-    /// and what the target accepts.
+    /// connection (SNACK, recovery R2T, command retry); 2 adds connection recovery (a failed
+    /// connection is replaced and its commands moved with TASK REASSIGN). The session runs at
+    /// the lower of this and what the target accepts.
     #[arg(long, value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(0..=2))]
     pub erl: Option<u8>,
     /// Seconds a command may take before it is aborted and fails (0: no deadline).

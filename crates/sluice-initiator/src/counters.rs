@@ -36,8 +36,13 @@ pub struct SessionCounters {
     pub header_digest_errors: u64,
     /// Data digest mismatches detected.
     pub data_digest_errors: u64,
-    /// Connections re-established.
+    /// Sessions reinstated (ErrorRecoveryLevel 0 recovery: a new session replaced a failed
+    /// one).
     pub reconnects: u64,
+    /// Failed connections replaced by a new one with the same CID (ErrorRecoveryLevel 2).
+    pub connection_recoveries: u64,
+    /// Commands moved to a new connection with TASK REASSIGN (ErrorRecoveryLevel 2).
+    pub reassigned: u64,
     /// Asynchronous Messages received.
     pub async_messages: u64,
     /// Reject PDUs received.
@@ -63,6 +68,8 @@ impl Default for SessionCounters {
             header_digest_errors: 0,
             data_digest_errors: 0,
             reconnects: 0,
+            connection_recoveries: 0,
+            reassigned: 0,
             async_messages: 0,
             rejects: 0,
             max_in_flight: 0,

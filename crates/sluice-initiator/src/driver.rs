@@ -68,6 +68,9 @@ pub(crate) struct Info {
 pub(crate) enum ToSupervisor {
     /// The core asked for session reinstatement.
     Reinstate,
+    /// The core asked for a connection with this CID to replace a failed one
+    /// (ErrorRecoveryLevel 2).
+    RecoverConnection(u16),
     /// A connection task ended.
     ConnectionEnded,
     /// The session is over.
@@ -195,6 +198,9 @@ impl Shared {
                 }
                 Event::Reinstate => {
                     let _ = self.supervisor.send(ToSupervisor::Reinstate);
+                }
+                Event::RecoverConnection { cid } => {
+                    let _ = self.supervisor.send(ToSupervisor::RecoverConnection(cid));
                 }
                 Event::Ended => {
                     let _ = self.supervisor.send(ToSupervisor::Ended);

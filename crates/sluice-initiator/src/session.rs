@@ -188,6 +188,7 @@ impl Session {
         c.rejects = stats.rejects;
         c.async_messages = stats.async_messages;
         c.max_in_flight = stats.max_in_flight;
+        c.reassigned = stats.reassigned;
         c
     }
 

@@ -1,6 +1,8 @@
-//! Connection management of a session: opening the connections it was asked for, and
-//! session reinstatement when the core asks for it (RFC 7143 section 6.3.5: a login with the
-//! same ISID and TSIH 0 replaces the failed session), within the configured bounds.
+//! Connection management of a session: opening the connections it was asked for, connection
+//! recovery (RFC 7143 section 6.3.4: at ErrorRecoveryLevel 2 a login with the session's TSIH
+//! and a failed connection's CID replaces it, and the core moves its commands there), and
+//! session reinstatement when the core asks for it (section 6.3.5: a login with the same ISID
+//! and TSIH 0 replaces the failed session), within the configured bounds.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,6 +33,7 @@ pub(crate) async fn supervise(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiv
         match msg {
             ToSupervisor::ConnectionEnded => {}
             ToSupervisor::Ended => break,
+            ToSupervisor::RecoverConnection(cid) => recover_connection(&shared, cid).await,
             ToSupervisor::Reinstate => {
                 if !reinstate(&shared, &mut rx).await {
                     break;
@@ -84,13 +87,78 @@ pub(crate) async fn open_extra_connections(shared: &Arc<Shared>) {
     }
 }
 
+/// Logs in a connection with the session's TSIH and `cid` after DefaultTime2Wait (section 7.5:
+/// "Recovery attempts ... SHOULD NOT be made before Time2Wait seconds"), within the reconnect
+/// bound, and hands it to the core, which moves the failed connection's commands to it. If no
+/// login succeeds the core falls back to session reinstatement.
+async fn recover_connection(shared: &Arc<Shared>, cid: u16) {
+    let opts = &shared.opts;
+    let (portal, tsih, time2wait) = {
+        let info = shared.info.lock().unwrap_or_else(|p| p.into_inner());
+        (
+            info.portal.clone(),
+            info.tsih,
+            info.params.default_time2wait,
+        )
+    };
+    let delay = opts
+        .reconnect_delay
+        .unwrap_or(Duration::from_secs(u64::from(time2wait)));
+    for attempt in 1..=opts.max_reconnects.max(1) {
+        tokio::time::sleep(delay).await;
+        let cmd_sn = shared.lock().command_window().0;
+        let join = Join {
+            tsih: Tsih(tsih),
+            cid,
+            cmd_sn,
+        };
+        match login(
+            portal.clone(),
+            Some(&shared.target),
+            shared.isid,
+            Some(join),
+            opts,
+            &shared.counters,
+        )
+        .await
+        {
+            Ok(l) => {
+                let id = {
+                    let mut core = shared.lock();
+                    let id = core.add_connection(setup_of(&l, cid), Instant::now());
+                    shared.after(&mut core, None);
+                    id
+                };
+                shared.counters.lock().connection_recoveries += 1;
+                tracing::debug!(cid, attempt, "connection recovered");
+                shared.spawn_connection(id, l.transport);
+                return;
+            }
+            Err(e) => {
+                tracing::debug!(cid, attempt, error = %e, "connection recovery login failed");
+                // The target does not know the session (any more): nothing to join.
+                if e.login_status().is_some_and(|s| s.class == 2) {
+                    break;
+                }
+            }
+        }
+    }
+    let mut core = shared.lock();
+    core.connection_recovery_failed(cid);
+    shared.after(&mut core, None);
+}
+
 /// Closes what is left, logs in again and hands the outstanding commands to the new session;
 /// `false` when it gave up (every request then failed).
 async fn reinstate(shared: &Arc<Shared>, rx: &mut mpsc::UnboundedReceiver<ToSupervisor>) -> bool {
     // The core told every connection to close; wait until their tasks are gone.
     while shared.connection_tasks() > 0 {
         match rx.recv().await {
-            Some(ToSupervisor::ConnectionEnded | ToSupervisor::Reinstate) => {}
+            Some(
+                ToSupervisor::ConnectionEnded
+                | ToSupervisor::Reinstate
+                | ToSupervisor::RecoverConnection(_),
+            ) => {}
             Some(ToSupervisor::Ended) | None => return false,
         }
     }

@@ -249,3 +249,32 @@ async fn erl0_reinstates_the_session_after_resets_and_loses_no_acknowledged_writ
     );
     s.logout().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn erl2_recovers_reset_connections_and_reassigns_their_tasks() {
+    let plan = FaultPlan {
+        reset_every: NonZeroU64::new(150),
+        ..FaultPlan::default()
+    };
+    let mut tc = target_config(Some(FaultHook::new(plan, 4)));
+    // A replacement may log in at once (section 6.2: DefaultTime2Wait), and the failed
+    // connection's tasks wait long enough for it (DefaultTime2Retain).
+    tc.offer.default_time2wait = 0;
+    tc.offer.default_time2retain = 20;
+    let t = TestTarget::start(tc);
+    let s = connect(&t, initiator_opts(2, None)).await;
+    assert_eq!(s.params().error_recovery_level, 2);
+    let seen = write_and_verify(&s, 10, 4).await;
+    let c = s.counters();
+    assert_eq!(c.reconnects, 0, "the session was never reinstated: {c:?}");
+    assert_eq!(seen.unit_attentions, 0, "one I_T nexus throughout");
+    assert!(
+        c.connection_recoveries > 0,
+        "connections were replaced: {c:?}"
+    );
+    assert!(
+        c.reassigned > 0,
+        "and their tasks moved with TASK REASSIGN: {c:?}"
+    );
+    s.logout().await.unwrap();
+}

@@ -30,6 +30,47 @@ pub struct PduCounts {
     pub bytes_received: u64,
     /// Commands the initiator completed (any status).
     pub commands: u64,
+    /// What error recovery did (RFC 7143 section 7).
+    pub recovery: RecoveryCounts,
+}
+
+/// Error recovery during a run, summed over sessions: all zero when nothing failed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryCounts {
+    /// Header digest errors the initiator detected.
+    pub header_digest_errors: u64,
+    /// Data digest errors the initiator detected.
+    pub data_digest_errors: u64,
+    /// Reject PDUs received.
+    pub rejects: u64,
+    /// SNACK Requests sent (ErrorRecoveryLevel 1 and 2).
+    pub snacks: u64,
+    /// Commands sent again unchanged, or as new commands after a failure.
+    pub commands_retried: u64,
+    /// Sessions reinstated (ErrorRecoveryLevel 0).
+    pub reconnects: u64,
+    /// Connections replaced with the same CID (ErrorRecoveryLevel 2).
+    pub connection_recoveries: u64,
+    /// Commands moved to a replacement connection with TASK REASSIGN.
+    pub reassigned: u64,
+}
+
+impl RecoveryCounts {
+    /// Whether anything was recovered.
+    pub fn any(&self) -> bool {
+        *self != Self::default()
+    }
+
+    fn add(&mut self, o: &RecoveryCounts) {
+        self.header_digest_errors += o.header_digest_errors;
+        self.data_digest_errors += o.data_digest_errors;
+        self.rejects += o.rejects;
+        self.snacks += o.snacks;
+        self.commands_retried += o.commands_retried;
+        self.reconnects += o.reconnects;
+        self.connection_recoveries += o.connection_recoveries;
+        self.reassigned += o.reassigned;
+    }
 }
 
 impl PduCounts {
@@ -52,6 +93,16 @@ impl PduCounts {
             bytes_sent: after.bytes_sent - before.bytes_sent,
             bytes_received: after.bytes_received - before.bytes_received,
             commands: after.commands - before.commands,
+            recovery: RecoveryCounts {
+                header_digest_errors: after.header_digest_errors - before.header_digest_errors,
+                data_digest_errors: after.data_digest_errors - before.data_digest_errors,
+                rejects: after.rejects - before.rejects,
+                snacks: s(opcode::SNACK_REQUEST),
+                commands_retried: after.commands_retried - before.commands_retried,
+                reconnects: after.reconnects - before.reconnects,
+                connection_recoveries: after.connection_recoveries - before.connection_recoveries,
+                reassigned: after.reassigned - before.reassigned,
+            },
         }
     }
 
@@ -69,6 +120,7 @@ impl PduCounts {
         self.bytes_sent += o.bytes_sent;
         self.bytes_received += o.bytes_received;
         self.commands += o.commands;
+        self.recovery.add(&o.recovery);
     }
 
     /// `count / commands` (0 when no command completed).

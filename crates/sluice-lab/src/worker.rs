@@ -10,7 +10,7 @@ use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
 use rand::Rng;
 use sluice_initiator::{Command, Session};
-use sluice_scsi::cdb;
+use sluice_scsi::{cdb, SenseKey};
 
 use crate::arrival::Arrival;
 use crate::latency::{new_histogram, record};
@@ -20,6 +20,9 @@ use crate::region::Region;
 use crate::size_dist::SizeDist;
 use crate::trace::TraceRecord;
 use crate::workload::RwMode;
+
+/// Times a command answered with a unit attention is sent again.
+const UNIT_ATTENTION_RETRIES: u32 = 3;
 
 /// State every worker of a run shares.
 pub(crate) struct Shared {
@@ -241,12 +244,24 @@ impl Worker {
         let b = u64::from(self.region.block);
         let (lba, blocks) = (offset / b, len / self.region.block);
         let lun = self.lun;
-        let cmd = if write {
-            Command::write(lun, &cdb::write16(lba, blocks, false), payload)
-        } else {
-            Command::read(lun, &cdb::read16(lba, blocks, false), len)
+        let cmd = || {
+            if write {
+                Command::write(lun, &cdb::write16(lba, blocks, false), payload.clone())
+            } else {
+                Command::read(lun, &cdb::read16(lba, blocks, false), len)
+            }
         };
-        let result = self.session.execute(cmd).await;
+        let mut result = self.session.execute(cmd()).await;
+        // A unit attention (a new I_T nexus after session reinstatement, a reset) reports an
+        // event, not a failure of this command: sent again, as SCSI initiators do.
+        for _ in 0..UNIT_ATTENTION_RETRIES {
+            let ua = matches!(&result, Ok(out)
+                if out.sense.as_ref().is_some_and(|d| d.key == SenseKey::UNIT_ATTENTION));
+            if !ua {
+                break;
+            }
+            result = self.session.execute(cmd()).await;
+        }
         let what = if write { "WRITE(16)" } else { "READ(16)" };
         let (fatal, why) = match result {
             Ok(out) if out.is_good() => {

@@ -42,6 +42,8 @@ impl TargetSessionEnv for Disk {
 
     fn reset(&mut self, _kind: ResetKind) {}
 
+    fn commands_cleared(&mut self, _lun: Lun) {}
+
     fn send_targets(&mut self, _conn: ConnId, _query: &str) -> Vec<(String, String)> {
         Vec::new()
     }
@@ -57,6 +59,9 @@ enum Fate {
     CorruptData,
     /// Held back until `n` more PDUs went the same way.
     Hold(usize),
+    /// Lost with the connection, which resets (ErrorRecoveryLevel 2 tests): the initiator
+    /// logs in a replacement with the same CID, whose initiator takes segments of this size.
+    Reset(u32),
 }
 
 /// Which way a PDU goes.
@@ -82,6 +87,9 @@ struct Pair {
     /// Every PDU delivered, as `(direction, PDU)`.
     log: Vec<(Dir, Pdu)>,
     completions: Vec<Completion>,
+    params: SessionParams,
+    /// Connections reset so far.
+    resets: u32,
 }
 
 fn params() -> SessionParams {
@@ -151,7 +159,52 @@ impl Pair {
             held: Vec::new(),
             log: Vec::new(),
             completions: Vec::new(),
+            params,
+            resets: 0,
         }
+    }
+
+    /// The connection resets: both ends see it gone, the initiator asks for a replacement
+    /// (ErrorRecoveryLevel 2), and one is logged in with the same CID at once, its initiator
+    /// taking `mrdsl`-byte segments.
+    fn reset(&mut self, mrdsl: u32) {
+        self.resets += 1;
+        self.held.clear();
+        self.t.handle_connection_closed(self.tc, &mut self.disk);
+        self.i.handle_connection_closed(self.ic, self.now);
+        let events: Vec<initiator::Event> = std::iter::from_fn(|| self.i.poll_event()).collect();
+        assert!(
+            events.contains(&initiator::Event::RecoverConnection { cid: 0 }),
+            "{events:?}"
+        );
+        let params = SessionParams {
+            initiator_max_recv_data_segment_length: mrdsl,
+            ..self.params
+        };
+        let stat_sn = SeqNum(5000 * self.resets);
+        let added = self.t.add_connection(
+            target::ConnectionSetup {
+                cid: 0,
+                params,
+                next_stat_sn: stat_sn,
+                exp_cmd_sn: self.t.command_window().0,
+            },
+            self.now,
+            &mut self.disk,
+        );
+        let (exp, max) = self.t.command_window();
+        self.tc = added.conn();
+        self.ic = self.i.add_connection(
+            initiator::ConnectionSetup {
+                cid: 0,
+                params,
+                cmd_sn: self.i.command_window().0,
+                exp_stat_sn: stat_sn,
+                exp_cmd_sn: exp,
+                max_cmd_sn: max,
+            },
+            self.now,
+        );
     }
 
     /// Moves PDUs, runs SCSI work and fires timers until every command completed (or the
@@ -220,6 +273,10 @@ impl Pair {
         match fate {
             Fate::Deliver => self.deliver(dir, pdu),
             Fate::Drop => {}
+            Fate::Reset(mrdsl) => {
+                self.reset(mrdsl);
+                return;
+            }
             Fate::Hold(n) => {
                 // Counted from the next PDU on.
                 self.release_held(dir);
@@ -541,3 +598,6 @@ fn a_lost_tail_of_a_read_is_recovered_through_the_status() {
         vec![(SnackType::Status, 1000, 1), (SnackType::DataR2t, 4, 1)]
     );
 }
+
+#[path = "pair_reassign_tests.rs"]
+mod reassign;

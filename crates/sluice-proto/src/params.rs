@@ -64,11 +64,11 @@ impl Default for SessionParams {
 
 /// The highest ErrorRecoveryLevel (RFC 7143 section 13.20) the session cores implement.
 ///
-/// Level 1 (SNACK, DataACK, recovery R2T, command retry: sections 7.1 to 7.8) is
-/// implemented in both roles. Level 2 (connection recovery with TASK REASSIGN, section 7.9)
-/// is not yet, so neither role may offer it: a session that negotiated it would let the
-/// peer rely on recovery that never comes.
-pub const IMPLEMENTED_ERROR_RECOVERY_LEVEL: u8 = 1;
+/// Both roles implement every level the key allows: level 1 (SNACK, DataACK, recovery R2T,
+/// command retry: RFC 7143 sections 7.1 to 7.8) and level 2 (connection recovery, with TASK
+/// REASSIGN moving a failed connection's tasks to its replacement: sections 6.2 and 7.2).
+/// Configuration above it is refused rather than negotiated and then not honoured.
+pub const IMPLEMENTED_ERROR_RECOVERY_LEVEL: u8 = 2;
 
 /// Whether a session carries SCSI traffic or only SendTargets (section 13.21).
 #[derive(Clone, Copy, Debug, Eq, PartialEq, Default)]

@@ -204,6 +204,24 @@ impl<T> CommandWindow<T> {
         n
     }
 
+    /// Drops every held command matching `pred` and returns their CmdSNs, leaving their places
+    /// empty: the window waits for each CmdSN to arrive again (connection recovery, RFC 7143
+    /// section 11.14: the target "MUST discard all requests not yet acknowledged via the
+    /// ExpCmdSN that were issued on the specified connection", and the initiator retries them
+    /// with their original CmdSN). [`CommandWindow::cancel`] skips one for good.
+    pub fn discard_held_where(&mut self, mut pred: impl FnMut(&T) -> bool) -> Vec<SeqNum> {
+        let discarded: Vec<u32> = self
+            .held
+            .iter()
+            .filter(|(_, c)| c.as_ref().is_some_and(&mut pred))
+            .map(|(sn, _)| *sn)
+            .collect();
+        for sn in &discarded {
+            self.held.remove(sn);
+        }
+        discarded.into_iter().map(SeqNum).collect()
+    }
+
     /// The held commands, to attach what arrives for them before their turn (cancelled
     /// places are skipped).
     pub fn held_commands_mut(&mut self) -> impl Iterator<Item = (SeqNum, &mut T)> {
@@ -392,6 +410,21 @@ mod tests {
             w.handle_command(SeqNum(18), false, 18),
             Admission::Ignored(Ignored::OutOfWindow, 18)
         );
+    }
+
+    #[test]
+    fn discarded_held_commands_leave_holes_their_retries_fill() {
+        let mut w = CommandWindow::new(SeqNum(10), 8);
+        assert_eq!(w.handle_command(SeqNum(11), false, "a11"), Admission::Held);
+        assert_eq!(w.handle_command(SeqNum(12), false, "b12"), Admission::Held);
+        let gone = w.discard_held_where(|c| c.starts_with('a'));
+        assert_eq!(gone, vec![SeqNum(11)]);
+        assert_eq!(deliver(w.handle_command(SeqNum(10), false, "b10")).0, "b10");
+        // CmdSN 11 is waited for again, not skipped: 12 stays held.
+        assert!(w.poll_ready().is_none());
+        assert_eq!(w.exp_cmd_sn(), SeqNum(11));
+        assert_eq!(deliver(w.handle_command(SeqNum(11), false, "a11")).0, "a11");
+        assert_eq!(w.poll_ready().map(|(c, _)| c), Some("b12"));
     }
 
     #[test]

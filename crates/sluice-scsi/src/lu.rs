@@ -203,6 +203,11 @@ impl LogicalUnit {
         st.prevent.remove(&nexus);
     }
 
+    /// Queues the unit attention `code` for `nexus` only.
+    pub(crate) fn establish(&self, nexus: NexusId, code: (u8, u8)) {
+        self.state().ua.establish(nexus, code);
+    }
+
     /// LOGICAL UNIT RESET (or the per-LU part of a target reset): drops every PREVENT,
     /// restores default mode pages and queues `code` for every known nexus.
     pub(crate) fn reset(&self, code: (u8, u8)) {

@@ -308,6 +308,16 @@ impl ScsiTarget {
         }
     }
 
+    /// The transport terminated commands of `nexus` on `lun` without their status reaching
+    /// the initiator (iSCSI connection recovery that never happened, RFC 7143 section
+    /// 11.14.5): the next command of that I_T_L nexus gets the unit attention COMMANDS
+    /// CLEARED BY ISCSI PROTOCOL EVENT (47h/7Fh). A LUN that does not exist is ignored.
+    pub fn commands_cleared(&self, nexus: NexusId, lun: u64) {
+        if let Resolved::Lu(lu) = self.resolve(lun) {
+            lu.establish(nexus, ua::COMMANDS_CLEARED_BY_ISCSI);
+        }
+    }
+
     /// Performs the SCSI side of a reset task-management function; returns false if a
     /// LOGICAL UNIT RESET named a LUN that does not exist (nothing was done).
     ///

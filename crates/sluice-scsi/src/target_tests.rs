@@ -114,6 +114,21 @@ fn unit_attention_sequencing() {
 }
 
 #[test]
+fn commands_cleared_is_reported_to_that_nexus_only() {
+    let t = Harness::new(512, 10);
+    let n2 = t.nexus(2);
+    assert_eq!(n2.check(&cdb::test_unit_ready(), &[]).asc, 0x29);
+    t.ok(&cdb::test_unit_ready(), &[]);
+    t.target.commands_cleared(2, encode_lun(0));
+    // A LUN that does not exist is ignored.
+    t.target.commands_cleared(2, encode_lun(9));
+    let s = n2.check(&cdb::test_unit_ready(), &[]);
+    assert_eq!((s.key.0, s.asc, s.ascq), (6, 0x47, 0x7F));
+    n2.ok(&cdb::test_unit_ready(), &[]);
+    t.ok(&cdb::test_unit_ready(), &[]);
+}
+
+#[test]
 fn transfer_sizes() {
     let t = Harness::new(4096, 10);
     let tg = &t.target;

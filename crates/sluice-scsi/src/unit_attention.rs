@@ -24,6 +24,8 @@ pub(crate) const MODE_PARAMETERS_CHANGED: (u8, u8) = (0x2A, 0x01);
 pub(crate) const CAPACITY_CHANGED: (u8, u8) = (0x2A, 0x09);
 /// REPORTED LUNS DATA HAS CHANGED.
 pub(crate) const REPORTED_LUNS_CHANGED: (u8, u8) = (0x3F, 0x0E);
+/// COMMANDS CLEARED BY ISCSI PROTOCOL EVENT (SPC-4 table F.2; RFC 7143 section 11.14.5).
+pub(crate) const COMMANDS_CLEARED_BY_ISCSI: (u8, u8) = (0x47, 0x7F);
 
 /// Most conditions kept per nexus.
 pub(crate) const MAX_PENDING: usize = 8;
@@ -62,6 +64,14 @@ impl UnitAttentions {
             if Some(*n) != except {
                 push(q, code);
             }
+        }
+    }
+
+    /// Queues `code` for `nexus` alone (if it has sent a command: a nexus first seen later
+    /// starts with its power-on condition, which supersedes this one anyway).
+    pub(crate) fn establish(&mut self, nexus: NexusId, code: (u8, u8)) {
+        if let Some(q) = self.pending.get_mut(&nexus) {
+            push(q, code);
         }
     }
 

@@ -23,6 +23,10 @@ pub(crate) struct LinkMonitor {
     /// The ITT each recent StatSN was sent with, to check that a status sent again is the
     /// same one.
     sent_statuses: HashMap<u32, Itt>,
+    /// Tasks moved to this connection by TASK REASSIGN (ErrorRecoveryLevel 2): their
+    /// Data-In and R2Ts go on with the numbers of the connection they came from, so the first
+    /// one here sets where this connection's count starts (RFC 7143 section 7.2.2).
+    reassigned: std::collections::HashSet<Itt>,
 }
 
 /// Checks across the connections of the session.
@@ -34,19 +38,41 @@ pub(crate) struct SessionMonitor {
     cmd_sns: HashMap<u32, Itt>,
     lowest: Option<SeqNum>,
     highest: Option<SeqNum>,
+    /// The highest ExpCmdSN the target has advertised: every CmdSN below it reached it.
+    highest_exp_cmd_sn: Option<SeqNum>,
+    /// The target answered a Logout Request that closes the session.
+    session_logged_out: bool,
+    /// ITTs of the session-closing Logout Requests sent.
+    session_logouts: std::collections::HashSet<Itt>,
 }
 
 impl SessionMonitor {
     /// Non-immediate CmdSNs form one run without holes (every number used once).
     pub(crate) fn check_contiguous(&self) -> Result<(), String> {
-        let (Some(lo), Some(hi)) = (self.lowest, self.highest) else {
+        let (Some(lo), Some(mut hi)) = (self.lowest, self.highest) else {
             return Ok(());
         };
+        if !self.session_logged_out {
+            // The session ended without a logout answer (its last connection lost): the
+            // commands it gave up on never reached the target, whose copy of the session
+            // expires with them (RFC 7143 section 6.2). Only the CmdSNs the target has
+            // acknowledged must form one run.
+            match self.highest_exp_cmd_sn {
+                Some(exp) if exp.gt(lo) => hi = SeqNum(exp.0.wrapping_sub(1)),
+                _ => return Ok(()),
+            }
+        }
+        let used = (0..=hi.distance_from(lo))
+            .filter(|offset| self.cmd_sns.contains_key(&lo.0.wrapping_add(*offset)))
+            .count();
         let span = u64::from(hi.distance_from(lo)) + 1;
-        if span != self.cmd_sns.len() as u64 {
+        if span != used as u64 {
+            let first_hole = (0..span as u32)
+                .map(|offset| lo.0.wrapping_add(offset))
+                .find(|sn| !self.cmd_sns.contains_key(sn));
             return Err(format!(
-                "non-immediate CmdSNs {lo}..={hi} have holes: {} numbers used of {span}",
-                self.cmd_sns.len()
+                "non-immediate CmdSNs {lo}..={hi} have holes: {used} numbers used of {span} \
+                 (first missing: {first_hole:?})"
             ));
         }
         Ok(())
@@ -152,10 +178,25 @@ impl LinkMonitor {
         if session.highest_max_cmd_sn.is_none_or(|h| max.gt(h)) {
             session.highest_max_cmd_sn = Some(max);
         }
+        if session.highest_exp_cmd_sn.is_none_or(|h| exp.gt(h)) {
+            session.highest_exp_cmd_sn = Some(exp);
+        }
+        if let Pdu::LogoutResponse(r) = pdu {
+            if r.response == sluice_proto::pdu::codes::LogoutResponseCode::Closed
+                && session.session_logouts.contains(&r.itt)
+            {
+                session.session_logged_out = true;
+            }
+        }
         match pdu {
             // Section 4.2.2.3: DataSN of a read's Data-In PDUs counts from 0; R2TSN likewise.
             Pdu::DataIn(d) => {
-                let sn = self.data_in_sn.entry(d.itt).or_insert(0);
+                let base = if self.reassigned.contains(&d.itt) {
+                    d.data_sn
+                } else {
+                    0
+                };
+                let sn = self.data_in_sn.entry(d.itt).or_insert(base);
                 if self.recovery && d.data_sn < *sn {
                     // Sent again (a Data SNACK), or cut anew from an acknowledged DataSN (an
                     // R-Data SNACK, section 11.16.3).
@@ -172,7 +213,12 @@ impl LinkMonitor {
                 }
             }
             Pdu::R2t(r) => {
-                let sn = self.r2t_sn.entry(r.itt).or_insert(0);
+                let base = if self.reassigned.remove(&r.itt) {
+                    r.r2t_sn
+                } else {
+                    0
+                };
+                let sn = self.r2t_sn.entry(r.itt).or_insert(base);
                 if self.recovery && r.r2t_sn < *sn {
                     // An R2T sent again on an R2T SNACK keeps its R2TSN.
                 } else if r.r2t_sn != *sn {
@@ -199,6 +245,11 @@ impl LinkMonitor {
         pdu: &Pdu,
         session: &mut SessionMonitor,
     ) -> Result<(), String> {
+        if let Pdu::LogoutRequest(p) = pdu {
+            if p.reason == sluice_proto::pdu::codes::LogoutReason::CloseSession {
+                session.session_logouts.insert(p.itt);
+            }
+        }
         let (exp_stat_sn, cmd) = match pdu {
             Pdu::ScsiCommand(p) => (p.exp_stat_sn, Some((p.cmd_sn, p.immediate))),
             Pdu::NopOut(p) => (p.exp_stat_sn, Some((p.cmd_sn, p.immediate))),
@@ -242,6 +293,32 @@ impl LinkMonitor {
             }
             if session.highest.is_none_or(|h| cmd_sn.gt(h)) {
                 session.highest = Some(cmd_sn);
+            }
+        }
+        if let Pdu::TaskMgmtRequest(t) = pdu {
+            if t.function == sluice_proto::pdu::codes::TmfFunction::AbortTask
+                && t.ref_cmd_sn.lt(t.cmd_sn)
+                && self.recovery
+            {
+                // Section 7.11: an ABORT TASK whose command never reached the target makes
+                // the target "consider the original command with that RefCmdSN as received":
+                // it fills that CmdSN (a command given up before it was ever sent).
+                session
+                    .cmd_sns
+                    .entry(t.ref_cmd_sn.0)
+                    .or_insert(t.referenced_task_tag);
+                if session.lowest.is_none_or(|l| t.ref_cmd_sn.lt(l)) {
+                    session.lowest = Some(t.ref_cmd_sn);
+                }
+                if session.highest.is_none_or(|h| t.ref_cmd_sn.gt(h)) {
+                    session.highest = Some(t.ref_cmd_sn);
+                }
+            }
+            if t.function == sluice_proto::pdu::codes::TmfFunction::TaskReassign {
+                let itt = t.referenced_task_tag;
+                self.reassigned.insert(itt);
+                self.data_in_sn.remove(&itt);
+                self.r2t_sn.remove(&itt);
             }
         }
         if let Pdu::DataOut(d) = pdu {
@@ -465,8 +542,9 @@ mod tests {
             .initiator_sent(&command(3, 5, false, 1), &mut s)
             .unwrap_err();
         assert!(e.contains("beyond the target's window"), "{e}");
+        s.session_logged_out = true;
         let e = s.check_contiguous().unwrap_err();
-        assert!(e.contains("holes: 3 numbers used of 8"), "{e}");
+        assert!(e.contains("holes: 2 numbers used of 8"), "{e}");
     }
 
     #[test]
@@ -483,8 +561,27 @@ mod tests {
             .unwrap();
         link.initiator_sent(&command(4, 3, false, 101), &mut s)
             .unwrap();
+        s.session_logged_out = true;
         let e = s.check_contiguous().unwrap_err();
         assert!(e.contains("holes"), "{e}");
+    }
+
+    #[test]
+    fn without_a_logout_answer_only_acknowledged_cmd_sns_must_be_contiguous() {
+        let (mut link, mut s) = opened();
+        link.initiator_sent(&command(1, 1, false, 101), &mut s)
+            .unwrap();
+        link.initiator_sent(&command(2, 3, false, 101), &mut s)
+            .unwrap();
+        // CmdSN 2 was given up on when the last connection went: the target never saw it.
+        link.target_sent(&response(1, 101, 2, 9), DEPTH, &mut s)
+            .unwrap();
+        s.check_contiguous().unwrap();
+        // A target whose ExpCmdSN passed the hole acknowledged a CmdSN never sent.
+        link.target_sent(&response(2, 102, 4, 11), DEPTH, &mut s)
+            .unwrap();
+        let e = s.check_contiguous().unwrap_err();
+        assert!(e.contains("first missing: Some(2)"), "{e}");
     }
 
     #[test]

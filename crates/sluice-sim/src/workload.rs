@@ -96,6 +96,10 @@ pub(crate) struct Workload {
     /// Faults are injected: a command may time out where the link can no longer carry its
     /// PDUs whole (a bit error rate that hits nearly every large PDU).
     pub(crate) faulty: bool,
+    /// A connection was lost (at any level): requests it carried (task management, pings,
+    /// text, a connection's logout) may end with "connection lost". Commands may not at
+    /// ErrorRecoveryLevel 2, where they are reassigned.
+    pub(crate) connections_lost: bool,
 }
 
 impl Workload {
@@ -129,6 +133,7 @@ impl Workload {
             logged_out: false,
             lossy: false,
             faulty: false,
+            connections_lost: false,
         }
     }
 
@@ -312,7 +317,7 @@ impl Workload {
                 self.model.release(op.lun, op.lba, op.blocks);
                 self.command_done(&op, result)
             }
-            Completion::TaskMgmt(id, Err(e)) if self.excused(&e) => {
+            Completion::TaskMgmt(id, Err(e)) if self.request_excused(&e) => {
                 self.take(id, |r| matches!(r, Request::Tmf))?;
                 Ok(())
             }
@@ -324,7 +329,7 @@ impl Workload {
                     other => Err(format!("task management ended {other:?}")),
                 }
             }
-            Completion::Ping(id, Err(e)) if self.excused(&e) => {
+            Completion::Ping(id, Err(e)) if self.request_excused(&e) => {
                 self.take(id, |r| matches!(r, Request::Ping))?;
                 Ok(())
             }
@@ -333,11 +338,11 @@ impl Workload {
                 self.counts.pings += 1;
                 result.map(drop).map_err(|e| format!("ping failed: {e}"))
             }
-            Completion::Text(id, Err(e)) if self.excused(&e) => {
+            Completion::Text(id, Err(e)) if self.request_excused(&e) => {
                 self.take(id, |r| matches!(r, Request::Text { .. }))?;
                 Ok(())
             }
-            Completion::Logout(id, Err(e)) if self.excused(&e) => {
+            Completion::Logout(id, Err(e)) if self.request_excused(&e) => {
                 let r = self.take(id, |r| {
                     matches!(r, Request::Logout | Request::SessionLogout)
                 })?;
@@ -381,6 +386,15 @@ impl Workload {
     /// lost below ErrorRecoveryLevel 2 (or a PDU at level 0); a timeout, or running out of
     /// retries or of data to resend, whenever faults are injected (a link that corrupts
     /// nearly every large PDU defeats any recovery).
+    /// [`Self::excused`], and besides a request that died with its connection.
+    fn request_excused(&mut self, e: &Failure) -> bool {
+        if self.connections_lost && *e == Failure::ConnectionLost {
+            self.counts.lost_to_faults += 1;
+            return true;
+        }
+        self.excused(e)
+    }
+
     fn excused(&mut self, e: &Failure) -> bool {
         if self.lossy {
             self.counts.lost_to_faults += 1;

@@ -39,8 +39,13 @@ const INITIATOR: &str = "iqn.2026-11.io.sluice.sim:initiator";
 const NEXUS: u64 = 1;
 /// Virtual time after which a run that has not finished is stuck.
 const TIME_LIMIT_NS: u64 = 3_600_000_000_000;
+/// Once the initiator is done, how much longer the target may take to end its session: a
+/// session logout lost with its connection at ErrorRecoveryLevel 2 leaves the target waiting
+/// DefaultTime2Wait + DefaultTime2Retain (each at most an hour) for a recovery that never
+/// comes.
+const TARGET_GRACE_NS: u64 = 2 * 3_600_000_000_000 + 60_000_000_000;
 /// The highest ErrorRecoveryLevel the seeds offer.
-const MAX_ERROR_RECOVERY_LEVEL: u8 = 1;
+const MAX_ERROR_RECOVERY_LEVEL: u8 = 2;
 /// Events after which a run that has not finished is stuck.
 const STEP_LIMIT: u64 = 2_000_000;
 
@@ -96,6 +101,9 @@ pub(crate) struct World {
     reinstating: bool,
     /// The login of this link index reinstates the session.
     reinstate_link: Option<usize>,
+    /// Links whose login replaces a failed connection with its CID (ErrorRecoveryLevel 2
+    /// connection recovery), by link index.
+    recovery_links: Vec<(usize, u16)>,
     /// Connections lost to faults (not logged out).
     pub(crate) lost_connections: u64,
     /// Commands of sessions that were reinstated (the monitor starts over with each).
@@ -106,6 +114,8 @@ pub(crate) struct World {
     // The target.
     registry: SessionRegistry<()>,
     tsession: Option<TargetSession>,
+    /// The target session's place in the table.
+    session_ref: Option<sluice_proto::target::registry::SessionRef>,
     t_offer: OperationalOffer,
     t_config: target::SessionConfig,
     scsi: ScsiTarget,
@@ -220,6 +230,8 @@ impl World {
             opened_extra: false,
             reinstating: false,
             reinstate_link: None,
+            recovery_links: Vec::new(),
+            session_ref: None,
             lost_connections: 0,
             retired_commands: 0,
             faults,
@@ -274,7 +286,12 @@ impl World {
         self.open_connection(0)?;
         loop {
             self.steps += 1;
-            if self.steps > STEP_LIMIT || self.now > TIME_LIMIT_NS {
+            let limit = if self.ended {
+                TIME_LIMIT_NS + TARGET_GRACE_NS
+            } else {
+                TIME_LIMIT_NS
+            };
+            if self.steps > STEP_LIMIT || self.now > limit {
                 return Err(self.violation(format!(
                     "no end after {} events and {:.3} s of virtual time: {} commands and requests outstanding",
                     self.steps,
@@ -381,6 +398,15 @@ impl World {
                 self.target_closed(i);
             }
             if self.links[i].down.finished() && !self.links[i].i.closed {
+                if self.workload.faulty {
+                    // Under faults the target may close a connection the initiator still
+                    // uses (its NOP-In timed out after a corrupted stream it could not
+                    // frame): lost like a reset. Without faults the initiator's own checks
+                    // decide.
+                    self.lost_connections += 1;
+                    self.workload.lossy |= self.session_erl() < 2;
+                    self.workload.connections_lost = true;
+                }
                 self.initiator_closed(i);
             }
         }
@@ -409,6 +435,9 @@ impl World {
                 s.handle_timeout(at, &mut env);
             }
         }
+        // A session without connections (its tasks waited for connection recovery) ends
+        // when its last task does.
+        self.end_target_session_if_over();
         if let Some(s) = self.isession.as_mut() {
             if s.poll_timeout().is_some_and(|t| t <= at) {
                 s.handle_timeout(at);
@@ -481,11 +510,18 @@ impl World {
                         } else if !self.links[i].i.closed {
                             self.lost_connections += 1;
                             self.workload.lossy |= self.session_erl() < 2;
+                            self.workload.connections_lost = true;
                         }
                         self.links[i].up.close();
                         self.initiator_closed(i);
                     }
                     initiator::Event::Reinstate => self.reinstating = true,
+                    initiator::Event::RecoverConnection { cid } => {
+                        // Connection recovery (RFC 7143 section 6.3.4): a login with the
+                        // session's TSIH and the failed connection's CID.
+                        self.recovery_links.push((self.links.len(), cid));
+                        self.open_connection(cid)?;
+                    }
                     initiator::Event::Ended => {
                         self.ended = true;
                         // A session whose logout lost its connection is over all the same.

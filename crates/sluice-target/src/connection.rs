@@ -457,9 +457,17 @@ fn join_session(
     }
 }
 
-/// A connection's task is ending: the core forgets it, the session ends with its last
-/// connection (the SCSI layer drops the I_T nexus), and the table forgets both.
-fn leave_session(ctx: &Context, session: &Arc<SharedSession>, id: ConnId, conn: ConnectionRef) {
+/// A connection's task is ending: the core forgets it, and the session ends with its last
+/// connection (the SCSI layer drops the I_T nexus, the table forgets it). At
+/// ErrorRecoveryLevel 2 a failed last connection leaves the session waiting for connection
+/// recovery: it stays in the table, and a task runs its timers until a connection joins or
+/// DefaultTime2Retain runs out.
+fn leave_session(
+    ctx: &Arc<Context>,
+    session: &Arc<SharedSession>,
+    id: ConnId,
+    conn: ConnectionRef,
+) {
     session.unregister(id);
     let ended = {
         let mut env = crate::ffp::DriverEnv::new(ctx, session);
@@ -468,12 +476,48 @@ fn leave_session(ctx: &Context, session: &Arc<SharedSession>, id: ConnId, conn: 
         session.wake_others(id, &core);
         core.is_ended()
     };
-    ctx.sessions.connection_ended(conn);
+    ctx.sessions.registry().detach_connection(conn);
     if ended {
-        ctx.sessions.registry().remove_session(session.session);
-        if let Some(t) = session.target.as_deref().and_then(|n| ctx.target(n)) {
-            t.scsi.nexus_gone(session.nexus);
-        }
+        end_session(ctx, session);
+    } else if session.connection_count() == 0 {
+        info!("the last connection failed; the session waits for connection recovery");
+        tokio::spawn(keep_session(Arc::clone(ctx), Arc::clone(session)));
+    }
+}
+
+/// The session is over: out of the table, and its I_T nexus gone from the SCSI layer.
+fn end_session(ctx: &Context, session: &SharedSession) {
+    ctx.sessions.registry().remove_session(session.session);
+    if let Some(t) = session.target.as_deref().and_then(|n| ctx.target(n)) {
+        t.scsi.nexus_gone(session.nexus);
+    }
+}
+
+/// Runs the timers of a session that has no connection (its tasks wait for reassignment,
+/// ErrorRecoveryLevel 2) until a connection joins it or it ends.
+async fn keep_session(ctx: Arc<Context>, session: Arc<SharedSession>) {
+    loop {
+        let next = {
+            let core = session.lock();
+            if core.is_ended() {
+                drop(core);
+                info!("no connection recovery came in time; session over");
+                end_session(&ctx, &session);
+                return;
+            }
+            if session.connection_count() > 0 {
+                // A connection joined: its task runs the timers now.
+                return;
+            }
+            core.poll_timeout()
+        };
+        // Looked at again at least every second, to notice a joining connection.
+        let soon = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
+        let at = next.map_or(soon, |t| tokio::time::Instant::from_std(t).min(soon));
+        tokio::time::sleep_until(at).await;
+        let now = tokio::time::Instant::now().into_std();
+        let mut env = crate::ffp::DriverEnv::new(&ctx, &session);
+        session.lock().handle_timeout(now, &mut env);
     }
 }
 

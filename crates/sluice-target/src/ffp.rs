@@ -385,6 +385,16 @@ impl TargetSessionEnv for DriverEnv<'_> {
         t.scsi.reset(kind, self.session.nexus);
     }
 
+    fn commands_cleared(&mut self, lun: Lun) {
+        if let Some(t) = self.target {
+            tracing::info!(
+                lun = lun.0,
+                "commands cleared: tasks of a failed connection were never reassigned"
+            );
+            t.scsi.commands_cleared(self.session.nexus, lun.0);
+        }
+    }
+
     fn send_targets(&mut self, conn: ConnId, query: &str) -> Vec<(String, String)> {
         let Some(local) = self.session.local(conn) else {
             return Vec::new();

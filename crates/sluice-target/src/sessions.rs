@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use sluice_proto::target::registry::{ConnectionRef, SessionRef, SessionRegistry};
+use sluice_proto::target::registry::{SessionRef, SessionRegistry};
 use sluice_proto::target::{CloseReason, ConnId, TargetSession};
 use tokio::sync::Notify;
 
@@ -74,6 +74,11 @@ impl SharedSession {
         self.conns().retain(|c| c.id != id);
     }
 
+    /// Connection tasks registered.
+    pub(crate) fn connection_count(&self) -> usize {
+        self.conns().len()
+    }
+
     /// Wakes every other connection's task that has something to send or act on.
     pub(crate) fn wake_others(&self, me: ConnId, core: &TargetSession) {
         for c in self.conns().iter() {
@@ -135,11 +140,6 @@ impl Sessions {
     /// A fresh SCSI I_T nexus id.
     pub(crate) fn next_nexus(&self) -> u64 {
         self.next_nexus.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// A connection's task ended. Returns whether its session is gone from the table.
-    pub(crate) fn connection_ended(&self, conn: ConnectionRef) -> bool {
-        self.registry().remove_connection(conn)
     }
 
     /// Every session, for shutdown and cold reset.

@@ -27,11 +27,15 @@ impl StatusTracker {
     /// The Status SNACK run for the statuses from ExpStatSN `exp` up to `until` (exclusive)
     /// not asked for yet.
     fn ask_until(&mut self, exp: SeqNum, until: SeqNum) -> Option<(SeqNum, u32)> {
-        let from = if self.asked_to.gt(exp) {
+        let mut from = if self.asked_to.gt(exp) {
             self.asked_to
         } else {
             exp
         };
+        // Statuses that came in past the gap need no asking.
+        while from.lt(until) && self.ahead.contains(&from) {
+            from = from.next();
+        }
         if !until.gt(from) {
             return None;
         }
@@ -68,6 +72,8 @@ pub(super) struct Connection {
     status: Option<Box<StatusTracker>>,
     /// When the last probe (a NOP-Out asking for the current StatSN) went out.
     pub(super) probed_at: Option<Instant>,
+    /// Why it is closing, once it is.
+    pub(super) close_reason: Option<super::CloseReason>,
 }
 
 /// Most statuses that may be missing at once before a gap is taken for a failed connection
@@ -85,6 +91,9 @@ struct StatusTracker {
     held: Vec<SeqNum>,
     /// Statuses before this were asked for already.
     asked_to: SeqNum,
+    /// When a Status SNACK last asked for a gap still open: a SNACK or its answer may be
+    /// lost too, so the gap is asked for again a retry period later.
+    gap_asked_at: Option<Instant>,
 }
 
 /// What the StatSN of an arriving status PDU says (under recovery).
@@ -126,6 +135,7 @@ impl Connection {
                 })
             }),
             probed_at: None,
+            close_reason: None,
         }
     }
 
@@ -162,6 +172,12 @@ impl Connection {
             let at = t.ahead.partition_point(|a| a.lt(sn));
             t.ahead.insert(at, sn);
             ask = t.ask_until(exp, sn);
+            if ask.is_some() {
+                t.gap_asked_at = Some(now);
+            }
+        }
+        if t.ahead.is_empty() {
+            t.gap_asked_at = None;
         }
         if t.asked_to.lt(self.exp_stat_sn) {
             t.asked_to = self.exp_stat_sn;
@@ -180,6 +196,32 @@ impl Connection {
             return None;
         }
         t.ask_until(exp, next)
+    }
+
+    /// Under recovery: a status gap asked for at least `period` ago and still open (the
+    /// SNACK or the statuses it brought were lost as well) is asked for again (section 7.1.4.1:
+    /// the initiator retries a SNACK that got no answer).
+    pub(super) fn stale_status_gap(
+        &mut self,
+        now: Instant,
+        period: Duration,
+    ) -> Option<(SeqNum, u32)> {
+        let t = self.status.as_mut()?;
+        if t.ahead.is_empty() {
+            return None;
+        }
+        if t.gap_asked_at
+            .is_some_and(|at| now.saturating_duration_since(at) < period)
+        {
+            return None;
+        }
+        t.gap_asked_at = Some(now);
+        self.missing_statuses()
+    }
+
+    /// Under recovery: a status gap is open (statuses received past a missing one).
+    pub(super) fn status_gap_open(&self) -> bool {
+        self.status.as_ref().is_some_and(|t| !t.ahead.is_empty())
     }
 
     /// Under recovery: asks again for every status still missing before the highest seen.

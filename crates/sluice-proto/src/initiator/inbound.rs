@@ -34,6 +34,16 @@ impl InitiatorSession {
         } else {
             self.track(conn, &pdu, now);
         }
+        if matches!(
+            pdu,
+            Pdu::ScsiResponse(_)
+                | Pdu::TaskMgmtResponse(_)
+                | Pdu::TextResponse(_)
+                | Pdu::LogoutResponse(_)
+        ) || matches!(&pdu, Pdu::DataIn(d) if d.status_present)
+        {
+            self.fruitless_recoveries = 0;
+        }
         match pdu {
             Pdu::ScsiResponse(rsp) => {
                 let progress = match self.task_on(conn, rsp.itt, now) {

@@ -34,6 +34,7 @@
 mod connection;
 mod inbound;
 mod policy;
+mod reassign;
 mod recovery;
 mod requests;
 mod task;
@@ -251,6 +252,14 @@ pub enum Event {
     /// 7.1.5): close every connection, log in again with the same ISID and TSIH 0, and call
     /// [`InitiatorSession::reinstate`]; or give up with [`InitiatorSession::fail_all`].
     Reinstate,
+    /// A connection failed at ErrorRecoveryLevel 2: after DefaultTime2Wait, log in a new
+    /// connection with the session's TSIH and this CID (connection reinstatement, RFC 7143
+    /// section 6.3.4) and add it with [`InitiatorSession::add_connection`]; its commands move
+    /// there. If that login fails, call [`InitiatorSession::connection_recovery_failed`].
+    RecoverConnection {
+        /// The failed connection's CID.
+        cid: u16,
+    },
     /// The session is over (logged out): every request has completed.
     Ended,
 }
@@ -336,6 +345,16 @@ pub struct InitiatorSession {
     stall_tag: u32,
     /// Requests on the wire, for their deadline and (under recovery) their resending.
     request_wire: Map<Itt, recovery::RequestOnWire>,
+    /// Failed connections whose commands wait for a replacement (ErrorRecoveryLevel 2).
+    lost: Vec<reassign::LostConnection>,
+    /// Commands moved to another connection with TASK REASSIGN.
+    reassigned: u64,
+    /// ABORT TASKs of commands given up on, whose connection failed before they were
+    /// answered: sent on the next connection (they may fill a CmdSN, section 7.11).
+    plugs: Vec<(Itt, SeqNum, Lun)>,
+    /// Connection recoveries since the target last answered a command or request: a link
+    /// that fails before any answer gets back would otherwise be recovered for ever.
+    fruitless_recoveries: u32,
 }
 
 /// Session-wide counters the core keeps (the driver counts PDUs and bytes).
@@ -349,6 +368,8 @@ pub struct SessionStats {
     pub async_messages: u64,
     /// Most commands on the wire at once.
     pub max_in_flight: u64,
+    /// Commands moved to a new connection with TASK REASSIGN (ErrorRecoveryLevel 2).
+    pub reassigned: u64,
 }
 
 impl InitiatorSession {
@@ -379,6 +400,10 @@ impl InitiatorSession {
             next_tick: None,
             stall_tag: 0,
             request_wire: Map::default(),
+            lost: Vec::new(),
+            reassigned: 0,
+            plugs: Vec::new(),
+            fruitless_recoveries: 0,
         };
         let id = s.insert_connection(leading, now);
         (s, id)
@@ -403,7 +428,10 @@ impl InitiatorSession {
             self.close(id, CloseReason::Reinstate);
             return id;
         }
+        // It replaces a failed connection with its CID: that one's commands move here.
+        self.reassign_to(id, setup.cid, now);
         self.issue_waiting(now);
+        self.arm_recovery(now);
         id
     }
 
@@ -424,6 +452,8 @@ impl InitiatorSession {
         self.window = CmdSnAllocator::new(leading.cmd_sn, leading.exp_cmd_sn, leading.max_cmd_sn);
         self.fail_waiting_logouts(Failure::ConnectionLost);
         self.conns.clear();
+        self.lost.clear();
+        self.plugs.clear();
         self.policy = policy::State::default();
         self.requeue_tasks(|_| true);
         self.fail_requests(|_| true, Failure::ConnectionLost);
@@ -497,6 +527,7 @@ impl InitiatorSession {
             rejects: self.rejects,
             async_messages: self.async_messages,
             max_in_flight: self.max_in_flight as u64,
+            reassigned: self.reassigned,
         }
     }
 

@@ -79,7 +79,9 @@ impl InitiatorSession {
     /// Starts the recovery tick when there is something to watch.
     pub(super) fn arm_recovery(&mut self, now: Instant) {
         let watching = self.recovering() || self.config.recovery.command_timeout.is_some();
-        let busy = !self.tasks.is_empty() || !self.request_wire.is_empty();
+        let busy = !self.tasks.is_empty()
+            || !self.request_wire.is_empty()
+            || self.conns.iter().any(|c| c.status_gap_open());
         // Commands waiting for a window nothing in flight will open are watched at any level.
         let stuck = !self.waiting.is_empty() && self.tasks.is_empty();
         if ((watching && busy) || stuck) && self.next_tick.is_none() {
@@ -438,7 +440,7 @@ impl InitiatorSession {
     }
 
     /// Sends a command again as first sent (section 7.2.1), on its own connection.
-    fn retry_command(&mut self, itt: Itt) {
+    pub(super) fn retry_command(&mut self, itt: Itt) {
         let max = self.config.recovery.max_command_retries;
         let Some(t) = self.tasks.get_mut(&itt) else {
             return;
@@ -481,8 +483,27 @@ impl InitiatorSession {
         self.probe_closed_window(now);
         if self.recovering() {
             self.retry_stalled(now);
+            self.ask_stale_status_gaps(now);
         }
         self.arm_recovery(now);
+    }
+
+    /// Status gaps nothing else asks about again: a lost answer to a keepalive ping, say,
+    /// would otherwise hold ExpStatSN back for the life of the connection.
+    fn ask_stale_status_gaps(&mut self, now: Instant) {
+        let period = self.config.recovery.retry_timeout;
+        let stale: Vec<(ConnId, SeqNum, u32)> = self
+            .conns
+            .iter_mut()
+            .filter(|c| c.state != ConnState::Closing)
+            .filter_map(|c| {
+                c.stale_status_gap(now, period)
+                    .map(|(beg, run)| (c.id, beg, run))
+            })
+            .collect();
+        for (conn, beg, run) in stale {
+            self.status_snack(conn, beg, run);
+        }
     }
 
     /// Commands wait for a window that no PDU in flight will open: the target may have moved
@@ -527,7 +548,13 @@ impl InitiatorSession {
 
     /// ABORT TASK for a task this side already gave up on (section 11.5.1); its answer is
     /// not reported.
-    fn abort_quietly(&mut self, conn: ConnId, referenced: Itt, ref_cmd_sn: SeqNum, lun: Lun) {
+    pub(super) fn abort_quietly(
+        &mut self,
+        conn: ConnId,
+        referenced: Itt,
+        ref_cmd_sn: SeqNum,
+        lun: Lun,
+    ) {
         if self
             .find(conn)
             .is_none_or(|c| c.state == ConnState::Closing)
@@ -547,20 +574,40 @@ impl InitiatorSession {
             ref_cmd_sn,
             exp_data_sn: 0,
         });
-        if let Some(c) = self.find_mut(conn) {
-            c.queue(pdu);
+        self.queue_request(
+            conn,
+            itt,
+            pdu,
+            Request::QuietAbort {
+                conn,
+                referenced,
+                ref_cmd_sn,
+                lun,
+            },
+        );
+        // Not sent again by the retry timer: a later answer is all it could bring.
+        if let Some(w) = self.request_wire.get_mut(&itt) {
+            w.resends = self.config.recovery.max_command_retries;
         }
-        self.requests.insert(itt, Request::QuietAbort { conn });
     }
 
     /// Section 7.1.4: commands without progress for the retry period.
     fn retry_stalled(&mut self, now: Instant) {
         let period = self.config.recovery.retry_timeout;
         let exp_cmd_sn = self.window.exp_cmd_sn();
+        let conns = &self.conns;
         let stalled: Vec<(Itt, bool)> = self
             .tasks
             .iter()
             .filter(|(_, t)| now.saturating_duration_since(t.last_activity) >= period)
+            // Waiting for a connection or for a reassignment's answer (ErrorRecoveryLevel
+            // 2): nothing to ask on a connection that is gone.
+            .filter(|(_, t)| {
+                !t.reassigning
+                    && conns
+                        .iter()
+                        .any(|c| c.id == t.conn && c.state != ConnState::Closing)
+            })
             .map(|(itt, t)| (*itt, !t.heard && !t.cmd_sn.lt(exp_cmd_sn)))
             .collect();
         let mut probe: Vec<ConnId> = Vec::new();

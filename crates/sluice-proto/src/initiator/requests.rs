@@ -51,7 +51,16 @@ pub(super) enum Request {
         session: bool,
     },
     /// An ABORT TASK for a command given up on (its deadline passed): nobody waits for it.
-    QuietAbort { conn: ConnId },
+    /// It may also be what fills the command's CmdSN at the target (section 7.11), so under
+    /// connection recovery it moves to the replacement connection rather than being lost.
+    QuietAbort {
+        conn: ConnId,
+        referenced: Itt,
+        ref_cmd_sn: SeqNum,
+        lun: Lun,
+    },
+    /// A TASK REASSIGN moving command `task` to `conn` (ErrorRecoveryLevel 2).
+    Reassign { task: Itt, conn: ConnId },
 }
 
 impl Request {
@@ -61,7 +70,8 @@ impl Request {
             | Request::Ping { conn, .. }
             | Request::Text { conn, .. }
             | Request::Logout { conn, .. }
-            | Request::QuietAbort { conn } => *conn,
+            | Request::QuietAbort { conn, .. }
+            | Request::Reassign { conn, .. } => *conn,
         }
     }
 }
@@ -292,7 +302,7 @@ impl InitiatorSession {
         }
     }
 
-    fn queue_request(&mut self, conn: ConnId, itt: Itt, pdu: Pdu, request: Request) {
+    pub(super) fn queue_request(&mut self, conn: ConnId, itt: Itt, pdu: Pdu, request: Request) {
         self.track_request(conn, itt, &pdu);
         if let Some(c) = self.find_mut(conn) {
             c.queue(pdu);
@@ -308,6 +318,12 @@ impl InitiatorSession {
             .take_request(itt, |r| matches!(r, Request::QuietAbort { .. }))
             .is_some()
         {
+            return;
+        }
+        if let Some(Request::Reassign { task, .. }) =
+            self.take_request(itt, |r| matches!(r, Request::Reassign { .. }))
+        {
+            self.answer_reassign(task, response, now);
             return;
         }
         let Some(Request::TaskMgmt {
@@ -458,6 +474,7 @@ impl InitiatorSession {
         if let Some(c) = self.find_mut(conn) {
             if c.state != ConnState::Closing {
                 c.state = ConnState::Closing;
+                c.close_reason = Some(reason);
                 self.events.push_back(Event::Close(conn, reason));
             }
         }
@@ -494,9 +511,20 @@ impl InitiatorSession {
                 self.completions.push_back(Completion::Logout(id, Ok(())));
             }
         }
+        if self.recovers_connections() && !self.reinstating && !self.ended && !self.closing {
+            self.keep_plugs_of(conn);
+        }
         self.fail_requests(|r| r.conn() == conn, Failure::ConnectionLost);
         if self.reinstating || self.ended {
             // Being replaced, or logged out: nothing to recover.
+            return;
+        }
+        if self.recovers_connections()
+            && !self.closing
+            && gone.close_reason != Some(CloseReason::Logout)
+        {
+            // ErrorRecoveryLevel 2: its commands wait for a connection that replaces it.
+            self.keep_for_reassignment(conn, gone.cid);
             return;
         }
         if self.closing {
@@ -622,6 +650,13 @@ impl InitiatorSession {
             Request::Ping { id: None, .. }
             | Request::Logout { id: None, .. }
             | Request::QuietAbort { .. } => return,
+            // The command stays; what happens to it follows from its connection.
+            Request::Reassign { task, .. } => {
+                if let Some(t) = self.tasks.get_mut(&task) {
+                    t.reassigning = false;
+                }
+                return;
+            }
         };
         self.completions.push_back(completion);
     }

@@ -49,6 +49,10 @@ pub(super) struct Task {
     /// StatSN of its status when the status arrived before all the data: not acknowledged
     /// until the data is in (section 7.9).
     pub(super) held_stat_sn: Option<SeqNum>,
+    /// A TASK REASSIGN for it waits for its answer (ErrorRecoveryLevel 2).
+    pub(super) reassigning: bool,
+    /// Times it was moved to a new connection.
+    pub(super) reassignments: u32,
 }
 
 #[derive(Debug)]
@@ -163,6 +167,25 @@ impl Task {
             heard: false,
             retries: 0,
             held_stat_sn: None,
+            reassigning: false,
+            reassignments: 0,
+        }
+    }
+
+    /// Gets the task ready to continue on a new connection with `params` (TASK REASSIGN,
+    /// section 7.2.2) and returns the ExpDataSN to send: a read forgets the Data-In after the
+    /// ones it has without a gap, which the target then sends again; a write answers the new
+    /// connection's R2Ts, whatever R2TSN they start at.
+    pub(super) fn prepare_reassign(&mut self, params: &SessionParams) -> u32 {
+        self.held_stat_sn = None;
+        self.heard = false;
+        match &mut self.state {
+            State::Read(r) => r.reassign(),
+            State::Write(w) => {
+                w.reassigned(params);
+                0
+            }
+            State::NoData => 0,
         }
     }
 

@@ -819,3 +819,52 @@ fn a_target_ping_is_echoed_within_the_targets_max_recv_data_segment_length() {
 
 #[path = "recovery_tests.rs"]
 mod recovery;
+
+#[test]
+fn connection_recovery_that_never_gets_an_answer_gives_way_to_reinstatement() {
+    let params = SessionParams {
+        error_recovery_level: 2,
+        ..setup(0).params
+    };
+    let mut r = Rig::with(1, Policy::RoundRobin, params);
+    let max = RecoveryConfig::default().max_command_retries;
+    let _ = r.s.submit(read(0, 512), r.now);
+    r.drain(0);
+    // Each replacement fails before the target answers anything (RFC 7143 section 6.3.4).
+    for _ in 0..max {
+        r.s.handle_connection_closed(r.ids[0], r.now);
+        assert_eq!(r.events(), [Event::RecoverConnection { cid: 0 }]);
+        r.ids[0] =
+            r.s.add_connection(ConnectionSetup { params, ..setup(0) }, r.now);
+        r.drain(0);
+    }
+    r.s.handle_connection_closed(r.ids[0], r.now);
+    assert_eq!(r.events(), [Event::Reinstate]);
+}
+
+#[test]
+fn an_answer_on_a_replacement_resets_the_bound_on_connection_recoveries() {
+    let params = SessionParams {
+        error_recovery_level: 2,
+        ..setup(0).params
+    };
+    let mut r = Rig::with(1, Policy::RoundRobin, params);
+    let max = RecoveryConfig::default().max_command_retries;
+    for round in 0..=max {
+        let _ = r.s.submit(read(0, 512), r.now);
+        let itt = commands(&r.drain(0))[0].0;
+        r.s.handle_connection_closed(r.ids[0], r.now);
+        assert_eq!(
+            r.events(),
+            [Event::RecoverConnection { cid: 0 }],
+            "round {round}"
+        );
+        r.ids[0] =
+            r.s.add_connection(ConnectionSetup { params, ..setup(0) }, r.now);
+        r.drain(0);
+        // The reassigned command is answered on the replacement.
+        r.stat_sn[0] = 0;
+        let exp = 2 + round;
+        r.respond(0, itt, exp, exp + 7);
+    }
+}

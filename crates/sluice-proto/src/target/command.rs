@@ -112,7 +112,7 @@ impl TargetSession {
                 self.release_slot(slot);
             }
             Pdu::LogoutRequest(l) => {
-                self.handle_logout(conn, l);
+                self.handle_logout(conn, l, env);
                 self.release_slot(slot);
             }
             other => {

@@ -52,6 +52,11 @@ pub(super) struct Connection {
     pub(super) write_bytes: usize,
     /// See [`super::TargetSession::peer_waits`].
     pub(super) peer_waits: bool,
+    /// Why it is closing, once it is.
+    pub(super) close_reason: Option<CloseReason>,
+    /// Logged out for recovery, explicitly (Logout reason 2) or implicitly (a login with its
+    /// CID): its tasks may be reassigned (ErrorRecoveryLevel 2, RFC 7143 section 7.2.2).
+    pub(super) recovery_logout: bool,
 }
 
 impl Connection {
@@ -78,6 +83,8 @@ impl Connection {
             state: ConnState::Live,
             write_bytes: 0,
             peer_waits: true,
+            close_reason: None,
+            recovery_logout: false,
         }
     }
 

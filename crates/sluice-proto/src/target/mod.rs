@@ -31,6 +31,7 @@
 mod command;
 mod connection;
 mod logout;
+mod reassign;
 mod recovery;
 pub mod registry;
 mod scsi;
@@ -100,6 +101,12 @@ pub trait TargetSessionEnv {
     /// The key=value pairs answering `SendTargets=<query>` on connection `conn` (RFC 7143
     /// section 13.3 and Appendix C; the portal it arrived on matters for wildcard listeners).
     fn send_targets(&mut self, conn: ConnId, query: &str) -> Vec<(String, String)>;
+
+    /// Commands of this session on `lun` were terminated by the protocol (tasks of a failed
+    /// connection never reassigned, ErrorRecoveryLevel 2): the SCSI layer reports COMMANDS
+    /// CLEARED BY ISCSI PROTOCOL EVENT (47h/7Fh) as a unit attention to this I_T_L nexus
+    /// (RFC 7143 section 11.14.5).
+    fn commands_cleared(&mut self, lun: Lun);
 }
 
 /// Limits and policy of one session, fixed when it is created.
@@ -208,6 +215,9 @@ pub enum CloseReason {
     SessionReinstated,
     /// The target dropped the connection after an Async Message saying so.
     Dropped,
+    /// A Logout Request with reason "remove the connection for recovery" (ErrorRecoveryLevel
+    /// 2): its tasks wait for reassignment.
+    RemovedForRecovery,
 }
 
 impl std::fmt::Display for CloseReason {
@@ -222,6 +232,7 @@ impl std::fmt::Display for CloseReason {
             Self::Reinstated => f.write_str("connection reinstated by a new login"),
             Self::SessionReinstated => f.write_str("session reinstated by a new login"),
             Self::Dropped => f.write_str("connection dropped by the target"),
+            Self::RemovedForRecovery => f.write_str("logged out for connection recovery"),
         }
     }
 }
@@ -287,6 +298,8 @@ pub struct TargetSession {
     /// Window places of ended commands held back while too many statuses wait for
     /// acknowledgement (ErrorRecoveryLevel 1 and above).
     deferred_slots: Vec<crate::window::Slot>,
+    /// Failed connections whose tasks wait for reassignment (ErrorRecoveryLevel 2).
+    orphans: Vec<reassign::Orphaned>,
 }
 
 /// How many recently aborted ITTs are remembered (a window's worth is plenty: late Data-Out
@@ -314,24 +327,33 @@ impl TargetSession {
             logout_deadline: None,
             now,
             deferred_slots: Vec::new(),
+            orphans: Vec::new(),
         };
         let conn = session.insert_connection(leading, now);
         (session, conn)
     }
 
     /// Adds the connection of a login that named this session's TSIH. A CID in use is
-    /// connection reinstatement: the old connection closes first. The caller has checked
-    /// MaxConnections (see [`registry`]).
+    /// connection reinstatement: the old connection closes first. At ErrorRecoveryLevel 2
+    /// that is its implicit logout for recovery, and its tasks (or those of a failed
+    /// connection with that CID) wait for TASK REASSIGN (RFC 7143 section 6.3.4); below, they
+    /// end. The caller has checked MaxConnections (see [`registry`]).
     pub fn add_connection(
         &mut self,
         setup: ConnectionSetup,
         now: Instant,
         env: &mut dyn TargetSessionEnv,
     ) -> Added {
+        self.now = now;
         let replaced = self.live_by_cid(setup.cid);
         if let Some(old) = replaced {
             self.close_connection(old, CloseReason::Reinstated);
-            self.end_tasks_of(old);
+            if !self.recovers_connections() {
+                self.end_tasks_of(old);
+            }
+        }
+        if self.recovers_connections() {
+            self.logout_for_recovery(setup.cid);
         }
         let mut setup = setup;
         // Session-wide keys are the leading login's; only connection keys come from this one.
@@ -404,9 +426,13 @@ impl TargetSession {
         self.conns.iter().map(|c| c.id)
     }
 
-    /// Whether no connection is left: the session is over.
+    /// Whether no connection is left, no failed one whose tasks wait for reassignment, and
+    /// no command is still with the SCSI layer: the session is over. (A task ended while the
+    /// SCSI layer runs it stays until its result comes back and is dropped.)
     pub fn is_ended(&self) -> bool {
         self.conns.is_empty()
+            && self.orphans.is_empty()
+            && !self.tasks.values().any(scsi::Task::running)
     }
 
     /// Tasks in the task table (commands delivered and not yet answered or aborted).
@@ -506,6 +532,7 @@ impl TargetSession {
     pub fn handle_timeout(&mut self, now: Instant, env: &mut dyn TargetSessionEnv) {
         self.now = now;
         self.handle_sequence_timeouts(now);
+        self.expire_orphans(now, env);
         if self.logout_deadline.is_some_and(|d| now >= d) {
             self.logout_deadline = None;
             self.close_all(CloseReason::Shutdown);
@@ -522,12 +549,30 @@ impl TargetSession {
         self.progress(env);
     }
 
-    /// The transport of `conn` is gone (closed after an [`Event::Close`], or lost). At
-    /// ErrorRecoveryLevel 0 nothing of a failed connection is recovered (RFC 7143 section
+    /// The transport of `conn` is gone (closed after an [`Event::Close`], or lost). Below
+    /// ErrorRecoveryLevel 2 nothing of a failed connection is recovered (RFC 7143 section
     /// 7.1.5): its tasks end without answers, and held commands it sent are skipped so that
-    /// the window still moves past them.
+    /// the window still moves past them. At level 2 a connection that failed (rather than
+    /// logged out) keeps its tasks for reassignment, for DefaultTime2Wait +
+    /// DefaultTime2Retain (section 7.1.4.3), and the session outlives its last connection
+    /// meanwhile.
     pub fn handle_connection_closed(&mut self, conn: ConnId, env: &mut dyn TargetSessionEnv) {
-        self.remove_connection(conn);
+        let failed = self.find(conn).is_some_and(|c| {
+            !matches!(
+                c.close_reason,
+                Some(
+                    CloseReason::Logout
+                        | CloseReason::SessionReinstated
+                        | CloseReason::ColdReset
+                        | CloseReason::Shutdown
+                )
+            )
+        });
+        if failed && self.recovers_connections() {
+            self.orphan_connection(conn, env);
+        } else {
+            self.remove_connection(conn);
+        }
         self.progress(env);
     }
 
@@ -611,10 +656,15 @@ impl TargetSession {
             .filter(|c| c.state == ConnState::Live)
             .filter_map(Connection::poll_timeout)
             .min();
-        [keepalive, self.logout_deadline, self.sequence_deadline()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            keepalive,
+            self.logout_deadline,
+            self.sequence_deadline(),
+            self.orphan_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     fn find(&self, conn: ConnId) -> Option<&Connection> {
@@ -650,6 +700,7 @@ impl TargetSession {
             return;
         }
         c.state = ConnState::Closing;
+        c.close_reason = Some(reason);
         c.events.push_back(Event::Close(reason));
     }
 

@@ -211,6 +211,16 @@ impl<H: Clone> SessionRegistry<H> {
         false
     }
 
+    /// Removes a connection but keeps its session in the table, even with no connection left:
+    /// the session outlives a failed connection while its tasks wait for connection recovery
+    /// (ErrorRecoveryLevel 2, RFC 7143 section 7.1.4.3), so that a login with its TSIH can
+    /// still join it. [`Self::remove_session`] removes it once it is over.
+    pub fn detach_connection(&mut self, conn: ConnectionRef) {
+        if let Some(e) = self.entry_mut(conn.session) {
+            e.conns.retain(|&(_, t)| t != conn.token);
+        }
+    }
+
     /// Removes a session and all its connections (it ended, e.g. by logout).
     pub fn remove_session(&mut self, session: SessionRef) {
         if self.entry_mut(session).is_some() {
@@ -327,6 +337,25 @@ mod tests {
         assert_eq!(upper, key(1));
         assert!(r.remove_connection(a));
         assert_eq!(r.len(), 1);
+    }
+
+    #[test]
+    fn a_session_detached_from_its_last_connection_can_still_be_joined() {
+        let mut r = SessionRegistry::new(10);
+        let a = new_session(&mut r, key(1), "a");
+        r.detach_connection(a);
+        assert_eq!(r.len(), 1, "kept for connection recovery");
+        match r.bind(key(1), a.session.tsih, 0).unwrap() {
+            Binding::AddConnection {
+                handle, reinstates, ..
+            } => {
+                assert_eq!(handle, "a");
+                assert!(!reinstates, "the CID is free: its connection is gone");
+            }
+            other => panic!("{other:?}"),
+        }
+        r.remove_session(a.session);
+        assert!(r.is_empty());
     }
 
     #[test]

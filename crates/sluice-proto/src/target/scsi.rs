@@ -85,6 +85,9 @@ pub(super) struct Answered {
     pub(super) data_in_sent: u32,
     /// The first DataSN not acknowledged by a DataACK (section 11.16.1).
     pub(super) acked_data_sn: u32,
+    /// Whether the answer went out: not when the SCSI layer finished while the task's
+    /// connection was gone (ErrorRecoveryLevel 2: it goes out when the task is reassigned).
+    pub(super) delivered: bool,
 }
 
 /// What answering a command needs from its SCSI Command PDU.
@@ -417,8 +420,13 @@ impl TargetSession {
             response: None,
             data_in_sent: 0,
             acked_data_sn: 0,
+            delivered: self
+                .find(conn)
+                .is_some_and(|c| c.state == super::connection::ConnState::Live),
         };
-        let Some(params) = self.find(conn).map(|c| c.params) else {
+        // An orphaned task (its connection failed, ErrorRecoveryLevel 2) is answered with its
+        // old connection's parameters and kept for reassignment.
+        let Some(params) = self.conn_params(conn) else {
             return answered;
         };
         let tagged = |mut rsp: ScsiResponse| {
@@ -452,7 +460,12 @@ impl TargetSession {
             for pdu in &mut seq {
                 self.queue_to(conn, Pdu::DataIn(pdu));
             }
-            answered.data_in_sent = seq.data_in_count();
+            // What an orphaned task "sent" went nowhere: a reassignment sends it all.
+            answered.data_in_sent = if answered.delivered {
+                seq.data_in_count()
+            } else {
+                0
+            };
             if seq.needs_response() {
                 let rsp = tagged(seq.response(&done.sense));
                 self.queue_to(conn, Pdu::ScsiResponse(rsp.clone()));

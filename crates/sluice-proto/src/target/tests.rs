@@ -22,6 +22,8 @@ const BLOCK: u32 = 512;
 #[derive(Default)]
 struct Env {
     resets: Vec<ResetKind>,
+    /// LUNs told "commands cleared by iSCSI protocol event".
+    cleared: Vec<Lun>,
 }
 
 impl TargetSessionEnv for Env {
@@ -41,6 +43,10 @@ impl TargetSessionEnv for Env {
 
     fn reset(&mut self, kind: ResetKind) {
         self.resets.push(kind);
+    }
+
+    fn commands_cleared(&mut self, lun: Lun) {
+        self.cleared.push(lun);
     }
 
     fn send_targets(&mut self, conn: ConnId, query: &str) -> Vec<(String, String)> {
@@ -801,3 +807,6 @@ fn ping_data_is_echoed_within_the_initiators_max_recv_data_segment_length() {
 
 #[path = "recovery_tests.rs"]
 mod recovery;
+
+#[path = "reassign_tests.rs"]
+mod reassign;

@@ -95,10 +95,8 @@ impl TargetSession {
             }
             TmfFunction::TargetWarmReset => (Scope::All, Some(ResetKind::TargetWarm)),
             TmfFunction::TargetColdReset => (Scope::All, Some(ResetKind::TargetCold)),
-            // ErrorRecoveryLevel 0 has no task reassignment (section 7.2.2).
-            TmfFunction::TaskReassign => {
-                return self.tmf_respond(conn, req.itt, TmfResponse::ReassignmentNotSupported, slot)
-            }
+            // Connection recovery (ErrorRecoveryLevel 2; below it, "not supported").
+            TmfFunction::TaskReassign => return self.reassign_task(conn, &req, slot),
             // CLEAR ACA: NACA=1 is refused by the SCSI layer, so no ACA condition ever exists
             // to clear; and any function this target does not know.
             _ => return self.tmf_respond(conn, req.itt, TmfResponse::NotSupported, slot),
@@ -268,7 +266,13 @@ impl TargetSession {
         }
     }
 
-    fn tmf_respond(&mut self, conn: ConnId, itt: Itt, response: TmfResponse, slot: Option<Slot>) {
+    pub(super) fn tmf_respond(
+        &mut self,
+        conn: ConnId,
+        itt: Itt,
+        response: TmfResponse,
+        slot: Option<Slot>,
+    ) {
         let rsp = TaskMgmtResponse {
             response,
             itt,

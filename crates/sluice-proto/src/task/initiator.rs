@@ -95,6 +95,8 @@ pub struct InitiatorWrite {
     recovering: bool,
     missing_r2ts: Vec<u32>,
     r2t_snacks: Vec<(u32, u32)>,
+    /// Moved to a new connection (TASK REASSIGN): the next R2T's R2TSN is taken as it comes.
+    r2t_sn_unknown: bool,
 }
 
 impl InitiatorWrite {
@@ -131,7 +133,20 @@ impl InitiatorWrite {
             recovering: params.error_recovery_level > 0,
             missing_r2ts: Vec::new(),
             r2t_snacks: Vec::new(),
+            r2t_sn_unknown: false,
         }
+    }
+
+    /// TASK REASSIGN moved the write to a connection with `params` (section 7.2.2): R2Ts
+    /// lost with the old connection are not asked for (the target sends new ones for what it
+    /// misses, numbered on from its last R2TSN), and Data-Out is cut to the new connection's
+    /// MaxRecvDataSegmentLength.
+    pub fn reassigned(&mut self, params: &SessionParams) {
+        self.params.target_max_recv_data_segment_length =
+            params.target_max_recv_data_segment_length;
+        self.missing_r2ts.clear();
+        self.r2t_snacks.clear();
+        self.r2t_sn_unknown = true;
     }
 
     /// The R2T SNACKs to send since the last call, as `(BegRun, RunLength)`.
@@ -165,6 +180,9 @@ impl InitiatorWrite {
     pub fn handle_r2t(&mut self, r2t: &R2t) -> Result<DataOutSequence, TaskError> {
         if r2t.itt != self.itt {
             return Err(TaskError::WrongTask(r2t.itt));
+        }
+        if std::mem::take(&mut self.r2t_sn_unknown) {
+            self.next_r2t_sn = r2t.r2t_sn;
         }
         // Section 11.8.2: R2TSN counts the task's R2Ts from 0; a gap is a sequence error.
         if r2t.r2t_sn != self.next_r2t_sn {

@@ -188,6 +188,26 @@ impl InitiatorRead {
         }
     }
 
+    /// TASK REASSIGN (section 11.5.6): the Data-In received without a gap count as
+    /// acknowledged by the ExpDataSN the reassignment carries (when data arrives in order,
+    /// so that they are the bytes from offset 0); everything after them is forgotten and sent
+    /// again by the target. Returns that ExpDataSN. A SNACK Tag of the old connection no
+    /// longer applies (section 7.2.2).
+    pub fn reassign(&mut self) -> u32 {
+        let in_order = self.in_order;
+        let contiguous_bytes = self.received.contiguous_end(0);
+        if let Some(r) = self.recovery.as_mut() {
+            let contiguous = r.sns.contiguous_end(0);
+            if in_order && contiguous > r.acked {
+                r.acked = contiguous;
+                r.acked_offset = contiguous_bytes;
+            }
+            r.snack_tag = 0;
+            r.stalled = false;
+        }
+        self.restart_from_ack()
+    }
+
     /// Forgets every Data-In after the last DataACK, as an R-Data SNACK or a TASK REASSIGN
     /// requires ("The initiator MUST discard any data PDUs from the previous execution that
     /// it did not acknowledge", section 11.5.6); returns the DataSN the target resumes from.

@@ -12,6 +12,7 @@
 use std::collections::VecDeque;
 
 use super::{Burst, TargetWrite, WriteProgress};
+use crate::params::SessionParams;
 use crate::pdu::{DataOut, R2t};
 use crate::seq::Ttt;
 use crate::task::coverage::Coverage;
@@ -180,6 +181,36 @@ impl TargetWrite {
         }
         let ttts_out: Vec<Ttt> = self.bursts.iter().map(|b| b.ttt).collect();
         for ttt in ttts_out {
+            self.recover_burst(false, ttt);
+        }
+        self.progress(ttts)
+    }
+
+    /// TASK REASSIGN moved the write to a connection with `params` (ErrorRecoveryLevel 2,
+    /// section 7.2.2: "the target SHOULD continue the command from its current state"): the
+    /// R2Ts and unsolicited data outstanding on the failed connection are given up, and what
+    /// they still miss is asked for with new R2Ts on the new one (its segment length bounds
+    /// the Data-Out from now on).
+    pub fn reassign(
+        &mut self,
+        params: &SessionParams,
+        ttts: &mut dyn TttAllocator,
+    ) -> WriteProgress {
+        self.params = SessionParams {
+            target_max_recv_data_segment_length: params.target_max_recv_data_segment_length,
+            initiator_max_recv_data_segment_length: params.initiator_max_recv_data_segment_length,
+            header_digest: params.header_digest,
+            data_digest: params.data_digest,
+            ..self.params
+        };
+        if self.done {
+            return WriteProgress::Waiting;
+        }
+        if self.unsolicited.is_some() {
+            self.recover_burst(true, Ttt::RESERVED);
+        }
+        let outstanding: Vec<Ttt> = self.bursts.iter().map(|b| b.ttt).collect();
+        for ttt in outstanding {
             self.recover_burst(false, ttt);
         }
         self.progress(ttts)

@@ -69,6 +69,10 @@ impl TargetSessionEnv for ScsiEnv<'_> {
         self.scsi.reset(kind, NEXUS);
     }
 
+    fn commands_cleared(&mut self, lun: Lun) {
+        self.scsi.commands_cleared(NEXUS, lun.0);
+    }
+
     fn send_targets(&mut self, _conn: target::ConnId, _query: &str) -> Vec<(String, String)> {
         vec![
             ("TargetName".into(), TARGET.into()),

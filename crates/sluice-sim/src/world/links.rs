@@ -127,6 +127,7 @@ impl World {
         link.down.reset();
         self.lost_connections += 1;
         self.workload.lossy |= self.session_erl() < 2;
+        self.workload.connections_lost = true;
         self.initiator_closed(i);
         self.target_closed(i);
     }
@@ -171,7 +172,33 @@ impl World {
         // Its id may be reused by a session that replaces this one.
         link.t.conn = None;
         if let Some(r) = link.t.registry.take() {
-            self.registry.remove_connection(r);
+            if self.tsession.is_some() {
+                // The session goes on (other connections, or tasks waiting for connection
+                // recovery): a login with its TSIH may still join it.
+                self.registry.detach_connection(r);
+            } else {
+                self.registry.remove_connection(r);
+                self.registry.remove_session(r.session);
+                self.session_ref = None;
+            }
+        }
+    }
+
+    /// A target session left without connections ends once nothing of it remains (its
+    /// failed connections' tasks were reassigned or discarded).
+    pub(super) fn end_target_session_if_over(&mut self) {
+        let Some(s) = self.tsession.as_ref() else {
+            return;
+        };
+        if !s.is_ended() || s.task_count() != 0 || s.window_slots_held() != 0 {
+            return;
+        }
+        if self.links.iter().any(|l| l.t.conn.is_some()) {
+            return;
+        }
+        self.tsession = None;
+        if let Some(r) = self.session_ref.take() {
+            self.registry.remove_session(r);
         }
     }
 
@@ -182,10 +209,20 @@ impl World {
             return;
         }
         link.i.closed = true;
-        // A login that had not finished never will; a reinstatement that it was starts over.
-        if link.i.login.take().is_some() && self.reinstate_link == Some(i) {
+        // A login that had not finished never will; a reinstatement that it was starts over,
+        // and a connection recovery that it was gives way to session reinstatement.
+        let login_failed = link.i.login.take().is_some();
+        if login_failed && self.reinstate_link == Some(i) {
             self.reinstate_link = None;
             self.reinstating = true;
+        }
+        if let Some(at) = self.recovery_links.iter().position(|(l, _)| *l == i) {
+            let (_, cid) = self.recovery_links.remove(at);
+            if login_failed {
+                if let Some(s) = self.isession.as_mut() {
+                    s.connection_recovery_failed(cid);
+                }
+            }
         }
         let link = &mut self.links[i];
         link.up.close();
@@ -224,6 +261,7 @@ impl World {
                         self.links[i].t.rbuf.clear();
                         self.lost_connections += 1;
                         self.workload.lossy |= self.session_erl() < 2;
+                        self.workload.connections_lost = true;
                         self.target_closed(i);
                         return Ok(());
                     }

@@ -185,6 +185,7 @@ impl World {
                 let (s, id) = TargetSession::new(self.t_config, setup, now);
                 self.registry
                     .attach(conn.session, (), outcome.params.max_connections);
+                self.session_ref = Some(conn.session);
                 self.tsession = Some(s);
                 self.links[i].t.registry = Some(conn);
                 id
@@ -270,6 +271,8 @@ impl World {
             max_cmd_sn: outcome.max_cmd_sn,
         };
         link.i.login = None;
+        self.recovery_links.retain(|(l, _)| *l != i);
+        let link = &mut self.links[i];
         link.i.digests = Digests::negotiated(&outcome.params);
         link.i.framer.set_digests(link.i.digests);
         link.i

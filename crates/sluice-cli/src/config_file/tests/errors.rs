@@ -94,16 +94,6 @@ fn session_keys_out_of_their_table_range() {
         kind_at("[session]\nerror_recovery_level = 3\n", 2).to_string(),
         "ErrorRecoveryLevel = 3 is outside 0..=2 (RFC 7143 section 13.20)"
     );
-    // In the key's range, but above what the session cores implement: refused at its line.
-    let kind = kind_at(
-        &format!("\n[session]\nerror_recovery_level = 2\n{MINIMAL}"),
-        3,
-    );
-    assert_eq!(kind, ErrorKind::Invalid(ConfigError::ErrorRecoveryLevel(2)));
-    assert_eq!(
-        kind.to_string(),
-        "ErrorRecoveryLevel = 2: sluice implements levels 0 to 1 only"
-    );
     let kind = kind_at("[session]\ndefault_time2wait = \"1500ms\"\n", 2);
     assert_eq!(kind, ErrorKind::WholeSeconds(KeyId::DefaultTime2Wait));
     assert_eq!(
