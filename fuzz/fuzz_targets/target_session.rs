@@ -721,6 +721,19 @@ impl Fuzz<'_> {
                 .handle_completion(work.ticket, completion, &mut self.env);
             self.drain();
         }
+        // At ErrorRecoveryLevel 2 a lost connection's tasks wait for a replacement until
+        // DefaultTime2Wait + DefaultTime2Retain (RFC 7143 section 6.2): let that time pass.
+        for _ in 0..8 {
+            if self.s.is_ended() {
+                break;
+            }
+            let Some(t) = self.s.poll_timeout() else {
+                break;
+            };
+            self.now = self.now.max(t);
+            self.s.handle_timeout(self.now, &mut self.env);
+            self.drain();
+        }
         assert!(self.s.is_ended(), "connections left after all closed");
         assert_eq!(self.s.task_count(), 0, "tasks left in an ended session");
         assert_eq!(

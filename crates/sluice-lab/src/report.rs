@@ -62,6 +62,8 @@ pub struct Report {
     pub connections: Vec<ConnectionCommands>,
     /// Connections logged out during the run.
     pub logouts: Vec<ConnectionLogout>,
+    /// What the first session's leading login negotiated (RFC 7143 section 13).
+    pub negotiated: Option<sluice_proto::params::SessionParams>,
 }
 
 /// What one connection of a session carried.

@@ -200,6 +200,7 @@ pub async fn run(
     report.sessions = device.sessions.len();
     report.queue_depth = w.queue_depth;
     report.pdus = pdus;
+    report.negotiated = device.sessions.first().map(|s| s.params());
     report.cpu = cpu;
     report.trace_records = trace_records;
     Ok(report)

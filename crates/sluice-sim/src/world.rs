@@ -38,7 +38,11 @@ const INITIATOR: &str = "iqn.2026-11.io.sluice.sim:initiator";
 /// The SCSI layer's I_T nexus id of the one session.
 const NEXUS: u64 = 1;
 /// Virtual time after which a run that has not finished is stuck.
-const TIME_LIMIT_NS: u64 = 3_600_000_000_000;
+const TIME_LIMIT_NS: u64 = 24 * 3_600_000_000_000;
+/// Virtual time without a single completion after which a run is stuck: every command has a
+/// deadline (300 s here) and each retry is bounded, so a live run completes something well
+/// within it, however slowly a hostile link lets it go.
+const PROGRESS_LIMIT_NS: u64 = 1_200_000_000_000;
 /// Once the initiator is done, how much longer the target may take to end its session: a
 /// session logout lost with its connection at ErrorRecoveryLevel 2 leaves the target waiting
 /// DefaultTime2Wait + DefaultTime2Retain (each at most an hour) for a recovery that never
@@ -93,6 +97,8 @@ pub(crate) struct World {
     base: Instant,
     now: u64,
     steps: u64,
+    /// When the initiator last completed something (virtual ns).
+    last_progress: u64,
     links: Vec<Link>,
     wanted_connections: u16,
     opened_extra: bool,
@@ -225,6 +231,7 @@ impl World {
             base: Instant::now(),
             now: 0,
             steps: 0,
+            last_progress: 0,
             links: Vec::new(),
             wanted_connections,
             opened_extra: false,
@@ -291,7 +298,20 @@ impl World {
             } else {
                 TIME_LIMIT_NS
             };
-            if self.steps > STEP_LIMIT || self.now > limit {
+            let stuck = !self.ended && self.now - self.last_progress > PROGRESS_LIMIT_NS;
+            if self.steps > STEP_LIMIT || self.now > limit || stuck {
+                if self.cfg.trace {
+                    if let Some(s) = &self.isession {
+                        eprintln!(
+                            "initiator window {:?}, {} in flight, {} waiting, requests {}",
+                            s.command_window(),
+                            s.in_flight(),
+                            s.waiting(),
+                            s.describe_requests()
+                        );
+                    }
+                    eprintln!("workload: {}", self.workload.describe());
+                }
                 return Err(self.violation(format!(
                     "no end after {} events and {:.3} s of virtual time: {} commands and requests outstanding",
                     self.steps,
@@ -315,6 +335,7 @@ impl World {
                     if let Some(s) = &self.tsession {
                         eprintln!("target tasks: {}", s.describe_tasks());
                     }
+                    eprintln!("workload: {}", self.workload.describe());
                     for (n, l) in self.links.iter().enumerate() {
                         eprintln!(
                             "link {n}: cid {} i.closed {} i.broken {} i.login {} i.conn {:?} t.closed {} t.login {} t.conn {:?}; reinstating {} {:?}",
@@ -490,6 +511,7 @@ impl World {
                 if self.cfg.trace && !matches!(c, initiator::Completion::Command(_, Ok(_))) {
                     eprintln!("{:>12} initiator completion {c:?}", self.now);
                 }
+                self.last_progress = self.now;
                 self.workload.complete(c).map_err(|e| self.violation(e))?;
             }
             while let Some(e) = self

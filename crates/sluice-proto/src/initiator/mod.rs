@@ -621,6 +621,13 @@ impl InitiatorSession {
                 connection::Keepalive::Ping => {
                     let itt = self.next_itt();
                     let cmd_sn = self.window.immediate();
+                    // An earlier keepalive ping of this connection still unanswered was lost
+                    // (or its answer was): the new one replaces it, so that unanswered pings
+                    // do not pile up for the life of the connection.
+                    let conn = self.conns[i].id;
+                    self.requests.retain(
+                        |_, r| !matches!(r, Request::Ping { id: None, conn: c, .. } if *c == conn),
+                    );
                     let c = &mut self.conns[i];
                     c.queue(requests::nop_out(itt, cmd_sn));
                     self.requests.insert(

@@ -485,6 +485,9 @@ impl InitiatorSession {
             self.retry_stalled(now);
             self.ask_stale_status_gaps(now);
         }
+        // A request that timed out or was forgotten may have been what held a connection's
+        // logout back.
+        self.send_due_logouts();
         self.arm_recovery(now);
     }
 
@@ -620,6 +623,16 @@ impl InitiatorSession {
             }
             self.stall_tag = self.stall_tag.wrapping_add(1).max(1);
             let tag = self.stall_tag;
+            let max = self.config.recovery.max_command_retries;
+            if let Some(t) = self.tasks.get(&itt).filter(|t| t.fruitless_stalls() >= max) {
+                // Asked again and again without a missing Data-In getting through (a link
+                // that loses every copy of it): the read fails, and the target is told to end
+                // it (an ABORT TASK on its connection, section 11.5.1).
+                let (conn, cmd_sn, lun) = (t.conn, t.cmd_sn, t.queued.command.lun);
+                self.complete_task(itt, Err(Failure::TooManyRetries), now);
+                self.abort_quietly(conn, itt, cmd_sn, lun);
+                continue;
+            }
             if let Some(t) = self.tasks.get_mut(&itt) {
                 t.last_activity = now;
                 t.handle_stall(tag);

@@ -297,3 +297,39 @@ fn unanswered_probes_are_forgotten_not_kept_for_ever() {
         "a forgotten probe completes nothing"
     );
 }
+
+#[test]
+fn a_read_whose_missing_data_never_comes_fails_after_the_retry_bound() {
+    let mut r = Rig::with(1, Policy::RoundRobin, erl1());
+    let id = r.s.submit(read(0, 1024), r.now);
+    let [(itt, _)] = commands(&r.drain(0))[..] else {
+        panic!()
+    };
+    // DataSN 0 lost, and every copy of it after.
+    let sn = r.next_stat_sn(0);
+    r.send(0, data_in(itt, 1, Some(sn)));
+    r.drain(0);
+    let config = RecoveryConfig::default();
+    let (max, period) = (config.max_command_retries, config.retry_timeout);
+    let start = r.now;
+    let mut ticks = 0;
+    loop {
+        ticks += 1;
+        assert!(ticks < 8 * (max + 4), "still waiting after {ticks} ticks");
+        let t = r.s.poll_timeout().expect("the retry timer runs");
+        r.now = t;
+        r.s.handle_timeout(t);
+        r.drain(0);
+        let done = r.completions();
+        if let Some(c) = done.first() {
+            assert_eq!(command_result(c), (id, &Err(Failure::TooManyRetries)));
+            break;
+        }
+    }
+    // Asked for again once per retry period, `max` times without anything arriving.
+    assert!(
+        r.now - start >= period * max,
+        "gave up after {:?}",
+        r.now - start
+    );
+}

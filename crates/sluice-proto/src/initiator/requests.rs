@@ -273,7 +273,13 @@ impl InitiatorSession {
     /// Draining connections with nothing outstanding (no command, and no request waiting for
     /// its answer: a logout would end them unanswered) send their Logout Request.
     pub(super) fn send_due_logouts(&mut self) {
-        let busy: Vec<ConnId> = self.requests.values().map(Request::conn).collect();
+        // A keepalive ping does not hold a logout back: the connection's end answers it.
+        let busy: Vec<ConnId> = self
+            .requests
+            .values()
+            .filter(|r| !matches!(r, Request::Ping { id: None, .. }))
+            .map(Request::conn)
+            .collect();
         let due: Vec<(ConnId, u16, Option<RequestId>)> = self
             .conns
             .iter_mut()

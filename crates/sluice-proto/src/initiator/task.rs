@@ -254,6 +254,14 @@ impl Task {
         }
     }
 
+    /// Retry periods in a row in which a read's missing data did not shrink.
+    pub(super) fn fruitless_stalls(&self) -> u32 {
+        match &self.state {
+            State::Read(r) => r.fruitless_stalls(),
+            _ => 0,
+        }
+    }
+
     /// Whether this is a read.
     pub(super) fn is_read(&self) -> bool {
         matches!(self.state, State::Read(_))

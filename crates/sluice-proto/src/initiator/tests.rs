@@ -868,3 +868,59 @@ fn an_answer_on_a_replacement_resets_the_bound_on_connection_recoveries() {
         r.respond(0, itt, exp, exp + 7);
     }
 }
+
+#[test]
+fn unanswered_keepalive_pings_neither_pile_up_nor_hold_a_logout_back() {
+    let now = Instant::now();
+    let config = SessionConfig {
+        policy: Policy::RoundRobin,
+        max_retries: 1,
+        // A long timeout: pings whose answers are lost go on being sent.
+        keepalive: Some((Duration::from_secs(1), Duration::from_secs(3600))),
+        recovery: RecoveryConfig::default(),
+    };
+    let mut setup2 = setup(1);
+    setup2.params.max_connections = 4;
+    let (mut s, a) = InitiatorSession::new(config, setup(0), now);
+    let b = s.add_connection(setup2, now);
+    let mut pings = Vec::new();
+    for _ in 0..5 {
+        let t = s.poll_timeout().unwrap();
+        s.handle_timeout(t);
+        while let Some(pdu) = s.poll_transmit(a) {
+            if let Pdu::NopOut(p) = pdu {
+                pings.push(p.itt);
+            }
+        }
+        while s.poll_transmit(b).is_some() {}
+        // The answers are lost, but the connections are heard from (a NOP-In that carries
+        // the next StatSN only), so the keepalive pings again instead of giving up.
+        for (conn, stat_sn) in [(a, 0), (b, 100)] {
+            let nop = NopIn {
+                lun: Lun::default(),
+                itt: Itt::RESERVED,
+                ttt: Ttt::RESERVED,
+                stat_sn: SeqNum(stat_sn),
+                exp_cmd_sn: SeqNum(1),
+                max_cmd_sn: SeqNum(8),
+                data: Bytes::new(),
+            };
+            s.handle_pdu(conn, Pdu::NopIn(nop), t);
+        }
+    }
+    assert!(pings.len() >= 3, "{pings:?}");
+    // Only the latest of them is still waited for.
+    let waited = s.describe_requests();
+    assert_eq!(
+        waited.matches("Ping").count(),
+        2,
+        "one per connection: {waited}"
+    );
+    // Connection a has no command: its logout goes out at once, ping or not.
+    let _ = s.logout_connection(a);
+    let pdus: Vec<Pdu> = std::iter::from_fn(|| s.poll_transmit(a)).collect();
+    assert!(
+        pdus.iter().any(|p| matches!(p, Pdu::LogoutRequest(_))),
+        "{pdus:?}"
+    );
+}

@@ -17,7 +17,7 @@ use crate::task::coverage::{Coverage, Insert};
 use crate::task::{Residual, TaskError};
 
 /// Most holes one stall asks for with Data SNACKs (the rest wait for the next stall).
-const MAX_HOLES_ASKED: usize = 8;
+const MAX_HOLES_ASKED: usize = 32;
 
 /// Something the read asks the target for; the session turns it into a SNACK Request.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
@@ -68,6 +68,9 @@ pub(super) struct ReadRecovery {
     snack_tag: u32,
     /// The previous stall already asked with a Data SNACK.
     stalled: bool,
+    /// DataSNs missing at the previous stall, and stalls in a row that did not reduce them.
+    missing_at_stall: Option<u32>,
+    fruitless_stalls: u32,
     asks: SmallVec<[ReadAsk; 2]>,
 }
 
@@ -148,6 +151,17 @@ impl InitiatorRead {
     /// R-Data SNACK (section 11.16.3), whose answer may be cut anew. Nothing is asked when
     /// nothing is known to be missing (a lost status shows as a StatSN gap instead).
     pub fn handle_stall(&mut self, next_tag: u32) {
+        self.stall_asks(next_tag);
+    }
+
+    /// Stalls in a row in which no missing Data-In arrived (0 for a read without recovery):
+    /// the session gives the read up past a bound (RFC 7143 section 7.1.4.1 leaves the number
+    /// of retries to the initiator).
+    pub fn fruitless_stalls(&self) -> u32 {
+        self.recovery.as_ref().map_or(0, |r| r.fruitless_stalls)
+    }
+
+    fn stall_asks(&mut self, next_tag: u32) {
         let Some(r) = self.recovery.as_ref() else {
             return;
         };
@@ -159,14 +173,27 @@ impl InitiatorRead {
         if self.done || !(missing || r.snack_tag != 0) {
             return;
         }
-        if missing && !r.stalled {
+        let end = r
+            .pending_status
+            .as_ref()
+            .map_or(r.seen_end, |(count, _)| (*count).max(r.seen_end));
+        let holes = r.sns.gaps(0, end);
+        let missing_now: u32 = holes.iter().map(|(beg, stop)| stop - beg).sum();
+        // Data SNACKs that keep filling holes go on; an R-Data SNACK would discard what
+        // arrived past the first hole and start over, which under steady loss never ends.
+        let progressed = missing && r.missing_at_stall.is_some_and(|m| missing_now < m);
+        let stalled = r.stalled;
+        if let Some(r) = self.recovery.as_mut() {
+            r.fruitless_stalls = if progressed {
+                0
+            } else {
+                r.fruitless_stalls + 1
+            };
+            r.missing_at_stall = Some(missing_now);
+        }
+        if missing && (!stalled || progressed) {
             // Each hole asked for again (its SNACK, or what it asked for, may have been lost
             // too), up to a bound; a status that arrived says where the tail ends.
-            let end = r
-                .pending_status
-                .as_ref()
-                .map_or(r.seen_end, |(count, _)| (*count).max(r.seen_end));
-            let holes = r.sns.gaps(0, end);
             if let Some(r) = self.recovery.as_mut() {
                 for (beg, stop) in holes.into_iter().take(MAX_HOLES_ASKED) {
                     r.asks.push(ReadAsk::Data {

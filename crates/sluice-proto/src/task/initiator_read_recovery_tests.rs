@@ -182,3 +182,37 @@ fn a_stuck_read_asks_again_then_restarts_with_an_r_data_snack() {
         other => panic!("expected completion, got {other:?}"),
     }
 }
+
+#[test]
+fn data_snacks_that_fill_holes_go_on_and_fruitless_stalls_are_counted() {
+    let (pdus, _) = figure_4_6_pdus();
+    let mut r = InitiatorRead::new(ITT, 17 * 512, &params());
+    // Every other Data-In lost: holes at 1, 3, 5, 7 (9 seen last).
+    feed(&mut r, &pdus, &[0, 2, 4, 6, 8, 9]);
+    r.take_asks();
+    r.handle_stall(5);
+    assert_eq!(
+        r.take_asks().to_vec(),
+        vec![snack(1, 1), snack(3, 1), snack(5, 1), snack(7, 1)]
+    );
+    assert_eq!(
+        r.fruitless_stalls(),
+        1,
+        "the first stall has nothing to compare with"
+    );
+    // Half of what was asked arrives: the holes shrank, so they are asked for again
+    // rather than everything discarded for an R-Data SNACK.
+    feed(&mut r, &pdus, &[3, 7]);
+    r.take_asks();
+    r.handle_stall(6);
+    assert_eq!(r.take_asks().to_vec(), vec![snack(1, 1), snack(5, 1)]);
+    assert_eq!(r.fruitless_stalls(), 0);
+    // Nothing more arrives: the stalls count up (the session gives the read up at its bound),
+    // asking alternately with Data SNACKs and an R-Data SNACK.
+    r.handle_stall(7);
+    assert_eq!(r.take_asks().to_vec(), vec![ReadAsk::RData { tag: 7 }]);
+    assert_eq!(r.fruitless_stalls(), 1);
+    r.handle_stall(8);
+    r.take_asks();
+    assert_eq!(r.fruitless_stalls(), 2);
+}
