@@ -86,6 +86,11 @@ pub enum LoginError {
     /// The target broke the protocol (bad header fields, stage, text or answers).
     #[error("target protocol error: {0}")]
     Protocol(&'static str),
+    /// The target answered an offer with a value outside what was offered, or negotiated a
+    /// key twice (RFC 7143 section 6.2): the answer is named, e.g. "invalid answer
+    /// HeaderDigest=None" to an initiator that offered only CRC32C.
+    #[error("target negotiation error: {0}")]
+    Negotiation(crate::text::negotiate::NegotiationError),
     /// Mutual CHAP: the target did not prove its identity.
     #[error("target authentication failed: {0}")]
     TargetAuthentication(&'static str),
@@ -307,7 +312,7 @@ impl InitiatorLogin {
         let answers = self
             .negotiator
             .handle(&negotiable(&pairs))
-            .map_err(|_| Protocol("invalid negotiation answer"))?;
+            .map_err(LoginError::Negotiation)?;
         out.extend(answers);
         match transit {
             Some(Stage::FullFeature) => self.complete(rsp),

@@ -244,3 +244,43 @@ fn initiator_reports_failures_and_redirects() {
         }
     );
 }
+
+#[test]
+fn an_answer_outside_the_offer_is_named_in_the_error() {
+    let offer = OperationalOffer {
+        header_digest: vec![DigestKind::Crc32c],
+        ..OperationalOffer::default()
+    };
+    let mut ini = InitiatorLogin::new(
+        config(Some(TARGET), None, offer),
+        Itt(5),
+        SeqNum(1),
+        SeqNum(0),
+    );
+    let req = ini.start().unwrap();
+    // A target that does not do digests answers None to an initiator that offered only
+    // CRC32C (RFC 7143 section 13.1): a failed negotiation, which names the answer.
+    let rsp = LoginResponse {
+        transit: true,
+        cont: false,
+        csg: req.csg,
+        nsg: 3,
+        version_max: 0,
+        version_active: 0,
+        isid: req.isid,
+        tsih: Tsih(7),
+        itt: req.itt,
+        stat_sn: SeqNum(0),
+        exp_cmd_sn: SeqNum(1),
+        max_cmd_sn: SeqNum(1),
+        status: LoginStatus::SUCCESS,
+        data: encode_pairs(&[("HeaderDigest", "None")]),
+    };
+    match ini.handle_response(&rsp, &mut |_| {}) {
+        InitiatorStep::Failed(e @ LoginError::Negotiation(_)) => assert_eq!(
+            e.to_string(),
+            "target negotiation error: invalid answer HeaderDigest=None"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
