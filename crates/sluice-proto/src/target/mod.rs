@@ -293,6 +293,10 @@ pub struct TargetSession {
     next_serial: u64,
     /// Async logout request sent: close every connection at this time.
     logout_deadline: Option<Instant>,
+    /// No task's sequence reception timer runs out before this (ErrorRecoveryLevel 1 and
+    /// above): lowered whenever a timer starts, made exact when timers are looked at, so that
+    /// `poll_timeout` does not scan every task on each turn of the driver's loop.
+    sequence_wakeup: Option<Instant>,
     /// The latest `now` a call brought (timers set by PDUs start from it).
     now: Instant,
     /// Window places of ended commands held back while too many statuses wait for
@@ -325,6 +329,7 @@ impl TargetSession {
             recently_aborted: VecDeque::new(),
             next_serial: 1,
             logout_deadline: None,
+            sequence_wakeup: None,
             now,
             deferred_slots: Vec::new(),
             orphans: Vec::new(),

@@ -64,21 +64,28 @@ impl TargetSession {
                 TaskState::Collecting { write, .. } if write.awaits_data() => Some(deadline),
                 _ => None,
             };
+            if let Some(d) = task.deadline {
+                self.sequence_wakeup = Some(self.sequence_wakeup.map_or(d, |w| w.min(d)));
+            }
         }
     }
 
-    /// The earliest sequence reception timeout.
+    /// No sequence reception timeout comes before this (it may be early: a timer stopped
+    /// since leaves it, and the next look corrects it).
     pub(super) fn sequence_deadline(&self) -> Option<Instant> {
         if self.params.error_recovery_level == 0 {
             return None;
         }
-        self.tasks.values().filter_map(|t| t.deadline).min()
+        self.sequence_wakeup
     }
 
     /// Writes whose expected Data-Out did not come in time ask for it again (section 7.1.4.1
     /// b: "considered an implicit sequence error and dealt with as specified in Section 7.9,
     /// using the option of a recovery R2T").
     pub(super) fn handle_sequence_timeouts(&mut self, now: Instant) {
+        if self.sequence_wakeup.is_none_or(|w| now < w) {
+            return;
+        }
         let due: Vec<Itt> = self
             .tasks
             .iter()
@@ -97,6 +104,7 @@ impl TargetSession {
             let progress = write.handle_sequence_timeout(&mut self.ttts);
             self.write_progress(itt, progress);
         }
+        self.sequence_wakeup = self.tasks.values().filter_map(|t| t.deadline).min();
     }
 
     /// A PDU whose data segment failed its digest (section 7.8): "When a target receives any
