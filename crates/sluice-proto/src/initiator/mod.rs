@@ -355,6 +355,8 @@ pub struct InitiatorSession {
     /// Connection recoveries since the target last answered a command or request: a link
     /// that fails before any answer gets back would otherwise be recovered for ever.
     fruitless_recoveries: u32,
+    /// A request expired on the recovery tick: due connection logouts are looked at after it.
+    logout_may_be_due: bool,
 }
 
 /// Session-wide counters the core keeps (the driver counts PDUs and bytes).
@@ -404,6 +406,7 @@ impl InitiatorSession {
             reassigned: 0,
             plugs: Vec::new(),
             fruitless_recoveries: 0,
+            logout_may_be_due: false,
         };
         let id = s.insert_connection(leading, now);
         (s, id)

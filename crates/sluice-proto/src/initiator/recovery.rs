@@ -135,6 +135,8 @@ impl InitiatorSession {
             if expired {
                 self.request_wire.remove(&itt);
                 self.fail_request(itt, Failure::Timeout);
+                // It may have been what held a connection's logout back.
+                self.logout_may_be_due = true;
                 match logout {
                     Some((true, _)) => self.end_session(),
                     Some((false, conn)) => self.close(conn, CloseReason::Logout),
@@ -480,14 +482,14 @@ impl InitiatorSession {
         self.next_tick = None;
         self.expire_commands(now);
         self.expire_requests(now);
+        if std::mem::take(&mut self.logout_may_be_due) {
+            self.send_due_logouts();
+        }
         self.probe_closed_window(now);
         if self.recovering() {
             self.retry_stalled(now);
             self.ask_stale_status_gaps(now);
         }
-        // A request that timed out or was forgotten may have been what held a connection's
-        // logout back.
-        self.send_due_logouts();
         self.arm_recovery(now);
     }
 
