@@ -54,37 +54,44 @@ pub(crate) async fn open_extra_connections(shared: &Arc<Shared>) {
         (info.portal.clone(), info.tsih)
     };
     for cid in 1..wanted {
-        let cmd_sn = shared.lock().command_window().0;
-        let join = Join {
-            tsih: Tsih(tsih),
-            cid,
-            cmd_sn,
-        };
-        match login(
-            portal.clone(),
-            Some(&shared.target),
-            shared.isid,
-            Some(join),
-            &shared.opts,
-            &shared.counters,
-        )
-        .await
-        {
-            Ok(l) => {
-                let id = {
-                    let mut core = shared.lock();
-                    let id = core.add_connection(setup_of(&l, cid), Instant::now());
-                    shared.after(&mut core, None);
-                    id
-                };
-                shared.spawn_connection(id, l.transport);
-            }
-            Err(e) => {
-                tracing::warn!(cid, error = %e, "could not add a connection to the session");
-                break;
-            }
+        if let Err(e) = join_connection(shared, &portal, tsih, cid).await {
+            tracing::warn!(cid, error = %e, "could not add a connection to the session");
+            break;
         }
     }
+}
+
+/// Logs in a connection to the session (its TSIH) with `cid`, hands it to the core (which
+/// moves the commands of a failed connection with that CID to it) and starts its task.
+async fn join_connection(
+    shared: &Arc<Shared>,
+    portal: &str,
+    tsih: u16,
+    cid: u16,
+) -> Result<(), crate::Error> {
+    let cmd_sn = shared.lock().command_window().0;
+    let join = Join {
+        tsih: Tsih(tsih),
+        cid,
+        cmd_sn,
+    };
+    let l = login(
+        portal.to_owned(),
+        Some(&shared.target),
+        shared.isid,
+        Some(join),
+        &shared.opts,
+        &shared.counters,
+    )
+    .await?;
+    let id = {
+        let mut core = shared.lock();
+        let id = core.add_connection(setup_of(&l, cid), Instant::now());
+        shared.after(&mut core, None);
+        id
+    };
+    shared.spawn_connection(id, l.transport);
+    Ok(())
 }
 
 /// Logs in a connection with the session's TSIH and `cid` after DefaultTime2Wait (section 7.5:
@@ -106,32 +113,10 @@ async fn recover_connection(shared: &Arc<Shared>, cid: u16) {
         .unwrap_or(Duration::from_secs(u64::from(time2wait)));
     for attempt in 1..=opts.max_reconnects.max(1) {
         tokio::time::sleep(delay).await;
-        let cmd_sn = shared.lock().command_window().0;
-        let join = Join {
-            tsih: Tsih(tsih),
-            cid,
-            cmd_sn,
-        };
-        match login(
-            portal.clone(),
-            Some(&shared.target),
-            shared.isid,
-            Some(join),
-            opts,
-            &shared.counters,
-        )
-        .await
-        {
-            Ok(l) => {
-                let id = {
-                    let mut core = shared.lock();
-                    let id = core.add_connection(setup_of(&l, cid), Instant::now());
-                    shared.after(&mut core, None);
-                    id
-                };
+        match join_connection(shared, &portal, tsih, cid).await {
+            Ok(()) => {
                 shared.counters.lock().connection_recoveries += 1;
                 tracing::debug!(cid, attempt, "connection recovered");
-                shared.spawn_connection(id, l.transport);
                 return;
             }
             Err(e) => {

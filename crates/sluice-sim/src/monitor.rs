@@ -78,6 +78,16 @@ impl SessionMonitor {
         Ok(())
     }
 
+    /// `cmd_sn` was used: the run of CmdSNs reaches it.
+    fn widen(&mut self, cmd_sn: SeqNum) {
+        if self.lowest.is_none_or(|l| cmd_sn.lt(l)) {
+            self.lowest = Some(cmd_sn);
+        }
+        if self.highest.is_none_or(|h| cmd_sn.gt(h)) {
+            self.highest = Some(cmd_sn);
+        }
+    }
+
     /// Commands sent (non-immediate).
     pub(crate) fn commands(&self) -> usize {
         self.cmd_sns.len()
@@ -288,12 +298,7 @@ impl LinkMonitor {
                     ))
                 }
             }
-            if session.lowest.is_none_or(|l| cmd_sn.lt(l)) {
-                session.lowest = Some(cmd_sn);
-            }
-            if session.highest.is_none_or(|h| cmd_sn.gt(h)) {
-                session.highest = Some(cmd_sn);
-            }
+            session.widen(cmd_sn);
         }
         if let Pdu::TaskMgmtRequest(t) = pdu {
             if t.function == sluice_proto::pdu::codes::TmfFunction::AbortTask
@@ -307,12 +312,7 @@ impl LinkMonitor {
                     .cmd_sns
                     .entry(t.ref_cmd_sn.0)
                     .or_insert(t.referenced_task_tag);
-                if session.lowest.is_none_or(|l| t.ref_cmd_sn.lt(l)) {
-                    session.lowest = Some(t.ref_cmd_sn);
-                }
-                if session.highest.is_none_or(|h| t.ref_cmd_sn.gt(h)) {
-                    session.highest = Some(t.ref_cmd_sn);
-                }
+                session.widen(t.ref_cmd_sn);
             }
             if t.function == sluice_proto::pdu::codes::TmfFunction::TaskReassign {
                 let itt = t.referenced_task_tag;

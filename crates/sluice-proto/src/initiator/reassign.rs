@@ -131,9 +131,7 @@ impl InitiatorSession {
                 // of it between two failures): it ends rather than move for ever, and the
                 // target is told to end it too (its connection was just logged out, so the
                 // ABORT TASK may go on another one, section 11.5.1), freeing its CmdSN slot.
-                let (cmd_sn, lun) = (t.cmd_sn, t.queued.command.lun);
-                self.complete_task(itt, Err(Failure::TooManyRetries), now);
-                self.abort_quietly(new, itt, cmd_sn, lun);
+                self.give_up_task(itt, Failure::TooManyRetries, new, now);
                 continue;
             }
             let exp_data_sn = t.prepare_reassign(&params);

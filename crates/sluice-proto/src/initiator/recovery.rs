@@ -375,16 +375,13 @@ impl InitiatorSession {
             }
             SnackType::DataR2t | SnackType::RData => {
                 let itt = snack.itt;
-                let Some(t) = self
+                if self
                     .tasks
                     .get(&itt)
-                    .filter(|t| t.conn == conn && t.is_read())
-                else {
-                    return;
-                };
-                let (cmd_sn, lun) = (t.cmd_sn, t.queued.command.lun);
-                self.complete_task(itt, Err(Failure::Unrecoverable), self.now);
-                self.abort_quietly(conn, itt, cmd_sn, lun);
+                    .is_some_and(|t| t.conn == conn && t.is_read())
+                {
+                    self.give_up_task(itt, Failure::Unrecoverable, conn, self.now);
+                }
             }
             _ => {}
         }
@@ -451,9 +448,8 @@ impl InitiatorSession {
             // Giving up leaves the CmdSN gap the command never filled: an ABORT TASK plugs
             // it (section 7.11: the target then "MUST consider the original command with
             // that RefCmdSN as received").
-            let (conn, cmd_sn, lun) = (t.conn, t.cmd_sn, t.queued.command.lun);
-            self.complete_task(itt, Err(Failure::TooManyRetries), self.now);
-            self.abort_quietly(conn, itt, cmd_sn, lun);
+            let conn = t.conn;
+            self.give_up_task(itt, Failure::TooManyRetries, conn, self.now);
             return;
         }
         let mut out = Vec::new();
@@ -551,6 +547,18 @@ impl InitiatorSession {
         }
     }
 
+    /// Ends task `itt` with `failure` and tells the target to end it too, with an ABORT TASK
+    /// on `conn` whose answer is not reported (section 11.5.1): that also fills the CmdSN of a
+    /// command the target never got (section 7.11).
+    pub(super) fn give_up_task(&mut self, itt: Itt, failure: Failure, conn: ConnId, now: Instant) {
+        let Some(t) = self.tasks.get(&itt) else {
+            return;
+        };
+        let (cmd_sn, lun) = (t.cmd_sn, t.queued.command.lun);
+        self.complete_task(itt, Err(failure), now);
+        self.abort_quietly(conn, itt, cmd_sn, lun);
+    }
+
     /// ABORT TASK for a task this side already gave up on (section 11.5.1); its answer is
     /// not reported.
     pub(super) fn abort_quietly(
@@ -630,9 +638,8 @@ impl InitiatorSession {
                 // Asked again and again without a missing Data-In getting through (a link
                 // that loses every copy of it): the read fails, and the target is told to end
                 // it (an ABORT TASK on its connection, section 11.5.1).
-                let (conn, cmd_sn, lun) = (t.conn, t.cmd_sn, t.queued.command.lun);
-                self.complete_task(itt, Err(Failure::TooManyRetries), now);
-                self.abort_quietly(conn, itt, cmd_sn, lun);
+                let conn = t.conn;
+                self.give_up_task(itt, Failure::TooManyRetries, conn, now);
                 continue;
             }
             if let Some(t) = self.tasks.get_mut(&itt) {
