@@ -148,6 +148,9 @@ pub struct OperationalOffer {
     pub queue_depth: u32,
     /// MaxConnections the target accepts at most per session (RFC 7143 section 13.2).
     pub max_connections: u16,
+    /// Whether GOOD status of a read rides in its last Data-In (phase collapse, RFC 7143
+    /// section 11.7.3) rather than in a separate SCSI Response. Not negotiated.
+    pub phase_collapse: bool,
 }
 
 /// The values [`OperationalOffer::queue_depth`] may take: at least one command, at most 2^16
@@ -184,6 +187,7 @@ impl Default for OperationalOffer {
             error_recovery_level: IMPLEMENTED_ERROR_RECOVERY_LEVEL,
             queue_depth: 128,
             max_connections: 8,
+            phase_collapse: true,
         }
     }
 }

@@ -425,7 +425,8 @@ fn join_session(
                 }),
                 recovery: ctx.config.recovery,
             };
-            let (core, id) = TargetSession::new(config, setup, now);
+            let (mut core, id) = TargetSession::new(config, setup, now);
+            core.set_phase_collapse(ctx.config.offer.phase_collapse);
             let target = outcome.target_name.as_deref().map(str::to_ascii_lowercase);
             let session = Arc::new(SharedSession::new(
                 core,

@@ -58,6 +58,7 @@ pub(super) struct SessionToml {
     pub(super) error_recovery_level: Option<Spanned<u64>>,
     pub(super) queue_depth: Option<Spanned<i64>>,
     pub(super) max_connections: Option<Spanned<u64>>,
+    pub(super) phase_collapse: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

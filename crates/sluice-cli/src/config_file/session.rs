@@ -53,6 +53,7 @@ pub(super) fn convert_session(
         *queue_depth_span = Some(v.span());
     }
     offer.immediate_data = s.immediate_data.unwrap_or(offer.immediate_data);
+    offer.phase_collapse = s.phase_collapse.unwrap_or(offer.phase_collapse);
     offer.initial_r2t = s.initial_r2t.unwrap_or(offer.initial_r2t);
     offer.data_pdu_in_order = s.data_pdu_in_order.unwrap_or(offer.data_pdu_in_order);
     offer.data_sequence_in_order = s

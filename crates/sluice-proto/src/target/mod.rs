@@ -304,6 +304,9 @@ pub struct TargetSession {
     deferred_slots: Vec<crate::window::Slot>,
     /// Failed connections whose tasks wait for reassignment (ErrorRecoveryLevel 2).
     orphans: Vec<reassign::Orphaned>,
+    /// Whether GOOD status of a read rides in its last Data-In (phase collapse, RFC 7143
+    /// section 11.7.3). The initiator has no say: it is the target's choice.
+    phase_collapse: bool,
 }
 
 /// How many recently aborted ITTs are remembered (a window's worth is plenty: late Data-Out
@@ -333,9 +336,16 @@ impl TargetSession {
             now,
             deferred_slots: Vec::new(),
             orphans: Vec::new(),
+            phase_collapse: true,
         };
         let conn = session.insert_connection(leading, now);
         (session, conn)
+    }
+
+    /// Chooses whether GOOD status of a read travels in its last Data-In (`true`, the
+    /// default: phase collapse, RFC 7143 section 11.7.3) or in a separate SCSI Response.
+    pub fn set_phase_collapse(&mut self, collapse: bool) {
+        self.phase_collapse = collapse;
     }
 
     /// Adds the connection of a login that named this session's TSIH. A CID in use is

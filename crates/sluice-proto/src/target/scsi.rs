@@ -8,9 +8,9 @@ use super::{
 use crate::pdu::codes::{RejectReason, ScsiStatus};
 use std::time::Instant;
 
-use crate::pdu::{Cdb, DataOut, Pdu, ScsiCommand, ScsiResponse};
+use crate::pdu::{Cdb, DataIn, DataOut, Pdu, ScsiCommand, ScsiResponse};
 use crate::seq::{Itt, Lun, SeqNum};
-use crate::task::target_read::DataInSequence;
+use crate::task::target_read::{reorder, DataInSequence};
 use crate::task::target_write::{TargetWrite, WriteData, WriteProgress};
 use crate::task::{
     aborted_command_sense, scsi_response, PeerAction, Residual, TaskError, TttAllocator,
@@ -443,6 +443,9 @@ impl TargetSession {
         }
         if info.read {
             let mut seq = DataInSequence::new(itt, done.data, info.edtl, done.status, &params);
+            if !self.phase_collapse {
+                seq = seq.without_phase_collapse();
+            }
             if snack_tag != 0 {
                 // An R-Data SNACK came while the command ran: its status goes in a SCSI
                 // Response carrying the SNACK Tag (section 11.16.3).
@@ -457,8 +460,22 @@ impl TargetSession {
             if params.error_recovery_level > 0 {
                 answered.data_in = Some(seq.clone());
             }
-            for pdu in &mut seq {
-                self.queue_to(conn, Pdu::DataIn(pdu));
+            if params.error_recovery_level == 0
+                && !(params.data_pdu_in_order && params.data_sequence_in_order)
+            {
+                // Sections 13.18, 13.19: the initiator allowed any order, and it gets one.
+                let pdus: Vec<DataIn> = seq.by_ref().collect();
+                for pdu in reorder(
+                    pdus,
+                    params.data_pdu_in_order,
+                    params.data_sequence_in_order,
+                ) {
+                    self.queue_to(conn, Pdu::DataIn(pdu));
+                }
+            } else {
+                for pdu in &mut seq {
+                    self.queue_to(conn, Pdu::DataIn(pdu));
+                }
             }
             // What an orphaned task "sent" went nowhere: a reassignment sends it all.
             answered.data_in_sent = if answered.delivered {

@@ -102,6 +102,14 @@ impl DataInSequence {
         self
     }
 
+    /// Sends the status in a separate SCSI Response even when it is GOOD (no phase collapse,
+    /// RFC 7143 section 11.7.3: the S bit "MAY" be set, so it is the target's choice).
+    #[must_use]
+    pub fn without_phase_collapse(mut self) -> Self {
+        self.collapse = false;
+        self
+    }
+
     /// The TTT the A-bit PDUs carry, when acknowledgements are requested.
     pub fn ack_ttt(&self) -> Option<Ttt> {
         self.ack.map(|a| a.ttt)
@@ -272,6 +280,69 @@ impl Iterator for DataInSequence {
     }
 }
 
+/// Reorders the Data-In PDUs of one read as DataPDUInOrder=No and DataSequenceInOrder=No
+/// allow (RFC 7143 sections 13.18, 13.19): with sequences out of order the last sequence goes
+/// first, with PDUs out of order each sequence's PDUs go last to first. DataSN is renumbered
+/// in sending order (section 11.7.5: it counts the PDUs as sent), F marks the last PDU sent of
+/// each sequence (section 11.7.1) and the status, if any, moves to the last PDU sent (section
+/// 11.7.3). `pdus` are one read's PDUs as [`DataInSequence`] cut them, in order, without the
+/// A bit (acknowledgement needs ErrorRecoveryLevel 1, whose SNACKs the target answers from
+/// the in-order plan, so reordering is for level 0 only).
+pub fn reorder(pdus: Vec<DataIn>, pdu_in_order: bool, sequence_in_order: bool) -> Vec<DataIn> {
+    if (pdu_in_order && sequence_in_order) || pdus.len() < 2 {
+        return pdus;
+    }
+    let status = pdus.last().map(|p| {
+        (
+            p.status_present,
+            p.status,
+            p.overflow,
+            p.underflow,
+            p.residual,
+        )
+    });
+    let mut sequences: Vec<Vec<DataIn>> = Vec::new();
+    let mut current = Vec::new();
+    for p in pdus {
+        let end = p.final_bit;
+        current.push(p);
+        if end {
+            sequences.push(std::mem::take(&mut current));
+        }
+    }
+    if !current.is_empty() {
+        sequences.push(current);
+    }
+    if !sequence_in_order {
+        sequences.reverse();
+    }
+    let mut out = Vec::new();
+    for mut seq in sequences {
+        if !pdu_in_order {
+            seq.reverse();
+        }
+        let n = seq.len();
+        for (i, mut p) in seq.into_iter().enumerate() {
+            p.final_bit = i + 1 == n;
+            p.status_present = false;
+            p.status = ScsiStatus::Good;
+            p.overflow = false;
+            p.underflow = false;
+            p.residual = 0;
+            p.data_sn = out.len() as u32;
+            out.push(p);
+        }
+    }
+    if let (Some(last), Some((present, status, over, under, residual))) = (out.last_mut(), status) {
+        last.status_present = present;
+        last.status = status;
+        last.overflow = over;
+        last.underflow = under;
+        last.residual = residual;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,6 +386,65 @@ mod tests {
         assert!(pdus[..9].iter().all(|p| !p.status_present));
         assert!(!seq.needs_response());
         assert_eq!(seq.data_in_count(), 10);
+    }
+
+    #[test]
+    fn reorder_reverses_sequences_and_pdus_and_moves_the_status() {
+        let cut = |pdu, seq| {
+            let seq_pdus: Vec<DataIn> = DataInSequence::new(
+                Itt(7),
+                data(8192),
+                8192,
+                ScsiStatus::Good,
+                &params(1024, 4096),
+            )
+            .collect();
+            reorder(seq_pdus, pdu, seq)
+        };
+        let offsets = |v: &[DataIn]| v.iter().map(|p| p.buffer_offset).collect::<Vec<u32>>();
+        assert_eq!(
+            offsets(&cut(true, true)),
+            vec![0, 1024, 2048, 3072, 4096, 5120, 6144, 7168]
+        );
+        let pdus = cut(false, true);
+        assert_eq!(
+            offsets(&pdus),
+            vec![3072, 2048, 1024, 0, 7168, 6144, 5120, 4096]
+        );
+        let seqs = cut(true, false);
+        assert_eq!(
+            offsets(&seqs),
+            vec![4096, 5120, 6144, 7168, 0, 1024, 2048, 3072]
+        );
+        for v in [pdus, seqs, cut(false, false)] {
+            assert!(v.iter().enumerate().all(|(i, p)| p.data_sn == i as u32));
+            let finals: Vec<usize> = (0..v.len()).filter(|&i| v[i].final_bit).collect();
+            assert_eq!(finals, vec![3, 7]);
+            assert!(v[7].status_present && v[..7].iter().all(|p| !p.status_present));
+            // Every byte exactly once.
+            let mut covered = offsets(&v);
+            covered.sort_unstable();
+            assert_eq!(covered, (0..8).map(|i| i * 1024).collect::<Vec<u32>>());
+        }
+    }
+
+    #[test]
+    fn without_phase_collapse_good_status_goes_in_a_response() {
+        let mut seq = DataInSequence::new(
+            Itt(7),
+            data(4096),
+            4096,
+            ScsiStatus::Good,
+            &params(1024, 4096),
+        )
+        .without_phase_collapse();
+        let pdus: Vec<DataIn> = seq.by_ref().collect();
+        assert_eq!(pdus.len(), 4);
+        assert!(pdus.iter().all(|p| !p.status_present));
+        assert!(seq.needs_response());
+        let rsp = seq.response(&[]);
+        assert_eq!(rsp.status, ScsiStatus::Good);
+        assert_eq!(rsp.exp_data_sn, 4);
     }
 
     #[test]
