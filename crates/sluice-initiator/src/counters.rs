@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use sluice_proto::pdu::types::opcode;
+use sluice_proto::pdu::Pdu;
+use sluice_proto::seq::Ttt;
 
 /// Highest latency the histogram records exactly (longer ones are clamped): 60 s in µs.
 const LATENCY_MAX_US: u64 = 60_000_000;
@@ -32,6 +34,12 @@ pub struct SessionCounters {
     pub read_bytes: u64,
     /// Payload bytes of completed writes.
     pub write_bytes: u64,
+    /// Write data sent as immediate data in SCSI Command PDUs (RFC 7143 section 13.11).
+    pub immediate_bytes: u64,
+    /// Write data sent in unsolicited Data-Out PDUs (TTT 0xffffffff, section 13.10).
+    pub unsolicited_bytes: u64,
+    /// Write data sent in Data-Out PDUs answering an R2T (section 11.8).
+    pub solicited_bytes: u64,
     /// Header digest mismatches detected.
     pub header_digest_errors: u64,
     /// Data digest mismatches detected.
@@ -65,6 +73,9 @@ impl Default for SessionCounters {
             bytes_received: 0,
             read_bytes: 0,
             write_bytes: 0,
+            immediate_bytes: 0,
+            unsolicited_bytes: 0,
+            solicited_bytes: 0,
             header_digest_errors: 0,
             data_digest_errors: 0,
             reconnects: 0,
@@ -112,6 +123,13 @@ impl SessionCounters {
     }
 }
 
+/// How write data travelled.
+enum WriteData {
+    Immediate,
+    Unsolicited,
+    Solicited,
+}
+
 /// Shared, lock-protected counters; the driver is the only writer.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Counters(Arc<Mutex<SessionCounters>>);
@@ -130,6 +148,23 @@ impl Counters {
         let mut c = self.lock();
         c.pdus_sent[usize::from(op & 0x3f)] += 1;
         c.bytes_sent += wire_len as u64;
+    }
+
+    /// Sorts the write data a PDU carries into immediate, unsolicited and solicited bytes.
+    pub(crate) fn write_data_sent(&self, pdu: &Pdu) {
+        let (field, len) = match pdu {
+            Pdu::ScsiCommand(c) if !c.data.is_empty() => (WriteData::Immediate, c.data.len()),
+            Pdu::DataOut(d) if d.ttt == Ttt::RESERVED => (WriteData::Unsolicited, d.data.len()),
+            Pdu::DataOut(d) => (WriteData::Solicited, d.data.len()),
+            _ => return,
+        };
+        let mut c = self.lock();
+        let counter = match field {
+            WriteData::Immediate => &mut c.immediate_bytes,
+            WriteData::Unsolicited => &mut c.unsolicited_bytes,
+            WriteData::Solicited => &mut c.solicited_bytes,
+        };
+        *counter += len as u64;
     }
 
     pub(crate) fn pdu_received(&self, op: u8) {
@@ -167,5 +202,46 @@ mod tests {
         assert_eq!(s.latency_us.len(), 1);
         assert!(s.latency_us.value_at_quantile(0.5) >= 249);
         assert_eq!(s.write_bytes, 4096);
+    }
+
+    #[test]
+    fn write_data_is_sorted_by_how_it_travelled() {
+        use bytes::Bytes;
+        use sluice_proto::pdu::{DataOut, ScsiCommand};
+        let c = Counters::default();
+        let cmd = ScsiCommand {
+            immediate: false,
+            final_bit: false,
+            read: false,
+            write: true,
+            attr: Default::default(),
+            lun: Default::default(),
+            itt: Default::default(),
+            expected_data_transfer_length: 4096,
+            cmd_sn: Default::default(),
+            exp_stat_sn: Default::default(),
+            cdb: sluice_proto::pdu::Cdb::new(&[0x2a; 10]),
+            bidi_read_length: None,
+            data: Bytes::from(vec![0; 512]),
+        };
+        c.write_data_sent(&Pdu::ScsiCommand(cmd));
+        let out = |ttt| DataOut {
+            final_bit: true,
+            lun: Default::default(),
+            itt: Default::default(),
+            ttt,
+            exp_stat_sn: Default::default(),
+            data_sn: 0,
+            buffer_offset: 0,
+            data: Bytes::from(vec![0; 1024]),
+        };
+        c.write_data_sent(&Pdu::DataOut(out(Ttt::RESERVED)));
+        c.write_data_sent(&Pdu::DataOut(out(Ttt(3))));
+        c.write_data_sent(&Pdu::DataOut(out(Ttt(4))));
+        let s = c.snapshot();
+        assert_eq!(
+            (s.immediate_bytes, s.unsolicited_bytes, s.solicited_bytes),
+            (512, 1024, 2048)
+        );
     }
 }

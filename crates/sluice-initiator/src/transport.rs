@@ -104,6 +104,7 @@ impl Transport {
         encode(pdu, self.digests, &mut self.wbuf);
         self.counters
             .pdu_sent(pdu.opcode(), self.wbuf.len() - before);
+        self.counters.write_data_sent(pdu);
         if let Some(faults) = &mut self.faults {
             let mut frame = self.wbuf.split_off(before);
             for _ in 0..faults.on_send(&mut frame) {

@@ -30,6 +30,12 @@ pub struct PduCounts {
     pub bytes_received: u64,
     /// Commands the initiator completed (any status).
     pub commands: u64,
+    /// Write data sent inside SCSI Command PDUs (ImmediateData).
+    pub immediate_bytes: u64,
+    /// Write data sent in unsolicited Data-Out PDUs.
+    pub unsolicited_bytes: u64,
+    /// Write data sent in Data-Out PDUs that answered an R2T.
+    pub solicited_bytes: u64,
     /// What error recovery did (RFC 7143 section 7).
     pub recovery: RecoveryCounts,
 }
@@ -93,6 +99,9 @@ impl PduCounts {
             bytes_sent: after.bytes_sent - before.bytes_sent,
             bytes_received: after.bytes_received - before.bytes_received,
             commands: after.commands - before.commands,
+            immediate_bytes: after.immediate_bytes - before.immediate_bytes,
+            unsolicited_bytes: after.unsolicited_bytes - before.unsolicited_bytes,
+            solicited_bytes: after.solicited_bytes - before.solicited_bytes,
             recovery: RecoveryCounts {
                 header_digest_errors: after.header_digest_errors - before.header_digest_errors,
                 data_digest_errors: after.data_digest_errors - before.data_digest_errors,
@@ -120,6 +129,9 @@ impl PduCounts {
         self.bytes_sent += o.bytes_sent;
         self.bytes_received += o.bytes_received;
         self.commands += o.commands;
+        self.immediate_bytes += o.immediate_bytes;
+        self.unsolicited_bytes += o.unsolicited_bytes;
+        self.solicited_bytes += o.solicited_bytes;
         self.recovery.add(&o.recovery);
     }
 
