@@ -110,6 +110,64 @@ pub enum LabCommand {
     /// invariants checked after every event.
     #[command(after_help = SIM_AFTER_HELP)]
     Sim(SimArgs),
+    /// The iSCSI parameter study (Shastry, Klotz and Russell): every negotiated parameter
+    /// swept, the paper's figures, equations (1)-(3) and Table 2 checked on this machine.
+    #[command(after_help = SWEEP_AFTER_HELP)]
+    Sweep(SweepArgs),
+}
+
+/// Text after `sluice lab sweep --help`.
+const SWEEP_AFTER_HELP: &str = "\
+Presets: tiny (seconds), quick (minutes), full (hours: the paper's grids, 500 MiB x 10 runs),
+fig3 fig4 fig5 fig6 fig7 fig8 fig9 fig10 table1 fig11 digests lus-connections table2.
+The output directory gets results.csv and results.json (one row per run: the grid's values,
+what the login negotiated, PDU counts per command beside RFC 7143's prediction, bytes,
+seconds, CPU time), one PNG per figure and report.md. An interrupted sweep continues with
+--resume. Examples:
+  sluice lab sweep --preset quick --out sweep-quick
+  sluice lab sweep --preset fig10 --out fig10 --resume
+  sluice lab sweep --preset quick --link gige --out sweep-gige    # as root
+  sluice lab sweep --target iscsi://127.0.0.1:3261/iqn.2001-04.com.example:tgt/1 \\
+      --name tgtd --preset fig3 --out tgtd-fig3";
+
+/// `sluice lab sweep`.
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Run against this existing target (initiator offers only) instead of spawning a sluice
+    /// target configured for every point.
+    #[arg(long, value_name = "URL")]
+    pub target: Option<String>,
+    /// With --target: the name results are filed under (default: the URL's host and port).
+    #[arg(long, requires = "target")]
+    pub name: Option<String>,
+    /// What to run (see below).
+    #[arg(long, default_value = "quick")]
+    pub preset: String,
+    /// Run the experiments of this TOML grid file instead of a preset (every combination of
+    /// the values each `[[experiment]]` lists; see docs/lab/parameter-study/README.md).
+    #[arg(long, value_name = "FILE", conflicts_with = "preset")]
+    pub grid: Option<PathBuf>,
+    /// Output directory.
+    #[arg(long, default_value = "sweep")]
+    pub out: PathBuf,
+    /// Continue a sweep in --out: runs already in its results.csv are not run again.
+    #[arg(long)]
+    pub resume: bool,
+    /// Bytes each run moves (overrides the preset; K, M, G suffixes).
+    #[arg(long, value_parser = parse_size)]
+    pub bytes: Option<u64>,
+    /// Runs per point (overrides the preset).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub runs: Option<u32>,
+    /// Only redraw the figures and the report from --out's results.csv.
+    #[arg(long)]
+    pub report_only: bool,
+    /// Run through an emulated link instead of loopback: `gige` (1 Gbit/s, the paper's
+    /// link) or KEY=VALUE pairs `rate=1gbit,delay=5ms,queue=1M,mtu=1500`. The spawned target
+    /// runs in a network namespace behind TUN devices and a user-space forwarder (needs
+    /// root). Not with --target.
+    #[arg(long, value_name = "SPEC", conflicts_with = "target")]
+    pub link: Option<String>,
 }
 
 /// Text after `sluice lab sim --help`.

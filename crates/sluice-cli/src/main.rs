@@ -29,6 +29,8 @@ mod cmd_lab;
 mod cmd_proxy;
 mod cmd_rw;
 mod cmd_sim;
+mod cmd_sweep;
+mod cmd_sweep_grid;
 mod cmd_target;
 mod config_file;
 mod logging;
@@ -73,6 +75,7 @@ fn main() -> ExitCode {
         }
         Command::Lab(LabCommand::Loopback(args)) => cmd_lab::run_loopback(args),
         Command::Lab(LabCommand::Sim(args)) => cmd_sim::run(args),
+        Command::Lab(LabCommand::Sweep(args)) => cmd_sweep::run(args),
         Command::Proxy(args) => cmd_proxy::run(args),
     };
     exit(result)

@@ -47,6 +47,20 @@ impl CpuTime {
     }
 }
 
+/// CPU seconds (user + system) another process on this machine has used, from
+/// `/proc/PID/stat` (fields 14 and 15, in clock ticks); `None` when it is gone.
+pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces: count fields after its closing ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    // SAFETY: sysconf only reads a configuration value; it has no pointer arguments.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (ticks > 0).then(|| (utime + stime) as f64 / ticks as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,5 +74,8 @@ mod tests {
         }
         let b = CpuTime::now();
         assert!(b.since(&a).total() > Duration::ZERO, "{x}");
+        let own = process_cpu_seconds(std::process::id()).unwrap();
+        assert!(own > 0.0);
+        assert!(process_cpu_seconds(u32::MAX).is_none());
     }
 }

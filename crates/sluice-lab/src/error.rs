@@ -22,6 +22,9 @@ pub enum LabError {
     /// The workload does not fit the device (range, alignment, sizes).
     #[error("{0}")]
     Workload(String),
+    /// An emulated link could not be set up.
+    #[error("emulated link: {0}")]
+    Link(String),
     /// The initiator failed outside the measured I/O (e.g. before the run).
     #[error(transparent)]
     Initiator(#[from] sluice_initiator::Error),

@@ -17,9 +17,12 @@
 //! (addresses), `trace` (SPC trace files), `pattern` (verify data), `workload` (the spec),
 //! `latency` (histograms), `progress` (live counters), `pdus` (PDU counts), `cpu`
 //! (getrusage), `alloc` (allocator tuning), `worker` (one in-flight slot), `runner` (the run), `report`, `error`;
-//! `crc` (the CRC32C algorithms of the fast-path study and their timing).
+//! `crc` (the CRC32C algorithms of the fast-path study and their timing); `sweep` (the
+//! parameter study: grids, runs, models, plots, report); `link` (an emulated link between
+//! network namespaces).
 
-// `unsafe` only in `alloc` (mallopt), `cpu` (getrusage), `crc/sse42` (the SSE4.2 `crc32`
+// `unsafe` only in `alloc` (mallopt), `cpu` (getrusage, sysconf), `link` (TUN ioctl, setns,
+// poll/read/write on TUN devices, geteuid), `crc/sse42` (the SSE4.2 `crc32`
 // instruction) and `crc/timing` (RDTSC), each block with a SAFETY comment.
 #![deny(unsafe_code)]
 
@@ -29,6 +32,7 @@ mod cpu;
 pub mod crc;
 mod error;
 mod latency;
+pub mod link;
 mod loopback;
 mod pattern;
 mod pdus;
@@ -37,13 +41,14 @@ mod region;
 mod report;
 mod runner;
 mod size_dist;
+pub mod sweep;
 mod trace;
 mod worker;
 mod workload;
 
 pub use alloc::keep_freed_buffers;
 pub use arrival::{exponential, Arrival};
-pub use cpu::CpuTime;
+pub use cpu::{process_cpu_seconds, CpuTime};
 pub use error::LabError;
 pub use latency::{new_histogram, LatencySummary};
 pub use loopback::{congestion_control, LoopbackSource, Source, StreamResult};

@@ -1,0 +1,161 @@
+//! An emulated network link between two network namespaces, in user space: the machine's
+//! kernel has no netem, so packets cross from one TUN device to the other through
+//! [`forward`], which serialises them at the link rate behind a tail-drop queue and adds a
+//! one-way delay. The initiator stays in this process's namespace (`10.201.N.1`); the target
+//! runs inside the link's namespace (`10.201.N.2`, started with `ip netns exec`). Needs root
+//! (CAP_NET_ADMIN) and the `ip` command.
+
+mod forward;
+mod spec;
+mod tun;
+
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+pub use forward::DirectionCounters;
+pub use spec::LinkSpec;
+
+use crate::error::LabError;
+
+/// A running emulated link; dropping it removes the namespace and both devices.
+pub struct EmulatedLink {
+    spec: LinkSpec,
+    netns: String,
+    subnet: u8,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    /// Initiator to target.
+    pub forward: Arc<DirectionCounters>,
+    /// Target to initiator.
+    pub backward: Arc<DirectionCounters>,
+}
+
+fn ip(args: &[&str]) -> Result<(), LabError> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| LabError::Link(format!("running ip {}: {e}", args.join(" "))))?;
+    if !out.status.success() {
+        return Err(LabError::Link(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
+/// Removes namespaces left by labs whose process is gone.
+fn remove_stale() {
+    let Ok(dir) = std::fs::read_dir("/var/run/netns") else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(pid) = name.strip_prefix("sluice-lab-") {
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = ip(&["netns", "del", &name]);
+            }
+        }
+    }
+}
+
+impl EmulatedLink {
+    /// Creates the namespace, the devices and the forwarder.
+    pub fn start(spec: LinkSpec) -> Result<Self, LabError> {
+        // SAFETY: geteuid has no arguments and cannot fail.
+        #[allow(unsafe_code)]
+        let root = unsafe { libc::geteuid() } == 0;
+        if !root {
+            return Err(LabError::Link(
+                "an emulated link needs root (network namespaces and TUN devices)".into(),
+            ));
+        }
+        remove_stale();
+        let pid = std::process::id();
+        let netns = format!("sluice-lab-{pid}");
+        let subnet = (pid % 250) as u8;
+        let (a_name, b_name) = (format!("slA{pid}"), format!("slB{pid}"));
+        ip(&["netns", "add", &netns])?;
+        let mut link = Self {
+            spec,
+            netns: netns.clone(),
+            subnet,
+            stop: Arc::new(AtomicBool::new(false)),
+            threads: Vec::new(),
+            forward: Arc::default(),
+            backward: Arc::default(),
+        };
+        let io = |what: &str, e: std::io::Error| LabError::Link(format!("{what}: {e}"));
+        let a = tun::open_tun(&a_name).map_err(|e| io("creating the initiator's TUN", e))?;
+        let b_name2 = b_name.clone();
+        let b = tun::in_netns(&netns, move || tun::open_tun(&b_name2))
+            .map_err(|e| io("creating the target's TUN", e))?;
+        let mtu = spec.mtu.to_string();
+        let (ia, ta) = (link.initiator_addr(), link.target_addr());
+        ip(&["addr", "add", &format!("{ia}/30"), "dev", &a_name])?;
+        ip(&["link", "set", "dev", &a_name, "mtu", &mtu, "up"])?;
+        ip(&[
+            "-n",
+            &netns,
+            "addr",
+            "add",
+            &format!("{ta}/30"),
+            "dev",
+            &b_name,
+        ])?;
+        ip(&[
+            "-n", &netns, "link", "set", "dev", &b_name, "mtu", &mtu, "up",
+        ])?;
+        ip(&["-n", &netns, "link", "set", "dev", "lo", "up"])?;
+        let dup = |fd| tun::dup(fd).map_err(|e| io("duplicating a TUN descriptor", e));
+        let (a2, b2) = (dup(&a)?, dup(&b)?);
+        link.threads.extend(forward::direction(
+            spec,
+            a,
+            b,
+            Arc::clone(&link.stop),
+            Arc::clone(&link.forward),
+        ));
+        link.threads.extend(forward::direction(
+            spec,
+            b2,
+            a2,
+            Arc::clone(&link.stop),
+            Arc::clone(&link.backward),
+        ));
+        Ok(link)
+    }
+
+    /// The link's settings.
+    pub fn spec(&self) -> LinkSpec {
+        self.spec
+    }
+
+    /// The namespace the target must run in (`ip netns exec NAME ...`).
+    pub fn netns(&self) -> &str {
+        &self.netns
+    }
+
+    /// The initiator's address (this namespace).
+    pub fn initiator_addr(&self) -> String {
+        format!("10.201.{}.1", self.subnet)
+    }
+
+    /// The target's address (inside [`Self::netns`]).
+    pub fn target_addr(&self) -> String {
+        format!("10.201.{}.2", self.subnet)
+    }
+}
+
+impl Drop for EmulatedLink {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        let _ = ip(&["netns", "del", &self.netns]);
+    }
+}
