@@ -133,6 +133,9 @@ seconds, CPU time), one PNG per figure and report.md. An interrupted sweep conti
 /// `sluice lab sweep`.
 #[derive(Debug, Args)]
 pub struct SweepArgs {
+    /// Start a sluice target configured for every point (the default).
+    #[arg(long, conflicts_with = "target")]
+    pub spawn: bool,
     /// Run against this existing target (initiator offers only) instead of spawning a sluice
     /// target configured for every point.
     #[arg(long, value_name = "URL")]

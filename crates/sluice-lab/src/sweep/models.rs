@@ -164,12 +164,15 @@ pub struct Effect {
     pub spread: f64,
     /// Slowest and fastest mean of that group, MiB/s.
     pub range: (f64, f64),
+    /// Whether that difference stands out of the noise: more than twice the largest
+    /// standard deviation of the runs at the group's points.
+    pub significant: bool,
     /// The parameter value of the best point in the fastest group, as text; with
     /// `at_least`, the smallest value within 5 % of that group's best.
     pub best: String,
 }
 
-/// A spread at or above this makes a parameter "Important".
+/// A spread at or above this, out of the noise, makes a parameter "Important".
 pub const IMPORTANT: f64 = 0.10;
 
 /// The effect of the parameter `value` (rendered as text, ordered by `order`) in
@@ -199,15 +202,16 @@ pub fn effect(
             None => groups.push((g, vec![s])),
         }
     }
-    let mut spread: Option<(f64, (f64, f64))> = None;
+    let mut spread: Option<(f64, (f64, f64), bool)> = None;
     let mut fastest: Option<(f64, String)> = None;
     for (_, mut g) in groups.into_iter().filter(|(_, g)| g.len() >= 2) {
         g.sort_by(|a, b| value(&a.point).0.total_cmp(&value(&b.point).0));
         let max = g.iter().map(|s| s.mean).fold(0.0, f64::max);
         let min = g.iter().map(|s| s.mean).fold(f64::INFINITY, f64::min);
         let sp = if max > 0.0 { (max - min) / max } else { 0.0 };
-        if spread.is_none_or(|(s, _)| sp > s) {
-            spread = Some((sp, (min, max)));
+        let noise = g.iter().map(|s| s.sd).fold(0.0, f64::max);
+        if spread.is_none_or(|(s, _, _)| sp > s) {
+            spread = Some((sp, (min, max), max - min > 2.0 * noise));
         }
         if fastest.as_ref().is_none_or(|(m, _)| max > *m) {
             let best = g
@@ -218,10 +222,11 @@ pub fn effect(
             fastest = Some((max, best));
         }
     }
-    let (spread, range) = spread?;
+    let (spread, range, significant) = spread?;
     Some(Effect {
         spread,
         range,
+        significant,
         best: fastest.map(|(_, b)| b).unwrap_or_default(),
     })
 }

@@ -34,6 +34,21 @@ pub struct Chart {
     pub series: Vec<Series>,
 }
 
+/// Line colours: ten that stay apart on white and for common colour blindness (the
+/// "tableau 10" set).
+const PALETTE: [(u8, u8, u8); 10] = [
+    (31, 119, 180),
+    (214, 39, 40),
+    (44, 160, 44),
+    (255, 127, 14),
+    (148, 103, 189),
+    (140, 86, 75),
+    (227, 119, 194),
+    (127, 127, 127),
+    (188, 189, 34),
+    (23, 190, 207),
+];
+
 /// Fonts searched for the chart text (Debian: fonts-dejavu-core).
 const FONTS: [&str; 3] = [
     "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
@@ -120,7 +135,8 @@ pub fn draw(chart: &Chart, path: &Path) -> Result<(), String> {
     }
     mesh.draw().map_err(|e| err(&e))?;
     for (i, s) in chart.series.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
+        let (r, g, b) = PALETTE[i % PALETTE.len()];
+        let color = RGBColor(r, g, b).to_rgba();
         let pts: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (tx(x), y)).collect();
         let legend_color = color;
         let anno = if s.markers_only {
@@ -147,7 +163,7 @@ pub fn draw(chart: &Chart, path: &Path) -> Result<(), String> {
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .label_font(("sans-serif", 14))
-            .position(SeriesLabelPosition::LowerRight)
+            .position(SeriesLabelPosition::UpperLeft)
             .draw()
             .map_err(|e| err(&e))?;
     }

@@ -16,6 +16,9 @@ use crate::runner::{run, Device};
 use crate::size_dist::SizeDist;
 use crate::workload::{RwMode, Workload};
 
+/// Bytes moved before the measured runs of each point.
+pub const WARM_UP: u64 = 16 << 20;
+
 /// Where a point's session logs in.
 #[derive(Clone, Debug)]
 pub struct Endpoint {
@@ -189,6 +192,15 @@ async fn run_point(
             block_size,
             capacity,
         };
+        // One unrecorded pass first (up to WARM_UP bytes): TCP's window, the target's
+        // buffers and the RAM LUN's pages settle before anything is measured.
+        let warm = Workload {
+            count: Some(commands.min(WARM_UP.div_ceil(u64::from(point.command_bytes)))),
+            ..workload.clone()
+        };
+        run(&warm, &device, Arc::clone(progress))
+            .await
+            .map_err(|e| format!("warm-up: {e}"))?;
         for &run_index in todo {
             if progress.stopped() {
                 break;

@@ -30,16 +30,23 @@ pub struct Row {
 pub fn importance(e: Option<&Effect>) -> String {
     match e {
         None => "not measured".into(),
-        Some(e) if e.spread >= IMPORTANT => format!("Important ({:.0} %)", e.spread * 100.0),
+        Some(e) if important(e) => format!("Important ({:.0} %)", e.spread * 100.0),
+        Some(e) if e.spread >= IMPORTANT => {
+            format!("Not important ({:.0} %, within noise)", e.spread * 100.0)
+        }
         Some(e) => format!("Not important ({:.0} %)", e.spread * 100.0),
     }
+}
+
+/// Important: a spread of at least [`IMPORTANT`] that stands out of the runs' noise.
+fn important(e: &Effect) -> bool {
+    e.spread >= IMPORTANT && e.significant
 }
 
 /// Whether the paper's word and the measured spread agree: `None` when the paper gave no
 /// verdict (not relevant, or further testing required).
 pub fn agrees(paper: &str, e: Option<&Effect>) -> Option<bool> {
-    let e = e?;
-    let important = e.spread >= IMPORTANT;
+    let important = important(e?);
     match paper {
         "Important" => Some(important),
         "Not important" => Some(!important),
@@ -101,6 +108,7 @@ pub fn rows(s: &[Summary], imp: &str) -> Vec<Row> {
         |p| (p.initiator_mrdsl.into(), bytes_label(p.initiator_mrdsl)),
         |p| {
             p.initiator_mrdsl = 0;
+            p.target_mrdsl = 0;
         },
     );
     let mrdsl_w = m(

@@ -108,12 +108,14 @@ pub fn report(
     let _ = writeln!(w, "## Method\n");
     let _ = writeln!(
         w,
-        "- Preset `{}`: {} points, {} runs each, {} MiB per run; a point is the mean of its runs \
-         (spread shown as bars and in the tables).",
+        "- Preset `{}`: {} points, {} runs each, {} MiB per run after an unrecorded warm-up of \
+         up to {} MiB on the same session; a point is the mean of its runs (spread shown as \
+         bars and in the tables).",
         plan.name,
         plan.points().count(),
         plan.runs,
-        plan.bytes_per_run >> 20
+        plan.bytes_per_run >> 20,
+        super::run::WARM_UP >> 20,
     );
     let _ = writeln!(
         w,
@@ -234,8 +236,9 @@ pub fn report(
     let _ = writeln!(
         w,
         "Importance: the largest change of mean throughput across the parameter's values \
-         ((max - min) / max, among points that agree on everything else); Important from 10 %. \
-         Best: the smallest value within 5 % of the best, in the fastest group.\n"
+         ((max - min) / max, among points that agree on everything else); Important from 10 % \
+         when that difference is also more than twice the largest standard deviation of the \
+         runs (else \"within noise\"). Best: the smallest value within 5 % of the best, in the fastest group.\n"
     );
     let _ = writeln!(
         w,
