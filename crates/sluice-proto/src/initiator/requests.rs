@@ -488,12 +488,16 @@ impl InitiatorSession {
 
     /// The transport of `conn` is gone (after an [`Event::Close`], or lost).
     ///
-    /// ErrorRecoveryLevel 0 (RFC 7143 section 7.1.5): the target ends the connection's tasks
-    /// unanswered. Those it is known to have received (CmdSN below its ExpCmdSN) are sent
-    /// again on the other connections as new commands. One it may not have received leaves a
-    /// hole in the CmdSN sequence that would hold up every later command of the session, and
-    /// nothing at this level fills it: the session is reinstated ([`Event::Reinstate`]), as it
-    /// is when no connection is left.
+    /// Below ErrorRecoveryLevel 2 a connection that fails with commands on it costs the
+    /// session: it is reinstated ([`Event::Reinstate`]), as it is when no connection is left.
+    /// The target ends the connection's tasks only once it sees the failure, and until then it
+    /// may still take in what was on the way (a write's Data-Out, say) and run them; a command
+    /// issued again meanwhile on another connection could run first and be overwritten by
+    /// its stale original, or a newer write by it. Nothing at these levels tells the
+    /// initiator when the target has let go of them (RFC 7143 section 7.14: short of
+    /// connection recovery or a logout of the connection, it is session recovery, and section
+    /// 6.3.5: reinstatement ends the old session's tasks before the new one runs any). A
+    /// connection with nothing on it just goes.
     pub fn handle_connection_closed(&mut self, conn: ConnId, now: Instant) {
         let Some(pos) = self.conns.iter().position(|c| c.id == conn) else {
             return;
@@ -546,19 +550,14 @@ impl InitiatorSession {
             }
             return;
         }
-        let exp = self.window.exp_cmd_sn();
-        let gap = self
-            .tasks
-            .values()
-            .any(|t| t.conn == conn && !t.cmd_sn.lt(exp));
+        // Its commands, acknowledged or not, may still run at the target (see above), so
+        // none may be issued again before the target has ended them.
+        let had_tasks = self.tasks.values().any(|t| t.conn == conn);
         let live_left = self.conns.iter().any(|c| c.state != ConnState::Closing);
-        if gap || !live_left {
-            if !self.tasks.is_empty() || !self.waiting.is_empty() || !live_left {
-                self.begin_reinstatement(CloseReason::Reinstate);
-            }
+        if had_tasks || !live_left {
+            self.begin_reinstatement(CloseReason::Reinstate);
             return;
         }
-        self.requeue_tasks(|t| t.conn == conn);
         self.issue_waiting(now);
     }
 
