@@ -18,10 +18,6 @@ use crate::seq::Ttt;
 use crate::task::coverage::Coverage;
 use crate::task::{TaskError, TttAllocator};
 
-/// How many retired TTTs a write remembers, to drop their late data quietly. Each recovery
-/// retires one; a write that lost more sequences than this refuses data for the oldest.
-const RETIRED_TTTS: usize = 32;
-
 /// The recovery state of one write.
 #[derive(Debug, Default)]
 pub(super) struct Recovery {
@@ -32,8 +28,14 @@ pub(super) struct Recovery {
     got: Coverage,
     /// Byte ranges `(offset, len)` lost and not yet asked for again, in offset order.
     pending: VecDeque<(u32, u32)>,
-    /// TTTs of sequences superseded by recovery R2Ts.
-    retired: VecDeque<Ttt>,
+    /// TTTs of sequences that are over: superseded by recovery R2Ts, or complete (a copy of
+    /// their data may still come). All of them, as ranges of tag values (a session allocates
+    /// tags counting up, so a write's tags mostly merge into a few ranges): the initiator
+    /// answers every R2T it received (section 11.8), however long ago, and a write with many
+    /// small bursts retires far more sequences than a fixed window could hold. Forgetting one
+    /// turned its late data into an unknown TTT, which ended the write with CHECK CONDITION
+    /// (seeds 549705, 598875, 679196, 976491).
+    retired: Coverage,
     /// The unsolicited sequence was retired.
     unsolicited_retired: bool,
     /// Without recovery: data was lost to a digest error, so the write will fail (section
@@ -62,7 +64,7 @@ impl Recovery {
     }
 
     pub(super) fn is_retired(&self, ttt: Ttt) -> bool {
-        self.retired.contains(&ttt)
+        ttt != Ttt::RESERVED && self.retired.gaps(ttt.0, ttt.0 + 1).is_empty()
     }
 
     pub(super) fn unsolicited_retired(&self) -> bool {
@@ -84,10 +86,8 @@ impl Recovery {
             self.unsolicited_retired = true;
             return;
         }
-        if self.retired.len() == RETIRED_TTTS {
-            self.retired.pop_front();
-        }
-        self.retired.push_back(ttt);
+        // Never RESERVED here, so `ttt.0 + 1` does not overflow.
+        self.retired.add(ttt.0, ttt.0 + 1);
     }
 
     fn add(&mut self, offset: u32, len: u32) {

@@ -262,3 +262,37 @@ fn without_recovery_a_gap_is_still_a_sequence_error() {
         WriteProgress::Waiting
     ));
 }
+
+/// Seeds 549705, 598875, 679196 and 976491: with small bursts a write retires many more
+/// sequences than the 32 it used to remember, and late data for an early one (the initiator
+/// answers every R2T it received, section 11.8) was refused as an unknown TTT, ending the
+/// write with CHECK CONDITION.
+#[test]
+fn late_data_for_any_retired_sequence_is_recognised_however_many_there_were() {
+    const BURSTS: u32 = 40;
+    let p = SessionParams {
+        max_burst_length: 512,
+        target_max_recv_data_segment_length: 512,
+        max_outstanding_r2t: BURSTS as u16,
+        ..params(true)
+    };
+    let edtl = BURSTS * 512;
+    let data = pattern(edtl as usize);
+    let mut ttts = SequentialTtts::starting_at(1);
+    let (mut w, first) = TargetWrite::new(&command(edtl, true), &p, edtl, &mut ttts).unwrap();
+    let r = r2ts(first);
+    assert_eq!(r.len(), BURSTS as usize);
+    // Nothing arrives for the sequence reception timeout: every sequence is retired and asked
+    // for again.
+    let rr = r2ts(w.handle_sequence_timeout(&mut ttts));
+    assert!(!rr.is_empty());
+    // The initiator was only slow: its answers to the original R2Ts arrive, oldest first.
+    let mut last = WriteProgress::Waiting;
+    for r2t in &r {
+        let pdu = data_out(r2t.ttt, 0, r2t.buffer_offset, &data, 512, true);
+        last = w
+            .handle_data_out(&pdu, &mut ttts)
+            .unwrap_or_else(|e| panic!("late data for TTT {:?} refused: {e:?}", r2t.ttt));
+    }
+    assert_eq!(complete(last), data);
+}
