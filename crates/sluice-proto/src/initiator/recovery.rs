@@ -598,10 +598,11 @@ impl InitiatorSession {
                 lun,
             },
         );
-        // Not sent again by the retry timer: a later answer is all it could bring.
-        if let Some(w) = self.request_wire.get_mut(&itt) {
-            w.resends = self.config.recovery.max_command_retries;
-        }
+        // Sent again by the retry timer like any request (under recovery a lost PDU is not
+        // an error): a target that never got it keeps the task, and with it a slot of the
+        // command window, for ever (seed 413401: a queue depth of 1 closed the window for
+        // good). Sent twice it is harmless: the second finds no task and is answered "task
+        // does not exist" (section 11.6.1), an answer nobody reads.
     }
 
     /// Section 7.1.4: commands without progress for the retry period.

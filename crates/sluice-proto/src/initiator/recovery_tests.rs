@@ -333,3 +333,47 @@ fn a_read_whose_missing_data_never_comes_fails_after_the_retry_bound() {
         r.now - start
     );
 }
+
+/// Seed 413401: a command given up on is ended at the target with an ABORT TASK whose answer
+/// nobody reads. That PDU was never sent again, so when it was lost the target kept the task,
+/// and its slot of the command window, for ever; with a queue depth of 1 the window never
+/// opened again. Under recovery it is sent again like any request until something answers.
+#[test]
+fn an_abort_task_for_a_command_given_up_on_is_sent_again_when_lost() {
+    let mut r = Rig::with(1, Policy::RoundRobin, erl1());
+    let id = r.s.submit(read(0, 1024), r.now);
+    let [(itt, _)] = commands(&r.drain(0))[..] else {
+        panic!()
+    };
+    // DataSN 0 lost, and every copy of it after: the read is given up on.
+    let sn = r.next_stat_sn(0);
+    r.send(0, data_in(itt, 1, Some(sn)));
+    r.drain(0);
+    let aborts = |pdus: &[Pdu]| {
+        pdus.iter()
+            .filter(|p| matches!(p, Pdu::TaskMgmtRequest(t)
+                if t.function == TmfFunction::AbortTask && t.referenced_task_tag == itt))
+            .count()
+    };
+    let mut sent = 0;
+    let mut given_up = false;
+    for _ in 0..200 {
+        let Some(t) = r.s.poll_timeout() else { break };
+        r.now = t;
+        r.s.handle_timeout(t);
+        // Everything the initiator sends is lost.
+        sent += aborts(&r.drain(0));
+        if !given_up {
+            let done = r.completions();
+            if let Some(c) = done.first() {
+                assert_eq!(command_result(c), (id, &Err(Failure::TooManyRetries)));
+                given_up = true;
+            }
+        }
+        if sent >= 2 {
+            break;
+        }
+    }
+    assert!(given_up);
+    assert!(sent >= 2, "the lost ABORT TASK went out {sent} time(s)");
+}
