@@ -331,6 +331,10 @@ pub struct InitiatorSession {
     closing: bool,
     /// Session recovery was asked for: nothing is issued until [`Self::reinstate`].
     reinstating: bool,
+    /// A session logout asked for (or under way) while the session was being reinstated: it
+    /// goes out on the new session's leading connection. The target still has the session
+    /// (reinstatement replaces it, RFC 7143 section 6.3.5), so it is not over before then.
+    logout_after_reinstatement: Option<Option<RequestId>>,
     /// The session is over (logged out, or given up): nothing is recovered any more.
     ended: bool,
     max_in_flight: usize,
@@ -393,6 +397,7 @@ impl InitiatorSession {
             next_conn: 0,
             closing: false,
             reinstating: false,
+            logout_after_reinstatement: None,
             ended: false,
             max_in_flight: 0,
             retried: 0,
@@ -462,6 +467,9 @@ impl InitiatorSession {
         self.fail_requests(|_| true, Failure::ConnectionLost);
         let id = self.insert_connection(leading, now);
         self.issue_waiting(now);
+        if let Some(logout) = self.logout_after_reinstatement.take() {
+            self.send_session_logout(logout);
+        }
         id
     }
 
@@ -480,6 +488,10 @@ impl InitiatorSession {
         }
         self.fail_requests(|_| true, failure);
         self.fail_waiting_logouts(failure);
+        if let Some(Some(id)) = self.logout_after_reinstatement.take() {
+            self.completions
+                .push_back(Completion::Logout(id, Err(failure)));
+        }
         self.conns.clear();
         self.ended = true;
         self.events.push_back(Event::Ended);

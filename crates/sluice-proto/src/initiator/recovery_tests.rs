@@ -351,8 +351,10 @@ fn an_abort_task_for_a_command_given_up_on_is_sent_again_when_lost() {
     r.drain(0);
     let aborts = |pdus: &[Pdu]| {
         pdus.iter()
-            .filter(|p| matches!(p, Pdu::TaskMgmtRequest(t)
-                if t.function == TmfFunction::AbortTask && t.referenced_task_tag == itt))
+            .filter(|p| {
+                matches!(p, Pdu::TaskMgmtRequest(t)
+                if t.function == TmfFunction::AbortTask && t.referenced_task_tag == itt)
+            })
             .count()
     };
     let mut sent = 0;
@@ -376,4 +378,43 @@ fn an_abort_task_for_a_command_given_up_on_is_sent_again_when_lost() {
     }
     assert!(given_up);
     assert!(sent >= 2, "the lost ABORT TASK went out {sent} time(s)");
+}
+
+/// Seeds 589339, 721496, 977824 (and 568265, 697031): the session logout was asked for while
+/// every connection was closing for session reinstatement. It completed at once, and the
+/// session ended; the driver then logged in the replacement session, which nobody logged out
+/// (the target kept it for ever, pinged by the keepalive). The logout now waits for the new
+/// session and goes out on its leading connection.
+#[test]
+fn a_session_logout_asked_for_during_reinstatement_goes_out_on_the_new_session() {
+    let mut r = Rig::with(1, Policy::RoundRobin, erl1());
+    let cmd = r.s.submit(read(0, 512), r.now);
+    r.drain(0);
+    r.s.handle_connection_closed(r.ids[0], r.now);
+    assert_eq!(r.events(), [Event::Reinstate]);
+    let id = r.s.logout();
+    assert!(
+        r.completions().is_empty(),
+        "not over before the new session"
+    );
+    assert!(r.events().is_empty(), "the session has not ended");
+    let mut fresh = setup(0);
+    fresh.params = erl1();
+    fresh.cmd_sn = SeqNum(50);
+    fresh.exp_cmd_sn = SeqNum(50);
+    fresh.max_cmd_sn = SeqNum(60);
+    r.ids[0] = r.s.reinstate(fresh, r.now);
+    r.stat_sn[0] = 0;
+    let out = r.drain(0);
+    let Some(Pdu::LogoutRequest(l)) = out.iter().find(|p| matches!(p, Pdu::LogoutRequest(_)))
+    else {
+        panic!("no Logout Request on the new session: {out:?}")
+    };
+    assert_eq!(l.reason, LogoutReason::CloseSession);
+    let sn = r.next_stat_sn(0);
+    r.send(0, logout_response(l.itt, LogoutResponseCode::Closed, sn));
+    let done = r.completions();
+    assert!(done.contains(&Completion::Logout(id, Ok(()))), "{done:?}");
+    assert!(done.contains(&Completion::Command(cmd, Err(Failure::Closed))));
+    assert!(r.events().contains(&Event::Ended));
 }

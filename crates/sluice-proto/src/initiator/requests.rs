@@ -250,6 +250,14 @@ impl InitiatorSession {
                 .find(|c| c.state == ConnState::Draining)
                 .map(|c| c.id)
         }) else {
+            if self.reinstating {
+                // Every connection is closing for session reinstatement: the target still
+                // has the session, and the driver is about to log in its replacement. Ending
+                // here would leave that new session at the target with nobody to log it out
+                // (seeds 589339, 721496, 977824, 568265, 697031): the logout waits for it.
+                self.logout_after_reinstatement = Some(id);
+                return;
+            }
             if let Some(id) = id {
                 self.completions.push_back(Completion::Logout(id, Ok(())));
             }
@@ -517,8 +525,19 @@ impl InitiatorSession {
             .map(|(itt, _)| *itt)
             .collect();
         for itt in logged_out {
-            if let Some(Request::Logout { id: Some(id), .. }) = self.requests.remove(&itt) {
-                self.completions.push_back(Completion::Logout(id, Ok(())));
+            match self.requests.remove(&itt) {
+                // This side closed it to reinstate the session, not the target after the
+                // logout: the session goes on at the target under a new login, so its logout
+                // goes out there.
+                Some(Request::Logout {
+                    id, session: true, ..
+                }) if self.reinstating && gone.close_reason == Some(CloseReason::Reinstate) => {
+                    self.logout_after_reinstatement = Some(id);
+                }
+                Some(Request::Logout { id: Some(id), .. }) => {
+                    self.completions.push_back(Completion::Logout(id, Ok(())));
+                }
+                _ => {}
             }
         }
         if self.recovers_connections() && !self.reinstating && !self.ended && !self.closing {
