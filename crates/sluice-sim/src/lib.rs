@@ -192,12 +192,12 @@ mod tests {
     /// (551134, 693047), late Data-Out refused for a forgotten TTT (549705, 598875, 679196,
     /// 976491), a lost quiet ABORT TASK holding the window shut (413401), and a session logout
     /// during reinstatement that left the new session behind (568265, 697031, 589339, 721496,
-    /// 977824, 563787).
+    /// 977824, 563787); and 438501, a CmdSN hole nothing plugged, found checking those fixes.
     #[test]
     fn former_failures_stay_fixed() {
         for seed in [
             551_134, 693_047, 549_705, 598_875, 679_196, 976_491, 413_401, 568_265, 697_031,
-            589_339, 721_496, 977_824, 563_787,
+            589_339, 721_496, 977_824, 563_787, 438_501,
         ] {
             let cfg = SimConfig {
                 seed,

@@ -125,6 +125,12 @@ impl InitiatorSession {
                 Request::Logout { session, conn, .. } => Some((*session, *conn)),
                 _ => None,
             };
+            // An ABORT TASK that was to plug the CmdSN of a command the target never got
+            // (section 7.11) and its acknowledgement never came.
+            let plug = match req {
+                Request::QuietAbort { ref_cmd_sn, .. } => Some(*ref_cmd_sn),
+                _ => None,
+            };
             let Some(w) = self.request_wire.get_mut(&itt) else {
                 continue;
             };
@@ -141,6 +147,18 @@ impl InitiatorSession {
                     Some((true, _)) => self.end_session(),
                     Some((false, conn)) => self.close(conn, CloseReason::Logout),
                     None => {}
+                }
+                if plug.is_some_and(|sn| !sn.lt(self.window.exp_cmd_sn()))
+                    && !self.closing
+                    && !self.ended
+                {
+                    // Nothing else will fill that CmdSN: the target holds every later command
+                    // back (its ExpCmdSN stays there), and once the window is used up nothing
+                    // more can be sent (seed 438501: a damaged header stalled the connection
+                    // that carried both the command and its ABORT TASK). Session recovery is
+                    // what is left (section 7.1.4.4); reinstatement ends the old session's
+                    // tasks (section 6.3.5) and the waiting commands go on the new session.
+                    self.begin_reinstatement(CloseReason::Reinstate);
                 }
                 continue;
             }

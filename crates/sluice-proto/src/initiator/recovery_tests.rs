@@ -418,3 +418,35 @@ fn a_session_logout_asked_for_during_reinstatement_goes_out_on_the_new_session()
     assert!(done.contains(&Completion::Command(cmd, Err(Failure::Closed))));
     assert!(r.events().contains(&Event::Ended));
 }
+
+/// Seed 438501 (found checking these fixes): at ErrorRecoveryLevel 0 a command's header was
+/// damaged so the target's connection stalled; the command timed out and its ABORT TASK,
+/// meant to plug its CmdSN (section 7.11), went nowhere either. The target's ExpCmdSN stayed
+/// on that CmdSN, the window filled, and nothing was ever sent again. When such an ABORT TASK
+/// expires unacknowledged the session is reinstated.
+#[test]
+fn an_unanswered_abort_task_that_was_to_plug_a_cmdsn_reinstates_the_session() {
+    let mut r = Rig::new(1, Policy::RoundRobin);
+    let id = r.s.submit(tur(), r.now);
+    r.drain(0);
+    let mut reinstated = false;
+    let mut timed_out = false;
+    // The recovery tick comes once a second; the command times out after 120 s, its ABORT
+    // TASK 120 s later.
+    for _ in 0..1000 {
+        let Some(t) = r.s.poll_timeout() else { break };
+        r.now = t;
+        r.s.handle_timeout(t);
+        // Nothing reaches the target, nothing comes back.
+        r.drain(0);
+        timed_out |= r
+            .completions()
+            .contains(&Completion::Command(id, Err(Failure::Timeout)));
+        if r.events().contains(&Event::Reinstate) {
+            reinstated = true;
+            break;
+        }
+    }
+    assert!(timed_out, "the command timed out first");
+    assert!(reinstated, "the CmdSN hole was left for ever");
+}

@@ -543,6 +543,11 @@ impl InitiatorSession {
         if self.recovers_connections() && !self.reinstating && !self.ended && !self.closing {
             self.keep_plugs_of(conn);
         }
+        let exp = self.window.exp_cmd_sn();
+        let lost_plug = self.requests.values().any(|r| {
+            matches!(r, Request::QuietAbort { conn: c, ref_cmd_sn, .. }
+                if *c == conn && !ref_cmd_sn.lt(exp))
+        });
         self.fail_requests(|r| r.conn() == conn, Failure::ConnectionLost);
         if self.reinstating || self.ended {
             // Being replaced, or logged out: nothing to recover.
@@ -570,8 +575,10 @@ impl InitiatorSession {
             return;
         }
         // Its commands, acknowledged or not, may still run at the target (see above), so
-        // none may be issued again before the target has ended them.
-        let had_tasks = self.tasks.values().any(|t| t.conn == conn);
+        // none may be issued again before the target has ended them. An ABORT TASK that was
+        // to plug the CmdSN of a command given up on (section 7.11) went with it, so the hole
+        // stays and holds every later command back: the same remedy.
+        let had_tasks = self.tasks.values().any(|t| t.conn == conn) || lost_plug;
         let live_left = self.conns.iter().any(|c| c.state != ConnState::Closing);
         if had_tasks || !live_left {
             self.begin_reinstatement(CloseReason::Reinstate);
