@@ -49,6 +49,9 @@ pub fn run(args: &SweepArgs) -> Result<()> {
     }
     fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
     let csv_path = args.out.join("results.csv");
+    if args.report_only && !csv_path.exists() {
+        bail!("--report-only: {} does not exist", csv_path.display());
+    }
     let mut records = if csv_path.exists() {
         if !args.resume && !args.report_only {
             bail!(
