@@ -1,6 +1,6 @@
 //! An emulated network link between two network namespaces, in user space: the machine's
 //! kernel has no netem, so packets cross from one TUN device to the other through
-//! [`forward`], which serialises them at the link rate behind a tail-drop queue and adds a
+//! `forward.rs`, which serialises them at the link rate behind a tail-drop queue and adds a
 //! one-way delay. The initiator stays in this process's namespace (`10.201.N.1`); the target
 //! runs inside the link's namespace (`10.201.N.2`, started with `ip netns exec`). Needs root
 //! (CAP_NET_ADMIN) and the `ip` command.

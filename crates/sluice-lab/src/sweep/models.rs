@@ -175,9 +175,10 @@ pub struct Effect {
 /// A spread at or above this, out of the noise, makes a parameter "Important".
 pub const IMPORTANT: f64 = 0.10;
 
-/// The effect of the parameter `value` (rendered as text, ordered by `order`) in
-/// `experiment` for `direction`, grouping points by everything `value` does not name
-/// (`group`). `None` when no group has two values.
+/// The effect of the parameter `value` (a number to order by and its text) in `experiment`
+/// for `direction`, grouping points by everything `value` does not name (`group`). A
+/// `categorical` parameter's best is the fastest value, or `any` when all are within 5 %.
+/// `None` when no group has two values.
 pub fn effect(
     summaries: &[Summary],
     implementation: &str,
@@ -185,6 +186,7 @@ pub fn effect(
     direction: Direction,
     value: &dyn Fn(&Point) -> (f64, String),
     group: &dyn Fn(&Point) -> String,
+    categorical: bool,
 ) -> Option<Effect> {
     let pts: Vec<&Summary> = summaries
         .iter()
@@ -214,11 +216,16 @@ pub fn effect(
             spread = Some((sp, (min, max), max - min > 2.0 * noise));
         }
         if fastest.as_ref().is_none_or(|(m, _)| max > *m) {
-            let best = g
-                .iter()
-                .find(|s| s.mean >= 0.95 * max)
-                .map(|s| value(&s.point).1)
-                .unwrap_or_default();
+            let near: Vec<&&Summary> = g.iter().filter(|s| s.mean >= 0.95 * max).collect();
+            let best = if !categorical {
+                // An ordered value: the smallest that comes within 5 % ("at least this").
+                near.first().map(|s| value(&s.point).1).unwrap_or_default()
+            } else if near.len() == g.len() {
+                "any".to_owned()
+            } else {
+                let top = g.iter().max_by(|a, b| a.mean.total_cmp(&b.mean));
+                top.map(|s| value(&s.point).1).unwrap_or_default()
+            };
             fastest = Some((max, best));
         }
     }
@@ -314,6 +321,7 @@ mod tests {
             Direction::Read,
             &|p| (f64::from(p.initiator_mrdsl), bytes_label(p.initiator_mrdsl)),
             &|_| String::new(),
+            false,
         )
         .unwrap();
         assert!((e.spread - 0.5).abs() < 1e-9);

@@ -113,9 +113,9 @@ pub fn draw(chart: &Chart, path: &Path) -> Result<(), String> {
     let log2 = chart.log2_x;
     let x_fmt = move |v: &f64| {
         if log2 {
-            let x = 2f64.powf(*v);
-            if (x - x.round()).abs() < 1e-6 {
-                format!("{}", x.round())
+            // Label the powers of two only (0.5, 1, 2, ...): 2^k is exact in an f64.
+            if (v - v.round()).abs() < 1e-6 {
+                format!("{}", 2f64.powi(v.round() as i32))
             } else {
                 String::new()
             }

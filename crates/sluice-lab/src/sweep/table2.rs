@@ -64,13 +64,14 @@ fn measure(
     dir: Direction,
     value: Value,
     clear: Clear,
+    categorical: bool,
 ) -> Option<Effect> {
     let group = move |p: &Point| {
         let mut q = p.clone();
         clear(&mut q);
         q.key()
     };
-    effect(s, imp, experiment, dir, &value, &group)
+    effect(s, imp, experiment, dir, &value, &group, categorical)
 }
 
 fn yes_no(b: bool) -> (f64, String) {
@@ -80,7 +81,8 @@ fn yes_no(b: bool) -> (f64, String) {
 /// Every row of Table 2 for `implementation`.
 pub fn rows(s: &[Summary], imp: &str) -> Vec<Row> {
     use Direction::{Read, Write};
-    let m = |e, d, v, c| measure(s, imp, e, d, v, c);
+    let m = |e, d, v, c| measure(s, imp, e, d, v, c, false);
+    let mc = |e, d, v, c| measure(s, imp, e, d, v, c, true);
     let best = |e: &Option<Effect>| e.as_ref().map(|e| e.best.clone()).unwrap_or_default();
     let both = |r: &Option<Effect>, w: &Option<Effect>| match (r, w) {
         (Some(r), Some(w)) if r.best == w.best => r.best.clone(),
@@ -179,7 +181,7 @@ pub fn rows(s: &[Summary], imp: &str) -> Vec<Row> {
         fbl,
         b,
     );
-    let imm = m(
+    let imm = mc(
         "write-model",
         Write,
         |p| yes_no(p.immediate_data),
@@ -196,7 +198,7 @@ pub fn rows(s: &[Summary], imp: &str) -> Vec<Row> {
         imm,
         b,
     );
-    let ir2t = m(
+    let ir2t = mc(
         "write-model",
         Write,
         |p| yes_no(p.initial_r2t),
@@ -315,7 +317,7 @@ pub fn rows(s: &[Summary], imp: &str) -> Vec<Row> {
         (f64::from(n), name.into())
     };
     let dg = |d| {
-        m("digests", d, digest, |p| {
+        mc("digests", d, digest, |p| {
             p.header_digest = false;
             p.data_digest = false;
         })
@@ -323,7 +325,7 @@ pub fn rows(s: &[Summary], imp: &str) -> Vec<Row> {
     let (r, w) = (dg(Read), dg(Write));
     let b = both(&r, &w);
     push("Digest", "Off", "Off", "Important", "Important", r, w, b);
-    let pc = m(
+    let pc = mc(
         "phase-collapse",
         Read,
         |p| yes_no(p.phase_collapse),
@@ -361,7 +363,7 @@ pub fn rows(s: &[Summary], imp: &str) -> Vec<Row> {
         b,
     );
     let pol = |d| {
-        m(
+        mc(
             "lus-connections",
             d,
             |p| {
@@ -384,7 +386,7 @@ pub fn rows(s: &[Summary], imp: &str) -> Vec<Row> {
         b,
     );
     let pdu = |d| {
-        m(
+        mc(
             "order",
             d,
             |p| yes_no(p.data_pdu_in_order),
@@ -404,7 +406,7 @@ pub fn rows(s: &[Summary], imp: &str) -> Vec<Row> {
         b,
     );
     let seq = |d| {
-        m(
+        mc(
             "order",
             d,
             |p| yes_no(p.data_sequence_in_order),
