@@ -334,7 +334,9 @@ pub struct InitiatorSession {
     /// A session logout asked for (or under way) while the session was being reinstated: it
     /// goes out on the new session's leading connection. The target still has the session
     /// (reinstatement replaces it, RFC 7143 section 6.3.5), so it is not over before then.
-    logout_after_reinstatement: Option<Option<RequestId>>,
+    /// One entry per logout asked for (a logout asked for twice is sent twice, as on a live
+    /// session).
+    logout_after_reinstatement: Vec<Option<RequestId>>,
     /// The session is over (logged out, or given up): nothing is recovered any more.
     ended: bool,
     max_in_flight: usize,
@@ -397,7 +399,7 @@ impl InitiatorSession {
             next_conn: 0,
             closing: false,
             reinstating: false,
-            logout_after_reinstatement: None,
+            logout_after_reinstatement: Vec::new(),
             ended: false,
             max_in_flight: 0,
             retried: 0,
@@ -467,7 +469,7 @@ impl InitiatorSession {
         self.fail_requests(|_| true, Failure::ConnectionLost);
         let id = self.insert_connection(leading, now);
         self.issue_waiting(now);
-        if let Some(logout) = self.logout_after_reinstatement.take() {
+        for logout in std::mem::take(&mut self.logout_after_reinstatement) {
             self.send_session_logout(logout);
         }
         id
@@ -488,7 +490,10 @@ impl InitiatorSession {
         }
         self.fail_requests(|_| true, failure);
         self.fail_waiting_logouts(failure);
-        if let Some(Some(id)) = self.logout_after_reinstatement.take() {
+        for id in std::mem::take(&mut self.logout_after_reinstatement)
+            .into_iter()
+            .flatten()
+        {
             self.completions
                 .push_back(Completion::Logout(id, Err(failure)));
         }

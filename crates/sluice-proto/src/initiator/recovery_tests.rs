@@ -450,3 +450,29 @@ fn an_unanswered_abort_task_that_was_to_plug_a_cmdsn_reinstates_the_session() {
     assert!(timed_out, "the command timed out first");
     assert!(reinstated, "the CmdSN hole was left for ever");
 }
+
+/// Found by the initiator_session fuzz target: two logouts asked for while the session was
+/// being reinstated kept only the second, so the first never completed when the session was
+/// then given up.
+#[test]
+fn every_logout_asked_for_during_reinstatement_completes_when_the_session_is_given_up() {
+    let mut r = Rig::with(1, Policy::RoundRobin, erl1());
+    let _cmd = r.s.submit(read(0, 512), r.now);
+    r.drain(0);
+    r.s.handle_connection_closed(r.ids[0], r.now);
+    assert_eq!(r.events(), [Event::Reinstate]);
+    let first = r.s.logout();
+    let second = r.s.logout();
+    assert!(r.completions().is_empty());
+    r.s.fail_all(Failure::ConnectionLost);
+    let done = r.completions();
+    for id in [first, second] {
+        assert_eq!(
+            done.iter()
+                .filter(|c| **c == Completion::Logout(id, Err(Failure::ConnectionLost)))
+                .count(),
+            1,
+            "{id:?}: {done:?}"
+        );
+    }
+}

@@ -255,7 +255,7 @@ impl InitiatorSession {
                 // has the session, and the driver is about to log in its replacement. Ending
                 // here would leave that new session at the target with nobody to log it out
                 // (seeds 589339, 721496, 977824, 568265, 697031): the logout waits for it.
-                self.logout_after_reinstatement = Some(id);
+                self.logout_after_reinstatement.push(id);
                 return;
             }
             if let Some(id) = id {
@@ -532,7 +532,7 @@ impl InitiatorSession {
                 Some(Request::Logout {
                     id, session: true, ..
                 }) if self.reinstating && gone.close_reason == Some(CloseReason::Reinstate) => {
-                    self.logout_after_reinstatement = Some(id);
+                    self.logout_after_reinstatement.push(id);
                 }
                 Some(Request::Logout { id: Some(id), .. }) => {
                     self.completions.push_back(Completion::Logout(id, Ok(())));
