@@ -144,27 +144,28 @@ impl Counters {
         self.lock().clone()
     }
 
-    pub(crate) fn pdu_sent(&self, op: u8, wire_len: usize) {
+    /// Counts one PDU sent (`wire_len` bytes framed) and sorts the write data it carries
+    /// into immediate, unsolicited and solicited bytes, under one lock.
+    pub(crate) fn pdu_sent(&self, pdu: &Pdu, wire_len: usize) {
+        let write = match pdu {
+            Pdu::ScsiCommand(c) if !c.data.is_empty() => Some((WriteData::Immediate, c.data.len())),
+            Pdu::DataOut(d) if d.ttt == Ttt::RESERVED => {
+                Some((WriteData::Unsolicited, d.data.len()))
+            }
+            Pdu::DataOut(d) => Some((WriteData::Solicited, d.data.len())),
+            _ => None,
+        };
         let mut c = self.lock();
-        c.pdus_sent[usize::from(op & 0x3f)] += 1;
+        c.pdus_sent[usize::from(pdu.opcode() & 0x3f)] += 1;
         c.bytes_sent += wire_len as u64;
-    }
-
-    /// Sorts the write data a PDU carries into immediate, unsolicited and solicited bytes.
-    pub(crate) fn write_data_sent(&self, pdu: &Pdu) {
-        let (field, len) = match pdu {
-            Pdu::ScsiCommand(c) if !c.data.is_empty() => (WriteData::Immediate, c.data.len()),
-            Pdu::DataOut(d) if d.ttt == Ttt::RESERVED => (WriteData::Unsolicited, d.data.len()),
-            Pdu::DataOut(d) => (WriteData::Solicited, d.data.len()),
-            _ => return,
-        };
-        let mut c = self.lock();
-        let counter = match field {
-            WriteData::Immediate => &mut c.immediate_bytes,
-            WriteData::Unsolicited => &mut c.unsolicited_bytes,
-            WriteData::Solicited => &mut c.solicited_bytes,
-        };
-        *counter += len as u64;
+        if let Some((kind, len)) = write {
+            let counter = match kind {
+                WriteData::Immediate => &mut c.immediate_bytes,
+                WriteData::Unsolicited => &mut c.unsolicited_bytes,
+                WriteData::Solicited => &mut c.solicited_bytes,
+            };
+            *counter += len as u64;
+        }
     }
 
     pub(crate) fn pdu_received(&self, op: u8) {
@@ -189,12 +190,27 @@ impl Counters {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
+    use sluice_proto::pdu::DataOut;
+
+    fn data_out(ttt: Ttt, len: usize) -> DataOut {
+        DataOut {
+            final_bit: true,
+            lun: Default::default(),
+            itt: Default::default(),
+            ttt,
+            exp_stat_sn: Default::default(),
+            data_sn: 0,
+            buffer_offset: 0,
+            data: Bytes::from(vec![0; len]),
+        }
+    }
 
     #[test]
     fn counts_by_opcode_and_records_latency() {
         let c = Counters::default();
-        c.pdu_sent(opcode::DATA_OUT, 100);
-        c.pdu_sent(opcode::DATA_OUT | 0x40, 100);
+        c.pdu_sent(&Pdu::DataOut(data_out(Ttt(1), 0)), 100);
+        c.pdu_sent(&Pdu::DataOut(data_out(Ttt(1), 0)), 100);
         c.pdu_received(opcode::R2T);
         c.completed(true, Duration::from_micros(250), 0, 4096);
         let s = c.snapshot();
@@ -206,8 +222,7 @@ mod tests {
 
     #[test]
     fn write_data_is_sorted_by_how_it_travelled() {
-        use bytes::Bytes;
-        use sluice_proto::pdu::{DataOut, ScsiCommand};
+        use sluice_proto::pdu::ScsiCommand;
         let c = Counters::default();
         let cmd = ScsiCommand {
             immediate: false,
@@ -224,20 +239,10 @@ mod tests {
             bidi_read_length: None,
             data: Bytes::from(vec![0; 512]),
         };
-        c.write_data_sent(&Pdu::ScsiCommand(cmd));
-        let out = |ttt| DataOut {
-            final_bit: true,
-            lun: Default::default(),
-            itt: Default::default(),
-            ttt,
-            exp_stat_sn: Default::default(),
-            data_sn: 0,
-            buffer_offset: 0,
-            data: Bytes::from(vec![0; 1024]),
-        };
-        c.write_data_sent(&Pdu::DataOut(out(Ttt::RESERVED)));
-        c.write_data_sent(&Pdu::DataOut(out(Ttt(3))));
-        c.write_data_sent(&Pdu::DataOut(out(Ttt(4))));
+        c.pdu_sent(&Pdu::ScsiCommand(cmd), 560);
+        c.pdu_sent(&Pdu::DataOut(data_out(Ttt::RESERVED, 1024)), 1072);
+        c.pdu_sent(&Pdu::DataOut(data_out(Ttt(3), 1024)), 1072);
+        c.pdu_sent(&Pdu::DataOut(data_out(Ttt(4), 1024)), 1072);
         let s = c.snapshot();
         assert_eq!(
             (s.immediate_bytes, s.unsolicited_bytes, s.solicited_bytes),

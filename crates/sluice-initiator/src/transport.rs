@@ -102,9 +102,7 @@ impl Transport {
     pub(crate) fn queue(&mut self, pdu: &Pdu) {
         let before = self.wbuf.len();
         encode(pdu, self.digests, &mut self.wbuf);
-        self.counters
-            .pdu_sent(pdu.opcode(), self.wbuf.len() - before);
-        self.counters.write_data_sent(pdu);
+        self.counters.pdu_sent(pdu, self.wbuf.len() - before);
         if let Some(faults) = &mut self.faults {
             let mut frame = self.wbuf.split_off(before);
             for _ in 0..faults.on_send(&mut frame) {

@@ -93,19 +93,31 @@ impl FromStr for LinkSpec {
     }
 }
 
+/// `v` as a number with one of `units` (suffix, multiplier), scaled; `what` names the key.
+fn scaled(v: &str, what: &str, units: &[(&str, f64)]) -> Result<f64, String> {
+    let (num, mult) = units
+        .iter()
+        .find_map(|(u, m)| v.strip_suffix(u).map(|n| (n, *m)))
+        .ok_or_else(|| {
+            let names: Vec<&str> = units.iter().map(|(u, _)| *u).collect();
+            let (last, rest) = names.split_last().unwrap_or((&"", &[]));
+            format!("{what} {v:?}: a number with {} or {last}", rest.join(", "))
+        })?;
+    let x: f64 = num
+        .parse()
+        .map_err(|_| format!("{what} {v:?}: {num:?} is not a number"))?;
+    Ok(x * mult)
+}
+
 fn parse_rate(v: &str) -> Result<Option<u64>, String> {
     if v == "unlimited" {
         return Ok(None);
     }
-    let units = [("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1.0)];
-    let (num, mult) = units
-        .iter()
-        .find_map(|(u, m)| v.strip_suffix(u).map(|n| (n, *m)))
-        .ok_or_else(|| format!("rate {v:?}: a number with bit, kbit, mbit or gbit"))?;
-    let x: f64 = num
-        .parse()
-        .map_err(|_| format!("rate {v:?}: {num:?} is not a number"))?;
-    let bps = x * mult;
+    let bps = scaled(
+        v,
+        "rate",
+        &[("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1.0)],
+    )?;
     if !(1000.0..=1e12).contains(&bps) {
         return Err(format!("rate {v:?}: between 1kbit and 1000gbit"));
     }
@@ -113,18 +125,11 @@ fn parse_rate(v: &str) -> Result<Option<u64>, String> {
 }
 
 fn parse_delay(v: &str) -> Result<Duration, String> {
-    let units = [("us", 1e-6), ("ms", 1e-3), ("s", 1.0)];
-    let (num, mult) = units
-        .iter()
-        .find_map(|(u, m)| v.strip_suffix(u).map(|n| (n, *m)))
-        .ok_or_else(|| format!("delay {v:?}: a number with us, ms or s"))?;
-    let x: f64 = num
-        .parse()
-        .map_err(|_| format!("delay {v:?}: {num:?} is not a number"))?;
-    if !(0.0..=10.0).contains(&(x * mult)) {
+    let secs = scaled(v, "delay", &[("us", 1e-6), ("ms", 1e-3), ("s", 1.0)])?;
+    if !(0.0..=10.0).contains(&secs) {
         return Err(format!("delay {v:?}: 0 to 10 s"));
     }
-    Ok(Duration::from_secs_f64(x * mult))
+    Ok(Duration::from_secs_f64(secs))
 }
 
 #[cfg(test)]
