@@ -8,12 +8,12 @@
 //! connections' tasks when the core queued something for them. Every protocol decision is
 //! the core's.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use bytes::{BufMut, BytesMut};
+use rustc_hash::FxHashMap;
 use sluice_proto::initiator::{
     Completion, ConnId, Event, Failure, InitiatorSession, RequestId, TaskId,
 };
@@ -88,7 +88,8 @@ struct ConnEntry {
 /// Everything a session's tasks and handles share.
 pub(crate) struct Shared {
     core: Mutex<InitiatorSession>,
-    waiters: Mutex<HashMap<Key, Waiter>>,
+    /// Keys are ids the session core hands out, not peer input: a fast unkeyed hash will do.
+    waiters: Mutex<FxHashMap<Key, Waiter>>,
     conns: Mutex<Vec<ConnEntry>>,
     pub(crate) counters: Counters,
     pub(crate) info: Mutex<Info>,
@@ -120,7 +121,7 @@ impl Shared {
     ) -> Self {
         Self {
             core: Mutex::new(core),
-            waiters: Mutex::new(HashMap::new()),
+            waiters: Mutex::new(FxHashMap::default()),
             conns: Mutex::new(Vec::new()),
             counters,
             info: Mutex::new(info),
@@ -138,7 +139,7 @@ impl Shared {
         self.core.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn waiters(&self) -> MutexGuard<'_, HashMap<Key, Waiter>> {
+    fn waiters(&self) -> MutexGuard<'_, FxHashMap<Key, Waiter>> {
         self.waiters.lock().unwrap_or_else(|p| p.into_inner())
     }
 
