@@ -3,6 +3,7 @@
 //! DataACK, status retention until acknowledged, Data-Out lost to a data digest error, and the
 //! sequence reception timeout of writes.
 
+use std::collections::hash_map::Entry;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -355,8 +356,9 @@ impl TargetSession {
         // Past the hard bound the oldest status is forgotten (an initiator that never
         // acknowledges, pinging forever); the window already stopped opening at the soft one.
         let bound = HARD_BOUND_FACTOR * self.retention_bound();
-        let mut released: Vec<Itt> = Vec::new();
-        let Some(c) = self.find_mut(conn) else {
+        // The connection and the task table are borrowed apart, so that each released task
+        // leaves the table as its status leaves the queue (no list of them in between).
+        let Some(c) = self.conns.iter_mut().find(|c| c.id == conn) else {
             return;
         };
         let acked = c.exp_stat_sn;
@@ -365,19 +367,15 @@ impl TargetSession {
             if !acknowledged && c.retained.len() <= bound {
                 break;
             }
-            if let Some(pdu) = c.retained.pop_front() {
-                if matches!(pdu, Pdu::ScsiResponse(_) | Pdu::DataIn(_)) {
-                    released.push(pdu.itt());
+            let Some(pdu) = c.retained.pop_front() else {
+                break;
+            };
+            if matches!(pdu, Pdu::ScsiResponse(_) | Pdu::DataIn(_)) {
+                if let Entry::Occupied(task) = self.tasks.entry(pdu.itt()) {
+                    if task.get().conn == conn && task.get().answered() {
+                        task.remove();
+                    }
                 }
-            }
-        }
-        for itt in released {
-            if self
-                .tasks
-                .get(&itt)
-                .is_some_and(|t| t.conn == conn && t.answered())
-            {
-                self.tasks.remove(&itt);
             }
         }
         self.release_deferred_slots();

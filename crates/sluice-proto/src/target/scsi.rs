@@ -69,11 +69,13 @@ pub(super) enum TaskState {
     /// and above): what a SNACK may ask for again (section 7.1.3: "until either the status
     /// for the completed command is acknowledged or the data in question has been
     /// separately acknowledged").
-    Answered(Box<Answered>),
+    /// (Inline, not boxed: `Collecting` makes the enum larger than `Answered` anyway, and a
+    /// box would cost an allocation per command at ErrorRecoveryLevel 1 and above.)
+    Answered(Answered),
 }
 
 /// What a SNACK (or a reassignment) of an answered command needs.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(super) struct Answered {
     /// A read's Data-In PDUs as first cut, not started: replayed for a Data SNACK, resumed
     /// and resegmented for an R-Data SNACK.
@@ -355,6 +357,10 @@ impl TargetSession {
 
     /// The SCSI layer finished a task: its Data-In and status go to its connection.
     pub(super) fn complete_task(&mut self, ticket: Ticket, done: ScsiCompletion) {
+        if self.params.error_recovery_level > 0 {
+            self.complete_retained_task(ticket, done);
+            return;
+        }
         if self
             .tasks
             .get(&ticket.itt)
@@ -367,10 +373,7 @@ impl TargetSession {
         };
         let Task {
             conn,
-            cmd_sn,
-            lun,
             slot,
-            serial,
             ended,
             snack_tag,
             state,
@@ -383,24 +386,38 @@ impl TargetSession {
         let TaskState::Running { write, info } = state else {
             return;
         };
+        self.answer(conn, ticket.itt, write, &info, done, snack_tag);
+    }
+
+    /// [`complete_task`](Self::complete_task) at ErrorRecoveryLevel 1 and above: the answered
+    /// task stays in the table, changed in place, until its status is acknowledged (see
+    /// `TaskState::Answered`); a task ended while it ran leaves.
+    fn complete_retained_task(&mut self, ticket: Ticket, done: ScsiCompletion) {
+        let Some(task) = self
+            .tasks
+            .get_mut(&ticket.itt)
+            .filter(|t| t.serial == ticket.serial && t.running())
+        else {
+            return;
+        };
+        let slot = task.slot.take();
+        if task.ended.is_some() {
+            self.tasks.remove(&ticket.itt);
+            self.release_slot(slot);
+            return;
+        }
+        let (conn, snack_tag) = (task.conn, task.snack_tag);
+        let placeholder = TaskState::Answered(Answered::default());
+        let TaskState::Running { write, info } = std::mem::replace(&mut task.state, placeholder)
+        else {
+            return;
+        };
+        self.release_slot(slot);
         let answered = self.answer(conn, ticket.itt, write, &info, done, snack_tag);
-        if self.params.error_recovery_level > 0 {
-            // Kept until its status is acknowledged (see `TaskState::Answered`).
-            self.tasks.insert(
-                ticket.itt,
-                Task {
-                    conn,
-                    cmd_sn,
-                    lun,
-                    slot: None,
-                    serial,
-                    ended: None,
-                    snack_tag,
-                    deadline: None,
-                    timeouts: 0,
-                    state: TaskState::Answered(Box::new(answered)),
-                },
-            );
+        if let Some(task) = self.tasks.get_mut(&ticket.itt) {
+            task.deadline = None;
+            task.timeouts = 0;
+            task.state = TaskState::Answered(answered);
         }
     }
 
