@@ -2,7 +2,10 @@
 //!
 //! Used to accept data PDUs in any order (DataPDUInOrder=No, RFC 7143 section 13.18) while
 //! refusing overlays and recognising exact duplicates. In-order data keeps the list at one
-//! range, so no allocation happens per PDU.
+//! range, held inline, so no allocation happens per PDU or per command (a read at
+//! ErrorRecoveryLevel 1 keeps two of these: bytes and DataSNs).
+
+use smallvec::SmallVec;
 
 /// Outcome of [`Coverage::insert`].
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
@@ -18,7 +21,8 @@ pub(crate) enum Insert {
 /// Disjoint half-open ranges `[start, end)`, sorted and merged when adjacent.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Coverage {
-    ranges: Vec<(u32, u32)>,
+    /// Two ranges inline: one in order, two while a single hole is open.
+    ranges: SmallVec<[(u32, u32); 2]>,
     bytes: u32,
 }
 
@@ -34,6 +38,19 @@ impl Coverage {
             Some(&(start, end)) if start == base => end,
             _ => base,
         }
+    }
+
+    /// Whether every unit of `[start, end)` is covered (an empty range is). Unlike
+    /// [`gaps`](Self::gaps), allocates nothing: it is asked for every data PDU under recovery.
+    pub(crate) fn covers(&self, start: u32, end: u32) -> bool {
+        if start >= end {
+            return true;
+        }
+        // The only range that can hold `start`: the first whose end lies past it.
+        let i = self.ranges.partition_point(|&(_, e)| e <= start);
+        self.ranges
+            .get(i)
+            .is_some_and(|&(s, e)| s <= start && end <= e)
     }
 
     /// The parts of `[start, end)` not covered, in offset order (the holes a lost PDU left,
@@ -117,7 +134,7 @@ mod tests {
         assert_eq!(c.insert(10, 20), Insert::New);
         assert_eq!(c.insert(30, 40), Insert::New);
         assert_eq!(c.insert(20, 30), Insert::New);
-        assert_eq!(c.ranges, vec![(10, 40)]);
+        assert_eq!(c.ranges.as_slice(), [(10, 40)]);
         assert_eq!(c.insert(15, 25), Insert::Duplicate);
         assert_eq!(c.insert(35, 45), Insert::Overlap);
         assert_eq!(c.insert(0, 11), Insert::Overlap);
@@ -125,7 +142,7 @@ mod tests {
         assert_eq!(c.insert(50, 60), Insert::New);
         assert_eq!(c.insert(40, 55), Insert::Overlap);
         assert_eq!(c.insert(45, 50), Insert::New);
-        assert_eq!(c.ranges, vec![(0, 40), (45, 60)]);
+        assert_eq!(c.ranges.as_slice(), [(0, 40), (45, 60)]);
         assert_eq!(c.bytes(), 55);
         assert_eq!(c.contiguous_end(0), 40);
         assert_eq!(c.insert(5, 5), Insert::Duplicate);
@@ -147,6 +164,22 @@ mod tests {
         let mut u = Coverage::default();
         u.insert(2, 4);
         u.add(0, 6);
-        assert_eq!((u.ranges.clone(), u.bytes()), (vec![(0, 6)], 6));
+        assert_eq!((u.ranges.as_slice(), u.bytes()), ([(0, 6)].as_slice(), 6));
+    }
+
+    proptest::proptest! {
+        /// `covers` is exactly "no gaps", for any set of inserted ranges and any query.
+        #[test]
+        fn covers_is_no_gaps(
+            inserts in proptest::collection::vec((0u32..64, 0u32..16), 0..12),
+            start in 0u32..80,
+            len in 0u32..20,
+        ) {
+            let mut c = Coverage::default();
+            for (s, l) in inserts {
+                c.insert(s, s + l);
+            }
+            proptest::prop_assert_eq!(c.covers(start, start + len), c.gaps(start, start + len).is_empty());
+        }
     }
 }

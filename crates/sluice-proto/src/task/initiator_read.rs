@@ -47,8 +47,15 @@ pub struct InitiatorRead {
     max_data_sn: Option<u32>,
     counters: TaskCounters,
     done: bool,
-    /// Within-command recovery of lost Data-In (ErrorRecoveryLevel 1 and above).
+    /// Within-command recovery of lost Data-In (ErrorRecoveryLevel 1 and above). An in-order
+    /// read starts without it and creates it on the first thing that needs it (a DataSN out
+    /// of sequence, an A bit, a loss, a stall with something missing, a reassignment): until
+    /// then every Data-In arrived in order, which the plain path checks anyway, and the
+    /// commonest read pays no allocation and no second bookkeeping for recovery it never
+    /// needed (see `wake_recovery`).
     recovery: Option<Box<ReadRecovery>>,
+    /// ErrorRecoveryLevel 1 and above was negotiated: `recovery` may be created.
+    recoverable: bool,
 }
 
 /// Bytes a [`Placement`] can take past the end of its payload: enough for the padding and data
@@ -136,7 +143,11 @@ impl InitiatorRead {
             max_data_sn: None,
             counters: TaskCounters::default(),
             done: false,
-            recovery: (params.error_recovery_level > 0).then(Box::default),
+            // Out of order, DataSNs must be tracked from the first PDU.
+            recovery: (params.error_recovery_level > 0
+                && !(params.data_pdu_in_order && params.data_sequence_in_order))
+                .then(Box::default),
+            recoverable: params.error_recovery_level > 0,
         }
     }
 
@@ -146,12 +157,20 @@ impl InitiatorRead {
             // The buffer is lent out: the stream cannot hold a PDU inside another one.
             return Err(TaskError::Inconsistent);
         }
-        if self.recovery.is_some() {
-            return self.handle_data_in_recovering(pdu);
-        }
         let offset = pdu.buffer_offset;
         let len = u32::try_from(pdu.data.len()).unwrap_or(u32::MAX);
-        let end = self.check(pdu, len)?;
+        let checked = match self.recovery {
+            Some(_) => None,
+            None => Some(self.check(pdu, len)),
+        };
+        if checked.as_ref().is_some_and(Result::is_err) {
+            // Not the next Data-In in order: under recovery, a loss or a duplicate to sort out.
+            self.wake_recovery();
+        }
+        let (Some(checked), None) = (checked, &self.recovery) else {
+            return self.handle_data_in_recovering(pdu);
+        };
+        let end = checked?;
         match self.received.insert(offset, end) {
             Insert::Overlap => return Err(TaskError::Overlap(offset)),
             Insert::Duplicate if len > 0 => {
@@ -276,6 +295,10 @@ impl InitiatorRead {
             return Err(TaskError::Inconsistent);
         }
         let status = TaskStatus::from_response(rsp)?;
+        if rsp.exp_data_sn != self.pdus {
+            // Some Data-In it counts did not arrive (or more came than it counts).
+            self.wake_recovery();
+        }
         if self.recovery.is_some() {
             return self.status_recovering(rsp.exp_data_sn, status, Some(rsp.snack_tag));
         }
@@ -332,6 +355,10 @@ impl InitiatorRead {
 
     /// Counts a Data-In whose data is stored and reads its status, if it carries one.
     fn account(&mut self, pdu: &DataIn) -> Result<ReadProgress, TaskError> {
+        if pdu.ack {
+            // Section 11.7.2: the A bit asks for a DataACK, which the recovery state answers.
+            self.wake_recovery();
+        }
         self.pdus += 1;
         self.counters.data_in += 1;
         self.max_data_sn = Some(self.max_data_sn.map_or(pdu.data_sn, |m| m.max(pdu.data_sn)));

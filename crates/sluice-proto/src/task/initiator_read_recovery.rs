@@ -103,6 +103,22 @@ impl ReadRecovery {
 }
 
 impl InitiatorRead {
+    /// Creates the recovery state of an in-order read that had none yet (under
+    /// ErrorRecoveryLevel 1 and above; nothing below it or when it exists). Until now every
+    /// Data-In arrived in order, DataSN 0 to `pdus` - 1 (the plain path refuses anything
+    /// else), with no A bit and no loss: exactly the state the recovery bookkeeping would hold
+    /// had it followed the read from its first PDU.
+    pub(super) fn wake_recovery(&mut self) {
+        if !self.recoverable || self.recovery.is_some() {
+            return;
+        }
+        let mut r = Box::<ReadRecovery>::default();
+        r.sns.insert(0, self.pdus);
+        r.seen_end = self.pdus;
+        r.asked_end = self.pdus;
+        self.recovery = Some(r);
+    }
+
     /// What the read asks the target for since the last call (SNACKs to send).
     pub fn take_asks(&mut self) -> SmallVec<[ReadAsk; 2]> {
         self.recovery
@@ -132,6 +148,7 @@ impl InitiatorRead {
         if self.done || header.itt != self.itt {
             return;
         }
+        self.wake_recovery();
         let Some(r) = self.recovery.as_mut() else {
             return;
         };
@@ -162,6 +179,8 @@ impl InitiatorRead {
     }
 
     fn stall_asks(&mut self, next_tag: u32) {
+        // A read without recovery state (see `wake_recovery`) has nothing missing and no
+        // R-Data SNACK out: nothing to ask.
         let Some(r) = self.recovery.as_ref() else {
             return;
         };
@@ -221,6 +240,7 @@ impl InitiatorRead {
     /// again by the target. Returns that ExpDataSN. A SNACK Tag of the old connection no
     /// longer applies (section 7.2.2).
     pub fn reassign(&mut self) -> u32 {
+        self.wake_recovery();
         let in_order = self.in_order;
         let contiguous_bytes = self.received.contiguous_end(0);
         if let Some(r) = self.recovery.as_mut() {
@@ -239,6 +259,7 @@ impl InitiatorRead {
     /// requires ("The initiator MUST discard any data PDUs from the previous execution that
     /// it did not acknowledge", section 11.5.6); returns the DataSN the target resumes from.
     pub fn restart_from_ack(&mut self) -> u32 {
+        self.wake_recovery();
         self.gather();
         let Some(r) = self.recovery.as_mut() else {
             return 0;
@@ -412,7 +433,7 @@ impl InitiatorRead {
 
 /// Whether `sn` is covered.
 fn has_unit(c: &Coverage, sn: u32) -> bool {
-    c.gaps(sn, sn.saturating_add(1)).is_empty()
+    c.covers(sn, sn.saturating_add(1))
 }
 
 #[cfg(test)]

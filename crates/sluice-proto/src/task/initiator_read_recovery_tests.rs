@@ -216,3 +216,86 @@ fn data_snacks_that_fill_holes_go_on_and_fruitless_stalls_are_counted() {
     r.take_asks();
     assert_eq!(r.fruitless_stalls(), 2);
 }
+
+/// One step of a read's life under recovery, for the property below.
+#[derive(Clone, Debug)]
+enum Step {
+    /// The Data-In with this DataSN arrives (again, perhaps).
+    Deliver(usize),
+    /// The Data-In with this DataSN arrives with a data digest error.
+    Lost(usize),
+    /// The SCSI Response arrives (phase collapse off only).
+    Response,
+    /// The session's retry timer finds the read stalled.
+    Stall(u32),
+    /// The task is reassigned to another connection.
+    Reassign,
+}
+
+fn step_strategy(pdus: usize) -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        6 => (0..pdus).prop_map(Step::Deliver),
+        1 => (0..pdus).prop_map(Step::Lost),
+        1 => Just(Step::Response),
+        1 => (1u32..100).prop_map(Step::Stall),
+        1 => Just(Step::Reassign),
+    ]
+}
+
+/// What a read shows the session after a step.
+fn observe(r: &mut InitiatorRead, outcome: String) -> String {
+    format!(
+        "{outcome} asks={:?} fruitless={} acked={} waits={}",
+        r.take_asks(),
+        r.fruitless_stalls(),
+        r.acknowledged_data_sn(),
+        r.status_waits_for_data()
+    )
+}
+
+proptest::proptest! {
+    /// An in-order read creates its recovery state only when something needs it: for any
+    /// run of deliveries in any order, losses, duplicates, stalls, reassignments, A bits and
+    /// statuses, it does exactly what a read that had the state from its first PDU does.
+    #[test]
+    fn recovery_created_late_behaves_as_recovery_from_the_start(
+        count in 1usize..8,
+        ack_every in proptest::option::of(1u32..4),
+        collapse in proptest::bool::ANY,
+        steps in proptest::collection::vec(step_strategy(8), 0..40),
+    ) {
+        let len = count * 512;
+        let mut seq = DataInSequence::new(ITT, data(len), len as u32, ScsiStatus::Good, &params());
+        if !collapse {
+            seq = seq.without_phase_collapse();
+        }
+        if let Some(every) = ack_every {
+            seq = seq.with_data_ack(every, Ttt(40), Lun(2));
+        }
+        let pdus: Vec<DataIn> = seq.by_ref().collect();
+        let response = seq.needs_response().then(|| seq.response(&[]));
+        let mut late = InitiatorRead::new(ITT, len as u32, &params());
+        let mut early = InitiatorRead::new(ITT, len as u32, &params());
+        early.wake_recovery();
+        for step in steps {
+            let run = |r: &mut InitiatorRead| {
+                let outcome = match &step {
+                    Step::Deliver(sn) => pdus.get(*sn).map(|p| format!("{:?}", r.handle_data_in(p))),
+                    Step::Lost(sn) => pdus.get(*sn).map(|p| {
+                        r.handle_lost_data_in(p);
+                        String::new()
+                    }),
+                    Step::Response => response.as_ref().map(|rsp| format!("{:?}", r.handle_response(rsp))),
+                    Step::Stall(tag) => {
+                        r.handle_stall(*tag);
+                        Some(String::new())
+                    }
+                    Step::Reassign => Some(format!("{}", r.reassign())),
+                };
+                observe(r, outcome.unwrap_or_default())
+            };
+            proptest::prop_assert_eq!(run(&mut late), run(&mut early), "after {:?}", step);
+        }
+    }
+}

@@ -64,7 +64,7 @@ impl Recovery {
     }
 
     pub(super) fn is_retired(&self, ttt: Ttt) -> bool {
-        ttt != Ttt::RESERVED && self.retired.gaps(ttt.0, ttt.0 + 1).is_empty()
+        ttt != Ttt::RESERVED && self.retired.covers(ttt.0, ttt.0 + 1)
     }
 
     pub(super) fn unsolicited_retired(&self) -> bool {
@@ -104,7 +104,7 @@ impl Recovery {
 
     /// Whether every byte of `[start, end)` arrived.
     pub(super) fn has(&self, start: u32, end: u32) -> bool {
-        self.got.gaps(start, end).is_empty()
+        self.got.covers(start, end)
     }
 
     /// The parts of `[start, end)` still missing.
@@ -338,7 +338,7 @@ impl TargetWrite {
             .pending
             .iter()
             .copied()
-            .filter(|&(o, l)| !got.gaps(o, o + l).is_empty())
+            .filter(|&(o, l)| !got.covers(o, o + l))
             .collect();
         self.recovery.pending = pending;
     }
