@@ -5,6 +5,7 @@
 //! NOP-Out probes of the target's StatSN (section 7.1.3 a), and what to do with digest errors
 //! and Rejects (sections 7.3, 7.8).
 
+use smallvec::SmallVec;
 use std::time::{Duration, Instant};
 
 use super::connection::{ConnState, StatusArrival};
@@ -526,8 +527,12 @@ impl InitiatorSession {
     }
 
     /// Commands wait for a window that no PDU in flight will open: the target may have moved
-    /// MaxCmdSN in an answer that was lost with its connection. A NOP-Out brings the current
-    /// window back (its NOP-In carries ExpCmdSN and MaxCmdSN, section 11.19).
+    /// MaxCmdSN in an answer that was lost with its connection, or (ErrorRecoveryLevel 1 and
+    /// above) it holds the window shut until the statuses and read data it keeps for
+    /// retransmission are acknowledged. A NOP-Out brings the current window back (its NOP-In
+    /// carries ExpCmdSN and MaxCmdSN, section 11.19), and acknowledges with its ExpStatSN what
+    /// arrived on its connection; ExpStatSN is per connection (section 4.2.2.2), so every live
+    /// connection sends one.
     fn probe_closed_window(&mut self, now: Instant) {
         if self.waiting.is_empty() || !self.tasks.is_empty() || self.window.can_send() {
             return;
@@ -535,8 +540,8 @@ impl InitiatorSession {
         if self.closing || self.reinstating || self.ended {
             return;
         }
-        let conn = self.live_connections().next();
-        if let Some(conn) = conn {
+        let conns: SmallVec<[ConnId; 4]> = self.live_connections().collect();
+        for conn in conns {
             self.probe(conn, now);
         }
     }

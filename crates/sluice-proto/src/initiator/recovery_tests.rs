@@ -156,6 +156,43 @@ fn commands_waiting_for_a_window_no_answer_will_open_probe_it() {
     );
 }
 
+/// ExpStatSN is per connection: a target that holds its window shut until what it keeps for
+/// retransmission is acknowledged (ErrorRecoveryLevel 1 and above) hears the acknowledgement
+/// of each connection only on that connection, so the probe goes out on every one of them.
+#[test]
+fn a_window_held_shut_is_probed_on_every_connection_with_its_own_exp_stat_sn() {
+    let mut r = Rig::with(2, Policy::RoundRobin, erl1());
+    for _ in 0..9 {
+        r.s.submit(tur(), r.now);
+    }
+    let on = [commands(&r.drain(0)), commands(&r.drain(1))];
+    assert_eq!(on[0].len() + on[1].len(), 8);
+    // The answers come on both connections, none with a wider window.
+    for (conn, sent) in on.iter().enumerate() {
+        for &(itt, _) in sent {
+            r.respond(conn, itt, 9, 8);
+        }
+    }
+    r.completions();
+    assert_eq!(r.s.waiting(), 1);
+    let at = r.s.poll_timeout().expect("the stuck command is watched");
+    r.now = at;
+    r.s.handle_timeout(at);
+    for (conn, sent) in on.iter().enumerate() {
+        let nops: Vec<SeqNum> = r
+            .drain(conn)
+            .iter()
+            .filter_map(|p| match p {
+                Pdu::NopOut(n) => Some(n.exp_stat_sn),
+                _ => None,
+            })
+            .collect();
+        // The rig's StatSNs on connection c start at 100 x c.
+        let acknowledged = SeqNum(100 * conn as u32 + sent.len() as u32);
+        assert_eq!(nops, vec![acknowledged], "connection {conn}");
+    }
+}
+
 #[test]
 fn a_connection_that_joins_a_session_being_reinstated_is_closed() {
     let mut r = Rig::new(1, Policy::RoundRobin);
