@@ -767,6 +767,12 @@ libfuzzer_sys::fuzz_target!(|input: &[u8]| {
             data_ack_every: (mode & 0x40 != 0).then(|| u32::from(r.byte() % 8) + 1),
             sequence_timeout: Duration::from_millis(1 + u64::from(r.byte())),
             max_retained_statuses: 1 + usize::from(r.byte()),
+            // From a few blocks (the window held shut often) to the default.
+            max_retained_bytes: if mode & 0x10 != 0 {
+                512 << (r.byte() % 12)
+            } else {
+                sluice_proto::target::RecoveryConfig::default().max_retained_bytes
+            },
         },
     };
     let params = r.params();

@@ -116,6 +116,14 @@ pub(super) fn convert(file: FileToml, base: &Path) -> Result<(TargetConfig, Span
         if let Some(v) = &r.max_retained_statuses {
             recovery.max_retained_statuses = int_in(v, FileKey::MaxRetainedStatuses, 1, 1 << 20)?;
         }
+        if let Some(v) = &r.max_retained_bytes {
+            let bytes = v.get_ref().0;
+            if bytes == 0 {
+                return Err(at(v.span(), ErrorKind::Zero(FileKey::MaxRetainedBytes)));
+            }
+            // More than the address space holds is no limit at all.
+            recovery.max_retained_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        }
     }
 
     let mut limits = Limits::default();

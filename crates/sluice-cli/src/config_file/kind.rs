@@ -145,6 +145,8 @@ pub enum FileKey {
     SequenceTimeout,
     /// `[recovery] max_retained_statuses`.
     MaxRetainedStatuses,
+    /// `[recovery] max_retained_bytes`.
+    MaxRetainedBytes,
     /// `[limits] max_sessions`.
     MaxSessions,
     /// `[limits] max_connections`.
@@ -180,6 +182,7 @@ impl fmt::Display for FileKey {
             FileKey::DataAckEvery => "data_ack_every",
             FileKey::SequenceTimeout => "sequence_timeout",
             FileKey::MaxRetainedStatuses => "max_retained_statuses",
+            FileKey::MaxRetainedBytes => "max_retained_bytes",
             FileKey::MaxSessions => "max_sessions",
             FileKey::MaxTcpConnections => "max_connections",
             FileKey::MaxOutstandingBytes => "max_outstanding_bytes_per_connection",

@@ -77,6 +77,7 @@ pub(super) struct RecoveryToml {
     pub(super) data_ack_every: Option<Spanned<i64>>,
     pub(super) sequence_timeout: Option<Spanned<Dur>>,
     pub(super) max_retained_statuses: Option<Spanned<i64>>,
+    pub(super) max_retained_bytes: Option<Spanned<Size>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -129,6 +129,7 @@ impl TargetSession {
         if self.params.error_recovery_level > 0 && self.retention_full() {
             // Kept until the initiator acknowledges what was sent (see `retention_full`).
             self.deferred_slots.push(slot);
+            self.ping_retention_holders();
             return;
         }
         self.window.release(slot);

@@ -2,6 +2,8 @@
 //! ExpStatSN its initiator acknowledged, keepalive, and its queue of PDUs to send.
 
 use std::collections::VecDeque;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -42,6 +44,13 @@ pub(super) struct Connection {
     /// SNACK may ask for again (RFC 7143 section 11.16). Kept only under ErrorRecoveryLevel 1
     /// and above.
     pub(super) retained: VecDeque<Pdu>,
+    /// Bytes of read data its answered tasks keep for resending, charged by each task's
+    /// `recovery::RetentionCharge` (an atomic only because a charge drops wherever its task
+    /// goes, even after this connection is gone; the session is used by one thread at a time).
+    pub(super) retained_bytes: Arc<AtomicUsize>,
+    /// A NOP-In went out to have the initiator acknowledge what this connection keeps, since
+    /// its last acknowledgement released any (see `TargetSession::ping_retention_holders`).
+    pub(super) retention_pinged: bool,
     retain: bool,
     /// Events for this connection's driver.
     pub(super) events: VecDeque<Event>,
@@ -76,6 +85,8 @@ impl Connection {
             exp_stat_sn: setup.next_stat_sn,
             out: VecDeque::new(),
             retained: VecDeque::new(),
+            retained_bytes: Arc::default(),
+            retention_pinged: false,
             retain: setup.params.error_recovery_level > 0,
             events: VecDeque::new(),
             keepalive: keepalive.map(|k| Keepalive::new(k.interval, k.timeout, now)),

@@ -20,6 +20,7 @@
 use std::time::{Duration, Instant};
 
 use super::connection::ConnState;
+use super::recovery::RetentionCharge;
 use super::scsi::{EndedBy, TaskState};
 use super::{ConnId, TargetSession, TargetSessionEnv};
 use crate::params::SessionParams;
@@ -244,7 +245,10 @@ impl TargetSession {
 
     /// The task `itt` continues on `conn` "from its current state" (section 7.2.2).
     fn take_over(&mut self, itt: Itt, conn: ConnId, exp_data_sn: u32) {
-        let Some(params) = self.find(conn).map(|c| c.params) else {
+        let Some((params, counter)) = self
+            .find(conn)
+            .map(|c| (c.params, std::sync::Arc::clone(&c.retained_bytes)))
+        else {
             return;
         };
         let Some(task) = self.tasks.get_mut(&itt) else {
@@ -271,6 +275,13 @@ impl TargetSession {
             // The SCSI layer has it: its answer goes to the new connection.
             TaskState::Running { .. } => {}
             TaskState::Answered(a) => {
+                // Its data is kept for the new connection now, and counted there (not before,
+                // if the SCSI layer finished it while it was orphaned).
+                a.charge = a
+                    .data_in
+                    .as_ref()
+                    .filter(|seq| seq.data_len() > 0)
+                    .map(|seq| RetentionCharge::new(seq.data_len(), &counter));
                 let mut out: Vec<Pdu> = Vec::new();
                 match a.data_in.as_ref() {
                     Some(seq) => {

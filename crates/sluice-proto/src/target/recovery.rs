@@ -4,9 +4,12 @@
 //! sequence reception timeout of writes.
 
 use std::collections::hash_map::Entry;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use smallvec::SmallVec;
 
 use super::connection::{stat_sn_of, ConnState};
 use super::scsi::TaskState;
@@ -14,6 +17,7 @@ use super::{ConnId, TargetSession};
 use crate::pdu::codes::{RejectReason, SnackType};
 use crate::pdu::{DataOut, Pdu, SnackRequest, BHS_LEN};
 use crate::seq::{Itt, SeqNum, Ttt};
+use crate::task::TttAllocator;
 
 /// The hard bound of kept statuses, as a multiple of the soft one.
 const HARD_BOUND_FACTOR: usize = 4;
@@ -38,6 +42,15 @@ pub struct RecoveryConfig {
     /// past which the oldest is forgotten with the answered task it belongs to (a SNACK for
     /// it is then rejected). Bounds the memory an initiator can make the target hold.
     pub max_retained_statuses: usize,
+    /// Bytes of answered reads' data a connection keeps for Data and R-Data SNACK until their
+    /// statuses are acknowledged: at this many the command window stops opening until the
+    /// initiator acknowledges, as at `max_retained_statuses`. What a live connection keeps
+    /// then stays below this plus the data of the reads already in the window (which a
+    /// target at ErrorRecoveryLevel 0 holds too, while sending it). A failed connection's
+    /// tasks (ErrorRecoveryLevel 2) keep theirs until reassigned or until Time2Wait +
+    /// Time2Retain ends them; the initiator cannot acknowledge them meanwhile, so they do not
+    /// hold the window shut.
+    pub max_retained_bytes: usize,
 }
 
 impl Default for RecoveryConfig {
@@ -46,7 +59,33 @@ impl Default for RecoveryConfig {
             data_ack_every: None,
             sequence_timeout: Duration::from_secs(1),
             max_retained_statuses: 1024,
+            max_retained_bytes: 256 << 20,
         }
+    }
+}
+
+/// A read's data kept for resending, counted in its connection's total for as long as it is
+/// kept: the count falls when the charge is dropped, whichever way its task leaves
+/// (acknowledged, aborted, its connection or session ended), so that it cannot drift.
+#[derive(Debug)]
+pub(super) struct RetentionCharge {
+    bytes: usize,
+    total: Arc<AtomicUsize>,
+}
+
+impl RetentionCharge {
+    pub(super) fn new(bytes: usize, total: &Arc<AtomicUsize>) -> Self {
+        total.fetch_add(bytes, Ordering::Relaxed);
+        Self {
+            bytes,
+            total: Arc::clone(total),
+        }
+    }
+}
+
+impl Drop for RetentionCharge {
+    fn drop(&mut self) {
+        self.total.fetch_sub(self.bytes, Ordering::Relaxed);
     }
 }
 
@@ -362,6 +401,7 @@ impl TargetSession {
             return;
         };
         let acked = c.exp_stat_sn;
+        let kept = c.retained.len();
         while let Some(front) = c.retained.front() {
             let acknowledged = stat_sn_of(front).is_none_or(|sn| sn.lt(acked));
             if !acknowledged && c.retained.len() <= bound {
@@ -378,6 +418,10 @@ impl TargetSession {
                 }
             }
         }
+        if c.retained.len() < kept {
+            // Acknowledgement came: a later hold may ping again.
+            c.retention_pinged = false;
+        }
         self.release_deferred_slots();
     }
 
@@ -392,13 +436,48 @@ impl TargetSession {
             .max(2 * depth + 64)
     }
 
-    /// Whether some connection keeps as many unacknowledged statuses as it may: the command
-    /// window then stops opening (commands ending keep their places) until the initiator
+    /// Whether some connection keeps as many unacknowledged statuses, or bytes of read data,
+    /// as it may: the command window then stops opening (commands ending keep their places) until the initiator
     /// acknowledges, so that what is kept for retransmission stays bounded while an
     /// initiator holds its acknowledgement back for data it is still recovering.
     pub(super) fn retention_full(&self) -> bool {
-        let bound = self.retention_bound();
-        self.conns.iter().any(|c| c.retained.len() >= bound)
+        self.conns.iter().any(|c| self.over_retention_bound(c))
+    }
+
+    /// Whether connection `c` keeps as many statuses or bytes for retransmission as it may.
+    fn over_retention_bound(&self, c: &super::connection::Connection) -> bool {
+        c.retained.len() >= self.retention_bound()
+            || c.retained_bytes.load(Ordering::Relaxed) >= self.config.recovery.max_retained_bytes
+    }
+
+    /// The window is held shut for what some connections keep: each of them gets a NOP-In
+    /// ping (once per acknowledgement that released any), whose answer carries that
+    /// connection's ExpStatSN (RFC 7143 sections 4.2.2.2 and 11.19: a NOP-In with a valid
+    /// TTT must be answered). An initiator with nothing else to send on that connection would
+    /// otherwise acknowledge nothing there, and its waiting commands would wait for ever.
+    pub(super) fn ping_retention_holders(&mut self) {
+        let holders: SmallVec<[ConnId; 4]> = self
+            .conns
+            .iter()
+            .filter(|c| c.state == ConnState::Live && !c.retention_pinged)
+            .filter(|c| self.over_retention_bound(c))
+            .map(|c| c.id)
+            .collect();
+        for conn in holders {
+            let ttt = self.ttts.allocate();
+            if let Some(c) = self.find_mut(conn) {
+                c.retention_pinged = true;
+                c.queue(super::connection::ping(ttt));
+            }
+        }
+    }
+
+    /// Bytes of answered reads' data kept for resending by the live connections.
+    pub fn retained_bytes(&self) -> usize {
+        self.conns
+            .iter()
+            .map(|c| c.retained_bytes.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Gives back the window places held back while retention was full.

@@ -55,6 +55,13 @@ fn run_read(r: &mut Rig, itt: u32, cmd_sn: u32, blocks: u16) -> Vec<Pdu> {
     r.drain(1)
 }
 
+/// NOP-In pings (a TTT to answer with) among `pdus`.
+fn pings(pdus: &[Pdu]) -> usize {
+    pdus.iter()
+        .filter(|p| matches!(p, Pdu::NopIn(n) if n.ttt != Ttt::RESERVED))
+        .count()
+}
+
 fn header_of(pdu: &Pdu) -> [u8; BHS_LEN] {
     let mut h = bytes::BytesMut::new();
     pdu.emit_header(&mut h);
@@ -459,7 +466,7 @@ fn the_window_stops_opening_while_too_many_statuses_wait_for_acknowledgement() {
         ..RecoveryConfig::default()
     };
     let mut r = Rig::with(&[1], 8, erl1(), recovery);
-    let max_of = |pdus: &[Pdu]| match pdus.last() {
+    let max_of = |pdus: &[Pdu]| match pdus.iter().rev().find(|p| matches!(p, Pdu::DataIn(_))) {
         Some(Pdu::DataIn(d)) => d.max_cmd_sn,
         other => panic!("{other:?}"),
     };
@@ -470,12 +477,58 @@ fn the_window_stops_opening_while_too_many_statuses_wait_for_acknowledgement() {
     // Every one of the 80 commands gave its place back: 80 statuses now wait,
     // which is the retention bound (2 x depth + 64).
     assert_eq!(last_max, SeqNum(88));
-    let max = max_of(&run_read(&mut r, 500, 81, 1));
-    assert_eq!(max, last_max, "the 81st command's place is held back");
+    let out = run_read(&mut r, 500, 81, 1);
+    assert_eq!(
+        max_of(&out),
+        last_max,
+        "the 81st command's place is held back"
+    );
+    assert_eq!(pings(&out), 1, "and the initiator is asked to acknowledge");
     assert_eq!(r.s.task_count(), 81, "nothing was forgotten");
     // The initiator acknowledges everything: the held places come back.
     r.send(1, nop_out(Itt::RESERVED.0, 82, Ttt::RESERVED, SeqNum(181)));
     assert_eq!(r.s.task_count(), 0);
     let (_, max) = r.s.command_window();
     assert_eq!(max, SeqNum(89));
+}
+
+/// The bytes of read data kept for resending stay bounded too: at the bound the command window
+/// stops opening until the initiator acknowledges, and whatever way a read leaves (its status
+/// acknowledged, its connection gone) its bytes stop counting.
+#[test]
+fn the_window_stops_opening_while_too_much_read_data_waits_for_acknowledgement() {
+    let recovery = RecoveryConfig {
+        max_retained_bytes: 4 * 1024,
+        ..RecoveryConfig::default()
+    };
+    let mut r = Rig::with(&[1, 2], 8, erl1(), recovery);
+    let max_of = |pdus: &[Pdu]| match pdus.iter().rev().find(|p| matches!(p, Pdu::DataIn(_))) {
+        Some(Pdu::DataIn(d)) => d.max_cmd_sn,
+        other => panic!("{other:?}"),
+    };
+    // Three 1 KiB reads, unacknowledged: under the bound, each gives its place back.
+    let mut last_max = SeqNum(0);
+    for n in 0..3u32 {
+        last_max = max_of(&run_read(&mut r, 100 + n, 1 + n, 2));
+    }
+    assert_eq!(last_max, SeqNum(11));
+    assert_eq!(r.s.retained_bytes(), 3 * 1024);
+    // The fourth reaches the bound: its place is held back, and a NOP-In asks the initiator
+    // to acknowledge (once: a fifth held back does not ask again).
+    let out = run_read(&mut r, 103, 4, 2);
+    assert_eq!((max_of(&out), pings(&out)), (last_max, 1));
+    assert_eq!(r.s.retained_bytes(), 4 * 1024);
+    let out = run_read(&mut r, 104, 5, 2);
+    assert_eq!((max_of(&out), pings(&out)), (last_max, 0));
+    // The initiator acknowledges the five statuses (StatSN 100 to 104): nothing is kept and
+    // the held places come back.
+    r.send(1, nop_out(Itt::RESERVED.0, 6, Ttt::RESERVED, SeqNum(105)));
+    assert_eq!((r.s.retained_bytes(), r.s.task_count()), (0, 0));
+    assert_eq!(r.s.command_window().1, SeqNum(13));
+    // Two more, then their connection fails (ErrorRecoveryLevel 1: the tasks end with it).
+    run_read(&mut r, 105, 6, 2);
+    run_read(&mut r, 106, 7, 2);
+    assert_eq!(r.s.retained_bytes(), 2 * 1024);
+    r.closed(1);
+    assert_eq!(r.s.retained_bytes(), 0);
 }

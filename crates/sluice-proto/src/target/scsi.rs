@@ -90,6 +90,8 @@ pub(super) struct Answered {
     /// Whether the answer went out: not when the SCSI layer finished while the task's
     /// connection was gone (ErrorRecoveryLevel 2: it goes out when the task is reassigned).
     pub(super) delivered: bool,
+    /// `data_in`'s bytes, counted against the session's retention bound while kept.
+    pub(super) charge: Option<super::recovery::RetentionCharge>,
 }
 
 /// What answering a command needs from its SCSI Command PDU.
@@ -412,8 +414,17 @@ impl TargetSession {
         else {
             return;
         };
+        let mut answered = self.answer(conn, ticket.itt, write, &info, done, snack_tag);
+        // Charged to its connection while live (an orphan's tasks hold nothing shut).
+        let counter = self.find(conn).map(|c| &c.retained_bytes);
+        answered.charge = answered
+            .data_in
+            .as_ref()
+            .filter(|seq| seq.data_len() > 0)
+            .zip(counter)
+            .map(|(seq, counter)| super::recovery::RetentionCharge::new(seq.data_len(), counter));
+        // The window place goes back (or is held back) with the answer's bytes counted.
         self.release_slot(slot);
-        let answered = self.answer(conn, ticket.itt, write, &info, done, snack_tag);
         if let Some(task) = self.tasks.get_mut(&ticket.itt) {
             task.deadline = None;
             task.timeouts = 0;
@@ -440,6 +451,7 @@ impl TargetSession {
             delivered: self
                 .find(conn)
                 .is_some_and(|c| c.state == super::connection::ConnState::Live),
+            charge: None,
         };
         // An orphaned task (its connection failed, ErrorRecoveryLevel 2) is answered with its
         // old connection's parameters and kept for reassignment.

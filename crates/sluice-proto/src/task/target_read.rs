@@ -188,6 +188,11 @@ impl DataInSequence {
         )
     }
 
+    /// Bytes of data the sequence carries (at most the EDTL).
+    pub fn data_len(&self) -> usize {
+        self.data.len()
+    }
+
     /// The residual reported to the initiator.
     pub fn residual(&self) -> Residual {
         self.residual

@@ -141,6 +141,10 @@ fn listen_keepalive_and_limits() {
         }
     ));
     assert!(matches!(
+        kind_at("[recovery]\nmax_retained_bytes = 0\n", 2),
+        ErrorKind::Zero(FileKey::MaxRetainedBytes)
+    ));
+    assert!(matches!(
         kind_at("[recovery]\nmax_retained_statuses = 0\n", 2),
         ErrorKind::OutOfRange {
             key: FileKey::MaxRetainedStatuses,

@@ -178,13 +178,15 @@ fn session_keys_take_their_whole_table_range() {
 fn recovery_table_sets_the_error_recovery_settings() {
     let c = parse(&format!(
         "[session]\nerror_recovery_level = 1\n[recovery]\ndata_ack_every = 8\n\
-         sequence_timeout = \"250ms\"\nmax_retained_statuses = 4096\n{MINIMAL}"
+         sequence_timeout = \"250ms\"\nmax_retained_statuses = 4096\n\
+         max_retained_bytes = \"64M\"\n{MINIMAL}"
     ))
     .unwrap();
     assert_eq!(c.offer.error_recovery_level, 1);
     assert_eq!(c.recovery.data_ack_every, Some(8));
     assert_eq!(c.recovery.sequence_timeout, Duration::from_millis(250));
     assert_eq!(c.recovery.max_retained_statuses, 4096);
+    assert_eq!(c.recovery.max_retained_bytes, 64 << 20);
     let c = parse(&format!("[recovery]\ndata_ack_every = 0\n{MINIMAL}")).unwrap();
     assert_eq!(
         c.recovery.data_ack_every, None,
