@@ -142,7 +142,7 @@ pub(crate) struct World {
 
 /// The target's bound on read data kept for resending: the default, or small enough that the
 /// window stops opening for it often. Drawn from a stream of its own so that adding it left
-/// every other choice of a seed as it was (earlier seeds still replay what they found).
+/// every other choice of a seed as it was (the workloads and faults of earlier findings).
 fn retained_bytes_bound(seed: u64) -> usize {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7265_7461_696e_6564);
     if rng.gen_bool(0.5) {
