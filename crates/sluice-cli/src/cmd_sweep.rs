@@ -4,7 +4,6 @@
 use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::fs;
-use std::io::Write as _;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -12,10 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sluice_initiator::IscsiUrl;
 use sluice_lab::link::{EmulatedLink, LinkSpec};
-use sluice_lab::sweep::record::Value;
 use sluice_lab::sweep::{
     analyse, preset, run_key, sweep, writeup, Context, Endpoint, Event, Launcher, Plan, Point,
     RunRecord,
@@ -24,6 +21,7 @@ use sluice_lab::{process_cpu_seconds, Progress};
 
 use crate::cli::SweepArgs;
 use crate::client_common::runtime;
+use crate::lab_files::{progress_bar, StudyDir};
 
 /// The target name spawned targets serve.
 const IQN: &str = "iqn.2026-11.io.sluice:sweep";
@@ -47,31 +45,11 @@ pub fn run(args: &SweepArgs) -> Result<()> {
     if let Some(r) = args.runs {
         plan.runs = r;
     }
-    fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
-    let csv_path = args.out.join("results.csv");
-    if args.report_only && !csv_path.exists() {
-        bail!("--report-only: {} does not exist", csv_path.display());
-    }
-    let mut records = if csv_path.exists() {
-        if !args.resume && !args.report_only {
-            bail!(
-                "{} holds an earlier sweep: pass --resume to continue it, or choose another --out",
-                csv_path.display()
-            );
-        }
-        let text = fs::read_to_string(&csv_path)
-            .with_context(|| format!("reading {}", csv_path.display()))?;
-        RunRecord::parse_csv(&text).map_err(|e| anyhow::anyhow!("{}: {e}", csv_path.display()))?
-    } else {
-        Vec::new()
-    };
+    let (files, mut records) =
+        StudyDir::open::<RunRecord>(&args.out, args.resume, args.report_only)?;
     let command = command_line(args);
     let mut failures = Vec::new();
     if !args.report_only {
-        if !csv_path.exists() {
-            fs::write(&csv_path, format!("{}\n", RunRecord::csv_header()))
-                .with_context(|| format!("writing {}", csv_path.display()))?;
-        }
         let link = match &args.link {
             Some(text) => {
                 let spec: LinkSpec = text
@@ -89,18 +67,8 @@ pub fn run(args: &SweepArgs) -> Result<()> {
             .iter()
             .map(|r| run_key(&r.experiment, &r.point, r.run))
             .collect();
-        let mut csv = fs::OpenOptions::new()
-            .append(true)
-            .open(&csv_path)
-            .with_context(|| format!("opening {}", csv_path.display()))?;
-        let bar =
-            ProgressBar::with_draw_target(Some(plan.total_runs()), ProgressDrawTarget::stderr());
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{bar:30} {pos}/{len} runs {elapsed_precise} eta {eta} {msg}",
-            )
-            .expect("valid template"),
-        );
+        let mut csv = files.appender(&RunRecord::example())?;
+        let bar = progress_bar(plan.total_runs());
         let rt = runtime()?;
         let progress = Arc::new(Progress::new());
         let mut write_error = None;
@@ -122,7 +90,7 @@ pub fn run(args: &SweepArgs) -> Result<()> {
                     } => bar.set_message(format!("{experiment}: {}", writeup::describe(point))),
                     Event::Run(r) => {
                         bar.inc(1);
-                        if let Err(e) = writeln!(csv, "{}", r.csv_row()) {
+                        if let Err(e) = csv.append(r) {
                             write_error.get_or_insert(e);
                             progress.stop();
                         }
@@ -156,13 +124,13 @@ pub fn run(args: &SweepArgs) -> Result<()> {
         });
         bar.finish_and_clear();
         if let Some(e) = write_error {
-            return Err(e).with_context(|| format!("appending to {}", csv_path.display()));
+            return Err(e);
         }
         if progress.stopped() {
             eprintln!(
                 "interrupted: {} runs kept in {}; continue with --resume",
                 records.len(),
-                csv_path.display()
+                files.dir().join("results.csv").display()
             );
         }
     }
@@ -171,11 +139,13 @@ pub fn run(args: &SweepArgs) -> Result<()> {
         environment: environment(args),
         failures,
     };
-    write_json(&args.out.join("results.json"), &plan, &records)?;
+    let mut about = serde_json::Map::new();
+    about.insert("preset".into(), plan.name.clone().into());
+    about.insert("bytes_per_run".into(), plan.bytes_per_run.into());
+    about.insert("runs_per_point".into(), plan.runs.into());
+    files.write_json(about, &records)?;
     let analysis = analyse(&plan, &records, &ctx, &args.out).map_err(anyhow::Error::msg)?;
-    let report = args.out.join("report.md");
-    fs::write(&report, &analysis.report)
-        .with_context(|| format!("writing {}", report.display()))?;
+    let report = files.write_report(&analysis.report)?;
     eprintln!(
         "{} runs; report {} with {} figures",
         records.len(),
@@ -266,39 +236,6 @@ fn environment(args: &SweepArgs) -> Vec<String> {
             ),
         },
     ]
-}
-
-/// `results.json`: the plan and one object per run with the CSV's columns.
-fn write_json(path: &Path, plan: &Plan, records: &[RunRecord]) -> Result<()> {
-    let rows: Vec<serde_json::Value> = records
-        .iter()
-        .map(|r| {
-            let map: serde_json::Map<String, serde_json::Value> = r
-                .fields()
-                .into_iter()
-                .map(|(k, v)| {
-                    let v = match v {
-                        Value::Text(s) => serde_json::Value::String(s),
-                        Value::UInt(n) => n.into(),
-                        Value::Float(x) => serde_json::Number::from_f64(x)
-                            .map_or(serde_json::Value::Null, serde_json::Value::Number),
-                        Value::Bool(b) => b.into(),
-                        Value::Missing => serde_json::Value::Null,
-                    };
-                    (k.to_owned(), v)
-                })
-                .collect();
-            serde_json::Value::Object(map)
-        })
-        .collect();
-    let doc = serde_json::json!({
-        "preset": plan.name,
-        "bytes_per_run": plan.bytes_per_run,
-        "runs_per_point": plan.runs,
-        "runs": rows,
-    });
-    fs::write(path, serde_json::to_string_pretty(&doc)?)
-        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// A sluice target started for each point.

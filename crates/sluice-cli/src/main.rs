@@ -33,6 +33,7 @@ mod cmd_sweep;
 mod cmd_sweep_grid;
 mod cmd_target;
 mod config_file;
+mod lab_files;
 mod logging;
 mod signals;
 mod size;

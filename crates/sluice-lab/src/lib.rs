@@ -17,7 +17,8 @@
 //! (addresses), `trace` (SPC trace files), `pattern` (verify data), `workload` (the spec),
 //! `latency` (histograms), `progress` (live counters), `pdus` (PDU counts), `cpu`
 //! (getrusage), `alloc` (allocator tuning), `worker` (one in-flight slot), `runner` (the run), `report`, `error`;
-//! `crc` (the CRC32C algorithms of the fast-path study and their timing); `sweep` (the
+//! `crc` (the CRC32C algorithms of the fast-path study and their timing); `study` (what
+//! every lab study shares: result rows as CSV, PNG charts); `sweep` (the
 //! parameter study: grids, runs, models, plots, report); `link` (an emulated link between
 //! network namespaces).
 
@@ -41,6 +42,7 @@ mod region;
 mod report;
 mod runner;
 mod size_dist;
+pub mod study;
 pub mod sweep;
 mod trace;
 mod worker;

@@ -3,9 +3,9 @@
 use std::path::Path;
 
 use super::models::{bytes_label, Model};
-use super::plot::{draw, Chart, Series};
 use super::point::Direction;
 use super::summary::Summary;
+use crate::study::plot::{draw, Chart, Series};
 
 /// A figure drawn from one experiment's summaries.
 struct Def {

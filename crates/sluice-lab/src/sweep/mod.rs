@@ -7,18 +7,17 @@
 //! existing target), one [`RunRecord`] per run with what the login actually negotiated, the
 //! initiator's PDU counts and what RFC 7143 predicts for them ([`predict`]). [`analyse`]
 //! groups the runs ([`summary`]), fits the paper's equations (1)-(3) ([`models`], [`fit`]),
-//! draws the figures ([`figures`], [`plot`]) and writes the Markdown report ([`writeup`])
+//! draws the figures ([`figures`], with `crate::study::plot`) and writes the Markdown report ([`writeup`])
 //! with Table 2 beside this system's answers ([`table2`]).
 //!
 //! Module map: `point`, `plan` (experiments and presets), `predict`, `record` (rows, CSV),
-//! `run` (the loop), `summary`, `fit` (least squares), `models`, `table2`, `plot`, `figures`,
+//! `run` (the loop), `summary`, `fit` (least squares), `models`, `table2`, `figures`,
 //! `writeup`.
 
 pub mod figures;
 pub mod fit;
 pub mod models;
 pub mod plan;
-pub mod plot;
 pub mod point;
 pub mod predict;
 pub mod record;

@@ -1,41 +1,13 @@
 //! One row per run: the point, what the login actually negotiated, what was measured, what
 //! RFC 7143 predicted; written and read back as CSV (resuming a sweep reads its own file).
 
-use std::collections::HashMap;
-use std::fmt;
-
 use sluice_proto::initiator::Policy;
 use sluice_proto::params::SessionParams;
 
 use super::point::{Direction, Point};
 use super::predict::PerCommand;
-
-/// A cell: what the CSV and JSON writers need to know about a value.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Value {
-    /// Text (never contains a comma or a newline).
-    Text(String),
-    /// A count or size.
-    UInt(u64),
-    /// A measurement.
-    Float(f64),
-    /// A yes/no setting.
-    Bool(bool),
-    /// Not known (e.g. the CPU time of a target that runs elsewhere).
-    Missing,
-}
-
-impl fmt::Display for Value {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Value::Text(s) => f.write_str(s),
-            Value::UInt(n) => write!(f, "{n}"),
-            Value::Float(x) => write!(f, "{x}"),
-            Value::Bool(b) => write!(f, "{b}"),
-            Value::Missing => Ok(()),
-        }
-    }
-}
+pub use crate::study::table::Value;
+use crate::study::table::{self, clean, Cells, Row};
 
 /// What the leading login negotiated, in the point's terms.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -260,8 +232,39 @@ impl RunRecord {
         self.mismatch.is_empty() && self.measured.errors == 0 && self.measured.seconds > 0.0
     }
 
+    /// The CSV header line.
+    pub fn csv_header() -> String {
+        table::csv_header(&RunRecord::example())
+    }
+
+    /// This run as one CSV line.
+    pub fn csv_row(&self) -> String {
+        table::csv_row(self)
+    }
+
+    /// Reads a CSV file written by [`Self::csv_header`] and [`Self::csv_row`].
+    pub fn parse_csv(text: &str) -> Result<Vec<RunRecord>, String> {
+        table::parse_csv(text)
+    }
+
+    /// A record with every field set, for the header and tests.
+    pub fn example() -> RunRecord {
+        RunRecord {
+            experiment: "example".into(),
+            implementation: "sluice".into(),
+            point: Point::default(),
+            run: 0,
+            negotiated: Negotiated::default(),
+            measured: Measured::default(),
+            predicted: PerCommand::default(),
+            mismatch: Vec::new(),
+        }
+    }
+}
+
+impl Row for RunRecord {
     /// Every column, in order, with its value.
-    pub fn fields(&self) -> Vec<(&'static str, Value)> {
+    fn fields(&self) -> Vec<(&'static str, Value)> {
         use Value::{Bool, Float, Text, UInt};
         let p = &self.point;
         let n = &self.negotiated;
@@ -335,165 +338,76 @@ impl RunRecord {
         ]
     }
 
-    /// The CSV header line.
-    pub fn csv_header() -> String {
-        let names: Vec<&str> = RunRecord::example()
-            .fields()
-            .iter()
-            .map(|(n, _)| *n)
-            .collect();
-        names.join(",")
-    }
-
-    /// This run as one CSV line.
-    pub fn csv_row(&self) -> String {
-        let cells: Vec<String> = self.fields().iter().map(|(_, v)| v.to_string()).collect();
-        cells.join(",")
-    }
-
-    /// Reads a CSV file written by [`Self::csv_header`] and [`Self::csv_row`].
-    pub fn parse_csv(text: &str) -> Result<Vec<RunRecord>, String> {
-        let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-        let Some(header) = lines.next() else {
-            return Ok(Vec::new());
-        };
-        let names: Vec<&str> = header.split(',').collect();
-        let mut out = Vec::new();
-        for (i, line) in lines.enumerate() {
-            let cells: Vec<&str> = line.split(',').collect();
-            if cells.len() != names.len() {
-                return Err(format!(
-                    "row {}: {} cells, the header has {}",
-                    i + 2,
-                    cells.len(),
-                    names.len()
-                ));
-            }
-            let row: HashMap<&str, &str> = names.iter().copied().zip(cells).collect();
-            out.push(Self::from_row(&row).map_err(|e| format!("row {}: {e}", i + 2))?);
-        }
-        Ok(out)
-    }
-
-    fn from_row(r: &HashMap<&str, &str>) -> Result<RunRecord, String> {
-        let get = |k: &str| r.get(k).copied().ok_or_else(|| format!("no column {k}"));
-        let num = |k: &str| -> Result<u64, String> {
-            get(k)?.parse().map_err(|_| format!("{k} is not a count"))
-        };
-        let small = |k: &str| -> Result<u32, String> {
-            u32::try_from(num(k)?).map_err(|_| format!("{k} is too large"))
-        };
-        let short = |k: &str| -> Result<u16, String> {
-            u16::try_from(num(k)?).map_err(|_| format!("{k} is too large"))
-        };
-        let float = |k: &str| -> Result<f64, String> {
-            get(k)?.parse().map_err(|_| format!("{k} is not a number"))
-        };
-        let flag = |k: &str| -> Result<bool, String> {
-            get(k)?
-                .parse()
-                .map_err(|_| format!("{k} is not true/false"))
-        };
-        let list = |k: &str| -> Result<Vec<String>, String> {
-            Ok(get(k)?
-                .split("; ")
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect())
-        };
+    fn from_cells(c: &Cells<'_>) -> Result<RunRecord, String> {
         let point = Point {
-            direction: Direction::from_name(get("direction")?)
+            direction: Direction::from_name(c.text("direction")?)
                 .ok_or("direction is neither read nor write")?,
-            initiator_mrdsl: small("initiator_mrdsl")?,
-            target_mrdsl: small("target_mrdsl")?,
-            max_burst: small("max_burst")?,
-            first_burst: small("first_burst")?,
-            immediate_data: flag("immediate_data")?,
-            initial_r2t: flag("initial_r2t")?,
-            max_outstanding_r2t: short("max_outstanding_r2t")?,
-            data_pdu_in_order: flag("data_pdu_in_order")?,
-            data_sequence_in_order: flag("data_sequence_in_order")?,
-            phase_collapse: flag("phase_collapse")?,
-            header_digest: flag("header_digest")?,
-            data_digest: flag("data_digest")?,
-            outstanding: small("outstanding")?,
-            command_bytes: small("command_bytes")?,
-            luns: short("luns")?,
-            connections: short("connections")?,
-            policy: Policy::from_name(get("policy")?).ok_or("unknown policy")?,
+            initiator_mrdsl: c.small("initiator_mrdsl")?,
+            target_mrdsl: c.small("target_mrdsl")?,
+            max_burst: c.small("max_burst")?,
+            first_burst: c.small("first_burst")?,
+            immediate_data: c.flag("immediate_data")?,
+            initial_r2t: c.flag("initial_r2t")?,
+            max_outstanding_r2t: c.small("max_outstanding_r2t")?,
+            data_pdu_in_order: c.flag("data_pdu_in_order")?,
+            data_sequence_in_order: c.flag("data_sequence_in_order")?,
+            phase_collapse: c.flag("phase_collapse")?,
+            header_digest: c.flag("header_digest")?,
+            data_digest: c.flag("data_digest")?,
+            outstanding: c.small("outstanding")?,
+            command_bytes: c.small("command_bytes")?,
+            luns: c.small("luns")?,
+            connections: c.small("connections")?,
+            policy: Policy::from_name(c.text("policy")?).ok_or("unknown policy")?,
         };
-        let target_cpu = get("target_cpu_seconds")?;
         Ok(RunRecord {
-            experiment: get("experiment")?.to_owned(),
-            implementation: get("implementation")?.to_owned(),
-            run: small("run")?,
+            experiment: c.text("experiment")?.to_owned(),
+            implementation: c.text("implementation")?.to_owned(),
+            run: c.small("run")?,
             point,
             negotiated: Negotiated {
-                initiator_mrdsl: small("neg_initiator_mrdsl")?,
-                target_mrdsl: small("neg_target_mrdsl")?,
-                max_burst: small("neg_max_burst")?,
-                first_burst: small("neg_first_burst")?,
-                immediate_data: flag("neg_immediate_data")?,
-                initial_r2t: flag("neg_initial_r2t")?,
-                max_outstanding_r2t: short("neg_max_outstanding_r2t")?,
-                data_pdu_in_order: flag("neg_data_pdu_in_order")?,
-                data_sequence_in_order: flag("neg_data_sequence_in_order")?,
-                header_digest: flag("neg_header_digest")?,
-                data_digest: flag("neg_data_digest")?,
-                connections: short("neg_connections")?,
+                initiator_mrdsl: c.small("neg_initiator_mrdsl")?,
+                target_mrdsl: c.small("neg_target_mrdsl")?,
+                max_burst: c.small("neg_max_burst")?,
+                first_burst: c.small("neg_first_burst")?,
+                immediate_data: c.flag("neg_immediate_data")?,
+                initial_r2t: c.flag("neg_initial_r2t")?,
+                max_outstanding_r2t: c.small("neg_max_outstanding_r2t")?,
+                data_pdu_in_order: c.flag("neg_data_pdu_in_order")?,
+                data_sequence_in_order: c.flag("neg_data_sequence_in_order")?,
+                header_digest: c.flag("neg_header_digest")?,
+                data_digest: c.flag("neg_data_digest")?,
+                connections: c.small("neg_connections")?,
             },
             measured: Measured {
-                bytes: num("bytes")?,
-                commands: num("commands")?,
-                seconds: float("seconds")?,
-                target_cpu_seconds: if target_cpu.is_empty() {
-                    None
-                } else {
-                    Some(float("target_cpu_seconds")?)
-                },
-                initiator_cpu_seconds: float("initiator_cpu_seconds")?,
-                errors: num("errors")?,
+                bytes: c.uint("bytes")?,
+                commands: c.uint("commands")?,
+                seconds: c.float("seconds")?,
+                target_cpu_seconds: c.optional_float("target_cpu_seconds")?,
+                initiator_cpu_seconds: c.float("initiator_cpu_seconds")?,
+                errors: c.uint("errors")?,
                 per_command: PerCommand {
-                    data_in: float("data_in_per_command")?,
-                    data_out: float("data_out_per_command")?,
-                    r2t: float("r2t_per_command")?,
-                    responses: float("responses_per_command")?,
-                    immediate_bytes: float("immediate_bytes_per_command")?,
-                    unsolicited_bytes: float("unsolicited_bytes_per_command")?,
-                    solicited_bytes: float("solicited_bytes_per_command")?,
+                    data_in: c.float("data_in_per_command")?,
+                    data_out: c.float("data_out_per_command")?,
+                    r2t: c.float("r2t_per_command")?,
+                    responses: c.float("responses_per_command")?,
+                    immediate_bytes: c.float("immediate_bytes_per_command")?,
+                    unsolicited_bytes: c.float("unsolicited_bytes_per_command")?,
+                    solicited_bytes: c.float("solicited_bytes_per_command")?,
                 },
             },
             predicted: PerCommand {
-                data_in: float("predicted_data_in")?,
-                data_out: float("predicted_data_out")?,
-                r2t: float("predicted_r2t")?,
-                responses: float("predicted_responses")?,
-                immediate_bytes: float("predicted_immediate_bytes")?,
-                unsolicited_bytes: float("predicted_unsolicited_bytes")?,
-                solicited_bytes: float("predicted_solicited_bytes")?,
+                data_in: c.float("predicted_data_in")?,
+                data_out: c.float("predicted_data_out")?,
+                r2t: c.float("predicted_r2t")?,
+                responses: c.float("predicted_responses")?,
+                immediate_bytes: c.float("predicted_immediate_bytes")?,
+                unsolicited_bytes: c.float("predicted_unsolicited_bytes")?,
+                solicited_bytes: c.float("predicted_solicited_bytes")?,
             },
-            mismatch: list("mismatch")?,
+            mismatch: c.list("mismatch")?,
         })
     }
-
-    /// A record with every field set, for the header and tests.
-    pub fn example() -> RunRecord {
-        RunRecord {
-            experiment: "example".into(),
-            implementation: "sluice".into(),
-            point: Point::default(),
-            run: 0,
-            negotiated: Negotiated::default(),
-            measured: Measured::default(),
-            predicted: PerCommand::default(),
-            mismatch: Vec::new(),
-        }
-    }
-}
-
-/// Text safe for a CSV cell: no commas or line breaks.
-fn clean(s: &str) -> String {
-    s.replace([',', '\n', '\r'], " ")
 }
 
 #[cfg(test)]
