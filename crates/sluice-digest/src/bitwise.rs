@@ -20,13 +20,22 @@ use crate::POLY_REFLECTED;
 /// [`finalize`](crate::finalize)`(state)`.
 #[must_use]
 pub fn update(state: u32, data: &[u8]) -> u32 {
+    update_with(state, data, POLY_REFLECTED)
+}
+
+/// [`update`] with the (bit-reflected) generator as an argument. Passed through
+/// `std::hint::black_box`, it keeps the optimiser from turning the loop into a table lookup,
+/// so that a measurement times the long division itself.
+#[must_use]
+#[inline]
+pub fn update_with(state: u32, data: &[u8], poly_reflected: u32) -> u32 {
     data.iter().fold(state, |crc, &byte| {
         let mut crc = crc ^ u32::from(byte);
         for _ in 0..8 {
             // Reflected division: the lowest bit is the highest power of x; when it is set,
             // subtract (XOR) the generator.
             crc = if crc & 1 == 1 {
-                (crc >> 1) ^ POLY_REFLECTED
+                (crc >> 1) ^ poly_reflected
             } else {
                 crc >> 1
             };

@@ -42,6 +42,7 @@ pub mod slicing_by_16;
 pub mod slicing_by_4;
 pub mod slicing_by_8;
 mod stream;
+pub mod vectors;
 mod wire;
 
 #[cfg(test)]
@@ -54,7 +55,7 @@ pub use wire::{from_wire, to_wire};
 
 /// The Castagnoli polynomial `0x1EDC6F41` bit-reflected, because iSCSI feeds each byte least
 /// significant bit first (RFC 3720 §12.1: "Big Endian on bytes / Little Endian on bits").
-pub(crate) const POLY_REFLECTED: u32 = 0x82F6_3B78;
+pub const POLY_REFLECTED: u32 = 0x82F6_3B78;
 
 /// CRC register value before any byte is processed.
 ///

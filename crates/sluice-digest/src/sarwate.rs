@@ -59,9 +59,32 @@ pub fn checksum(data: &[u8]) -> u32 {
     crate::finalize(update(crate::INITIAL_STATE, data))
 }
 
+/// Copies `src` into `dst` (of the same length) and feeds the bytes into `state` in the same
+/// pass, a byte at a time (the interleaved copy-CRC of Joglekar, Kounavis and Berry, section
+/// 3.3, with Sarwate's step). Returns the register.
+///
+/// # Panics
+/// If the lengths differ.
+#[must_use]
+pub fn copy_and_update(state: u32, dst: &mut [u8], src: &[u8]) -> u32 {
+    assert_eq!(dst.len(), src.len(), "copy_and_update: lengths differ");
+    dst.iter_mut().zip(src).fold(state, |crc, (d, &b)| {
+        *d = b;
+        step(crc, b)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn copy_and_update_copies_and_digests_like_update() {
+        let src: Vec<u8> = (0..300u32).map(|i| (i * 13 + 5) as u8).collect();
+        let mut dst = vec![0u8; 300];
+        assert_eq!(copy_and_update(!0, &mut dst, &src), update(!0, &src));
+        assert_eq!(dst, src);
+    }
 
     #[test]
     fn table_matches_published_entries() {

@@ -50,9 +50,51 @@ pub fn checksum(data: &[u8]) -> u32 {
     crate::finalize(update(crate::INITIAL_STATE, data))
 }
 
+/// Copies `src` into `dst` (of the same length) and feeds the bytes into `state` in the same
+/// pass: each eight-byte word is loaded once, stored, and digested while in a register (the
+/// interleaved copy-CRC of Joglekar, Kounavis and Berry, section 3.3). Returns the register.
+///
+/// # Panics
+/// If the lengths differ.
+#[must_use]
+pub fn copy_and_update(state: u32, dst: &mut [u8], src: &[u8]) -> u32 {
+    assert_eq!(dst.len(), src.len(), "copy_and_update: lengths differ");
+    let mut crc = state;
+    let mut out = dst.chunks_exact_mut(8);
+    let mut inp = src.chunks_exact(8);
+    for (d, c) in (&mut out).zip(&mut inp) {
+        d.copy_from_slice(c);
+        let lo = crc ^ u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        crc = TABLES[7][usize::from(lo as u8)]
+            ^ TABLES[6][usize::from((lo >> 8) as u8)]
+            ^ TABLES[5][usize::from((lo >> 16) as u8)]
+            ^ TABLES[4][usize::from((lo >> 24) as u8)]
+            ^ TABLES[3][usize::from(c[4])]
+            ^ TABLES[2][usize::from(c[5])]
+            ^ TABLES[1][usize::from(c[6])]
+            ^ TABLES[0][usize::from(c[7])];
+    }
+    for (d, &b) in out.into_remainder().iter_mut().zip(inp.remainder()) {
+        *d = b;
+        crc = sarwate::step(crc, b);
+    }
+    crc
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn copy_and_update_copies_and_digests_like_update() {
+        let src: Vec<u8> = (0..1000u32).map(|i| (i * 37 + 11) as u8).collect();
+        for len in [0, 1, 7, 8, 9, 63, 64, 999, 1000] {
+            let mut dst = vec![0u8; len];
+            let crc = copy_and_update(!0, &mut dst, &src[..len]);
+            assert_eq!(dst, &src[..len]);
+            assert_eq!(crc, update(!0, &src[..len]), "len {len}");
+        }
+    }
 
     #[test]
     fn first_table_is_sarwates() {
