@@ -101,6 +101,11 @@ pub struct ProxyArgs {
 /// `sluice lab` experiments.
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
+    /// The fast-path study's CRC32C measurements (Joglekar, Kounavis and Berry): every
+    /// algorithm in cycles per byte and GB/s from 64 B to 1 MiB, warm and cold, and copy with
+    /// CRC apart and fused.
+    #[command(after_help = CRC_AFTER_HELP)]
+    Crc(CrcArgs),
     /// What one loopback TCP stream moves when fed from a LUN file: a cache-hot buffer
     /// (iperf3's pattern), the whole file (a target's sequential reads) and sendfile.
     #[command(after_help = LOOPBACK_AFTER_HELP)]
@@ -114,6 +119,36 @@ pub enum LabCommand {
     /// swept, the paper's figures, equations (1)-(3) and Table 2 checked on this machine.
     #[command(after_help = SWEEP_AFTER_HELP)]
     Sweep(SweepArgs),
+}
+
+/// Text after `sluice lab crc --help`.
+const CRC_AFTER_HELP: &str = "\
+Presets: tiny (seconds), quick (about a minute), fig14 (the paper's Figure 14: 512 B to 8 KiB),
+fig16 (copy and CRC apart and fused: 8 KiB, 64 KiB, 1 MiB), sizes (64 B to 1 MiB), full.
+Algorithms: bitwise (the long division), sarwate, slicing-by-4/8/16, sse4.2 (the crc32
+instruction, one chain), sse4.2-x3 (three interleaved chains), crc-fast (folded carry-less
+multiply, what sluice's data path uses). Every algorithm is checked against RFC 3720 B.4 and
+against the others before anything is timed. The output directory gets results.csv and
+results.json (one row per measurement: medians and spread of the trials, TSC cycles per byte,
+GB/s), PNG figures and report.md; --resume continues an interrupted run. Examples:
+  sluice lab crc --preset quick --out crc-quick
+  sluice lab crc --preset fig16 --out fig16";
+
+/// `sluice lab crc`.
+#[derive(Debug, Args)]
+pub struct CrcArgs {
+    /// What to run (see below).
+    #[arg(long, default_value = "quick")]
+    pub preset: String,
+    /// Output directory.
+    #[arg(long, default_value = "crc")]
+    pub out: PathBuf,
+    /// Continue a run in --out: measurements already in its results.csv are not made again.
+    #[arg(long)]
+    pub resume: bool,
+    /// Only redraw the figures and the report from --out's results.csv.
+    #[arg(long)]
+    pub report_only: bool,
 }
 
 /// Text after `sluice lab sweep --help`.

@@ -21,7 +21,7 @@ use sluice_lab::{process_cpu_seconds, Progress};
 
 use crate::cli::SweepArgs;
 use crate::client_common::runtime;
-use crate::lab_files::{progress_bar, StudyDir};
+use crate::lab_files::{machine_line, progress_bar, StudyDir};
 
 /// The target name spawned targets serve.
 const IQN: &str = "iqn.2026-11.io.sluice:sweep";
@@ -201,22 +201,9 @@ fn command_line(args: &SweepArgs) -> String {
 
 /// Machine and link, one line each.
 fn environment(args: &SweepArgs) -> Vec<String> {
-    let cpu = fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_default();
     let cc = sluice_lab::congestion_control().unwrap_or_else(|_| "unknown".into());
     vec![
-        format!("Machine: {cpu}, {cores} logical CPUs, Linux {kernel}."),
+        machine_line(),
         match &args.target {
             Some(url) => format!("Target: {url} (initiator-side offers only)."),
             None => "Target: a sluice target spawned for every point with a 1 GiB sparse RAM \

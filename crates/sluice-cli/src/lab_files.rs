@@ -129,6 +129,63 @@ fn json_value(v: Value) -> serde_json::Value {
     }
 }
 
+/// The machine in one line: CPU model, logical CPUs, kernel.
+pub fn machine_line() -> String {
+    let cpu = fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default();
+    format!("Machine: {cpu}, {cores} logical CPUs, Linux {kernel}.")
+}
+
+/// CPU 0's caches as "L1d 32K, L2 512K, L3 32768K" (from sysfs; empty where unknown).
+pub fn cache_line() -> String {
+    let base = Path::new("/sys/devices/system/cpu/cpu0/cache");
+    let mut caches = Vec::new();
+    for i in 0..8 {
+        let dir = base.join(format!("index{i}"));
+        let read = |f: &str| fs::read_to_string(dir.join(f)).map(|s| s.trim().to_owned());
+        let (Ok(level), Ok(kind), Ok(size)) = (read("level"), read("type"), read("size")) else {
+            break;
+        };
+        if kind == "Instruction" {
+            continue;
+        }
+        let d = if kind == "Data" { "d" } else { "" };
+        caches.push(format!("L{level}{d} {size}"));
+    }
+    caches.join(", ")
+}
+
+/// Set by the first Ctrl-C (SIGINT): a study stops after the run in progress, keeping what it
+/// has for `--resume`.
+pub fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let set = std::sync::Arc::clone(&flag);
+    std::thread::spawn(move || {
+        if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            rt.block_on(async {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    set.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    flag
+}
+
 /// A progress bar on standard error for `total` runs (hidden when it is not a terminal).
 pub fn progress_bar(total: u64) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());

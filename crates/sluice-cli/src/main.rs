@@ -26,6 +26,7 @@ mod cmd_dd;
 mod cmd_discover;
 mod cmd_inquiry;
 mod cmd_lab;
+mod cmd_lab_crc;
 mod cmd_proxy;
 mod cmd_rw;
 mod cmd_sim;
@@ -74,6 +75,7 @@ fn main() -> ExitCode {
                 .expect("clap matched the target subcommand");
             cmd_target::run(args, sub)
         }
+        Command::Lab(LabCommand::Crc(args)) => cmd_lab_crc::run(args),
         Command::Lab(LabCommand::Loopback(args)) => cmd_lab::run_loopback(args),
         Command::Lab(LabCommand::Sim(args)) => cmd_sim::run(args),
         Command::Lab(LabCommand::Sweep(args)) => cmd_sweep::run(args),

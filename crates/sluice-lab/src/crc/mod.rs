@@ -7,8 +7,11 @@
 //! and three interleaved streams ([`sse42`]), and the folded carry-less multiply of `crc-fast`
 //! that the product uses. [`timing`] measures one of them on one buffer size, warm or cold.
 
+pub mod fused;
 pub mod sse42;
+pub mod study;
 pub mod timing;
+pub mod writeup;
 
 use std::fmt;
 
@@ -62,6 +65,13 @@ impl LabCrc {
     #[must_use]
     pub fn update(self, state: u32, data: &[u8]) -> Option<u32> {
         match self {
+            // The generator passed opaque: otherwise LLVM turns the division into a table
+            // lookup and "bitwise" times Sarwate's algorithm (see `sluice_digest::bitwise`).
+            LabCrc::Digest(Algorithm::Bitwise) => Some(sluice_digest::bitwise::update_with(
+                state,
+                data,
+                std::hint::black_box(sluice_digest::POLY_REFLECTED),
+            )),
             LabCrc::Digest(a) => Some(a.update(state, data)),
             LabCrc::Sse42One => sse42::update_one(state, data),
             LabCrc::Sse42Three => sse42::update_three(state, data),

@@ -112,50 +112,95 @@ pub fn tsc_hz(over: Duration) -> Option<f64> {
     Some(c1.wrapping_sub(c0) as f64 / (t1 - t0).as_secs_f64())
 }
 
+/// Bytes that are not constant (so no algorithm meets a special case), for buffers to time on.
+#[must_use]
+pub fn test_bytes(len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_right(13) as u8)
+        .collect()
+}
+
+/// The buffer a plan times on: one call's worth when warm, the whole set when cold, every page
+/// touched before timing (first touches are not the CRC's).
+#[must_use]
+pub fn buffer_for(size: usize, cache: Cache) -> Vec<u8> {
+    match cache {
+        Cache::Warm => test_bytes(size),
+        Cache::Cold { set_bytes } => test_bytes(set_bytes.max(2 * size)),
+    }
+}
+
 /// Runs `plan`; `None` if the CPU cannot run the algorithm or the plan is empty.
 #[must_use]
 pub fn measure(plan: &Plan) -> Option<Measurement> {
-    if plan.size == 0 || plan.trials == 0 || !plan.crc.available() {
+    measure_on(plan, &buffer_for(plan.size, plan.cache))
+}
+
+/// Runs `plan` on `buf` (from [`buffer_for`], or any buffer of at least `plan.size` bytes:
+/// consecutive calls walk it in `plan.size` steps, so a buffer larger than the last-level cache
+/// makes every call a cold one).
+#[must_use]
+pub fn measure_on(plan: &Plan, buf: &[u8]) -> Option<Measurement> {
+    if !plan.crc.available() {
         return None;
     }
-    let set = match plan.cache {
-        Cache::Warm => plan.size,
-        Cache::Cold { set_bytes } => set_bytes.max(2 * plan.size),
-    };
-    // Non-constant bytes, every page touched before timing (first touches are not the CRC's).
-    let buf: Vec<u8> = (0..set)
-        .map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_right(13) as u8)
-        .collect();
-    let slots = set / plan.size;
+    let size = plan.size;
+    time_calls(
+        size,
+        buf.len() / size.max(1),
+        plan.trials,
+        plan.trial_time,
+        |slot| {
+            let at = slot * size;
+            plan.crc
+                .update(!0, black_box(&buf[at..at + size]))
+                .unwrap_or(0)
+        },
+    )
+}
+
+/// Times `call(slot)` for slots 0, 1, ... `slots - 1` in turn, as many calls per trial as
+/// `trial_time` needs (found by doubling), `trials` times; each call handles `size` bytes.
+/// `None` if there is nothing to time.
+pub fn time_calls(
+    size: usize,
+    slots: usize,
+    trials: usize,
+    trial_time: Duration,
+    mut call: impl FnMut(usize) -> u32,
+) -> Option<Measurement> {
+    if size == 0 || slots == 0 || trials == 0 {
+        return None;
+    }
     let mut next = 0;
-    let mut call = || {
-        let at = next * plan.size;
+    let mut one = || {
+        let slot = next;
         next = (next + 1) % slots;
-        black_box(plan.crc.update(!0, black_box(&buf[at..at + plan.size])))
+        black_box(call(slot))
     };
     // Calls per trial: enough for `trial_time`, found by doubling.
     let mut calls: u64 = 1;
     loop {
         let t = Instant::now();
         for _ in 0..calls {
-            call();
+            one();
         }
-        if t.elapsed() >= plan.trial_time || calls >= 1 << 30 {
+        if t.elapsed() >= trial_time || calls >= 1 << 30 {
             break;
         }
         calls *= 2;
     }
-    let mut ns = Vec::with_capacity(plan.trials);
-    let mut per_byte = Vec::with_capacity(plan.trials);
-    for _ in 0..plan.trials {
+    let mut ns = Vec::with_capacity(trials);
+    let mut per_byte = Vec::with_capacity(trials);
+    for _ in 0..trials {
         let (t0, c0) = (Instant::now(), ticks());
         for _ in 0..calls {
-            call();
+            one();
         }
         let (elapsed, c1) = (t0.elapsed(), ticks());
         ns.push(elapsed.as_nanos() as f64 / calls as f64);
         if let (Some(c0), Some(c1)) = (c0, c1) {
-            per_byte.push(c1.wrapping_sub(c0) as f64 / (calls as f64 * plan.size as f64));
+            per_byte.push(c1.wrapping_sub(c0) as f64 / (calls as f64 * size as f64));
         }
     }
     Some(Measurement {

@@ -228,6 +228,7 @@ pub fn draw_all(
             x_label: d.x_label.into(),
             y_label: "throughput (MiB/s)".into(),
             log2_x: d.log2_x,
+            log10_y: false,
             series,
         };
         let file = format!("{}.png", d.id);
@@ -306,6 +307,7 @@ fn model_figures(
                 y_label: "time per MiB (ms)".into(),
                 // Linear, as the paper drew it: a straight line is what the model claims.
                 log2_x: false,
+                log10_y: false,
                 series: vec![obs, calc],
             },
             &dir.join(&file),
@@ -337,6 +339,7 @@ fn model_figures(
             x_label: "calculated time per MiB (ms)".into(),
             y_label: "residual (ms per MiB)".into(),
             log2_x: false,
+            log10_y: false,
             series: vec![resid],
         },
         &dir.join(&file),
