@@ -35,6 +35,7 @@ mod reassign;
 mod recovery;
 pub mod registry;
 mod scsi;
+mod stats;
 mod text;
 mod tmf;
 
@@ -59,6 +60,7 @@ use crate::window::CommandWindow;
 
 use connection::{ConnState, Connection};
 pub use recovery::RecoveryConfig;
+pub use stats::SessionStats;
 use scsi::Task;
 use tmf::PendingTmf;
 
@@ -180,6 +182,9 @@ pub struct ScsiWork {
     /// Data-In the initiator expects (its Expected Data Transfer Length when the R bit is
     /// set, else 0).
     pub data_in_len: u32,
+    /// When the SCSI Command PDU arrived (the `now` of that call): the driver measures the
+    /// command's latency from it.
+    pub arrived: Instant,
 }
 
 /// The result of a [`ScsiWork`].
@@ -307,6 +312,8 @@ pub struct TargetSession {
     /// Whether GOOD status of a read rides in its last Data-In (phase collapse, RFC 7143
     /// section 11.7.3). The initiator has no say: it is the target's choice.
     phase_collapse: bool,
+    /// Recovery and task management counters.
+    stats: SessionStats,
 }
 
 /// How many recently aborted ITTs are remembered (a window's worth is plenty: late Data-Out
@@ -337,6 +344,7 @@ impl TargetSession {
             deferred_slots: Vec::new(),
             orphans: Vec::new(),
             phase_collapse: true,
+            stats: SessionStats::default(),
         };
         let conn = session.insert_connection(leading, now);
         (session, conn)
@@ -458,6 +466,11 @@ impl TargetSession {
     /// The tasks, for diagnostics (a simulator's trace of a stuck run).
     pub fn describe_tasks(&self) -> String {
         format!("{:?}", self.tasks)
+    }
+
+    /// What recovery and task management did so far.
+    pub fn stats(&self) -> &SessionStats {
+        &self.stats
     }
 
     /// Slots of the CmdSN window held by commands in progress.

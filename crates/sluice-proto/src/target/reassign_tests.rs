@@ -195,6 +195,10 @@ fn reassignment_waits_for_the_logout_of_the_failed_connection() {
         tmf_response_of(&r.drain(2)),
         Some(TmfResponse::FunctionComplete)
     );
+    assert_eq!(
+        (r.s.stats().connections_orphaned, r.s.stats().tasks_reassigned),
+        (1, 1)
+    );
     // Still running when reassigned: the answer goes to the new connection.
     r.complete(&work[0]);
     let out = r.drain(2);
