@@ -223,6 +223,9 @@ pub enum CloseReason {
     /// A Logout Request with reason "remove the connection for recovery" (ErrorRecoveryLevel
     /// 2): its tasks wait for reassignment.
     RemovedForRecovery,
+    /// The target's operator closed the session, removed its target or took the initiator
+    /// off the target's ACL. Like a shutdown, nothing waits for connection recovery.
+    Administrative,
 }
 
 impl std::fmt::Display for CloseReason {
@@ -238,6 +241,7 @@ impl std::fmt::Display for CloseReason {
             Self::SessionReinstated => f.write_str("session reinstated by a new login"),
             Self::Dropped => f.write_str("connection dropped by the target"),
             Self::RemovedForRecovery => f.write_str("logged out for connection recovery"),
+            Self::Administrative => f.write_str("closed by the target's operator"),
         }
     }
 }
@@ -593,6 +597,7 @@ impl TargetSession {
                         | CloseReason::SessionReinstated
                         | CloseReason::ColdReset
                         | CloseReason::Shutdown
+                        | CloseReason::Administrative
                 )
             )
         });
