@@ -344,8 +344,12 @@ mod tests {
         big.read_at(3 << 20, &mut buf).unwrap();
         assert_eq!(buf, [0; 512]);
         // The written second chunk grew to a whole chunk; writes past the old end land.
-        big.write_at(CHUNK_BYTES as u64 + (CHUNK_BYTES as u64 / 2), &[3; 512], false)
-            .unwrap();
+        big.write_at(
+            CHUNK_BYTES as u64 + (CHUNK_BYTES as u64 / 2),
+            &[3; 512],
+            false,
+        )
+        .unwrap();
         assert_eq!(big.resident_bytes(), 2 * CHUNK_BYTES as u64);
         // The two devices are apart: a write to the grown one leaves the old one alone.
         big.write_at(4096, &[1; 512], false).unwrap();

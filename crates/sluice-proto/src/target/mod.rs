@@ -60,8 +60,8 @@ use crate::window::CommandWindow;
 
 use connection::{ConnState, Connection};
 pub use recovery::RecoveryConfig;
-pub use stats::SessionStats;
 use scsi::Task;
+pub use stats::SessionStats;
 use tmf::PendingTmf;
 
 /// What a CDB moves, as the SCSI layer judges it (a transport-side copy of the SCSI layer's

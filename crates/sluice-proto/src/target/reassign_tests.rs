@@ -196,7 +196,10 @@ fn reassignment_waits_for_the_logout_of_the_failed_connection() {
         Some(TmfResponse::FunctionComplete)
     );
     assert_eq!(
-        (r.s.stats().connections_orphaned, r.s.stats().tasks_reassigned),
+        (
+            r.s.stats().connections_orphaned,
+            r.s.stats().tasks_reassigned
+        ),
         (1, 1)
     );
     // Still running when reassigned: the answer goes to the new connection.
