@@ -259,8 +259,9 @@ impl Target {
                             })?;
                             p.grow.push((Arc::clone(c), growth));
                             p.report.push(format!(
-                                "target {name}: LUN {}: resized from {from} bytes",
-                                l.number
+                                "target {name}: LUN {}: grown from {from} to {} bytes",
+                                l.number,
+                                to.unwrap_or(from)
                             ));
                         }
                     }
