@@ -101,11 +101,16 @@ pub(crate) struct Finished<'a> {
 impl LuCounters {
     #[inline]
     pub(crate) fn record(&self, f: &Finished<'_>) {
-        let op = Op::of_cdb(f.cdb) as usize;
-        self.commands[op].inc();
-        self.latency[op].record(f.latency);
-        self.read_bytes.add(f.read_bytes);
-        self.write_bytes.add(f.write_bytes);
+        let op = Op::of_cdb(f.cdb);
+        self.commands[op as usize].inc();
+        self.latency[op as usize].record(f.latency);
+        // Bytes of READ and WRITE commands only: what an operator calls throughput, not the
+        // few bytes of INQUIRY or MODE SENSE.
+        match op {
+            Op::Read => self.read_bytes.add(f.read_bytes),
+            Op::Write => self.write_bytes.add(f.write_bytes),
+            Op::Other => {}
+        }
         self.status[StatusKind::of(f.status) as usize].inc();
         if f.status == ScsiStatus::CheckCondition {
             if let Some(key) = sense_key(f.sense) {

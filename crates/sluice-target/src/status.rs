@@ -249,9 +249,9 @@ pub struct LuCounts {
     pub commands: [u64; Op::ALL.len()],
     /// Latency from the SCSI Command PDU's arrival to the SCSI layer's result, by [`Op`].
     pub latency: [HistogramCounts; Op::ALL.len()],
-    /// Data-In bytes the SCSI layer returned (to the initiator).
+    /// Data-In bytes READ commands returned (to the initiator).
     pub read_bytes: u64,
-    /// Data-Out bytes handed to the SCSI layer (from the initiator).
+    /// Data-Out bytes WRITE commands handed to the SCSI layer (from the initiator).
     pub write_bytes: u64,
     /// Commands by [`StatusKind`].
     pub status: [u64; StatusKind::ALL.len()],

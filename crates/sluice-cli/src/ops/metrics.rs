@@ -152,7 +152,7 @@ fn lu_families(e: &mut DescriptorEncoder, s: &Status) -> std::fmt::Result {
     counters(
         e,
         "sluice_lu_read",
-        "Data-In bytes the logical unit returned",
+        "Bytes READ commands returned",
         Some(Unit::Bytes),
         luns.iter()
             .map(|(labels, l)| (labels.clone(), l.counts.read_bytes)),
@@ -160,7 +160,7 @@ fn lu_families(e: &mut DescriptorEncoder, s: &Status) -> std::fmt::Result {
     counters(
         e,
         "sluice_lu_written",
-        "Data-Out bytes handed to the logical unit",
+        "Bytes WRITE commands wrote",
         Some(Unit::Bytes),
         luns.iter()
             .map(|(labels, l)| (labels.clone(), l.counts.write_bytes)),
