@@ -441,8 +441,13 @@ fn reload_applies_a_valid_file_and_refuses_an_invalid_one() {
 
 /// `GET http://addr/path` with an optional bearer token: status code and body.
 fn http_get(addr: &str, path: &str, token: Option<&str>) -> (u16, String) {
+    http_get_with(addr, path, token, "")
+}
+
+/// [`http_get`] with extra header lines (each ending in CRLF).
+fn http_get_with(addr: &str, path: &str, token: Option<&str>, extra: &str) -> (u16, String) {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
-    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n")) + extra;
     write!(
         s,
         "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
@@ -472,9 +477,17 @@ fn metrics_count_known_io_exactly_and_drop_ended_sessions() {
     std::fs::write(&config, config_text(d, &[ALLOWED], false)).unwrap();
     let t = Daemon::start(&config, d, &[]);
     let addr = t.metrics();
+    let openmetrics = "Accept: application/openmetrics-text; version=1.0.0\r\n";
+    let (code, text) = http_get_with(&addr, "/metrics", None, openmetrics);
+    assert_eq!(code, 200);
+    assert!(text.ends_with("# EOF\n"), "OpenMetrics ends with # EOF");
+    assert!(text.contains("# TYPE sluice_lu_commands counter"));
     let (code, before) = http_get(&addr, "/metrics", None);
     assert_eq!(code, 200);
-    assert!(before.ends_with("# EOF\n"), "OpenMetrics ends with # EOF");
+    assert!(
+        before.contains("# TYPE sluice_lu_commands_total counter") && !before.contains("# EOF"),
+        "without Accept: the Prometheus text format"
+    );
     let lu = format!("{{target=\"{TARGET}\",lun=\"0\"");
     let reads_before = series(
         &before,
@@ -530,7 +543,7 @@ fn metrics_count_known_io_exactly_and_drop_ended_sessions() {
     assert_eq!(histogram_count as u64, READS + reads_before as u64);
     let inf = series(
         &after,
-        &format!("sluice_lu_command_latency_seconds_bucket{{le=\"+Inf\",target=\"{TARGET}\",lun=\"0\",op=\"read\"}}"),
+        &format!("sluice_lu_command_latency_seconds_bucket{lu},op=\"read\",le=\"+Inf\"}}"),
     );
     assert_eq!(inf, histogram_count, "+Inf holds every command");
     assert!(

@@ -121,11 +121,16 @@ async fn handle(
     let by = format!("{peer} (HTTP admin API)");
     match (endpoint, req.method(), req.uri().path()) {
         (Endpoint::Metrics(_), &Method::GET, "/metrics") => {
+            let accept = req
+                .headers()
+                .get(hyper::header::ACCEPT)
+                .and_then(|v| v.to_str().ok());
+            let format = super::metrics::Format::negotiate(accept);
             let target = Arc::clone(operator.target());
-            let text = tokio::task::spawn_blocking(move || super::metrics::scrape(&target))
+            let text = tokio::task::spawn_blocking(move || super::metrics::scrape(&target, format))
                 .await
                 .unwrap_or_default();
-            reply(StatusCode::OK, super::metrics::CONTENT_TYPE, text)
+            reply(StatusCode::OK, format.content_type(), text)
         }
         (Endpoint::Admin(_), &Method::GET, "/v1/status") => {
             run(operator, Request::Status, by).await

@@ -23,18 +23,49 @@ type Labels = Vec<(&'static str, String)>;
 /// Picks one counter of a session.
 type SessionCounter = fn(&SessionStatus) -> u64;
 
+/// The two text formats `/metrics` speaks.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum Format {
+    /// OpenMetrics 1.0 (what Prometheus asks for first).
+    OpenMetrics,
+    /// The Prometheus text format 0.0.4 (for clients that do not ask for OpenMetrics, and
+    /// for `promtool check metrics`, which reads only this one).
+    Prometheus,
+}
+
+impl Format {
+    /// The format an `Accept` header asks for.
+    pub fn negotiate(accept: Option<&str>) -> Self {
+        if accept.is_some_and(|a| a.contains("application/openmetrics-text")) {
+            Format::OpenMetrics
+        } else {
+            Format::Prometheus
+        }
+    }
+
+    /// Its content type.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+        }
+    }
+}
+
 /// Everything `/metrics` serves, encoded now.
-pub fn scrape(target: &Arc<Target>) -> String {
+pub fn scrape(target: &Arc<Target>, format: Format) -> String {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(TargetCollector(Arc::clone(target))));
     let mut out = String::new();
     // Writing into a String cannot fail.
-    let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+    let _ = match format {
+        Format::OpenMetrics => prometheus_client::encoding::text::encode(&mut out, &registry),
+        Format::Prometheus => {
+            prometheus_client::encoding::prometheus_text::encode(&mut out, &registry)
+        }
+    };
     out
 }
-
-/// The content type of [`scrape`]'s text.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[derive(Debug)]
 struct TargetCollector(Arc<Target>);
