@@ -37,7 +37,15 @@ fn promtool_and_the_openmetrics_parser_accept_a_scrape_under_load() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("target.log");
     let mut target = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["target", "--listen", "127.0.0.1:0", "--memory", "64M", "--metrics", "127.0.0.1:0"])
+        .args([
+            "target",
+            "--listen",
+            "127.0.0.1:0",
+            "--memory",
+            "64M",
+            "--metrics",
+            "127.0.0.1:0",
+        ])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log).unwrap())
@@ -57,19 +65,22 @@ fn promtool_and_the_openmetrics_parser_accept_a_scrape_under_load() {
         .trim_end_matches("/metrics")
         .to_string();
     // Load: reads and writes on two sessions, one of them over two connections.
-    let load: Vec<_> = [["--sessions", "1", "--connections", "2"], ["--sessions", "1", "--connections", "1"]]
-        .iter()
-        .map(|extra| {
-            Command::new(env!("CARGO_BIN_EXE_sluice"))
-                .args(["bench", "--rw", "randrw", "--time", "4s", "--quiet"])
-                .args(extra)
-                .arg(url.trim())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
+    let load: Vec<_> = [
+        ["--sessions", "1", "--connections", "2"],
+        ["--sessions", "1", "--connections", "1"],
+    ]
+    .iter()
+    .map(|extra| {
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["bench", "--rw", "randrw", "--time", "4s", "--quiet"])
+            .args(extra)
+            .arg(url.trim())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    })
+    .collect();
     std::thread::sleep(Duration::from_millis(1500));
     let classic = get(&addr, "");
     let open = get(
@@ -118,7 +129,12 @@ fn promtool_and_the_openmetrics_parser_accept_a_scrape_under_load() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    parse.stdin.take().unwrap().write_all(open.as_bytes()).unwrap();
+    parse
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(open.as_bytes())
+        .unwrap();
     let out = parse.wait_with_output().unwrap();
     assert!(
         out.status.success(),

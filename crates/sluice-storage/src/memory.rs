@@ -77,7 +77,7 @@ impl MemoryDevice {
 
     /// A device of `num_blocks` blocks with this one's contents, for growing a LUN: the
     /// written chunks are shared, not copied (copy on write keeps the two apart), except a
-    /// last chunk shorter than [`CHUNK_BYTES`], which is copied into one of its new length.
+    /// last chunk shorter than 1 MiB, which is copied into one of its new length.
     /// The caller keeps writes away from `self` from now on: a write to it after this call
     /// does not reach the new device.
     ///
