@@ -21,20 +21,20 @@ pub fn run(args: &CtlArgs) -> anyhow::Result<()> {
     let client = Client::new(args)?;
     match &args.command {
         CtlCommand::Status => {
-            let s = client.ask(&Request::Status)?;
+            let s = client.ask(&Request::Status {})?;
             print(args.json, &s, print_status)
         }
         CtlCommand::Targets => {
-            let s = client.ask(&Request::Status)?;
+            let s = client.ask(&Request::Status {})?;
             print(args.json, &s["targets"], print_targets)
         }
         CtlCommand::Luns { target } => {
-            let s = client.ask(&Request::Status)?;
+            let s = client.ask(&Request::Status {})?;
             let luns = luns(&s, target.as_deref());
             print(args.json, &luns, print_luns)
         }
         CtlCommand::Portals => {
-            let s = client.ask(&Request::Status)?;
+            let s = client.ask(&Request::Status {})?;
             print(args.json, &s["portals"], |v| {
                 for p in v.as_array().into_iter().flatten() {
                     outln!("{}", p.as_str().unwrap_or_default());
@@ -42,7 +42,7 @@ pub fn run(args: &CtlArgs) -> anyhow::Result<()> {
             })
         }
         CtlCommand::Sessions { target } => {
-            let s = client.ask(&Request::Status)?;
+            let s = client.ask(&Request::Status {})?;
             let sessions: Vec<Value> = s["sessions"]
                 .as_array()
                 .into_iter()
@@ -135,7 +135,7 @@ pub fn run(args: &CtlArgs) -> anyhow::Result<()> {
             change(args, &client, &request)
         }
         CtlCommand::Config(ConfigCommand::Show) => {
-            let v = client.ask(&Request::Config)?;
+            let v = client.ask(&Request::Config {})?;
             print(args.json, &v, |v| {
                 print!("{}", v["toml"].as_str().unwrap_or_default());
             })
@@ -147,7 +147,7 @@ pub fn run(args: &CtlArgs) -> anyhow::Result<()> {
                 outln!("saved {}", v["path"].as_str().unwrap_or_default());
             })
         }
-        CtlCommand::Reload => change(args, &client, &Request::Reload),
+        CtlCommand::Reload => change(args, &client, &Request::Reload {}),
     }
 }
 
@@ -297,7 +297,7 @@ fn lun_spec(a: &LunAddArgs, client: &Client) -> anyhow::Result<LunSpec> {
         Some(n) => n,
         None => {
             // One above the target's highest LUN.
-            let s = client.ask(&Request::Status)?;
+            let s = client.ask(&Request::Status {})?;
             let highest = luns(&s, Some(&a.target))
                 .as_array()
                 .into_iter()

@@ -133,10 +133,10 @@ async fn handle(
             reply(StatusCode::OK, format.content_type(), text)
         }
         (Endpoint::Admin(_), &Method::GET, "/v1/status") => {
-            run(operator, Request::Status, by).await
+            run(operator, Request::Status {}, by).await
         }
         (Endpoint::Admin(_), &Method::GET, "/v1/config") => {
-            run(operator, Request::Config, by).await
+            run(operator, Request::Config {}, by).await
         }
         (Endpoint::Admin(_), &Method::POST, "/v1/ctl") => {
             let body = Limited::new(req.into_body(), MAX_REQUEST_BYTES);

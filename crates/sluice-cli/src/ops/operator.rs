@@ -58,8 +58,8 @@ impl Operator {
     fn run(&self, request: Request, by: &str) -> anyhow::Result<Value> {
         let t = &self.target;
         let report = match request {
-            Request::Status => return Ok(super::report::status(&t.status())),
-            Request::Config => {
+            Request::Status {} => return Ok(super::report::status(&t.status())),
+            Request::Config {} => {
                 return Ok(json!({ "toml": config_file::to_toml(&t.config(), &self.service) }))
             }
             Request::Save { path } => {
@@ -78,7 +78,7 @@ impl Operator {
                 info!(by, path = %path.display(), "configuration saved");
                 return Ok(json!({ "path": path }));
             }
-            Request::Reload => self.reload(by)?,
+            Request::Reload {} => self.reload(by)?,
             Request::LunAdd { target, lun } => t.add_lun(&target, lun_def(lun)?, by)?,
             Request::LunRemove { target, number } => t.remove_lun(&target, number, by)?,
             Request::LunResize {

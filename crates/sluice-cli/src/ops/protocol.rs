@@ -10,10 +10,11 @@ use serde_json::Value;
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
-    /// Portals, targets, LUs, sessions and counters.
-    Status,
+    /// Portals, targets, LUs, sessions and counters. (Requests without arguments are
+    /// empty structs, so that an unknown field is refused for them too.)
+    Status {},
     /// The configuration in force, as TOML.
-    Config,
+    Config {},
     /// Writes the configuration in force as TOML to `path`, or to the file the target was
     /// started with.
     Save {
@@ -21,7 +22,7 @@ pub enum Request {
         path: Option<PathBuf>,
     },
     /// Reads the target's configuration file again and applies the difference.
-    Reload,
+    Reload {},
     /// Adds a LU.
     LunAdd {
         /// Target name.
@@ -83,7 +84,7 @@ pub enum Request {
 impl Request {
     /// Whether the request changes the target (and is logged with who asked).
     pub fn changes(&self) -> bool {
-        !matches!(self, Request::Status | Request::Config)
+        !matches!(self, Request::Status {} | Request::Config {})
     }
 }
 
@@ -181,9 +182,9 @@ mod tests {
         );
         assert!(serde_json::from_str::<Request>(r#"{"op":"status","x":1}"#).is_err());
         assert!(serde_json::from_str::<Request>(r#"{"op":"format_disk"}"#).is_err());
-        let text = serde_json::to_string(&Request::Status).unwrap();
+        let text = serde_json::to_string(&Request::Status {}).unwrap();
         assert_eq!(text, r#"{"op":"status"}"#);
-        assert!(!Request::Status.changes());
-        assert!(Request::Reload.changes());
+        assert!(!Request::Status {}.changes());
+        assert!(Request::Reload {}.changes());
     }
 }
