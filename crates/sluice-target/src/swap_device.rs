@@ -10,7 +10,7 @@
 
 use std::cell::Cell;
 use std::io;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
 use bytes::{Bytes, BytesMut};
@@ -49,6 +49,10 @@ pub(crate) struct SwapDevice {
     /// Fixed for the device's life: a resize keeps the backend and its kind.
     blocks: bool,
     block_size: u32,
+    read_only: bool,
+    /// The device's size, read without a lock (the SCSI layer asks for it on every
+    /// command); changed only while every slot is write-locked.
+    num_blocks: AtomicU64,
 }
 
 thread_local! {
@@ -62,13 +66,16 @@ thread_local! {
 impl SwapDevice {
     pub(crate) fn new(backing: Backing) -> Self {
         let d = backing.device();
-        let (blocks, block_size) = (d.blocks(), d.block_size());
+        let (blocks, block_size, read_only) = (d.blocks(), d.block_size(), d.read_only());
+        let num_blocks = AtomicU64::new(d.num_blocks());
         Self {
             slots: (0..SLOTS)
                 .map(|_| Slot(RwLock::new(backing.clone())))
                 .collect(),
             blocks,
             block_size,
+            read_only,
+            num_blocks,
         }
     }
 
@@ -99,6 +106,8 @@ impl SwapDevice {
                 "a resized device must keep its block size",
             ));
         }
+        self.num_blocks
+            .store(new.device().num_blocks(), Ordering::Release);
         for g in &mut guards {
             **g = new.clone();
         }
@@ -112,7 +121,7 @@ impl BlockDevice for SwapDevice {
     }
 
     fn num_blocks(&self) -> u64 {
-        self.read().device().num_blocks()
+        self.num_blocks.load(Ordering::Acquire)
     }
 
     fn blocks(&self) -> bool {
@@ -151,11 +160,11 @@ impl BlockDevice for SwapDevice {
     }
 
     fn size_bytes(&self) -> u64 {
-        self.read().device().size_bytes()
+        self.num_blocks() * u64::from(self.block_size)
     }
 
     fn read_only(&self) -> bool {
-        self.read().device().read_only()
+        self.read_only
     }
 
     fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> Result<(), StorageError> {
