@@ -43,6 +43,13 @@ pub enum Command {
     /// duplicates, resets, delay) decided by a seed, so that a run replays.
     #[command(after_help = PROXY_AFTER_HELP)]
     Proxy(ProxyArgs),
+    /// Look at and change a running target: LUs, ACLs, CHAP, sessions, its configuration.
+    #[command(after_help = crate::cli_ops::CTL_AFTER_HELP)]
+    Ctl(crate::cli_ops::CtlArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(crate::cli_ops::CompletionsArgs),
+    /// Print the manual page (roff), generated from this command line.
+    Man,
 }
 
 /// Text after `sluice proxy --help`.
@@ -428,6 +435,10 @@ pub struct TargetArgs {
     /// lower of this and the initiator's offer. Default: the highest implemented.
     #[arg(long, value_name = "LEVEL", value_parser = key_number::<u8>(KeyId::ErrorRecoveryLevel))]
     pub erl: Option<u8>,
+
+    /// Metrics, control socket and admin API.
+    #[command(flatten)]
+    pub ops: crate::cli_ops::OpsArgs,
 }
 
 /// Parses `ADDR:PORT`, `[V6]:PORT`, or a bare address (port 3260).

@@ -16,7 +16,7 @@ use sluice_target::config::{
 };
 
 use crate::cli::{Cli, DigestArg, TargetArgs, DEFAULT_PORT};
-use crate::config_file::{self, DEFAULT_BLOCK_SIZE};
+use crate::config_file::{self, ServiceConfig, DEFAULT_BLOCK_SIZE};
 use crate::signals;
 use crate::size::format_size;
 
@@ -334,7 +334,8 @@ pub fn urls(config: &[TargetDef], bound: &[SocketAddr]) -> Vec<String> {
         .collect()
 }
 
-/// Arguments that may accompany `--config` and `--check-config`.
+/// Arguments that may accompany `--config` and `--check-config` (besides those of
+/// [`crate::cli_ops::OpsArgs`]).
 const FILE_MODE_ARGS: &[&str] = &["config", "check_config", "verbose", "log_format"];
 
 /// Refuses target flags next to `--config`/`--check-config`, naming the ones given.
@@ -353,6 +354,7 @@ pub fn check_file_mode(matches: &ArgMatches) -> anyhow::Result<()> {
     let extra: Vec<String> = target
         .get_arguments()
         .filter(|a| !FILE_MODE_ARGS.contains(&a.get_id().as_str()))
+        .filter(|a| !crate::cli_ops::OPS_ARG_IDS.contains(&a.get_id().as_str()))
         .filter(|a| matches.value_source(a.get_id().as_str()) == Some(ValueSource::CommandLine))
         .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
         .collect();
@@ -377,14 +379,30 @@ pub fn run(args: &TargetArgs, matches: &ArgMatches) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let config = match &args.config {
-        Some(path) => config_file::load(path)?,
-        None => config_from_flags(args, lun_flags_in_order(matches)?)?,
+    let (config, file_service) = match &args.config {
+        Some(path) => config_file::load_all(path)?,
+        None => (
+            config_from_flags(args, lun_flags_in_order(matches)?)?,
+            ServiceConfig::default(),
+        ),
     };
     for w in exposure_warnings(&config) {
         eprintln!("warning: {w}");
     }
-    serve(config, args.threads)
+    let service = Service {
+        effective: crate::ops::serve::with_flags(&file_service, &args.ops),
+        file: file_service,
+        config_path: args.config.clone(),
+    };
+    serve(config, args.threads, service)
+}
+
+/// How the process is operated: `[metrics]`/`[control]` as the file has them, and with the
+/// flags applied.
+struct Service {
+    file: ServiceConfig,
+    effective: ServiceConfig,
+    config_path: Option<PathBuf>,
 }
 
 /// Runs the target until a signal, then returns its result.
@@ -393,7 +411,7 @@ pub fn run(args: &TargetArgs, matches: &ArgMatches) -> anyhow::Result<()> {
 /// single-threaded runtimes on their own OS threads serve the connections (each connection
 /// stays on one), and a small current-thread runtime on the calling thread accepts them and
 /// handles signals.
-fn serve(config: TargetConfig, threads: Option<u16>) -> anyhow::Result<()> {
+fn serve(config: TargetConfig, threads: Option<u16>, service: Service) -> anyhow::Result<()> {
     let mut workers = Vec::new();
     let mut worker_threads = Vec::new();
     let (stop_workers, _) = tokio::sync::watch::channel(false);
@@ -428,14 +446,30 @@ fn serve(config: TargetConfig, threads: Option<u16>) -> anyhow::Result<()> {
     let targets = config.targets.clone();
     let result = runtime.block_on(async move {
         let shutdown = signals::shutdown_signal().context("cannot install signal handlers")?;
-        sluice_target::run_on(
-            config,
-            workers,
-            move |bound| announce(&targets, bound),
-            shutdown,
-        )
-        .await
-        .with_context(|| format!("iSCSI target on {}", portals.join(", ")))
+        let target = std::sync::Arc::new(
+            sluice_target::Target::new(config)
+                .with_context(|| format!("iSCSI target on {}", portals.join(", ")))?,
+        );
+        let operator = std::sync::Arc::new(crate::ops::operator::Operator::new(
+            std::sync::Arc::clone(&target),
+            service.config_path,
+            service.file,
+        ));
+        let ops = crate::ops::serve::start(&service.effective, &operator).await?;
+        let served = target
+            .serve(
+                workers,
+                move |bound| {
+                    announce(&targets, bound);
+                    crate::ops::service::ready("serving");
+                },
+                shutdown,
+            )
+            .await
+            .with_context(|| format!("iSCSI target on {}", portals.join(", ")));
+        crate::ops::service::stopping();
+        drop(ops);
+        served
     });
     runtime.shutdown_timeout(Duration::from_secs(1));
     let _ = stop_workers.send(true);

@@ -19,9 +19,11 @@ mod stdout;
 
 mod bench_output;
 mod cli;
+mod cli_ops;
 mod client_args;
 mod client_common;
 mod cmd_bench;
+mod cmd_ctl;
 mod cmd_dd;
 mod cmd_discover;
 mod cmd_inquiry;
@@ -36,6 +38,7 @@ mod cmd_target;
 mod config_file;
 mod lab_files;
 mod logging;
+mod ops;
 mod signals;
 mod size;
 
@@ -46,15 +49,19 @@ use clap::{CommandFactory, FromArgMatches, Subcommand};
 use crate::cli::{Cli, Command, LabCommand, LogFormat};
 use crate::client_args::ClientCommand;
 
-fn main() -> ExitCode {
+/// The whole command line: [`Cli`] with the client subcommands.
+fn full_command() -> clap::Command {
     let cli = Cli::command();
     // Adding the client subcommands would replace the program's description with the enum's
     // doc comment; keep the program's own.
     let about = cli.get_about().cloned().unwrap_or_default();
-    let matches = ClientCommand::augment_subcommands(cli)
+    ClientCommand::augment_subcommands(cli)
         .about(about.clone())
         .long_about(about)
-        .get_matches();
+}
+
+fn main() -> ExitCode {
+    let matches = full_command().get_matches();
     if let Some(name) = matches.subcommand_name() {
         if ClientCommand::has_subcommand(name) {
             let cmd = ClientCommand::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
@@ -80,6 +87,19 @@ fn main() -> ExitCode {
         Command::Lab(LabCommand::Sim(args)) => cmd_sim::run(args),
         Command::Lab(LabCommand::Sweep(args)) => cmd_sweep::run(args),
         Command::Proxy(args) => cmd_proxy::run(args),
+        Command::Ctl(args) => cmd_ctl::run(args),
+        Command::Completions(args) => {
+            let mut cmd = full_command();
+            clap_complete::generate(args.shell, &mut cmd, "sluice", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(full_command())
+                .render(&mut out)
+                .and_then(|()| std::io::Write::write_all(&mut std::io::stdout(), &out))
+                .map_err(anyhow::Error::from)
+        }
     };
     exit(result)
 }

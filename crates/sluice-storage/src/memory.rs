@@ -1,5 +1,6 @@
 //! A sparse RAM disk.
 
+use std::io;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
@@ -74,6 +75,55 @@ impl MemoryDevice {
         }
     }
 
+    /// A device of `num_blocks` blocks with this one's contents, for growing a LUN: the
+    /// written chunks are shared, not copied (copy on write keeps the two apart), except a
+    /// last chunk shorter than 1 MiB, which is copied into one of its new length.
+    /// The caller keeps writes away from `self` from now on: a write to it after this call
+    /// does not reach the new device.
+    ///
+    /// Fails with [`io::ErrorKind::InvalidInput`] when `num_blocks` is fewer than this
+    /// device has (data past the new end would be cut off) or the size does not fit in
+    /// memory addresses.
+    pub fn grown(&self, num_blocks: u64) -> io::Result<Self> {
+        if num_blocks < self.num_blocks {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{num_blocks} blocks is fewer than the {} the device has",
+                    self.num_blocks
+                ),
+            ));
+        }
+        let size_bytes = checked_size(self.block_size, num_blocks)?;
+        let num_chunks = usize::try_from(size_bytes.div_ceil(CHUNK_BYTES as u64))
+            .map_err(|_| io::Error::other(format!("{size_bytes} bytes do not fit in memory")))?;
+        let mut chunks = Vec::with_capacity(num_chunks);
+        for index in 0..num_chunks {
+            let chunk = match self.chunks.get(index).map(|c| self.read_chunk_at(c)) {
+                Some(Some(data)) if data.len() == new_chunk_len(size_bytes, index) => {
+                    Some(Arc::clone(&data))
+                }
+                Some(Some(data)) => {
+                    let mut longer = vec![0; new_chunk_len(size_bytes, index)];
+                    longer[..data.len()].copy_from_slice(&data);
+                    Some(Arc::new(longer.into_boxed_slice()))
+                }
+                Some(None) | None => None,
+            };
+            chunks.push(RwLock::new(chunk));
+        }
+        Ok(Self {
+            block_size: self.block_size,
+            num_blocks,
+            size_bytes,
+            chunks,
+        })
+    }
+
+    fn read_chunk_at(&self, chunk: &RwLock<Chunk>) -> Chunk {
+        chunk.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
     /// Bytes of data memory committed so far (written chunks times their size).
     pub fn resident_bytes(&self) -> u64 {
         (0..self.chunks.len())
@@ -144,6 +194,13 @@ impl MemoryDevice {
             Arc::make_mut(arc)[in_chunk..in_chunk + len].fill(0);
         }
     }
+}
+
+/// Length of chunk `index` of a device of `size_bytes`.
+fn new_chunk_len(size_bytes: u64, index: usize) -> usize {
+    let start = index as u64 * CHUNK_BYTES as u64;
+    // At most CHUNK_BYTES, so it fits in usize.
+    size_bytes.saturating_sub(start).min(CHUNK_BYTES as u64) as usize
 }
 
 /// A new chunk of `len` zero bytes: `vec![0; len]` asks the allocator for zeroed memory, which
@@ -269,6 +326,37 @@ impl BlockDevice for MemoryDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_grown_device_keeps_the_data_and_reads_zeros_beyond() {
+        // 1.5 MiB: the second chunk is half a chunk long.
+        let dev = MemoryDevice::new(512, 3072);
+        dev.write_at(4096, &[7; 512], false).unwrap();
+        dev.write_at(CHUNK_BYTES as u64 + 512, &[9; 512], false)
+            .unwrap();
+        let big = dev.grown(8192).unwrap();
+        assert_eq!(big.size_bytes(), 4 << 20);
+        let mut buf = vec![0; 512];
+        big.read_at(4096, &mut buf).unwrap();
+        assert_eq!(buf, [7; 512]);
+        big.read_at(CHUNK_BYTES as u64 + 512, &mut buf).unwrap();
+        assert_eq!(buf, [9; 512]);
+        big.read_at(3 << 20, &mut buf).unwrap();
+        assert_eq!(buf, [0; 512]);
+        // The written second chunk grew to a whole chunk; writes past the old end land.
+        big.write_at(
+            CHUNK_BYTES as u64 + (CHUNK_BYTES as u64 / 2),
+            &[3; 512],
+            false,
+        )
+        .unwrap();
+        assert_eq!(big.resident_bytes(), 2 * CHUNK_BYTES as u64);
+        // The two devices are apart: a write to the grown one leaves the old one alone.
+        big.write_at(4096, &[1; 512], false).unwrap();
+        dev.read_at(4096, &mut buf).unwrap();
+        assert_eq!(buf, [7; 512]);
+        assert!(dev.grown(100).is_err(), "shrinking is refused");
+    }
 
     #[test]
     fn a_gibibyte_lun_commits_nothing_until_written() {

@@ -36,8 +36,38 @@ pub struct TargetConfig {
     pub fault_hook: Option<std::sync::Arc<sluice_fault::FaultHook>>,
 }
 
+/// Equal when everything is equal and both have the same fault hook (or none). The fields are
+/// destructured, so a new field cannot be forgotten here.
+impl PartialEq for TargetConfig {
+    fn eq(&self, other: &Self) -> bool {
+        let TargetConfig {
+            portals,
+            targets,
+            discovery_auth,
+            offer,
+            limits,
+            keepalive,
+            recovery,
+            fault_hook,
+        } = self;
+        let same_hook = match (fault_hook, &other.fault_hook) {
+            (None, None) => true,
+            (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        *portals == other.portals
+            && *targets == other.targets
+            && *discovery_auth == other.discovery_auth
+            && *offer == other.offer
+            && *limits == other.limits
+            && *keepalive == other.keepalive
+            && *recovery == other.recovery
+            && same_hook
+    }
+}
+
 /// One iSCSI target (an IQN) and its logical units.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Eq, PartialEq)]
 pub struct TargetDef {
     /// The target's iSCSI name, e.g. `iqn.2026-11.io.sluice:disk0`.
     pub iqn: String,
@@ -72,7 +102,7 @@ pub struct ChapCredentials {
 }
 
 /// A logical unit: a backend plus the SCSI identity it is exported with.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Eq, PartialEq)]
 pub struct LunDef {
     /// LUN number (0-based, at most [`MAX_LUN_NUMBER`]).
     pub number: u16,

@@ -17,10 +17,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::{watch, Notify};
 use tracing::{debug, info, warn};
 
+use crate::config::TargetConfig;
 use crate::context::Context;
 use crate::login_env::LoginEnv;
+use crate::metrics::{ConnCounters, LoginCounters};
 use crate::outbox::Outbox;
-use crate::sessions::SharedSession;
+use crate::sessions::{ConnEntry, SessionIdentity, SharedSession};
+use crate::status::LoginFailure;
 
 /// Largest read a busy-polling wait does itself, into a zeroed window (see
 /// `Reader::spin_read`): enough for a batch of commands.
@@ -307,23 +310,29 @@ pub(crate) async fn serve(
 ) {
     let mut reader = Reader::new(rd);
     let mut outbox = Outbox::new(wr);
+    // The configuration as this login found it: a change in the middle does not mix two.
+    let config = ctx.config();
+    let mut asked = LoginAsked::default();
 
     let login = tokio::time::timeout(
-        ctx.config.limits.login_timeout,
-        login_phase(&ctx, &mut reader, &mut outbox),
+        config.limits.login_timeout,
+        login_phase(&ctx, &config, &mut reader, &mut outbox, &mut asked),
     )
     .await;
     let done = match login {
-        Ok(Some(done)) => done,
-        Ok(None) => {
+        Ok(Ok(done)) => done,
+        Ok(Err(why)) => {
+            asked.counters(&ctx, &config).failed(why);
             outbox.close().await;
             return;
         }
         Err(_) => {
+            asked.counters(&ctx, &config).failed(LoginFailure::Timeout);
             info!(%peer, "login did not complete in time; closing");
             return;
         }
     };
+    let logins = asked.counters(&ctx, &config);
     let LoginDone {
         outcome,
         binding,
@@ -338,13 +347,34 @@ pub(crate) async fn serve(
     );
     let _entered = span.enter();
     let wake = Arc::new(Notify::new());
+    let counters = Arc::new(ConnCounters::default());
+    let joining = Joining {
+        ctx: &ctx,
+        config: &config,
+        logins: &logins,
+        wake: &wake,
+        counters: &counters,
+        local,
+        peer,
+    };
     // The session exists (or has the connection) before the initiator learns its TSIH from
     // the final Login Response, so a second connection's login can join it at once.
-    let (session, id, conn_ref) = join_session(&ctx, &outcome, binding, local, &wake);
-    if send_login(&mut outbox, response).await.is_none() {
+    let (session, id, conn_ref) = joining.join(&outcome, binding);
+    if !still_admitted(&ctx, &session) {
+        // A change removed the target, or took the initiator off its ACL, while this login
+        // ran on the configuration before it; the change's sweep of the sessions may have
+        // missed this one, which joined the table only now.
+        info!(%peer, "the target or its ACL changed during the login; closing");
+        logins.failed(LoginFailure::Authorization);
         leave_session(&ctx, &session, id, conn_ref);
         return;
     }
+    if send_login(&mut outbox, response).await.is_none() {
+        logins.failed(LoginFailure::Aborted);
+        leave_session(&ctx, &session, id, conn_ref);
+        return;
+    }
+    logins.succeeded();
     info!(%peer, target = outcome.target_name.as_deref().unwrap_or("(discovery)"), "logged in");
     debug!(params = ?outcome.params, "negotiated");
 
@@ -361,7 +391,7 @@ pub(crate) async fn serve(
         .framer
         .set_max_data_segment(outcome.params.target_max_recv_data_segment_length);
     outbox.set_digests(digests);
-    if let Some(hook) = &ctx.config.fault_hook {
+    if let Some(hook) = &config.fault_hook {
         let faults = std::sync::Arc::new(std::sync::Mutex::new(hook.connection(
             sluice_fault::Sender::Target,
             digests,
@@ -371,13 +401,37 @@ pub(crate) async fn serve(
         outbox.set_faults(faults);
     }
 
-    let end =
-        crate::ffp::Connection::new(&ctx, Arc::clone(&session), id, &mut outbox, wake, shutdown)
-            .run(&mut reader)
-            .await;
+    drop(config);
+    // Held for the connection's life: a target removed meanwhile (its sessions are closed)
+    // stays usable until this connection is gone.
+    let target = session.target.as_deref().and_then(|n| ctx.target(n));
+    let end = crate::ffp::Connection::new(
+        &ctx,
+        target.as_deref(),
+        Arc::clone(&session),
+        id,
+        &mut outbox,
+        wake,
+        shutdown,
+        counters,
+    )
+    .run(&mut reader)
+    .await;
     info!(reason = %end, "connection closed");
     leave_session(&ctx, &session, id, conn_ref);
     outbox.close().await;
+}
+
+/// Whether the configuration in force still serves the session's target and admits its
+/// initiator (discovery sessions always).
+fn still_admitted(ctx: &Context, session: &SharedSession) -> bool {
+    let Some(target) = session.target.as_deref() else {
+        return true;
+    };
+    let config = ctx.config();
+    ctx.target(target).is_some()
+        && crate::discovery::find_target(&config, target)
+            .is_some_and(|t| crate::discovery::admits(&t.acl, &session.initiator))
 }
 
 /// What a completed login hands to full feature phase.
@@ -388,14 +442,44 @@ struct LoginDone {
     response: LoginResponse,
 }
 
-/// Creates the session of a leading login, or adds the connection to its session.
+/// What the target knows of a connection whose login completed, for joining its session.
+struct Joining<'a> {
+    ctx: &'a Context,
+    config: &'a TargetConfig,
+    logins: &'a LoginCounters,
+    wake: &'a Arc<Notify>,
+    counters: &'a Arc<ConnCounters>,
+    local: SocketAddr,
+    peer: SocketAddr,
+}
+
+impl Joining<'_> {
+    fn entry(&self, id: ConnId) -> ConnEntry {
+        ConnEntry {
+            id,
+            wake: Arc::clone(self.wake),
+            local: self.local,
+            peer: self.peer,
+            counters: Arc::clone(self.counters),
+        }
+    }
+
+    /// Creates the session of a leading login, or adds the connection to its session.
+    fn join(
+        &self,
+        outcome: &LoginOutcome,
+        binding: Binding<Arc<SharedSession>>,
+    ) -> (Arc<SharedSession>, ConnId, ConnectionRef) {
+        join_session(self, outcome, binding)
+    }
+}
+
 fn join_session(
-    ctx: &Context,
+    j: &Joining<'_>,
     outcome: &LoginOutcome,
     binding: Binding<Arc<SharedSession>>,
-    local: SocketAddr,
-    wake: &Arc<Notify>,
 ) -> (Arc<SharedSession>, ConnId, ConnectionRef) {
+    let (ctx, config) = (j.ctx, j.config);
     let now = tokio::time::Instant::now().into_std();
     let setup = ConnectionSetup {
         cid: outcome.cid,
@@ -410,32 +494,32 @@ fn join_session(
                     old_nexus = old.nexus,
                     "session reinstated: the previous session is closed"
                 );
+                j.logins.session_reinstated();
                 old.close(CloseReason::SessionReinstated);
             }
-            let config = SessionConfig {
+            let session_config = SessionConfig {
                 session_type: outcome.session_type,
-                queue_depth: ctx.config.offer.queue_depth,
-                max_write_bytes_per_connection: ctx
-                    .config
-                    .limits
-                    .max_outstanding_bytes_per_connection,
-                keepalive: ctx.config.keepalive.map(|k| KeepaliveConfig {
+                queue_depth: config.offer.queue_depth,
+                max_write_bytes_per_connection: config.limits.max_outstanding_bytes_per_connection,
+                keepalive: config.keepalive.map(|k| KeepaliveConfig {
                     interval: k.interval,
                     timeout: k.timeout,
                 }),
-                recovery: ctx.config.recovery,
+                recovery: config.recovery,
             };
-            let (mut core, id) = TargetSession::new(config, setup, now);
-            core.set_phase_collapse(ctx.config.offer.phase_collapse);
+            let (mut core, id) = TargetSession::new(session_config, setup, now);
+            core.set_phase_collapse(config.offer.phase_collapse);
             let target = outcome.target_name.as_deref().map(str::to_ascii_lowercase);
-            let session = Arc::new(SharedSession::new(
-                core,
-                ctx.sessions.next_nexus(),
+            let who = SessionIdentity {
+                nexus: ctx.sessions.next_nexus(),
                 target,
-                outcome.initiator_name.clone(),
-                conn.session,
-            ));
-            session.register(id, Arc::clone(wake), local);
+                initiator: outcome.initiator_name.clone(),
+                session: conn.session,
+                isid: outcome.isid,
+                queue_depth: config.offer.queue_depth,
+            };
+            let session = Arc::new(SharedSession::new(core, who));
+            session.register(j.entry(id));
             ctx.sessions.registry().attach(
                 conn.session,
                 Arc::clone(&session),
@@ -448,9 +532,10 @@ fn join_session(
                 let mut env = crate::ffp::DriverEnv::new(ctx, &handle);
                 handle.lock().add_connection(setup, now, &mut env)
             };
-            handle.register(added.conn(), Arc::clone(wake), local);
+            handle.register(j.entry(added.conn()));
             if let Added::Reinstated { replaced, .. } = added {
                 info!("connection reinstated: the previous connection with this CID is closed");
+                j.logins.connection_reinstated();
                 handle.wake(replaced);
             }
             (handle, added.conn(), conn)
@@ -522,9 +607,60 @@ async fn keep_session(ctx: Arc<Context>, session: Arc<SharedSession>) {
     }
 }
 
-/// Runs the login; `None` means the connection should be closed.
-async fn login_phase(ctx: &Context, reader: &mut Reader, outbox: &mut Outbox) -> Option<LoginDone> {
-    let window = ctx.config.offer.queue_depth;
+/// What a login asked for, to count it against the right target.
+#[derive(Debug, Default)]
+struct LoginAsked {
+    /// A discovery session.
+    discovery: bool,
+    /// The TargetName of a normal session.
+    target: Option<String>,
+}
+
+impl LoginAsked {
+    /// The counters this login's outcome goes to: its target's, discovery's, or those of
+    /// names no target has (the name itself is never a label: it comes from the wire).
+    fn counters<'c>(&self, ctx: &'c Context, config: &TargetConfig) -> LoginRef<'c> {
+        if self.discovery {
+            return LoginRef::Shared(&ctx.discovery_logins);
+        }
+        let known = self
+            .target
+            .as_deref()
+            .filter(|n| crate::discovery::find_target(config, n).is_some())
+            .and_then(|n| ctx.target(n));
+        match known {
+            Some(t) => LoginRef::Target(t),
+            None => LoginRef::Shared(&ctx.unknown_logins),
+        }
+    }
+}
+
+/// Login counters: a target's (kept alive while counted), or the context's.
+enum LoginRef<'c> {
+    Target(Arc<crate::context::TargetRuntime>),
+    Shared(&'c LoginCounters),
+}
+
+impl std::ops::Deref for LoginRef<'_> {
+    type Target = LoginCounters;
+
+    fn deref(&self) -> &LoginCounters {
+        match self {
+            LoginRef::Target(t) => &t.logins,
+            LoginRef::Shared(c) => c,
+        }
+    }
+}
+
+/// Runs the login; `Err` says why it failed and the connection should be closed.
+async fn login_phase(
+    ctx: &Context,
+    config: &TargetConfig,
+    reader: &mut Reader,
+    outbox: &mut Outbox,
+    asked: &mut LoginAsked,
+) -> Result<LoginDone, LoginFailure> {
+    let window = config.offer.queue_depth;
     // The initial StatSN is arbitrary (RFC 7143 section 4.2.2.2); a random start makes stale
     // responses from an earlier connection easy to spot. It stays below 2^31 because libiscsi
     // 1.19 compares StatSNs as signed integers and stops advancing its ExpStatSN past 2^31,
@@ -532,33 +668,42 @@ async fn login_phase(ctx: &Context, reader: &mut Reader, outbox: &mut Outbox) ->
     let stat_sn = SeqNum(rand::random::<u32>() >> 1);
     let mut login = TargetLogin::new(stat_sn, window);
     let mut env = LoginEnv {
-        config: &ctx.config,
+        config,
         sessions: &ctx.sessions,
         bound: None,
+        asked_target: Default::default(),
+        asked_discovery: Default::default(),
     };
     loop {
         let pdu = match reader.next().await {
             Ok(Incoming::Pdu(p)) => p,
             Ok(Incoming::Reject(e)) => {
                 debug!(error = %e, "malformed PDU during login; closing");
-                return None;
+                return Err(LoginFailure::Aborted);
             }
             Err(e) => {
                 debug!(reason = ?e, "connection ended during login");
-                return None;
+                return Err(LoginFailure::Aborted);
             }
         };
         let Pdu::LoginRequest(req) = pdu else {
             // RFC 7143 section 4.2.4: only Login Requests are allowed before full feature
             // phase; anything else ends the connection.
             debug!(opcode = pdu.opcode(), "non-login PDU during login; closing");
-            return None;
+            return Err(LoginFailure::Aborted);
         };
-        match login.handle_request(&req, &mut env) {
-            LoginStep::Respond(rsp) => send_login(outbox, rsp).await?,
+        let step = login.handle_request(&req, &mut env);
+        asked.discovery |= env.asked_discovery.get();
+        if let Some(t) = env.asked_target.take() {
+            asked.target = Some(t);
+        }
+        match step {
+            LoginStep::Respond(rsp) => {
+                send_login(outbox, rsp).await.ok_or(LoginFailure::Aborted)?
+            }
             LoginStep::Complete { response, outcome } => {
-                let binding = env.bound.take()?;
-                return Some(LoginDone {
+                let binding = env.bound.take().ok_or(LoginFailure::TargetError)?;
+                return Ok(LoginDone {
                     outcome,
                     binding,
                     response,
@@ -571,8 +716,9 @@ async fn login_phase(ctx: &Context, reader: &mut Reader, outbox: &mut Outbox) ->
                     detail = rsp.status.detail,
                     "login refused"
                 );
+                let why = LoginFailure::of(rsp.status);
                 let _ = send_login(outbox, rsp).await;
-                return None;
+                return Err(why);
             }
         }
     }

@@ -1,10 +1,10 @@
-//! Everything connections share: the configuration, the SCSI targets with their LUNs, the
-//! session table and the connection count.
+//! Everything connections share: the configuration in force, the SCSI targets with their
+//! LUNs, the session table, the connection count and the login counters.
 
 use std::collections::HashMap;
 use std::io;
-use std::sync::atomic::AtomicUsize;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use sluice_scsi::{LogicalUnit, LuConfig, ScsiTarget};
 use sluice_storage::BlockDevice;
@@ -12,24 +12,88 @@ use sluice_storage::{FileDevice, FileOptions, MemoryDevice, NullDevice};
 
 use crate::config::{Backend, LunDef, TargetConfig, TargetDef};
 use crate::discovery::PORTAL_GROUP_TAG;
+use crate::metrics::{LoginCounters, LuMetrics};
 use crate::sessions::Sessions;
+use crate::swap_device::{Backing, SwapDevice};
+
+/// One logical unit at run time.
+#[derive(Debug)]
+pub(crate) struct LunRuntime {
+    /// Its number.
+    pub number: u16,
+    /// The 8-byte LUN field that addresses it.
+    pub raw: u64,
+    /// Its device, which a resize swaps.
+    pub device: Arc<SwapDevice>,
+    pub lu: Arc<LogicalUnit>,
+    /// Its counters across connections.
+    pub metrics: LuMetrics,
+    /// Whether its backend may block the thread (file I/O): commands then run on the
+    /// blocking pool.
+    pub blocking: bool,
+}
 
 /// One configured target at run time.
 #[derive(Debug)]
 pub(crate) struct TargetRuntime {
     pub scsi: Arc<ScsiTarget>,
-    /// Raw LUN fields whose backend may block the thread (file I/O).
-    pub blocking_luns: Vec<u64>,
+    /// Its LUs; replaced as a whole when one is added or removed.
+    luns: RwLock<Arc<[Arc<LunRuntime>]>>,
+    /// Bumped whenever `luns` changes: connections keep a copy of the list and look again
+    /// only when this moved (one relaxed load per command).
+    pub generation: AtomicU64,
+    /// Logins to it.
+    pub logins: LoginCounters,
+}
+
+impl TargetRuntime {
+    /// Opens every backend of `t`.
+    pub(crate) fn open(t: &TargetDef) -> io::Result<Self> {
+        let luns = t
+            .luns
+            .iter()
+            .map(|l| open_lun(t, l))
+            .collect::<io::Result<Vec<_>>>()?;
+        let scsi = ScsiTarget::new(luns.iter().map(|l| (l.number, Arc::clone(&l.lu))).collect());
+        Ok(Self {
+            scsi: Arc::new(scsi),
+            luns: RwLock::new(luns.into()),
+            generation: AtomicU64::new(0),
+            logins: LoginCounters::default(),
+        })
+    }
+
+    /// The LUs as they are now.
+    pub(crate) fn luns(&self) -> Arc<[Arc<LunRuntime>]> {
+        Arc::clone(&self.luns.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Serves `luns` from now on. Every nexus that knows a LU of the new set gets REPORTED
+    /// LUNS DATA HAS CHANGED (SPC-4 6.33) through `ScsiTarget::replace_luns`.
+    pub(crate) fn set_luns(&self, luns: Vec<Arc<LunRuntime>>) {
+        let mut slot = self.luns.write().unwrap_or_else(PoisonError::into_inner);
+        self.scsi
+            .replace_luns(luns.iter().map(|l| (l.number, Arc::clone(&l.lu))).collect());
+        *slot = luns.into();
+        self.generation.fetch_add(1, Ordering::Release);
+    }
 }
 
 /// Shared state of the target process.
 #[derive(Debug)]
 pub(crate) struct Context {
-    pub config: TargetConfig,
+    /// The configuration in force: replaced as a whole by a change (see `change.rs`).
+    config: RwLock<Arc<TargetConfig>>,
     /// By lower-cased target name.
-    pub targets: HashMap<String, TargetRuntime>,
+    targets: RwLock<HashMap<String, Arc<TargetRuntime>>>,
     pub sessions: Sessions,
     pub connections: AtomicUsize,
+    /// Logins of discovery sessions.
+    pub discovery_logins: LoginCounters,
+    /// Logins naming no configured target.
+    pub unknown_logins: LoginCounters,
+    /// Held by whoever changes the configuration, so that changes apply one at a time.
+    pub changes: Mutex<()>,
 }
 
 impl Context {
@@ -40,54 +104,96 @@ impl Context {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let mut targets = HashMap::new();
         for t in &config.targets {
-            let mut luns = Vec::new();
-            let mut blocking_luns = Vec::new();
-            for l in &t.luns {
-                let device = open_backend(l)?;
-                if device.blocks() {
-                    blocking_luns.push(sluice_scsi::encode_lun(l.number));
-                }
-                let lu = LogicalUnit::new(lu_config(t, l, device));
-                luns.push((l.number, Arc::new(lu)));
-            }
-            let runtime = TargetRuntime {
-                scsi: Arc::new(ScsiTarget::new(luns)),
-                blocking_luns,
-            };
-            targets.insert(t.iqn.to_ascii_lowercase(), runtime);
+            targets.insert(
+                t.iqn.to_ascii_lowercase(),
+                Arc::new(TargetRuntime::open(t)?),
+            );
         }
         let sessions = Sessions::new(config.limits.max_sessions);
         Ok(Arc::new(Self {
-            config,
-            targets,
+            config: RwLock::new(Arc::new(config)),
+            targets: RwLock::new(targets),
             sessions,
             connections: AtomicUsize::new(0),
+            discovery_logins: LoginCounters::default(),
+            unknown_logins: LoginCounters::default(),
+            changes: Mutex::new(()),
         }))
+    }
+
+    /// The configuration in force.
+    pub(crate) fn config(&self) -> Arc<TargetConfig> {
+        Arc::clone(&self.config.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Puts `config` in force (its runtime changes were made already).
+    pub(crate) fn set_config(&self, config: TargetConfig) {
+        *self.config.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(config);
     }
 
     /// Makes every LUN's completed writes durable (shutdown).
     pub(crate) fn flush_all(&self) {
-        for t in self.targets.values() {
-            for n in t.scsi.lun_numbers() {
-                if let Some(lu) = t.scsi.lu(n) {
-                    if let Err(e) = lu.device().flush() {
-                        tracing::warn!(lun = n, error = %e, "flush failed");
-                    }
+        for t in self.all_targets() {
+            for l in t.luns().iter() {
+                if let Err(e) = l.device.flush() {
+                    tracing::warn!(lun = l.number, error = %e, "flush failed");
                 }
             }
         }
     }
 
-    pub(crate) fn target(&self, name: &str) -> Option<&TargetRuntime> {
-        self.targets.get(&name.to_ascii_lowercase())
+    pub(crate) fn target(&self, name: &str) -> Option<Arc<TargetRuntime>> {
+        self.targets()
+            .get(&name.to_ascii_lowercase())
+            .map(Arc::clone)
+    }
+
+    /// Every target, with its lower-cased name.
+    pub(crate) fn all_targets(&self) -> Vec<Arc<TargetRuntime>> {
+        self.targets().values().map(Arc::clone).collect()
+    }
+
+    fn targets(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<TargetRuntime>>> {
+        self.targets.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adds or replaces (`Some`) or removes (`None`) the runtime of target `name`.
+    pub(crate) fn set_target(&self, name: &str, runtime: Option<Arc<TargetRuntime>>) {
+        let mut map = self.targets.write().unwrap_or_else(PoisonError::into_inner);
+        let key = name.to_ascii_lowercase();
+        match runtime {
+            Some(r) => map.insert(key, r),
+            None => map.remove(&key),
+        };
     }
 }
 
-fn open_backend(l: &LunDef) -> io::Result<Arc<dyn BlockDevice>> {
+/// Opens one LUN: its backend, behind a swappable device, and its logical unit.
+pub(crate) fn open_lun(t: &TargetDef, l: &LunDef) -> io::Result<Arc<LunRuntime>> {
+    let device = Arc::new(SwapDevice::new(open_backend(l)?));
+    let blocking = device.blocks();
+    let shared: Arc<dyn BlockDevice> = Arc::clone(&device) as Arc<dyn BlockDevice>;
+    let lu = LogicalUnit::new(lu_config(t, l, shared));
+    Ok(Arc::new(LunRuntime {
+        number: l.number,
+        raw: sluice_scsi::encode_lun(l.number),
+        device,
+        lu: Arc::new(lu),
+        metrics: LuMetrics::default(),
+        blocking,
+    }))
+}
+
+/// Opens the backend of `l` (a file LUN with a size larger than its file grows the file).
+pub(crate) fn open_backend(l: &LunDef) -> io::Result<Backing> {
     let bs = l.block_size;
     Ok(match &l.backend {
-        Backend::Memory { size } => Arc::new(MemoryDevice::new(bs, size / u64::from(bs))),
-        Backend::Null { size } => Arc::new(NullDevice::new(bs, size / u64::from(bs))),
+        Backend::Memory { size } => {
+            Backing::Memory(Arc::new(MemoryDevice::new(bs, size / u64::from(bs))))
+        }
+        Backend::Null { size } => {
+            Backing::Other(Arc::new(NullDevice::new(bs, size / u64::from(bs))))
+        }
         Backend::File {
             path,
             size,
@@ -105,7 +211,7 @@ fn open_backend(l: &LunDef) -> io::Result<Arc<dyn BlockDevice>> {
             let dev = FileDevice::open(path, options).map_err(|e| {
                 io::Error::other(format!("LUN {}: {}: {e}", l.number, path.display()))
             })?;
-            Arc::new(dev)
+            Backing::Other(Arc::new(dev))
         }
     })
 }

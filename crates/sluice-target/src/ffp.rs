@@ -9,6 +9,7 @@
 //! `.await`.
 
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +27,8 @@ use tokio::time::{Instant, Sleep};
 use tracing::{debug, trace, warn};
 
 use crate::connection::{Incoming, ReadEnd, Reader};
-use crate::context::{Context, TargetRuntime};
+use crate::context::{Context, LunRuntime, TargetRuntime};
+use crate::metrics::{ConnCounters, Finished, LuCounters};
 use crate::outbox::Outbox;
 use crate::sessions::SharedSession;
 
@@ -77,6 +79,14 @@ pub(crate) struct Connection<'a> {
     pub wake: Arc<Notify>,
     pub shutdown: watch::Receiver<bool>,
     target: Option<&'a TargetRuntime>,
+    /// The target's LUs as of `luns_generation` (see `TargetRuntime::generation`).
+    luns: Arc<[Arc<LunRuntime>]>,
+    luns_generation: u64,
+    /// Counters of the LUs this connection ran commands on; given to the LUs' totals when
+    /// the connection ends.
+    lu_slots: Vec<LuSlot>,
+    /// Its PDU counters.
+    counters: Arc<ConnCounters>,
     data_in_buf: BytesMut,
     /// The core asked to close this connection once its queue is sent.
     closing: Option<CloseReason>,
@@ -89,6 +99,22 @@ pub(crate) struct Connection<'a> {
     shutting_down: bool,
 }
 
+/// This connection's counters for one LU.
+struct LuSlot {
+    lun: Arc<LunRuntime>,
+    counters: Arc<LuCounters>,
+    /// Whether `lun` is still served (a LU removed and added again is another LU).
+    current: bool,
+}
+
+impl Drop for Connection<'_> {
+    fn drop(&mut self) {
+        for slot in &self.lu_slots {
+            slot.lun.metrics.retire(&slot.counters);
+        }
+    }
+}
+
 /// What woke the loop.
 enum Input {
     Pdu(Pdu),
@@ -99,15 +125,19 @@ enum Input {
 }
 
 impl<'a> Connection<'a> {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         ctx: &'a Context,
+        target: Option<&'a TargetRuntime>,
         session: Arc<SharedSession>,
         id: ConnId,
         outbox: &'a mut Outbox,
         wake: Arc<Notify>,
         shutdown: watch::Receiver<bool>,
+        counters: Arc<ConnCounters>,
     ) -> Self {
-        let target = session.target.as_deref().and_then(|n| ctx.target(n));
+        let luns_generation = target.map_or(0, |t| t.generation.load(Ordering::Acquire));
+        let luns = target.map_or_else(|| Arc::from(Vec::new()), TargetRuntime::luns);
         Self {
             ctx,
             session,
@@ -116,6 +146,10 @@ impl<'a> Connection<'a> {
             wake,
             shutdown,
             target,
+            luns,
+            luns_generation,
+            lu_slots: Vec::new(),
+            counters,
             data_in_buf: BytesMut::new(),
             closing: None,
             timer: Box::pin(tokio::time::sleep(Duration::ZERO)),
@@ -174,16 +208,19 @@ impl<'a> Connection<'a> {
                 match input {
                     Input::Pdu(pdu) => {
                         trace!(opcode = pdu.opcode(), itt = ?pdu.itt(), "received");
+                        self.counters.received(&pdu);
                         core.handle_pdu(self.id, pdu, now, &mut env);
                     }
                     Input::FrameError(e) => {
                         debug!(error = %e, "rejecting PDU");
+                        self.counters.frame_error(&e);
                         core.handle_frame_error(self.id, &e, now, &mut env);
                     }
                     Input::Wake => {}
                     Input::Shutdown => {
                         self.shutting_down = true;
-                        core.request_logout(now, self.ctx.config.limits.shutdown_grace);
+                        let grace = self.ctx.config().limits.shutdown_grace;
+                        core.request_logout(now, grace);
                     }
                     Input::Deadline => {
                         self.timer_arm.fired();
@@ -229,6 +266,7 @@ impl<'a> Connection<'a> {
             let session = Arc::clone(&self.session);
             let mut core = session.lock();
             while let Some(pdu) = core.poll_transmit(self.id) {
+                self.counters.sent(&pdu);
                 self.outbox.push(&pdu);
             }
             while let Some(event) = core.poll_event(self.id) {
@@ -259,7 +297,8 @@ impl<'a> Connection<'a> {
                 data: Bytes::new(),
             });
         };
-        let blocking = target.blocking_luns.contains(&work.lun.0);
+        let slot = self.lu_slot(target, work.lun.0);
+        let blocking = slot.is_some_and(|i| self.lu_slots[i].lun.blocking);
         let mut buf = std::mem::take(&mut self.data_in_buf);
         let want = work.data_in_len as usize;
         if want > 0 && want <= DATA_IN_REFILL && buf.capacity() < want {
@@ -269,9 +308,13 @@ impl<'a> Connection<'a> {
             buf = BytesMut::with_capacity(DATA_IN_REFILL);
         }
         let nexus = self.session.nexus;
-        let (completion, buf) = if blocking {
+        let (completion, buf, work) = if blocking {
             let scsi = Arc::clone(&target.scsi);
-            match tokio::task::spawn_blocking(move || run(&scsi, nexus, &work, buf)).await {
+            let ran = tokio::task::spawn_blocking(move || {
+                let (c, b) = run(&scsi, nexus, &work, buf);
+                (c, b, work)
+            });
+            match ran.await {
                 Ok(r) => r,
                 Err(e) => {
                     warn!(error = %e, "command execution panicked");
@@ -279,10 +322,50 @@ impl<'a> Connection<'a> {
                 }
             }
         } else {
-            run(&target.scsi, nexus, &work, buf)
+            let (c, b) = run(&target.scsi, nexus, &work, buf);
+            (c, b, work)
         };
         self.data_in_buf = buf;
+        if let Some(i) = slot {
+            self.lu_slots[i].counters.record(&Finished {
+                cdb: work.cdb.as_bytes(),
+                read_bytes: (completion.data.len() as u64).min(u64::from(work.data_in_len)),
+                write_bytes: work.data_out.len() as u64,
+                status: completion.status,
+                sense: &completion.sense,
+                latency: Instant::now()
+                    .into_std()
+                    .saturating_duration_since(work.arrived),
+            });
+        }
         Ok(completion)
+    }
+
+    /// This connection's counter slot for the LU at `raw`, made on the LU's first command;
+    /// `None` when no LU is there.
+    fn lu_slot(&mut self, target: &TargetRuntime, raw: u64) -> Option<usize> {
+        let generation = target.generation.load(Ordering::Acquire);
+        if generation != self.luns_generation {
+            self.luns = target.luns();
+            self.luns_generation = generation;
+            for slot in &mut self.lu_slots {
+                slot.current = self.luns.iter().any(|l| Arc::ptr_eq(l, &slot.lun));
+            }
+        }
+        if let Some(i) = self
+            .lu_slots
+            .iter()
+            .position(|s| s.current && s.lun.raw == raw)
+        {
+            return Some(i);
+        }
+        let lun = self.luns.iter().find(|l| l.raw == raw)?;
+        self.lu_slots.push(LuSlot {
+            counters: lun.metrics.register(),
+            lun: Arc::clone(lun),
+            current: true,
+        });
+        Some(self.lu_slots.len() - 1)
     }
 
     /// TARGET COLD RESET: "the target MUST then close all of its TCP connections to all
@@ -299,7 +382,9 @@ impl<'a> Connection<'a> {
     fn env(&self) -> DriverEnv<'a> {
         DriverEnv {
             ctx: self.ctx,
-            target: self.target,
+            target: self
+                .target
+                .map_or(TargetHandle::None, TargetHandle::Borrowed),
             session: Arc::clone(&self.session),
         }
     }
@@ -339,15 +424,33 @@ fn run(
 /// What the core needs from the SCSI layer and the configuration, for one call.
 pub(crate) struct DriverEnv<'a> {
     ctx: &'a Context,
-    target: Option<&'a TargetRuntime>,
+    target: TargetHandle<'a>,
     session: Arc<SharedSession>,
+}
+
+/// A target's runtime, borrowed from a connection that holds it or held here.
+enum TargetHandle<'a> {
+    Borrowed(&'a TargetRuntime),
+    Held(Arc<TargetRuntime>),
+    None,
+}
+
+impl TargetHandle<'_> {
+    fn get(&self) -> Option<&TargetRuntime> {
+        match self {
+            TargetHandle::Borrowed(t) => Some(t),
+            TargetHandle::Held(t) => Some(t),
+            TargetHandle::None => None,
+        }
+    }
 }
 
 impl<'a> DriverEnv<'a> {
     pub(crate) fn new(ctx: &'a Context, session: &Arc<SharedSession>) -> Self {
+        let target = session.target.as_deref().and_then(|n| ctx.target(n));
         Self {
             ctx,
-            target: session.target.as_deref().and_then(|n| ctx.target(n)),
+            target: target.map_or(TargetHandle::None, TargetHandle::Held),
             session: Arc::clone(session),
         }
     }
@@ -355,7 +458,7 @@ impl<'a> DriverEnv<'a> {
 
 impl TargetSessionEnv for DriverEnv<'_> {
     fn transfer(&self, lun: Lun, cdb: &Cdb) -> DataTransfer {
-        let Some(t) = self.target else {
+        let Some(t) = self.target.get() else {
             return DataTransfer::None;
         };
         match t.scsi.transfer(lun.0, cdb) {
@@ -366,14 +469,14 @@ impl TargetSessionEnv for DriverEnv<'_> {
     }
 
     fn lun_exists(&self, lun: Lun) -> bool {
-        match (self.target, sluice_scsi::decode_lun(lun.0)) {
+        match (self.target.get(), sluice_scsi::decode_lun(lun.0)) {
             (Some(t), sluice_scsi::LunAddress::Lun(n)) => t.scsi.lu(n).is_some(),
             _ => false,
         }
     }
 
     fn reset(&mut self, kind: ResetKind) {
-        let Some(t) = self.target else {
+        let Some(t) = self.target.get() else {
             return;
         };
         let kind = match kind {
@@ -386,7 +489,7 @@ impl TargetSessionEnv for DriverEnv<'_> {
     }
 
     fn commands_cleared(&mut self, lun: Lun) {
-        if let Some(t) = self.target {
+        if let Some(t) = self.target.get() {
             tracing::info!(
                 lun = lun.0,
                 "commands cleared: tasks of a failed connection were never reassigned"
@@ -401,7 +504,7 @@ impl TargetSessionEnv for DriverEnv<'_> {
         };
         let query = crate::discovery::Query::parse(query);
         crate::discovery::send_targets(
-            &self.ctx.config,
+            &self.ctx.config(),
             &query,
             &self.session.initiator,
             self.session.target.as_deref(),

@@ -9,10 +9,15 @@
 //! sans-IO `sluice_proto::target::TargetSession`, running SCSI work), `discovery`
 //! (SendTargets answers), `sessions` (the shared session cores and the session table),
 //! `login_env` (configuration as login policy), `outbox` (PDUs to vectored writes),
-//! `context` (shared state and LUN construction), `faults` (the fault test hook).
+//! `context` (shared state and LUN construction), `faults` (the fault test hook). Operating
+//! a running target: `change` (applying a new configuration: [`Target::apply`]), `admin`
+//! (the operator's changes and [`Target::status`]), `status` (what it reports), `metrics`
+//! (the counters connections keep), `swap_device` (a LUN's device, swapped when it grows).
 
 #![forbid(unsafe_code)]
 
+mod admin;
+mod change;
 pub mod config;
 mod connection;
 mod context;
@@ -20,10 +25,14 @@ mod discovery;
 mod faults;
 mod ffp;
 mod login_env;
+mod metrics;
 mod outbox;
 mod server;
 mod sessions;
+pub mod status;
+mod swap_device;
 mod validate;
 
+pub use change::{ChangeError, ChangeReport};
 pub use server::{run, run_on, Target};
 pub use validate::is_iscsi_name;

@@ -22,10 +22,15 @@ pub(crate) struct LoginEnv<'a> {
     pub config: &'a TargetConfig,
     pub sessions: &'a Sessions,
     pub bound: Option<Binding<Arc<SharedSession>>>,
+    /// The TargetName the login core looked up (for counting the login's outcome).
+    pub asked_target: std::cell::RefCell<Option<String>>,
+    /// Whether the login core asked for the discovery policy.
+    pub asked_discovery: std::cell::Cell<bool>,
 }
 
 impl TargetLoginEnv for LoginEnv<'_> {
     fn target(&self, name: &str) -> Option<TargetLoginPolicy> {
+        *self.asked_target.borrow_mut() = Some(name.to_string());
         let t = find_target(self.config, name)?;
         Some(TargetLoginPolicy {
             chap: t.chap.as_ref().map(chap_secrets),
@@ -39,6 +44,7 @@ impl TargetLoginEnv for LoginEnv<'_> {
     }
 
     fn discovery_policy(&self) -> TargetLoginPolicy {
+        self.asked_discovery.set(true);
         TargetLoginPolicy {
             chap: self.config.discovery_auth.as_ref().map(chap_secrets),
             allowed_initiators: None,

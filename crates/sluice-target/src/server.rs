@@ -4,12 +4,11 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::watch;
-use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
 use crate::config::TargetConfig;
@@ -21,12 +20,49 @@ const BACKLOG: u32 = 1024;
 
 /// A target with its LUNs open, ready to serve connections from any transport.
 ///
-/// [`run`] is the usual entry point (TCP listeners plus signal-driven shutdown); `Target`
-/// also serves in-memory streams, which tests and fuzzing use.
+/// [`run`] is the usual entry point (TCP listeners plus signal-driven shutdown). A `Target`
+/// made with [`Target::new`] and served with [`Target::serve`] can also be looked at
+/// ([`Target::status`]) and changed ([`Target::apply`] and the operations built on it, in
+/// `admin.rs`) while it serves; it also serves in-memory streams, which tests and fuzzing use.
 #[derive(Debug)]
 pub struct Target {
-    ctx: Arc<Context>,
+    pub(crate) ctx: Arc<Context>,
     stop_tx: watch::Sender<bool>,
+    /// Listening sockets, one per configured portal.
+    pub(crate) portals: Mutex<Vec<Portal>>,
+    /// The runtimes accepted connections are handed to (see [`run_on`]).
+    workers: Mutex<Arc<[tokio::runtime::Handle]>>,
+}
+
+/// One listening socket and its accept loop.
+#[derive(Debug)]
+pub(crate) struct Portal {
+    /// The address as configured (port 0 stays 0 here).
+    pub(crate) configured: SocketAddr,
+    /// The address as bound.
+    pub(crate) bound: SocketAddr,
+    /// Stops the accept loop (connections it accepted go on).
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// A listener bound but not yet accepting (see [`Target::start_portal`]).
+#[derive(Debug)]
+pub(crate) struct BoundPortal {
+    configured: SocketAddr,
+    listener: TcpListener,
+}
+
+impl BoundPortal {
+    /// Binds `addr`.
+    pub(crate) fn bind(addr: SocketAddr) -> io::Result<Self> {
+        let listener =
+            bind(addr).map_err(|e| io::Error::new(e.kind(), format!("bind {addr}: {e}")))?;
+        Ok(Self {
+            configured: addr,
+            listener,
+        })
+    }
 }
 
 impl Target {
@@ -34,7 +70,95 @@ impl Target {
     pub fn new(config: TargetConfig) -> io::Result<Self> {
         let ctx = Context::build(config)?;
         let (stop_tx, _) = watch::channel(false);
-        Ok(Self { ctx, stop_tx })
+        Ok(Self {
+            ctx,
+            stop_tx,
+            portals: Mutex::new(Vec::new()),
+            workers: Mutex::new(Arc::from(Vec::new())),
+        })
+    }
+
+    /// Listens on the configured portals and serves until `shutdown` completes, then asks
+    /// initiators to log out, waits up to the configured grace period, flushes the LUNs and
+    /// returns. Accepted connections go to `workers` in turn, or run on the calling runtime
+    /// when there are none (see [`run_on`]).
+    ///
+    /// `on_listening` is called once with the bound addresses (useful with port 0), before
+    /// any connection is accepted. Errors: an address cannot be bound.
+    pub async fn serve(
+        &self,
+        workers: Vec<tokio::runtime::Handle>,
+        on_listening: impl FnOnce(&[SocketAddr]) + Send,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> io::Result<()> {
+        *lock(&self.workers) = workers.into();
+        let config = self.ctx.config();
+        let bound = config
+            .portals
+            .iter()
+            .map(|a| BoundPortal::bind(*a))
+            .collect::<io::Result<Vec<_>>>()?;
+        for b in bound {
+            self.start_portal(b);
+        }
+        on_listening(&self.portals());
+
+        shutdown.await;
+        info!("shutting down: asking initiators to log out");
+        self.shutdown();
+        let loops: Vec<_> = lock(&self.portals).drain(..).map(|p| p.task).collect();
+        for l in loops {
+            let _ = l.await;
+        }
+        // Connections log out or time out within the grace period; allow a little more to
+        // flush.
+        let grace = self.ctx.config().limits.shutdown_grace + std::time::Duration::from_secs(2);
+        let drained = async {
+            while self.ctx.connections.load(Ordering::Acquire) > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        };
+        if tokio::time::timeout(grace, drained).await.is_err() {
+            warn!("some connections did not close in time");
+            for session in self.ctx.sessions.all() {
+                session.close(sluice_proto::target::CloseReason::Shutdown);
+            }
+        }
+        self.ctx.flush_all();
+        Ok(())
+    }
+
+    /// Starts accepting on a bound portal (on the calling runtime).
+    pub(crate) fn start_portal(&self, b: BoundPortal) {
+        let bound = b.listener.local_addr().unwrap_or(b.configured);
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(accept_loop(
+            Arc::clone(&self.ctx),
+            b.listener,
+            self.stop_tx.subscribe(),
+            stopped,
+            Arc::clone(&lock(&self.workers)),
+        ));
+        lock(&self.portals).push(Portal {
+            configured: b.configured,
+            bound,
+            stop,
+            task,
+        });
+    }
+
+    /// Stops accepting on the portal configured as `addr`; its connections go on.
+    pub(crate) fn stop_portal(&self, addr: SocketAddr) {
+        let mut portals = lock(&self.portals);
+        if let Some(i) = portals.iter().position(|p| p.configured == addr) {
+            let p = portals.remove(i);
+            let _ = p.stop.send(true);
+        }
+    }
+
+    /// The addresses listened on, as bound.
+    pub fn portals(&self) -> Vec<SocketAddr> {
+        lock(&self.portals).iter().map(|p| p.bound).collect()
     }
 
     /// Serves one connection over any byte stream until it ends. `peer` and `local` are what
@@ -72,6 +196,11 @@ impl Target {
     }
 }
 
+/// A mutex whose holder cannot leave it inconsistent: a poisoned one is taken over.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Serves `config` until `shutdown` completes, then asks initiators to log out, waits up to
 /// the configured grace period, flushes the LUNs and returns.
 ///
@@ -97,54 +226,9 @@ pub async fn run_on(
     on_listening: impl FnOnce(&[SocketAddr]) + Send,
     shutdown: impl Future<Output = ()> + Send,
 ) -> io::Result<()> {
-    let workers: Arc<[tokio::runtime::Handle]> = workers.into();
-    let target = Arc::new(Target::new(config)?);
-    let ctx = Arc::clone(&target.ctx);
-    let mut listeners = Vec::new();
-    for addr in &ctx.config.portals {
-        let l = bind(*addr).map_err(|e| io::Error::new(e.kind(), format!("bind {addr}: {e}")))?;
-        listeners.push(l);
-    }
-    let bound: Vec<SocketAddr> = listeners
-        .iter()
-        .filter_map(|l| l.local_addr().ok())
-        .collect();
-    on_listening(&bound);
-
-    let mut acceptors = JoinSet::new();
-    for listener in listeners {
-        acceptors.spawn(accept_loop(
-            Arc::clone(&ctx),
-            listener,
-            target.stop_tx.subscribe(),
-            Arc::clone(&workers),
-        ));
-    }
-
-    shutdown.await;
-    info!("shutting down: asking initiators to log out");
-    target.shutdown();
-    let mut connections = JoinSet::new();
-    while let Some(r) = acceptors.join_next().await {
-        if let Ok(handles) = r {
-            for h in handles {
-                connections.spawn(async move {
-                    let _ = h.await;
-                });
-            }
-        }
-    }
-    // Connections log out or time out within the grace period; allow a little more to flush.
-    let grace = ctx.config.limits.shutdown_grace + std::time::Duration::from_secs(2);
-    let wait_all = async { while connections.join_next().await.is_some() {} };
-    if tokio::time::timeout(grace, wait_all).await.is_err() {
-        warn!("some connections did not close in time");
-        for session in ctx.sessions.all() {
-            session.close(sluice_proto::target::CloseReason::Shutdown);
-        }
-    }
-    ctx.flush_all();
-    Ok(())
+    Target::new(config)?
+        .serve(workers, on_listening, shutdown)
+        .await
 }
 
 fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
@@ -161,15 +245,16 @@ fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
 async fn accept_loop(
     ctx: Arc<Context>,
     listener: TcpListener,
-    stop: watch::Receiver<bool>,
+    mut stop: watch::Receiver<bool>,
+    mut portal_stop: watch::Receiver<bool>,
     workers: Arc<[tokio::runtime::Handle]>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    let mut handles: Vec<tokio::task::JoinHandle<()>> = Vec::new();
+) {
     let mut next_worker = 0usize;
-    let mut stop_wait = stop.clone();
+    let connection_stop = stop.clone();
     loop {
         let accepted = tokio::select! {
-            _ = stop_wait.changed() => break,
+            _ = stop.changed() => break,
+            _ = portal_stop.changed() => break,
             r = listener.accept() => r,
         };
         let (stream, peer) = match accepted {
@@ -181,20 +266,19 @@ async fn accept_loop(
                 continue;
             }
         };
-        let limit = ctx.config.limits.max_connections;
+        let limit = ctx.config().limits.max_connections;
         if ctx.connections.fetch_add(1, Ordering::AcqRel) >= limit {
             ctx.connections.fetch_sub(1, Ordering::AcqRel);
             warn!(%peer, limit, "connection limit reached; refusing");
             continue;
         }
         let c = Arc::clone(&ctx);
-        let s = stop.clone();
-        handles.retain(|h| !h.is_finished());
+        let s = connection_stop.clone();
         if workers.is_empty() {
-            handles.push(tokio::spawn(async move {
+            tokio::spawn(async move {
                 serve_tcp(Arc::clone(&c), stream, peer, s).await;
                 c.connections.fetch_sub(1, Ordering::AcqRel);
-            }));
+            });
             continue;
         }
         // The socket is registered with this runtime's reactor: move it out as a std socket
@@ -209,15 +293,14 @@ async fn accept_loop(
                 continue;
             }
         };
-        handles.push(worker.spawn(async move {
+        worker.spawn(async move {
             match TcpStream::from_std(std_stream) {
                 Ok(stream) => serve_tcp(Arc::clone(&c), stream, peer, s).await,
                 Err(e) => warn!(%peer, error = %e, "cannot register the connection"),
             }
             c.connections.fetch_sub(1, Ordering::AcqRel);
-        }));
+        });
     }
-    handles
 }
 
 async fn serve_tcp(

@@ -9,9 +9,13 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use sluice_proto::seq::Isid;
 use sluice_proto::target::registry::{SessionRef, SessionRegistry};
 use sluice_proto::target::{CloseReason, ConnId, TargetSession};
 use tokio::sync::Notify;
+
+use crate::metrics::ConnCounters;
+use crate::status::{ConnectionStatus, SessionStatus};
 
 /// One live session as its connections' tasks share it.
 #[derive(Debug)]
@@ -25,30 +29,56 @@ pub(crate) struct SharedSession {
     pub initiator: String,
     /// Its place in the table.
     pub session: SessionRef,
+    /// The ISID of its leading login.
+    pub isid: Isid,
+    /// When it was created.
+    pub created: std::time::Instant,
+    /// The CmdSN window it was given.
+    pub queue_depth: u32,
     conns: Mutex<Vec<ConnEntry>>,
 }
 
+/// Who a session is, beside its core: what [`SharedSession::new`] records.
 #[derive(Debug)]
-struct ConnEntry {
-    id: ConnId,
-    wake: Arc<Notify>,
-    local: SocketAddr,
+pub(crate) struct SessionIdentity {
+    /// The SCSI layer's I_T nexus id.
+    pub nexus: u64,
+    /// Lower-cased target name (`None` for discovery sessions).
+    pub target: Option<String>,
+    /// InitiatorName as it logged in.
+    pub initiator: String,
+    /// Its place in the table.
+    pub session: SessionRef,
+    /// The ISID of its leading login.
+    pub isid: Isid,
+    /// The CmdSN window it was given.
+    pub queue_depth: u32,
+}
+
+/// A connection's task as its session knows it.
+#[derive(Debug)]
+pub(crate) struct ConnEntry {
+    pub id: ConnId,
+    pub wake: Arc<Notify>,
+    /// The portal it arrived on.
+    pub local: SocketAddr,
+    /// The initiator's address.
+    pub peer: SocketAddr,
+    /// Its counters (its task writes them).
+    pub counters: Arc<ConnCounters>,
 }
 
 impl SharedSession {
-    pub(crate) fn new(
-        core: TargetSession,
-        nexus: u64,
-        target: Option<String>,
-        initiator: String,
-        session: SessionRef,
-    ) -> Self {
+    pub(crate) fn new(core: TargetSession, who: SessionIdentity) -> Self {
         Self {
             core: Mutex::new(core),
-            nexus,
-            target,
-            initiator,
-            session,
+            nexus: who.nexus,
+            target: who.target,
+            initiator: who.initiator,
+            session: who.session,
+            isid: who.isid,
+            created: std::time::Instant::now(),
+            queue_depth: who.queue_depth,
             conns: Mutex::new(Vec::new()),
         }
     }
@@ -64,9 +94,9 @@ impl SharedSession {
         self.conns.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Registers a connection's task: how to wake it, and the portal it arrived on.
-    pub(crate) fn register(&self, id: ConnId, wake: Arc<Notify>, local: SocketAddr) {
-        self.conns().push(ConnEntry { id, wake, local });
+    /// Registers a connection's task: how to wake it, where it came from, its counters.
+    pub(crate) fn register(&self, entry: ConnEntry) {
+        self.conns().push(entry);
     }
 
     /// Forgets a connection's task.
@@ -112,6 +142,43 @@ impl SharedSession {
     /// portals).
     pub(crate) fn local(&self, id: ConnId) -> Option<SocketAddr> {
         self.conns().iter().find(|c| c.id == id).map(|c| c.local)
+    }
+
+    /// The session and its connections as they are now, counters included.
+    pub(crate) fn status(&self) -> SessionStatus {
+        let core = self.lock();
+        let connections = self
+            .conns()
+            .iter()
+            .filter_map(|c| {
+                let params = core.connection_params(c.id)?;
+                Some(ConnectionStatus {
+                    cid: core.cid(c.id)?,
+                    peer: c.peer,
+                    local: c.local,
+                    header_digest: params.header_digest,
+                    data_digest: params.data_digest,
+                    initiator_max_recv_data_segment_length: params
+                        .initiator_max_recv_data_segment_length,
+                    target_max_recv_data_segment_length: params.target_max_recv_data_segment_length,
+                    counts: c.counters.counts(),
+                })
+            })
+            .collect();
+        SessionStatus {
+            id: self.nexus,
+            tsih: self.session.tsih.0,
+            isid: self.isid.to_string(),
+            initiator: self.initiator.clone(),
+            target: self.target.clone(),
+            age: self.created.elapsed(),
+            params: *core.params(),
+            tasks: core.task_count(),
+            window_slots_held: core.window_slots_held(),
+            queue_depth: self.queue_depth,
+            recovery: *core.stats(),
+            connections,
+        }
     }
 }
 

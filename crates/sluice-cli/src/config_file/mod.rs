@@ -23,12 +23,16 @@ mod kind;
 mod locate;
 mod lun;
 mod schema;
+mod service;
 mod session;
 mod target;
 mod values;
+mod write;
 
 pub use error::ConfigFileError;
 pub use kind::ErrorKind;
+pub use service::{ControlConfig, MetricsConfig, ServiceConfig};
+pub use write::to_toml;
 
 use convert::convert;
 use error::{at, toml_message, Located};
@@ -45,13 +49,24 @@ pub const DEFAULT_BLOCK_SIZE: u32 = 512;
 /// Besides [`TargetConfig::validate`], this checks that the directory of every file LUN exists and
 /// that a file LUN without `size` names an existing file.
 pub fn load(path: &Path) -> anyhow::Result<TargetConfig> {
+    Ok(load_all(path)?.0)
+}
+
+/// [`load`], with the file's `[metrics]` and `[control]` tables.
+pub fn load_all(path: &Path) -> anyhow::Result<(TargetConfig, ServiceConfig)> {
     let src = std::fs::read_to_string(path)
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-    Ok(parse_str(&src, path)?)
+    Ok(parse_all(&src, path)?)
 }
 
 /// Parses and validates configuration text; `path` names it in errors and anchors relative paths.
+#[cfg(test)]
 pub fn parse_str(src: &str, path: &Path) -> Result<TargetConfig, ConfigFileError> {
+    parse_all(src, path).map(|(config, _)| config)
+}
+
+/// [`parse_str`], with the file's `[metrics]` and `[control]` tables.
+pub fn parse_all(src: &str, path: &Path) -> Result<(TargetConfig, ServiceConfig), ConfigFileError> {
     let located = |l: Located| ConfigFileError::new(path, src, l.span, l.kind);
     let file: FileToml = toml::from_str(src).map_err(|e| {
         let kind = ErrorKind::Syntax(toml_message(e.message()));
@@ -61,13 +76,14 @@ pub fn parse_str(src: &str, path: &Path) -> Result<TargetConfig, ConfigFileError
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    let service = service::convert(file.metrics.as_ref(), file.control.as_ref(), base);
     let (config, spans) = convert(file, base).map_err(located)?;
     if let Err(e) = config.validate() {
         let span = locate_validation_error(&spans, &e);
         return Err(located(at(span, ErrorKind::Invalid(e))));
     }
     check_files(&config, &spans).map_err(located)?;
-    Ok(config)
+    Ok((config, service))
 }
 
 #[cfg(test)]

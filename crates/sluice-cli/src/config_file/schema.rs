@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::service::{ControlToml, MetricsToml};
 use super::values::{AclToml, BackendKind, DigestToml, Dur, Listen, Size};
 
 #[derive(Debug, Deserialize)]
@@ -18,6 +19,8 @@ pub(super) struct FileToml {
     pub(super) keepalive: Option<KeepaliveToml>,
     pub(super) recovery: Option<RecoveryToml>,
     pub(super) limits: Option<LimitsToml>,
+    pub(super) metrics: Option<MetricsToml>,
+    pub(super) control: Option<ControlToml>,
     #[serde(default, rename = "target")]
     pub(super) targets: Vec<Spanned<TargetToml>>,
 }

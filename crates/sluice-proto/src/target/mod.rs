@@ -35,6 +35,7 @@ mod reassign;
 mod recovery;
 pub mod registry;
 mod scsi;
+mod stats;
 mod text;
 mod tmf;
 
@@ -60,6 +61,7 @@ use crate::window::CommandWindow;
 use connection::{ConnState, Connection};
 pub use recovery::RecoveryConfig;
 use scsi::Task;
+pub use stats::SessionStats;
 use tmf::PendingTmf;
 
 /// What a CDB moves, as the SCSI layer judges it (a transport-side copy of the SCSI layer's
@@ -180,6 +182,9 @@ pub struct ScsiWork {
     /// Data-In the initiator expects (its Expected Data Transfer Length when the R bit is
     /// set, else 0).
     pub data_in_len: u32,
+    /// When the SCSI Command PDU arrived (the `now` of that call): the driver measures the
+    /// command's latency from it.
+    pub arrived: Instant,
 }
 
 /// The result of a [`ScsiWork`].
@@ -218,6 +223,9 @@ pub enum CloseReason {
     /// A Logout Request with reason "remove the connection for recovery" (ErrorRecoveryLevel
     /// 2): its tasks wait for reassignment.
     RemovedForRecovery,
+    /// The target's operator closed the session, removed its target or took the initiator
+    /// off the target's ACL. Like a shutdown, nothing waits for connection recovery.
+    Administrative,
 }
 
 impl std::fmt::Display for CloseReason {
@@ -233,6 +241,7 @@ impl std::fmt::Display for CloseReason {
             Self::SessionReinstated => f.write_str("session reinstated by a new login"),
             Self::Dropped => f.write_str("connection dropped by the target"),
             Self::RemovedForRecovery => f.write_str("logged out for connection recovery"),
+            Self::Administrative => f.write_str("closed by the target's operator"),
         }
     }
 }
@@ -307,6 +316,8 @@ pub struct TargetSession {
     /// Whether GOOD status of a read rides in its last Data-In (phase collapse, RFC 7143
     /// section 11.7.3). The initiator has no say: it is the target's choice.
     phase_collapse: bool,
+    /// Recovery and task management counters.
+    stats: SessionStats,
 }
 
 /// How many recently aborted ITTs are remembered (a window's worth is plenty: late Data-Out
@@ -337,6 +348,7 @@ impl TargetSession {
             deferred_slots: Vec::new(),
             orphans: Vec::new(),
             phase_collapse: true,
+            stats: SessionStats::default(),
         };
         let conn = session.insert_connection(leading, now);
         (session, conn)
@@ -460,6 +472,11 @@ impl TargetSession {
         format!("{:?}", self.tasks)
     }
 
+    /// What recovery and task management did so far.
+    pub fn stats(&self) -> &SessionStats {
+        &self.stats
+    }
+
     /// Slots of the CmdSN window held by commands in progress.
     pub fn window_slots_held(&self) -> u32 {
         self.window.active()
@@ -580,6 +597,7 @@ impl TargetSession {
                         | CloseReason::SessionReinstated
                         | CloseReason::ColdReset
                         | CloseReason::Shutdown
+                        | CloseReason::Administrative
                 )
             )
         });

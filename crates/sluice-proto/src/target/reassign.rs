@@ -85,6 +85,7 @@ impl TargetSession {
             held,
             expires: self.now + wait + retain,
         };
+        self.stats.connections_orphaned += 1;
         if retain.is_zero() {
             // "If Time2Retain is 0, the target has already discarded the connection (and
             // possibly the session) state along with the task states" (section 11.15.4).
@@ -239,6 +240,7 @@ impl TargetSession {
         // "The task management response MUST be issued before the reassignment becomes
         // effective" (section 11.5.1): it is queued first on the new connection.
         self.tmf_respond(conn, req.itt, TmfResponse::FunctionComplete, slot);
+        self.stats.tasks_reassigned += 1;
         self.take_over(itt, conn, req.exp_data_sn);
         self.forget_settled_orphans();
     }

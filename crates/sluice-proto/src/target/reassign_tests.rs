@@ -195,6 +195,13 @@ fn reassignment_waits_for_the_logout_of_the_failed_connection() {
         tmf_response_of(&r.drain(2)),
         Some(TmfResponse::FunctionComplete)
     );
+    assert_eq!(
+        (
+            r.s.stats().connections_orphaned,
+            r.s.stats().tasks_reassigned
+        ),
+        (1, 1)
+    );
     // Still running when reassigned: the answer goes to the new connection.
     r.complete(&work[0]);
     let out = r.drain(2);
@@ -356,4 +363,21 @@ fn a_time2retain_of_zero_discards_at_once_and_below_level_2_nothing_waits() {
     r.closed(1);
     assert!(r.s.is_ended());
     assert!(r.env.cleared.is_empty());
+}
+
+#[test]
+fn a_connection_the_operator_closed_is_not_kept_for_recovery() {
+    let mut r = rig(&[1]);
+    r.send(1, read(10, 1, 1));
+    let work = r.works();
+    r.s.close_all(CloseReason::Administrative);
+    assert_eq!(
+        r.events(),
+        vec![(1, Event::Close(CloseReason::Administrative))]
+    );
+    r.closed(1);
+    assert_eq!(r.s.stats().connections_orphaned, 0);
+    assert!(!r.s.is_ended(), "its command is still with the SCSI layer");
+    r.complete(&work[0]);
+    assert!(r.s.is_ended(), "nothing waits for reassignment");
 }

@@ -138,6 +138,7 @@ impl TargetSession {
             };
             task.deadline = None;
             task.timeouts = task.timeouts.saturating_add(1);
+            self.stats.sequence_timeouts += 1;
             let TaskState::Collecting { write, .. } = &mut task.state else {
                 continue;
             };
@@ -180,6 +181,7 @@ impl TargetSession {
         // A header that does not fit the write is ignored: its data would have been refused
         // anyway. The write goes on; its sequence timer still asks for what is missing.
         if let Ok(progress) = write.handle_lost_data_out(header, len, &mut self.ttts) {
+            self.stats.lost_data_out += 1;
             self.write_progress(itt, progress);
         }
     }
@@ -515,6 +517,7 @@ impl TargetSession {
     fn resend_to(&mut self, conn: ConnId, pdu: Pdu) {
         if let Some(c) = self.find_mut(conn).filter(|c| c.state == ConnState::Live) {
             c.queue_resend(pdu);
+            self.stats.pdus_resent += 1;
         }
     }
 }

@@ -150,6 +150,7 @@ fn a_data_snack_replays_the_data_in_pdus_asked_for() {
     // RunLength 0: everything from BegRun, the status-carrying last PDU as stamped.
     r.send(1, snack(SnackType::DataR2t, Itt(5), Ttt::RESERVED, 2, 0));
     assert_eq!(data_ins(&r.drain(1)), sent[2..].to_vec());
+    assert_eq!(r.s.stats().pdus_resent, 4, "two Data-In, then two more");
     r.send(1, snack(SnackType::DataR2t, Itt(5), Ttt::RESERVED, 3, 2));
     assert_eq!(
         reject_reason_of(&r.drain(1)),
@@ -314,6 +315,7 @@ fn a_sequence_reception_timeout_sends_a_recovery_r2t() {
     assert_eq!((again.r2t_sn, again.buffer_offset), (1, 0));
     assert_ne!(again.ttt, r2t.ttt);
     assert_eq!(again.desired_data_transfer_length, 1024);
+    assert_eq!(r.s.stats().sequence_timeouts, 1);
 }
 
 /// Section 7.2.1: a command discarded for a digest error leaves a CmdSN gap; the retried

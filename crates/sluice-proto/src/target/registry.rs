@@ -109,6 +109,12 @@ impl<H: Clone> SessionRegistry<H> {
         }
     }
 
+    /// Changes how many sessions the table admits. Sessions beyond a lowered bound stay; new
+    /// ones are refused until the count falls below it.
+    pub fn set_max_sessions(&mut self, max_sessions: usize) {
+        self.max_sessions = max_sessions;
+    }
+
     /// Early admission of a login naming `tsih` and `cid` (before authentication).
     pub fn check(&self, key: &NexusKey, tsih: Tsih, cid: u16) -> Result<(), LoginStatus> {
         if tsih == Tsih::NEW_SESSION {

@@ -39,6 +39,8 @@ pub(super) struct Task {
     /// Sequence reception timeouts in a row without data in between: each doubles the next
     /// wait, so that a slow initiator is not flooded with recovery R2Ts.
     pub(super) timeouts: u8,
+    /// When its SCSI Command PDU arrived.
+    pub(super) arrived: Instant,
     pub(super) state: TaskState,
 }
 
@@ -182,6 +184,7 @@ impl TargetSession {
             snack_tag: 0,
             deadline: None,
             timeouts: 0,
+            arrived: self.now,
             state: TaskState::Running { write: None, info },
         };
         if !cmd.write {
@@ -353,6 +356,7 @@ impl TargetSession {
             cdb: info.cdb.clone(),
             data_out,
             data_in_len: if info.read { info.edtl } else { 0 },
+            arrived: task.arrived,
         });
         self.tasks.insert(itt, task);
     }
@@ -583,6 +587,9 @@ impl TargetSession {
         let Some(task) = self.tasks.get_mut(&itt) else {
             return;
         };
+        if matches!(by, EndedBy::Tmf(_)) && task.ended.is_none() {
+            self.stats.tasks_aborted += 1;
+        }
         if task.running() {
             task.ended.get_or_insert(by);
             return;

@@ -411,6 +411,7 @@ fn abort_task_of_a_running_command_answers_after_its_result_and_drops_it() {
     assert!(matches!(pdus[..], [Pdu::TaskMgmtResponse(_)]), "{pdus:?}");
     assert_eq!(tmf_response_of(&pdus), Some(TmfResponse::FunctionComplete));
     assert_eq!(r.s.task_count(), 0);
+    assert_eq!(r.s.stats().tasks_aborted, 1);
 }
 
 #[test]

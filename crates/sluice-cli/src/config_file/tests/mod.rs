@@ -2,6 +2,7 @@
 //! and [`target_errors`].
 
 mod errors;
+mod roundtrip;
 mod target_errors;
 
 use std::path::Path;
