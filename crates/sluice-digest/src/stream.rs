@@ -47,6 +47,7 @@ impl Crc32c {
 
     /// Feeds the next piece of data.
     pub fn update(&mut self, data: &[u8]) {
+        let _probe = sluice_probe::span(sluice_probe::Stage::Crc);
         self.state = self.algorithm.update(self.state, data);
     }
 

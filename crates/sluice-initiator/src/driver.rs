@@ -172,6 +172,7 @@ impl Shared {
         oneshot::Receiver<Result<sluice_proto::initiator::CommandResult, Error>>,
     ) {
         let (tx, rx) = oneshot::channel();
+        let _probe = sluice_probe::span(sluice_probe::Stage::Protocol);
         let mut core = self.lock();
         let id = core.submit(cmd, Instant::now());
         self.waiters().insert(Key::Task(id), Waiter::Command(tx));
@@ -372,6 +373,10 @@ impl ConnectionTask {
                     rbuf.reserve(READ_CHUNK.max(rest));
                 }
                 let reading = wbuf.len() < SEND_HIGH_WATER;
+                // Every read and write is a span in a cost-probes build (a newtype that
+                // only forwards otherwise).
+                let mut rd = sluice_probe::ProbedIo(&mut rd);
+                let mut wr = sluice_probe::ProbedIo(&mut wr);
                 tokio::select! {
                     biased;
                     () = self.wake.notified() => Ev::Wake,
@@ -414,6 +419,7 @@ impl ConnectionTask {
     /// Hands every whole PDU in the receive buffer to the core (under one lock), finishing
     /// and starting in-place payloads (see `placement`).
     fn handle_received(&mut self) -> Result<(), Error> {
+        let _probe = sluice_probe::span(sluice_probe::Stage::Protocol);
         let shared = Arc::clone(&self.shared);
         let mut core = shared.lock();
         let r =
@@ -425,6 +431,7 @@ impl ConnectionTask {
     /// Takes this connection's PDUs from the core into the send buffer and does what the
     /// core asks of the driver. Returns the core's next deadline.
     fn pump(&mut self) -> Option<Instant> {
+        let _probe = sluice_probe::span(sluice_probe::Stage::Protocol);
         let shared = Arc::clone(&self.shared);
         let mut core = shared.lock();
         while let Some(pdu) = core.poll_transmit(self.id) {
@@ -461,7 +468,7 @@ impl ConnectionTask {
 /// receive buffer. Cancel-safe like `read_buf`: the bytes are either all accounted or none
 /// were read.
 async fn read_some(
-    rd: &mut tokio::net::tcp::ReadHalf<'_>,
+    rd: &mut (impl tokio::io::AsyncRead + Unpin),
     rbuf: &mut BytesMut,
     limit: usize,
     place: Option<&mut Placing>,

@@ -100,6 +100,7 @@ impl Transport {
 
     /// Appends `pdu` to the send buffer.
     pub(crate) fn queue(&mut self, pdu: &Pdu) {
+        let _probe = sluice_probe::span(sluice_probe::Stage::Framing);
         let before = self.wbuf.len();
         encode(pdu, self.digests, &mut self.wbuf);
         self.counters.pdu_sent(pdu, self.wbuf.len() - before);
@@ -153,7 +154,10 @@ impl Transport {
 
     /// Cuts the next PDU off the receive buffer, if a whole one is there.
     pub(crate) fn decode(&mut self) -> Result<Option<Pdu>, Error> {
-        match self.framer.decode(&mut self.rbuf) {
+        let framing = sluice_probe::span(sluice_probe::Stage::Framing);
+        let decoded = self.framer.decode(&mut self.rbuf);
+        framing.close();
+        match decoded {
             Ok(Some(pdu)) => {
                 self.counters.pdu_received(pdu.opcode());
                 self.trace_received(&pdu);

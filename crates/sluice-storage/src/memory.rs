@@ -173,6 +173,7 @@ impl MemoryDevice {
     }
 
     fn read_piece(&self, index: usize, in_chunk: usize, out: &mut [u8]) {
+        let _probe = sluice_probe::span(sluice_probe::Stage::Copy);
         match &*self.read_chunk(index) {
             Some(data) => out.copy_from_slice(&data[in_chunk..in_chunk + out.len()]),
             None => out.fill(0),
@@ -182,6 +183,7 @@ impl MemoryDevice {
     fn write_piece(&self, index: usize, in_chunk: usize, data: &[u8]) {
         let mut chunk = self.write_chunk(index);
         let arc = chunk.get_or_insert_with(|| zeroed_chunk(self.chunk_len(index)));
+        let _probe = sluice_probe::span(sluice_probe::Stage::Copy);
         // Copies the chunk only if a read handed out without a copy still holds it.
         Arc::make_mut(arc)[in_chunk..in_chunk + data.len()].copy_from_slice(data);
     }
@@ -274,6 +276,7 @@ impl BlockDevice for MemoryDevice {
     ) -> Result<(), StorageError> {
         check_range(offset, len as u64, self.size_bytes)?;
         out.reserve(len);
+        let _probe = sluice_probe::span(sluice_probe::Stage::Copy);
         // One copy out of the chunk, no zero-fill of `out` first.
         Self::for_each_chunk(offset, len, |index, in_chunk, range| {
             match &*self.read_chunk(index) {

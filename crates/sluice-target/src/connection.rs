@@ -40,6 +40,19 @@ pub(crate) trait ReadHalf: AsyncRead + Send + Unpin {
     }
 }
 
+#[cfg(feature = "cost-probes")]
+impl<R: ReadHalf> ReadHalf for sluice_probe::ProbedIo<R> {
+    fn socket(&self) -> Option<socket2::SockRef<'_>> {
+        self.0.socket()
+    }
+}
+
+impl<R: ReadHalf + ?Sized> ReadHalf for Box<R> {
+    fn socket(&self) -> Option<socket2::SockRef<'_>> {
+        (**self).socket()
+    }
+}
+
 impl ReadHalf for tokio::net::tcp::OwnedReadHalf {
     fn socket(&self) -> Option<socket2::SockRef<'_>> {
         Some(socket2::SockRef::from(self.as_ref()))
@@ -164,6 +177,9 @@ pub(crate) enum Incoming {
 
 impl Reader {
     fn new(rd: Box<dyn ReadHalf>) -> Self {
+        // A cost-probes build times every socket read (see `sluice_probe::ProbedIo`).
+        #[cfg(feature = "cost-probes")]
+        let rd: Box<dyn ReadHalf> = Box::new(sluice_probe::ProbedIo(rd));
         Self {
             rd,
             buf: BytesMut::with_capacity(8192),
@@ -218,6 +234,7 @@ impl Reader {
             return Ok(None);
         };
         let deadline = std::time::Instant::now() + self.busy.budget;
+        let spinning = sluice_probe::span(sluice_probe::Stage::Poll);
         while !readable_now(&sock)? {
             if std::time::Instant::now() >= deadline {
                 self.busy.miss();
@@ -229,6 +246,7 @@ impl Reader {
             // the CPU the answer is waiting for.
             std::thread::yield_now();
         }
+        spinning.close();
         self.busy.hit();
         if need > DIRECT_READ {
             return Ok(None);
@@ -236,6 +254,7 @@ impl Reader {
         let start = self.buf.len();
         self.buf.resize(start + DIRECT_READ, 0);
         let mut s: &socket2::Socket = &sock;
+        let _probe = sluice_probe::span(sluice_probe::Stage::Syscall);
         loop {
             match s.read(&mut self.buf[start..]) {
                 Ok(n) => {
@@ -264,7 +283,10 @@ impl Reader {
     /// The next PDU (or a rejectable error), reading from the socket as needed.
     pub(crate) async fn next(&mut self) -> Result<Incoming, ReadEnd> {
         loop {
-            match self.framer.decode(&mut self.buf) {
+            let framing = sluice_probe::span(sluice_probe::Stage::Framing);
+            let decoded = self.framer.decode(&mut self.buf);
+            framing.close();
+            match decoded {
                 Ok(Some(pdu)) => {
                     self.decoded += 1;
                     return Ok(Incoming::Pdu(pdu));

@@ -202,6 +202,7 @@ impl<'a> Connection<'a> {
             };
             let now = Instant::now().into_std();
             {
+                let _probe = sluice_probe::span(sluice_probe::Stage::Protocol);
                 let session = Arc::clone(&self.session);
                 let mut env = self.env();
                 let mut core = session.lock();
@@ -249,12 +250,15 @@ impl<'a> Connection<'a> {
     /// and wakes the other connections that have some.
     async fn pump(&mut self) -> Result<(), End> {
         loop {
+            let polling = sluice_probe::span(sluice_probe::Stage::Protocol);
             let work = self.session.lock().poll_work();
+            polling.close();
             let Some(work) = work else {
                 break;
             };
             let ticket = work.ticket;
             let completion = self.execute(work).await?;
+            let _probe = sluice_probe::span(sluice_probe::Stage::Protocol);
             let session = Arc::clone(&self.session);
             let mut env = self.env();
             session
@@ -263,6 +267,7 @@ impl<'a> Connection<'a> {
         }
         let mut cold_reset = false;
         {
+            let _probe = sluice_probe::span(sluice_probe::Stage::Protocol);
             let session = Arc::clone(&self.session);
             let mut core = session.lock();
             while let Some(pdu) = core.poll_transmit(self.id) {
@@ -322,6 +327,7 @@ impl<'a> Connection<'a> {
                 }
             }
         } else {
+            let _probe = sluice_probe::span(sluice_probe::Stage::Scsi);
             let (c, b) = run(&target.scsi, nexus, &work, buf);
             (c, b, work)
         };

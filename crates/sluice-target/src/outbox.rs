@@ -71,6 +71,7 @@ impl Outbox {
 
     /// Queues a PDU.
     pub(crate) fn push(&mut self, pdu: &Pdu) {
+        let _probe = sluice_probe::span(sluice_probe::Stage::Framing);
         if let Some(faults) = &self.faults {
             // The hook needs the whole frame in one piece; this path is for tests only.
             let mut frame = BytesMut::new();
@@ -191,7 +192,13 @@ impl Outbox {
             count += 1;
         }
         let slices = &slices[..count];
-        let written = match Pin::new(&mut self.wr).poll_write_vectored(cx, slices) {
+        let mut probe = sluice_probe::span(sluice_probe::Stage::Syscall);
+        let polled = Pin::new(&mut self.wr).poll_write_vectored(cx, slices);
+        if polled.is_pending() {
+            probe.relabel(sluice_probe::Stage::Poll);
+        }
+        probe.close();
+        let written = match polled {
             Poll::Ready(Ok(0)) if !slices.is_empty() => {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()))
             }

@@ -152,6 +152,7 @@ impl MappedFile {
             let _guard = self.stripes[(at / STRIPE_BYTES) % STRIPES]
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
+            let copying = sluice_probe::span(sluice_probe::Stage::Copy);
             // SAFETY: `at + n <= len` (checked above), so the destination lies inside the live
             // writable mapping `ptr` came from (kept alive by `self.bytes`), and `data[done..]`
             // has at least `n` bytes. `copy` (memmove) stays correct even if a caller passed
@@ -161,6 +162,7 @@ impl MappedFile {
             unsafe {
                 std::ptr::copy(data[done..].as_ptr(), ptr.as_ptr().add(at), n);
             }
+            copying.close();
             self.crcs.written(&self.bytes, at, at + n);
             done += n;
         }
