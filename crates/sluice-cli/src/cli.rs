@@ -108,6 +108,10 @@ pub struct ProxyArgs {
 /// `sluice lab` experiments.
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
+    /// Where the CPU goes per PDU on sluice's own data path, both roles, stage by stage (the
+    /// fast-path study's Figures 11, 12, 15 and 17); needs a build with `--features cost-probes`.
+    #[command(name = "pdu-cost", after_help = PDU_COST_AFTER_HELP)]
+    PduCost(PduCostArgs),
     /// The fast-path study's CRC32C measurements (Joglekar, Kounavis and Berry): every
     /// algorithm in cycles per byte and GB/s from 64 B to 1 MiB, warm and cold, and copy with
     /// CRC apart and fused.
@@ -126,6 +130,35 @@ pub enum LabCommand {
     /// swept, the paper's figures, equations (1)-(3) and Table 2 checked on this machine.
     #[command(after_help = SWEEP_AFTER_HELP)]
     Sweep(SweepArgs),
+}
+
+/// Text after `sluice lab pdu-cost --help`.
+const PDU_COST_AFTER_HELP: &str = "\
+Needs a sluice built with cost probes (they cost nothing when compiled out):
+  cargo build --release -p sluice-cli --features cost-probes
+A target runs in this process for every point, on its own threads, over loopback TCP; the
+probes split each role's CPU time into socket calls, framing, CRC32C, copies, the session
+cores and the SCSI layer, per data PDU. Presets: tiny (seconds), quick (minutes), fig11
+(reads of 512 B to 8 KiB in one 8 KiB PDU), fig12 (reads of 8 to 64 KiB in 8 KiB PDUs),
+sizes (Data-In and Data-Out of 512 B to 1 MiB, every digest mode), full. Output as for
+sluice lab crc; --resume continues. Example:
+  sluice lab pdu-cost --preset quick --out pdu-quick";
+
+/// `sluice lab pdu-cost`.
+#[derive(Debug, Args)]
+pub struct PduCostArgs {
+    /// What to run (see below).
+    #[arg(long, default_value = "quick")]
+    pub preset: String,
+    /// Output directory.
+    #[arg(long, default_value = "pdu-cost")]
+    pub out: PathBuf,
+    /// Continue a run in --out: points already in its results.csv are not measured again.
+    #[arg(long)]
+    pub resume: bool,
+    /// Only redraw the figures and the report from --out's results.csv.
+    #[arg(long)]
+    pub report_only: bool,
 }
 
 /// Text after `sluice lab crc --help`.

@@ -24,7 +24,7 @@ use crate::client_common::runtime;
 use crate::lab_files::{machine_line, progress_bar, StudyDir};
 
 /// The target name spawned targets serve.
-const IQN: &str = "iqn.2026-11.io.sluice:sweep";
+pub(crate) const IQN: &str = "iqn.2026-11.io.sluice:sweep";
 
 /// Size of each spawned RAM LUN (sparse: only what is written takes memory).
 const LUN_BYTES: u64 = 1 << 30;
@@ -250,7 +250,7 @@ impl Spawned {
 
 /// The target configuration that makes the target's side of the negotiation offer exactly
 /// `p`'s values (RFC 7143 section 13: each side's offer bounds the result).
-fn target_toml(p: &Point, host: &str, port: u16) -> String {
+pub(crate) fn target_toml(p: &Point, host: &str, port: u16) -> String {
     let digest = |on: bool| if on { "require" } else { "forbid" };
     let mut s = format!(
         "listen = [\"{host}:{port}\"]\n\n[session]\n\

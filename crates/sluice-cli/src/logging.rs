@@ -68,8 +68,25 @@ where
 
 /// Installs the global subscriber. `RUST_LOG`, when set and valid, overrides `-v`.
 pub fn init(verbose: u8, format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(default_filter(verbose)));
+    init_with(default_filter(verbose), format);
+}
+
+/// [`init`] for a command that serves a target in its own process as an instrument (`sluice
+/// lab pdu-cost`): without `-v` only warnings, so that every point's logins and logouts do
+/// not bury the progress bar.
+pub fn init_quiet(verbose: u8, format: LogFormat) {
+    init_with(
+        if verbose == 0 {
+            "warn"
+        } else {
+            default_filter(verbose)
+        },
+        format,
+    );
+}
+
+fn init_with(default: &str, format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     if format == LogFormat::Text && stderr_is_journal() {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(filter)

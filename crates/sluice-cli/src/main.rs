@@ -29,6 +29,7 @@ mod cmd_discover;
 mod cmd_inquiry;
 mod cmd_lab;
 mod cmd_lab_crc;
+mod cmd_lab_pdu_cost;
 mod cmd_proxy;
 mod cmd_rw;
 mod cmd_sim;
@@ -74,7 +75,11 @@ fn main() -> ExitCode {
         }
     }
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    logging::init(cli.verbose, cli.log_format);
+    if matches!(cli.command, Command::Lab(LabCommand::PduCost(_))) {
+        logging::init_quiet(cli.verbose, cli.log_format);
+    } else {
+        logging::init(cli.verbose, cli.log_format);
+    }
     let result = match &cli.command {
         Command::Target(args) => {
             let sub = matches
@@ -83,6 +88,7 @@ fn main() -> ExitCode {
             cmd_target::run(args, sub)
         }
         Command::Lab(LabCommand::Crc(args)) => cmd_lab_crc::run(args),
+        Command::Lab(LabCommand::PduCost(args)) => cmd_lab_pdu_cost::run(args),
         Command::Lab(LabCommand::Loopback(args)) => cmd_lab::run_loopback(args),
         Command::Lab(LabCommand::Sim(args)) => cmd_sim::run(args),
         Command::Lab(LabCommand::Sweep(args)) => cmd_sweep::run(args),

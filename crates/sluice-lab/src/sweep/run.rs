@@ -253,7 +253,7 @@ async fn run_point(
 
 /// Login options whose offers force `point`'s values (RFC 7143 section 13: the target can
 /// only lower the numerical ones and must agree to the boolean ones we ask for).
-fn offers(url: &IscsiUrl, p: &Point) -> Result<ConnectOptions, String> {
+pub(crate) fn offers(url: &IscsiUrl, p: &Point) -> Result<ConnectOptions, String> {
     let mut o = ConnectOptions::from_url(url).map_err(|e| e.to_string())?;
     let yn = |b: bool| if b { "Yes" } else { "No" };
     let keys = [
