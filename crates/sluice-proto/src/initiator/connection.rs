@@ -224,12 +224,17 @@ impl Connection {
         self.status.as_ref().is_some_and(|t| !t.ahead.is_empty())
     }
 
-    /// Under recovery: asks again for every status still missing before the highest seen.
+    /// Under recovery: the first run of statuses still missing, the one that holds
+    /// acknowledgement back: from ExpStatSN to the first status received past it. Not every
+    /// status up to the highest seen: the ones received since would come again for nothing
+    /// (hundreds of resent PDUs for one lost), and a link that loses the same place in every
+    /// such burst would lose the missing one every time. Later holes are asked for once this
+    /// one closes.
     pub(super) fn missing_statuses(&mut self) -> Option<(SeqNum, u32)> {
         let exp = self.exp_stat_sn;
         let t = self.status.as_mut()?;
-        let last = *t.ahead.last()?;
-        Some((exp, last.distance_from(exp)))
+        let first = *t.ahead.first()?;
+        Some((exp, first.distance_from(exp)))
     }
 
     /// The target cannot resend statuses `beg` and the `run` after it (0: all up to the

@@ -193,6 +193,44 @@ fn a_window_held_shut_is_probed_on_every_connection_with_its_own_exp_stat_sn() {
     }
 }
 
+/// A status gap asked for again asks for its first hole only: not every status up to the
+/// highest seen, which the initiator has (the target would resend them all, and a link that
+/// drops the same place of every such burst would drop the missing one every time).
+#[test]
+fn a_stale_status_gap_asks_for_its_first_hole_only() {
+    let mut r = Rig::with(1, Policy::RoundRobin, erl1());
+    for _ in 0..5 {
+        r.s.submit(tur(), r.now);
+    }
+    let sent = commands(&r.drain(0));
+    // StatSN 0 arrives, 1 is lost, 2 arrives, 3 is lost, 4 arrives.
+    for (n, (itt, _)) in sent.iter().enumerate() {
+        if n == 1 || n == 3 {
+            let _lost = r.next_stat_sn(0);
+            continue;
+        }
+        r.respond(0, *itt, 9, 16);
+    }
+    let first_asks = snacks(&r.drain(0));
+    assert_eq!(
+        first_asks,
+        vec![
+            (SnackType::Status, Itt::RESERVED, 1, 1),
+            (SnackType::Status, Itt::RESERVED, 3, 1)
+        ]
+    );
+    // Nothing comes back: a retry period later the gap is asked for again, from where
+    // acknowledgement stands to the first status received past it.
+    let at = r.now + RecoveryConfig::default().retry_timeout * 2;
+    r.now = at;
+    r.s.handle_timeout(at);
+    let again: Vec<_> = snacks(&r.drain(0))
+        .into_iter()
+        .filter(|s| s.0 == SnackType::Status)
+        .collect();
+    assert_eq!(again, vec![(SnackType::Status, Itt::RESERVED, 1, 1)]);
+}
+
 #[test]
 fn a_connection_that_joins_a_session_being_reinstated_is_closed() {
     let mut r = Rig::new(1, Policy::RoundRobin);
