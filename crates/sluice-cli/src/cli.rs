@@ -164,10 +164,10 @@ pub struct PduCostArgs {
 /// Text after `sluice lab crc --help`.
 const CRC_AFTER_HELP: &str = "\
 Presets: tiny (seconds), quick (about a minute), fig14 (the paper's Figure 14: 512 B to 8 KiB),
-fig16 (copy and CRC apart and fused: 8 KiB, 64 KiB, 1 MiB), sizes (64 B to 1 MiB), full.
+fig16 (copy and CRC apart and fused: 8 KiB, 64 KiB, 1 MiB), sizes (48 B to 1 MiB), full.
 Algorithms: bitwise (the long division), sarwate, slicing-by-4/8/16, sse4.2 (the crc32
 instruction, one chain), sse4.2-x3 (three interleaved chains), crc-fast (folded carry-less
-multiply, what sluice's data path uses). Every algorithm is checked against RFC 3720 B.4 and
+multiply), sluice (what its data path runs: sse4.2 up to 64 bytes, crc-fast above). Every algorithm is checked against RFC 3720 B.4 and
 against the others before anything is timed. The output directory gets results.csv and
 results.json (one row per measurement: medians and spread of the trials, TSC cycles per byte,
 GB/s), PNG figures and report.md; --resume continues an interrupted run. Examples:

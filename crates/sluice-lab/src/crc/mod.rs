@@ -4,8 +4,9 @@
 //! Implementation", timed Sarwate's table-driven CRC against their Slicing-by-8 in cycles per
 //! byte. [`LabCrc`] is the set the lab compares today: every table-driven algorithm of
 //! `sluice-digest` (bitwise, Sarwate, Slicing-by-4/8/16), the SSE4.2 `crc32` instruction in one
-//! and three interleaved streams ([`sse42`]), and the folded carry-less multiply of `crc-fast`
-//! that the product uses. [`timing`] measures one of them on one buffer size, warm or cold.
+//! and three interleaved streams ([`sse42`]), the folded carry-less multiply of `crc-fast`, and
+//! what the product runs (`sluice`: the instruction up to 64 bytes, `crc-fast` above).
+//! [`timing`] measures one of them on one buffer size, warm or cold.
 
 pub mod fused;
 pub mod sse42;
@@ -20,8 +21,10 @@ use sluice_digest::{Algorithm, INITIAL_STATE};
 /// One CRC32C implementation the lab can time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LabCrc {
-    /// An implementation of `sluice-digest` (its `Hardware` is `crc-fast`).
+    /// An implementation of `sluice-digest` (its `Hardware` is what the data path runs).
     Digest(Algorithm),
+    /// `crc-fast` alone, whatever the length.
+    CrcFast,
     /// SSE4.2 `crc32`, one dependent chain.
     Sse42One,
     /// SSE4.2 `crc32`, three interleaved chains joined by carry-less arithmetic.
@@ -30,7 +33,7 @@ pub enum LabCrc {
 
 impl LabCrc {
     /// Every implementation, in the order the lab reports them.
-    pub const ALL: [LabCrc; 8] = [
+    pub const ALL: [LabCrc; 9] = [
         LabCrc::Digest(Algorithm::Bitwise),
         LabCrc::Digest(Algorithm::Sarwate),
         LabCrc::Digest(Algorithm::SlicingBy4),
@@ -38,6 +41,7 @@ impl LabCrc {
         LabCrc::Digest(Algorithm::SlicingBy16),
         LabCrc::Sse42One,
         LabCrc::Sse42Three,
+        LabCrc::CrcFast,
         LabCrc::Digest(Algorithm::Hardware),
     ];
 
@@ -45,8 +49,9 @@ impl LabCrc {
     #[must_use]
     pub fn name(self) -> &'static str {
         match self {
-            LabCrc::Digest(Algorithm::Hardware) => "crc-fast",
+            LabCrc::Digest(Algorithm::Hardware) => "sluice",
             LabCrc::Digest(a) => a.name(),
+            LabCrc::CrcFast => "crc-fast",
             LabCrc::Sse42One => "sse4.2",
             LabCrc::Sse42Three => "sse4.2-x3",
         }
@@ -56,7 +61,7 @@ impl LabCrc {
     #[must_use]
     pub fn available(self) -> bool {
         match self {
-            LabCrc::Digest(_) => true,
+            LabCrc::Digest(_) | LabCrc::CrcFast => true,
             LabCrc::Sse42One | LabCrc::Sse42Three => sse42::available(),
         }
     }
@@ -73,6 +78,7 @@ impl LabCrc {
                 std::hint::black_box(sluice_digest::POLY_REFLECTED),
             )),
             LabCrc::Digest(a) => Some(a.update(state, data)),
+            LabCrc::CrcFast => Some(sluice_digest::hardware::crc_fast_update(state, data)),
             LabCrc::Sse42One => sse42::update_one(state, data),
             LabCrc::Sse42Three => sse42::update_three(state, data),
         }
