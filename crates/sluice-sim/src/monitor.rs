@@ -27,6 +27,9 @@ pub(crate) struct LinkMonitor {
     /// Data-In and R2Ts go on with the numbers of the connection they came from, so the first
     /// one here sets where this connection's count starts (RFC 7143 section 7.2.2).
     reassigned: std::collections::HashSet<Itt>,
+    /// Tasks a TASK REASSIGN asked to move to this connection, ever (a repeated request
+    /// changes nothing).
+    reassign_requested: std::collections::HashSet<Itt>,
 }
 
 /// Checks across the connections of the session.
@@ -314,7 +317,13 @@ impl LinkMonitor {
                     .or_insert(t.referenced_task_tag);
                 session.widen(t.ref_cmd_sn);
             }
-            if t.function == sluice_proto::pdu::codes::TmfFunction::TaskReassign {
+            // Only the first TASK REASSIGN of a task on this connection moves its numbering
+            // here: the initiator sends it again when the answer is slow or lost, and the
+            // target, which already took the task over, goes on where it was ("Reassigned here
+            // already"), so the count must too.
+            if t.function == sluice_proto::pdu::codes::TmfFunction::TaskReassign
+                && self.reassign_requested.insert(t.referenced_task_tag)
+            {
                 let itt = t.referenced_task_tag;
                 self.reassigned.insert(itt);
                 self.data_in_sn.remove(&itt);
