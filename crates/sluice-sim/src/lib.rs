@@ -196,12 +196,15 @@ mod tests {
     /// From the million-seed run of 2026-11-26: a status gap asked for whole, whose missing
     /// status a periodic drop lost every time while the target held its window shut on
     /// unacknowledged read data (4034504, 4055970), and a repeated TASK REASSIGN that reset
-    /// the monitor's count of the task's DataSNs (4748299).
+    /// the monitor's count of the task's DataSNs (4748299), and reads restarted with an R-Data
+    /// SNACK after one lost Data SNACK answer while every other Data-In was lost, too slow to
+    /// finish (4609443).
     #[test]
     fn former_failures_stay_fixed() {
         for seed in [
             551_134, 693_047, 549_705, 598_875, 679_196, 976_491, 413_401, 568_265, 697_031,
             589_339, 721_496, 977_824, 563_787, 438_501, 4_034_504, 4_055_970, 4_748_299,
+            4_609_443,
         ] {
             let cfg = SimConfig {
                 seed,

@@ -264,9 +264,9 @@ fn a_copy_of_a_status_reaches_a_read_that_discarded_its_data() {
     // DataSN 0 lost, the status in DataSN 1 arrived: the read waits for its data.
     r.send(0, data_in(itt, 1, Some(status_sn)));
     r.drain(0);
-    // Two retry periods without it: a Data SNACK, then an R-Data SNACK (the read discards
-    // what it had).
-    for _ in 0..2 {
+    // Three retry periods without it: a Data SNACK, once more, then an R-Data SNACK (the read
+    // discards what it had).
+    for _ in 0..3 {
         let at = r.s.poll_timeout().unwrap();
         r.now = at + Duration::from_secs(2);
         r.s.handle_timeout(r.now);

@@ -19,6 +19,10 @@ use crate::task::{Residual, TaskError};
 /// Most holes one stall asks for with Data SNACKs (the rest wait for the next stall).
 const MAX_HOLES_ASKED: usize = 32;
 
+/// Stalls in a row without a missing Data-In getting through (counting the first, which has
+/// nothing to compare with) before the read falls back to an R-Data SNACK.
+const RDATA_AFTER_FRUITLESS: u32 = 3;
+
 /// Something the read asks the target for; the session turns it into a SNACK Request.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
 pub enum ReadAsk {
@@ -210,7 +214,12 @@ impl InitiatorRead {
             };
             r.missing_at_stall = Some(missing_now);
         }
-        if missing && (!stalled || progressed) {
+        // A Data SNACK whose answer was lost too (one fruitless round) is tried once more
+        // before giving up on them: one lost retransmission is likelier than a target that
+        // cannot resend, and a fixed pattern of losses can hit the last lone retransmission
+        // of every round while the next one gets through.
+        let fruitless = self.recovery.as_ref().map_or(0, |r| r.fruitless_stalls);
+        if missing && (!stalled || progressed || fruitless < RDATA_AFTER_FRUITLESS) {
             // Each hole asked for again (its SNACK, or what it asked for, may have been lost
             // too), up to a bound; a status that arrived says where the tail ends.
             if let Some(r) = self.recovery.as_mut() {

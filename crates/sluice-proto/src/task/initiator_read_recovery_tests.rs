@@ -150,6 +150,12 @@ fn a_stuck_read_asks_again_then_restarts_with_an_r_data_snack() {
         "the hole, asked for again"
     );
     r.handle_stall(5);
+    assert_eq!(
+        r.take_asks().to_vec(),
+        vec![snack(6, 3)],
+        "once more: that answer may have been lost too"
+    );
+    r.handle_stall(5);
     assert_eq!(r.take_asks().to_vec(), vec![ReadAsk::RData { tag: 5 }]);
     assert_eq!(r.acknowledged_data_sn(), 4);
     // The target resends from DataSN 4, cut to 1 KiB now, and ends with a tagged Response.
@@ -207,14 +213,19 @@ fn data_snacks_that_fill_holes_go_on_and_fruitless_stalls_are_counted() {
     r.handle_stall(6);
     assert_eq!(r.take_asks().to_vec(), vec![snack(1, 1), snack(5, 1)]);
     assert_eq!(r.fruitless_stalls(), 0);
-    // Nothing more arrives: the stalls count up (the session gives the read up at its bound),
-    // asking alternately with Data SNACKs and an R-Data SNACK.
-    r.handle_stall(7);
-    assert_eq!(r.take_asks().to_vec(), vec![ReadAsk::RData { tag: 7 }]);
-    assert_eq!(r.fruitless_stalls(), 1);
-    r.handle_stall(8);
-    r.take_asks();
+    // Nothing more arrives: the stalls count up (the session gives the read up at its bound);
+    // the holes are asked for twice more, then everything with an R-Data SNACK.
+    for tag in [7, 8] {
+        r.handle_stall(tag);
+        assert_eq!(r.take_asks().to_vec(), vec![snack(1, 1), snack(5, 1)]);
+    }
     assert_eq!(r.fruitless_stalls(), 2);
+    r.handle_stall(9);
+    assert_eq!(r.take_asks().to_vec(), vec![ReadAsk::RData { tag: 9 }]);
+    assert_eq!(r.fruitless_stalls(), 3);
+    r.handle_stall(10);
+    r.take_asks();
+    assert_eq!(r.fruitless_stalls(), 4);
 }
 
 /// One step of a read's life under recovery, for the property below.
