@@ -5,7 +5,7 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
 
-use crate::{check_range, checked_size, BlockDevice, StorageError};
+use crate::{check_range, checked_size, BlockDevice, Extent, Provisioning, StorageError};
 
 /// Bytes per chunk: the unit in which memory is committed and locked.
 ///
@@ -36,7 +36,9 @@ type Chunk = Option<Arc<Box<[u8]>>>;
 /// whole (SCSI does not require it to be; each chunk's part is).
 ///
 /// [`write_zeroes`](BlockDevice::write_zeroes) and [`discard`](BlockDevice::discard) release
-/// whole chunks and zero partial ones: discarded blocks read as zeros.
+/// whole chunks and zero partial ones: discarded blocks read as zeros, and a chunk that a
+/// discard leaves all zeros is released too. A chunk holding memory is reported mapped
+/// ([`BlockDevice::provisioning`]), one without deallocated.
 ///
 /// Reads of 64 KiB or more inside one chunk are served without a copy
 /// ([`BlockDevice::read_shared`]): the socket copies straight from the chunk, as it does from
@@ -196,6 +198,39 @@ impl MemoryDevice {
             Arc::make_mut(arc)[in_chunk..in_chunk + len].fill(0);
         }
     }
+
+    /// Like [`zero_piece`](Self::zero_piece), and a chunk that is then all zeros is released
+    /// too: discarding a chunk piece by piece (UNMAP in 4 KiB pieces, say) ends up giving its
+    /// memory back, as discarding it at once does.
+    fn discard_piece(&self, index: usize, in_chunk: usize, len: usize) {
+        let mut chunk = self.write_chunk(index);
+        if len == self.chunk_len(index) {
+            *chunk = None;
+            return;
+        }
+        let Some(arc) = chunk.as_mut() else {
+            return;
+        };
+        Arc::make_mut(arc)[in_chunk..in_chunk + len].fill(0);
+        if arc.iter().all(|&b| b == 0) {
+            *chunk = None;
+        }
+    }
+
+    /// Walks `len` bytes from `offset` (checked) in `usize`-sized steps: `len` itself may
+    /// exceed `usize` on 32-bit targets, while the chunk table fits in memory.
+    fn for_each_chunk_u64(
+        offset: u64,
+        len: u64,
+        mut f: impl FnMut(usize, usize, std::ops::Range<usize>),
+    ) {
+        let mut done = 0u64;
+        while done < len {
+            let step = (len - done).min(usize::MAX as u64 / 2) as usize;
+            Self::for_each_chunk(offset + done, step, &mut f);
+            done += step as u64;
+        }
+    }
 }
 
 /// Length of chunk `index` of a device of `size_bytes`.
@@ -308,21 +343,68 @@ impl BlockDevice for MemoryDevice {
 
     fn write_zeroes(&self, offset: u64, len: u64, _fua: bool) -> Result<(), StorageError> {
         check_range(offset, len, self.size_bytes)?;
-        // The range is inside the device, whose chunk table fits in memory, but `len` itself
-        // may exceed usize on 32-bit targets: walk it in usize-sized steps.
-        let mut done = 0u64;
-        while done < len {
-            let step = (len - done).min(usize::MAX as u64 / 2) as usize;
-            Self::for_each_chunk(offset + done, step, |index, in_chunk, range| {
-                self.zero_piece(index, in_chunk, range.len());
-            });
-            done += step as u64;
-        }
+        Self::for_each_chunk_u64(offset, len, |index, in_chunk, range| {
+            self.zero_piece(index, in_chunk, range.len());
+        });
         Ok(())
     }
 
     fn discard(&self, offset: u64, len: u64) -> Result<(), StorageError> {
-        self.write_zeroes(offset, len, false)
+        check_range(offset, len, self.size_bytes)?;
+        Self::for_each_chunk_u64(offset, len, |index, in_chunk, range| {
+            self.discard_piece(index, in_chunk, range.len());
+        });
+        Ok(())
+    }
+
+    fn deallocates(&self) -> bool {
+        true
+    }
+
+    fn deallocation_granularity(&self) -> u64 {
+        CHUNK_BYTES as u64
+    }
+
+    /// A chunk is mapped while it holds memory; runs end at chunk boundaries where the state
+    /// changes.
+    fn provisioning(&self, offset: u64, len: u64) -> Result<Extent, StorageError> {
+        check_range(offset, len, self.size_bytes)?;
+        let chunk = CHUNK_BYTES as u64;
+        // In range, so the chunk index fits in usize (checked in `new`).
+        let state_of = |index: u64| {
+            if self.read_chunk(index as usize).is_some() {
+                Provisioning::Mapped
+            } else {
+                Provisioning::Deallocated
+            }
+        };
+        let first = offset / chunk;
+        let state = state_of(first);
+        let end = offset.saturating_add(len);
+        let mut run_end = ((first + 1) * chunk).min(end);
+        while run_end < end && state_of(run_end / chunk) == state {
+            run_end = (run_end + chunk).min(end);
+        }
+        Ok(Extent {
+            state,
+            len: run_end - offset,
+        })
+    }
+
+    fn allocated_bytes(&self) -> Option<u64> {
+        Some(self.resident_bytes())
+    }
+
+    /// Memory is written in pages.
+    fn physical_block_size(&self) -> u32 {
+        self.block_size.max(4096)
+    }
+
+    /// The data lives as long as the process: no crash can leave a write half done on a
+    /// medium that outlives it. (Concurrent commands are kept apart by the SCSI layer's
+    /// exclusive lock.)
+    fn atomic_writes(&self) -> bool {
+        true
     }
 }
 
@@ -377,6 +459,30 @@ mod tests {
         dev.write_at(CHUNK_BYTES as u64 - 512, &[2; 1024], false)
             .unwrap();
         assert_eq!(dev.resident_bytes(), 3 * CHUNK_BYTES as u64);
+    }
+
+    #[test]
+    fn a_chunk_discarded_piece_by_piece_is_released() {
+        let dev = MemoryDevice::new(512, 8192); // 4 MiB
+        dev.write_at(0, &[7; 3 * CHUNK_BYTES], false).unwrap();
+        assert_eq!(dev.resident_bytes(), 3 * CHUNK_BYTES as u64);
+        for piece in 0..(CHUNK_BYTES / 4096) as u64 {
+            assert_eq!(dev.resident_bytes(), 3 * CHUNK_BYTES as u64);
+            dev.discard(CHUNK_BYTES as u64 + piece * 4096, 4096).unwrap();
+        }
+        assert_eq!(dev.resident_bytes(), 2 * CHUNK_BYTES as u64);
+        let e = dev.provisioning(0, 4 * CHUNK_BYTES as u64).unwrap();
+        assert_eq!((e.state, e.len), (Provisioning::Mapped, CHUNK_BYTES as u64));
+        let e = dev
+            .provisioning(CHUNK_BYTES as u64 + 512, 3 * CHUNK_BYTES as u64 - 512)
+            .unwrap();
+        assert_eq!(
+            (e.state, e.len),
+            (Provisioning::Deallocated, CHUNK_BYTES as u64 - 512)
+        );
+        // Written zeros are data too: a write never releases a chunk.
+        dev.write_at(0, &vec![0; CHUNK_BYTES], false).unwrap();
+        assert_eq!(dev.resident_bytes(), 2 * CHUNK_BYTES as u64);
     }
 
     #[test]
