@@ -58,6 +58,7 @@ fn target() -> ScsiTarget {
         target_port_group: 0,
         write_cache: true,
         removable: false,
+        options: sluice_scsi::LuOptions::default(),
     };
     ScsiTarget::new(vec![(0, Arc::new(LogicalUnit::new(cfg)))])
 }

@@ -419,6 +419,22 @@ pub struct TargetArgs {
     #[arg(long)]
     pub removable: bool,
 
+    /// Thin-provision every LUN (memory and regular files): UNMAP and WRITE SAME with UNMAP
+    /// give space back (a file gets holes punched), GET LBA STATUS reports it. See
+    /// docs/configuration.md.
+    #[arg(long)]
+    pub thin: bool,
+
+    /// Let initiators SANITIZE the LUNs (OVERWRITE; BLOCK ERASE on thin LUNs): every block is
+    /// wiped. Off by default.
+    #[arg(long)]
+    pub allow_sanitize: bool,
+
+    /// With --allow-sanitize: write at most this many bytes a second while sanitizing (e.g.
+    /// 200M), leaving bandwidth to other LUNs on the same disk.
+    #[arg(long, value_name = "SIZE", value_parser = size_arg, requires = "allow_sanitize")]
+    pub sanitize_rate: Option<u64>,
+
     /// Serve the targets described in this TOML file (cannot be combined with other target flags).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,

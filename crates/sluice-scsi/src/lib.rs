@@ -63,24 +63,41 @@
 #![forbid(unsafe_code)]
 
 pub mod cdb;
+pub mod copy_list;
 pub mod sense;
+pub mod unmap_list;
 
+pub use abort::AbortSignal;
 pub use data_out::DataOut;
+pub use options::{LuOptions, SanitizeOptions};
+pub use transfer::runs_long;
 
+mod abort;
 mod capacity;
+mod compare_and_write;
+mod copy_results;
 mod data_out;
+mod designator;
 mod field;
 mod inquiry;
 mod lu;
 mod misc;
 mod mode;
 mod opcodes;
+mod options;
+mod provisioning;
 mod report_luns;
 mod rw;
+mod sanitize;
 mod target;
+mod transfer;
 mod unit_attention;
 mod verify;
 mod vpd;
+mod vpd_sbc;
+mod write_atomic;
+mod write_same;
+mod xcopy;
 
 #[cfg(test)]
 mod testutil;
@@ -122,6 +139,23 @@ pub enum Transfer {
     /// The target returns at most this many bytes (Data-In): the allocation length, or
     /// blocks × block size for reads.
     FromDevice(u64),
+}
+
+/// A command's Data-Out and what else the transport knows of it, for
+/// [`ScsiTarget::execute_with`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Delivery<'a> {
+    /// The Data-Out received.
+    pub data_out: DataOut<'a>,
+    /// The Data-Out length the initiator announced, when the transport knows it (iSCSI: the
+    /// Expected Data Transfer Length of a write). `data_out` then holds at most what
+    /// [`ScsiTarget::transfer`] asked for; a longer announced length makes COMPARE AND WRITE
+    /// and WRITE SAME fail, as SBC-4 wants their Data-Out exact.
+    pub data_out_len: Option<u64>,
+    /// Raised by the transport to stop the command (ABORT TASK, a task-set function, a
+    /// reset, the loss of the I_T nexus); long-running commands look at it between pieces of
+    /// their work.
+    pub abort: Option<&'a AbortSignal>,
 }
 
 /// The outcome of one command.

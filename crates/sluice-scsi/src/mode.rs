@@ -1,7 +1,7 @@
 //! MODE SENSE (6/10) and MODE SELECT (6/10) (SPC-4 6.11–6.14, 7.5; SBC-3 6.4).
 //!
-//! Pages: 08h Caching (WCE changeable), 0Ah Control (D_SENSE changeable; SWP is not, so the
-//! LU cannot be software write-protected), 1Ch Informational Exceptions Control (DEXCPT
+//! Pages: 08h Caching (WCE changeable), 0Ah Control (D_SENSE and SWP changeable: SWP=1
+//! write-protects the LU, SPC-4 7.5.8), 1Ch Informational Exceptions Control (DEXCPT
 //! changeable, no effect). No subpages. Saved values are not supported: MODE SENSE with
 //! PC=11b answers SAVING PARAMETERS NOT SUPPORTED and MODE SELECT with SP=1 INVALID FIELD IN
 //! CDB. The device-specific parameter carries WP (read-only LU) and DPOFUA=1.
@@ -47,6 +47,11 @@ impl ModePages {
     /// Control page D_SENSE bit.
     pub(crate) fn d_sense(&self) -> bool {
         u8_at(&self.control, 2) & 0x04 != 0
+    }
+
+    /// Control page SWP bit: the LU is software write-protected.
+    pub(crate) fn swp(&self) -> bool {
+        u8_at(&self.control, 4) & 0x08 != 0
     }
 
     fn page_mut(&mut self, code: u8) -> Option<&mut Vec<u8>> {
@@ -99,6 +104,9 @@ fn changeable_page(code: u8) -> Vec<u8> {
         CONTROL => 0x04, // D_SENSE
         _ => 0x08,       // DEXCPT
     };
+    if code == CONTROL {
+        p[4] = 0x08; // SWP
+    }
     p
 }
 
@@ -294,6 +302,7 @@ pub(crate) fn mode_select(cmd: &mut Cmd<'_>) -> CmdResult {
     }
     if new != st.mode {
         st.mode = new;
+        lu.mode_changed(&st.mode);
         st.ua
             .establish_others(Some(cmd.nexus), MODE_PARAMETERS_CHANGED);
     }

@@ -7,10 +7,10 @@ use bytes::{Bytes, BytesMut};
 
 use crate::cdb::opcode as oc;
 use crate::field::{be16, be32, u8_at};
-use crate::lu::LogicalUnit;
+use crate::lu::{Call, LogicalUnit};
 use crate::unit_attention as ua;
 use crate::{inquiry, misc, opcodes, report_luns, sense};
-use crate::{CommandResult, DataOut, NexusId, ResetKind, Transfer};
+use crate::{CommandResult, DataOut, Delivery, NexusId, ResetKind, Transfer};
 
 /// Largest transfer one READ/WRITE/VERIFY may move: 32 MiB. Reported in VPD B0h as MAXIMUM
 /// TRANSFER LENGTH (in blocks); longer commands get INVALID FIELD IN CDB, so a CDB can never
@@ -95,6 +95,25 @@ impl ScsiTarget {
             .map(|(_, lu)| Arc::clone(lu))
     }
 
+    /// The logical unit of this target that a designator with this CODE SET, DESIGNATOR
+    /// TYPE and value names (its NAA or T10 vendor ID designator, as the Device
+    /// Identification VPD page reports them): how EXTENDED COPY finds the LUs it copies
+    /// between. Only this target's LUs are candidates, so a copy reaches nothing its
+    /// initiator could not address itself.
+    pub fn lu_named_by(
+        &self,
+        code_set: u8,
+        designator_type: u8,
+        designator: &[u8],
+    ) -> Option<Arc<LogicalUnit>> {
+        self.map()
+            .iter()
+            .find(|(_, lu)| {
+                crate::designator::names(lu.config(), code_set, designator_type, designator)
+            })
+            .map(|(_, lu)| Arc::clone(lu))
+    }
+
     /// The LUNs in the map, in map order.
     pub fn lun_numbers(&self) -> Vec<u16> {
         self.map().iter().map(|(l, _)| *l).collect()
@@ -134,8 +153,11 @@ impl ScsiTarget {
             }
             oc::MODE_SELECT_6 => return Transfer::ToDevice(u64::from(u8_at(cdb, 4))),
             oc::MODE_SELECT_10 => return Transfer::ToDevice(u64::from(be16(cdb, 7))),
-            _ => None,
+            _ => crate::transfer::allocation_length(cdb),
         };
+        if let Some(t) = crate::transfer::parameter_list(cdb) {
+            return t;
+        }
         if let Some(n) = alloc {
             return if n == 0 {
                 Transfer::None
@@ -147,6 +169,9 @@ impl ScsiTarget {
             return Transfer::None;
         };
         let bs = u64::from(lu.device().block_size());
+        if let Some(t) = crate::transfer::block_data(cdb, bs) {
+            return t;
+        }
         let Some(blocks) = crate::rw::transfer_blocks(cdb) else {
             return Transfer::None;
         };
@@ -206,6 +231,48 @@ impl ScsiTarget {
         data_in: &mut BytesMut,
         shared: &mut Option<Bytes>,
     ) -> CommandResult {
+        let call = Call {
+            nexus,
+            cdb,
+            data_out,
+            data_out_len: None,
+            abort: None,
+        };
+        self.run(lun, call, data_in, shared)
+    }
+
+    /// [`execute_shared`](Self::execute_shared) for a transport that knows more about the
+    /// command ([`Delivery`]): the Data-Out length the initiator announced, so that commands
+    /// whose Data-Out must be exact (COMPARE AND WRITE, WRITE SAME) refuse a longer one, and
+    /// an [`AbortSignal`] that stops a long-running command ([`runs_long`](crate::runs_long))
+    /// between pieces of its work.
+    pub fn execute_with(
+        &self,
+        nexus: NexusId,
+        lun: u64,
+        cdb: &[u8],
+        delivery: Delivery<'_>,
+        data_in: &mut BytesMut,
+        shared: &mut Option<Bytes>,
+    ) -> CommandResult {
+        let call = Call {
+            nexus,
+            cdb,
+            data_out: delivery.data_out,
+            data_out_len: delivery.data_out_len,
+            abort: delivery.abort,
+        };
+        self.run(lun, call, data_in, shared)
+    }
+
+    fn run(
+        &self,
+        lun: u64,
+        call: Call<'_>,
+        data_in: &mut BytesMut,
+        shared: &mut Option<Bytes>,
+    ) -> CommandResult {
+        let (nexus, cdb) = (call.nexus, call.cdb);
         data_in.clear();
         *shared = None;
         self.nexuses
@@ -229,7 +296,7 @@ impl ScsiTarget {
             }
         };
         let result = match self.resolve(lun) {
-            Resolved::Lu(lu) => return lu.execute(nexus, cdb, data_out, data_in, shared, luns),
+            Resolved::Lu(lu) => return lu.execute(call, data_in, shared, luns, self),
             Resolved::Wlun => self.execute_wlun(cdb, data_in, luns),
             Resolved::Missing => self.execute_missing(cdb, data_in, luns),
         };

@@ -4,11 +4,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::BytesMut;
-use sluice_storage::{check_range, BlockDevice, StorageError};
+use sluice_storage::{check_range, BlockDevice, Extent, Provisioning, StorageError};
 
-use crate::{CommandResult, LogicalUnit, LuConfig, NexusId, ScsiTarget, SenseData};
+use crate::{CommandResult, LogicalUnit, LuConfig, LuOptions, NexusId, ScsiTarget, SenseData};
 
-/// A RAM disk for tests, with switches for read-only and failing I/O.
+/// A RAM disk for tests, with switches for read-only and failing I/O, and (for thin LUs) a
+/// map of which blocks hold data.
 #[derive(Debug)]
 pub(crate) struct VecDevice {
     pub(crate) data: Mutex<Vec<u8>>,
@@ -17,6 +18,15 @@ pub(crate) struct VecDevice {
     pub(crate) ro: AtomicBool,
     pub(crate) flushes: AtomicU64,
     pub(crate) fua_writes: AtomicU64,
+    /// Deallocates on discard; `mapped` says which blocks hold data.
+    pub(crate) thin: bool,
+    pub(crate) mapped: Mutex<Vec<bool>>,
+    /// Writes to unmapped blocks fail with ENOSPC (a full backing store).
+    pub(crate) full: AtomicBool,
+    /// Claims atomic writes.
+    pub(crate) atomic: bool,
+    /// Calls to write_at and discard.
+    pub(crate) writes: AtomicU64,
 }
 
 impl VecDevice {
@@ -28,6 +38,11 @@ impl VecDevice {
             ro: AtomicBool::new(false),
             flushes: AtomicU64::new(0),
             fua_writes: AtomicU64::new(0),
+            thin: false,
+            mapped: Mutex::new(vec![false; blocks as usize]),
+            full: AtomicBool::new(false),
+            atomic: false,
+            writes: AtomicU64::new(0),
         }
     }
 
@@ -36,6 +51,11 @@ impl VecDevice {
             return Err(StorageError::Io(std::io::Error::other("injected")));
         }
         Ok(())
+    }
+
+    fn blocks_of(&self, offset: u64, len: u64) -> std::ops::Range<usize> {
+        let bs = u64::from(self.bs);
+        (offset / bs) as usize..(offset + len).div_ceil(bs) as usize
     }
 }
 
@@ -60,11 +80,61 @@ impl BlockDevice for VecDevice {
         self.io_error()?;
         let mut d = self.data.lock().unwrap();
         check_range(offset, data.len() as u64, d.len() as u64)?;
+        let blocks = self.blocks_of(offset, data.len() as u64);
+        let mut mapped = self.mapped.lock().unwrap();
+        if self.full.load(Ordering::Relaxed) && mapped[blocks.clone()].iter().any(|m| !m) {
+            return Err(StorageError::Io(std::io::ErrorKind::StorageFull.into()));
+        }
+        mapped[blocks].fill(true);
         d[offset as usize..offset as usize + data.len()].copy_from_slice(data);
+        self.writes.fetch_add(1, Ordering::Relaxed);
         if fua {
             self.fua_writes.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
+    }
+    fn discard(&self, offset: u64, len: u64) -> Result<(), StorageError> {
+        self.io_error()?;
+        let mut d = self.data.lock().unwrap();
+        check_range(offset, len, d.len() as u64)?;
+        if self.thin {
+            d[offset as usize..(offset + len) as usize].fill(0);
+            // Only whole blocks are deallocated.
+            let bs = u64::from(self.bs);
+            let first = offset.div_ceil(bs) as usize;
+            let last = ((offset + len) / bs) as usize;
+            if first < last {
+                self.mapped.lock().unwrap()[first..last].fill(false);
+            }
+            self.writes.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+    fn deallocates(&self) -> bool {
+        self.thin
+    }
+    fn provisioning(&self, offset: u64, len: u64) -> Result<Extent, StorageError> {
+        check_range(offset, len, self.size_bytes())?;
+        let bs = u64::from(self.bs);
+        let mapped = self.mapped.lock().unwrap();
+        let blocks = self.blocks_of(offset, len);
+        let first = mapped[blocks.start];
+        let run = mapped[blocks].iter().take_while(|&&m| m == first).count() as u64;
+        let state = if first {
+            Provisioning::Mapped
+        } else {
+            Provisioning::Deallocated
+        };
+        Ok(Extent {
+            state,
+            len: (run * bs).min(len),
+        })
+    }
+    fn physical_block_size(&self) -> u32 {
+        self.bs * 8
+    }
+    fn atomic_writes(&self) -> bool {
+        self.atomic
     }
     fn flush(&self) -> Result<(), StorageError> {
         self.io_error()?;
@@ -90,6 +160,7 @@ pub(crate) fn config(dev: Arc<VecDevice>, read_only: bool) -> LuConfig {
         target_port_group: 0,
         write_cache: true,
         removable: false,
+        options: LuOptions::default(),
     }
 }
 
@@ -117,12 +188,28 @@ impl Harness {
         Self::build_with(bs, blocks, |c| c.removable = true)
     }
 
+    /// A target with one thin-provisioned LU (its device deallocates).
+    pub(crate) fn thin(bs: u32, blocks: u64) -> Self {
+        Self::build_on(
+            VecDevice {
+                thin: true,
+                ..VecDevice::new(bs, blocks)
+            },
+            |c| c.options.thin = true,
+        )
+    }
+
     fn build(bs: u32, blocks: u64, ro: bool) -> Self {
         Self::build_with(bs, blocks, |c| c.read_only = ro)
     }
 
-    fn build_with(bs: u32, blocks: u64, tweak: impl FnOnce(&mut LuConfig)) -> Self {
-        let dev = Arc::new(VecDevice::new(bs, blocks));
+    pub(crate) fn build_with(bs: u32, blocks: u64, tweak: impl FnOnce(&mut LuConfig)) -> Self {
+        Self::build_on(VecDevice::new(bs, blocks), tweak)
+    }
+
+    /// A target with one LU on `dev`, configured by `tweak`.
+    pub(crate) fn build_on(dev: VecDevice, tweak: impl FnOnce(&mut LuConfig)) -> Self {
+        let dev = Arc::new(dev);
         let mut cfg = config(dev.clone(), false);
         tweak(&mut cfg);
         let lu = Arc::new(LogicalUnit::new(cfg));
@@ -144,6 +231,76 @@ impl Harness {
             nexus,
             ..self.clone()
         }
+    }
+
+    /// A target with one LU on a sparse [`MemoryDevice`](sluice_storage::MemoryDevice) (for
+    /// LUs too large for a `VecDevice`); `dev` is then an empty stand-in.
+    pub(crate) fn memory(bs: u32, blocks: u64, tweak: impl FnOnce(&mut LuConfig)) -> Self {
+        let mem = Arc::new(sluice_storage::MemoryDevice::new(bs, blocks));
+        let mut cfg = config(Arc::new(VecDevice::new(bs, 0)), false);
+        cfg.device = mem;
+        tweak(&mut cfg);
+        let lu = Arc::new(LogicalUnit::new(cfg));
+        let h = Self {
+            target: Arc::new(ScsiTarget::new(vec![(0, lu)])),
+            dev: Arc::new(VecDevice::new(bs, 0)),
+            nexus: 1,
+            lun: 0,
+        };
+        assert_eq!(h.run(&[0; 6], &[]).0.sense.unwrap().asc, 0x29);
+        h
+    }
+
+    /// A target with two LUs, 0 (this harness's device) and 1 (`second`), for copies.
+    pub(crate) fn two_lus(
+        first: VecDevice,
+        second: VecDevice,
+        thin: bool,
+    ) -> (Self, Arc<VecDevice>) {
+        let (a, b) = (Arc::new(first), Arc::new(second));
+        let mut cfg0 = config(a.clone(), false);
+        let mut cfg1 = config(b.clone(), false);
+        cfg1.naa_id = 0x6001_4050_0000_0002;
+        cfg1.serial = "SN-SECOND".into();
+        cfg0.options.thin = thin;
+        cfg1.options.thin = thin;
+        let luns = vec![
+            (0, Arc::new(LogicalUnit::new(cfg0))),
+            (1, Arc::new(LogicalUnit::new(cfg1))),
+        ];
+        let h = Self {
+            target: Arc::new(ScsiTarget::new(luns)),
+            dev: a,
+            nexus: 1,
+            lun: 0,
+        };
+        assert_eq!(h.run(&[0; 6], &[]).0.sense.unwrap().asc, 0x29);
+        (h, b)
+    }
+
+    /// Runs a command as a transport that announced `announced` bytes of Data-Out and
+    /// raises `abort`.
+    pub(crate) fn run_with(
+        &self,
+        cdb: &[u8],
+        out: &[u8],
+        announced: Option<u64>,
+        abort: Option<&crate::AbortSignal>,
+    ) -> (CommandResult, Vec<u8>) {
+        let mut din = BytesMut::new();
+        let mut shared = None;
+        let delivery = crate::Delivery {
+            data_out: out.into(),
+            data_out_len: announced,
+            abort,
+        };
+        let r =
+            self.target
+                .execute_with(self.nexus, self.lun, cdb, delivery, &mut din, &mut shared);
+        if let Some(b) = shared {
+            din.extend_from_slice(&b);
+        }
+        (r, din.to_vec())
     }
 
     pub(crate) fn lu(&self) -> Arc<LogicalUnit> {

@@ -456,7 +456,10 @@ fn runs(s: &Subject, offset: u64, len: u64) -> Vec<(crate::Provisioning, u64)> {
     let mut at = offset;
     while at < offset + len {
         let e = s.dev.provisioning(at, offset + len - at).unwrap();
-        assert!(e.len >= 1 && e.len <= offset + len - at, "run {e:?} at {at}");
+        assert!(
+            e.len >= 1 && e.len <= offset + len - at,
+            "run {e:?} at {at}"
+        );
         out.push((e.state, e.len));
         at += e.len;
     }
@@ -520,5 +523,8 @@ fn deallocation_reads_zeros_and_is_reported(s: &Subject) {
 
 fn physical_block_is_a_power_of_two_of_blocks(s: &Subject) {
     let (bs, pbs) = (s.dev.block_size(), s.dev.physical_block_size());
-    assert!(pbs.is_power_of_two() && pbs >= bs && pbs <= 1 << 20, "{pbs}");
+    assert!(
+        pbs.is_power_of_two() && pbs >= bs && pbs <= 1 << 20,
+        "{pbs}"
+    );
 }

@@ -468,7 +468,8 @@ mod tests {
         assert_eq!(dev.resident_bytes(), 3 * CHUNK_BYTES as u64);
         for piece in 0..(CHUNK_BYTES / 4096) as u64 {
             assert_eq!(dev.resident_bytes(), 3 * CHUNK_BYTES as u64);
-            dev.discard(CHUNK_BYTES as u64 + piece * 4096, 4096).unwrap();
+            dev.discard(CHUNK_BYTES as u64 + piece * 4096, 4096)
+                .unwrap();
         }
         assert_eq!(dev.resident_bytes(), 2 * CHUNK_BYTES as u64);
         let e = dev.provisioning(0, 4 * CHUNK_BYTES as u64).unwrap();

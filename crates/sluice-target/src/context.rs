@@ -207,6 +207,7 @@ pub(crate) fn open_backend(l: &LunDef) -> io::Result<Backing> {
                 direct: *direct,
                 create: size.is_some(),
                 huge_pages: *huge_pages,
+                thin: l.options.thin,
             };
             let dev = FileDevice::open(path, options).map_err(|e| {
                 io::Error::other(format!("LUN {}: {}: {e}", l.number, path.display()))
@@ -243,6 +244,7 @@ fn lu_config(t: &TargetDef, l: &LunDef, device: Arc<dyn BlockDevice>) -> LuConfi
         target_port_group: PORTAL_GROUP_TAG,
         write_cache: true,
         removable: l.removable,
+        options: l.options,
     }
 }
 

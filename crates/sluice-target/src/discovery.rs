@@ -134,6 +134,7 @@ mod tests {
             block_size: 512,
             read_only: false,
             removable: false,
+            options: Default::default(),
             serial: None,
         };
         let target = |iqn: &str, acl| TargetDef {

@@ -22,6 +22,7 @@ fn memory_lun(number: u16, size: u64) -> LunDef {
         read_only: false,
         removable: false,
         serial: None,
+        options: Default::default(),
     }
 }
 

@@ -38,6 +38,7 @@ pub fn config() -> TargetConfig {
                     read_only: false,
                     serial: None,
                     removable: false,
+                    options: Default::default(),
                 },
                 LunDef {
                     number: 1,
@@ -46,6 +47,7 @@ pub fn config() -> TargetConfig {
                     read_only: false,
                     serial: None,
                     removable: false,
+                    options: Default::default(),
                 },
             ],
             acl: Acl::Open,

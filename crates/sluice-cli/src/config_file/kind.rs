@@ -117,6 +117,13 @@ pub enum ErrorKind {
         /// The path.
         path: PathBuf,
     },
+    /// `sanitize_rate` on a LUN without `sanitize = true`, or a rate of zero.
+    SanitizeRate {
+        /// The target.
+        target: TargetRef,
+        /// The LUN.
+        lun: LunRef,
+    },
     /// A file LUN without `size` whose file does not exist.
     NoFile {
         /// The target.
@@ -255,6 +262,9 @@ impl fmt::Display for ErrorKind {
             ErrorKind::BadAlias(_) => {
                 f.write_str("alias must be at most 255 bytes of printable text")
             }
+            ErrorKind::SanitizeRate { .. } => f.write_str(
+                "sanitize_rate (bytes per second, above zero) only applies with sanitize = true",
+            ),
             ErrorKind::NotForBackend { key, backend, .. } => write!(
                 f,
                 "`{key}` only applies to backend = \"file\", not \"{backend}\""

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::service::{ControlToml, MetricsToml};
-use super::values::{AclToml, BackendKind, DigestToml, Dur, Listen, Size};
+use super::values::{AclToml, BackendKind, DigestToml, Dur, Listen, ProvisioningKind, Size};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -120,4 +120,7 @@ pub(super) struct LunToml {
     pub(super) read_only: Option<bool>,
     pub(super) removable: Option<bool>,
     pub(super) serial: Option<Spanned<String>>,
+    pub(super) provisioning: Option<Spanned<ProvisioningKind>>,
+    pub(super) sanitize: Option<bool>,
+    pub(super) sanitize_rate: Option<Spanned<Size>>,
 }

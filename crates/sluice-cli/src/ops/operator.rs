@@ -182,6 +182,7 @@ fn lun_def(s: LunSpec) -> anyhow::Result<LunDef> {
         read_only: s.read_only,
         removable: s.removable,
         serial: s.serial,
+        options: Default::default(),
     })
 }
 

@@ -157,5 +157,6 @@ pub(super) fn lu_config(n: u16, device: Arc<MemoryDevice>) -> LuConfig {
         target_port_group: 1,
         write_cache: true,
         removable: false,
+        options: sluice_scsi::LuOptions::default(),
     }
 }

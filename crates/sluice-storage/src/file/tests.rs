@@ -372,12 +372,19 @@ fn a_thin_file_is_never_mapped_and_unmap_shrinks_it() {
         ..FileOptions::default()
     };
     let dev = FileDevice::open(&path, thin).unwrap();
-    assert!(dev.read_shared(0, 1 << 20).is_none(), "thin files are not mapped");
+    assert!(
+        dev.read_shared(0, 1 << 20).is_none(),
+        "thin files are not mapped"
+    );
     assert!(dev.deallocates());
     let before = std::fs::metadata(&path).unwrap().blocks();
     dev.discard(1 << 20, 2 << 20).unwrap();
     let after = std::fs::metadata(&path).unwrap().blocks();
-    assert_eq!(before - after, (2 << 20) / 512, "st_blocks shrink by the hole");
+    assert_eq!(
+        before - after,
+        (2 << 20) / 512,
+        "st_blocks shrink by the hole"
+    );
     assert_eq!(dev.allocated_bytes(), Some(after * 512));
     let mut buf = vec![9u8; 4096];
     dev.read_at((2 << 20) - 2048, &mut buf).unwrap();
@@ -391,7 +398,10 @@ fn a_thin_file_is_never_mapped_and_unmap_shrinks_it() {
         ..FileOptions::default()
     };
     let ro = FileDevice::open(&path, ro).unwrap();
-    assert_eq!(io_kind(ro.discard(0, 4096)), io::ErrorKind::ReadOnlyFilesystem);
+    assert_eq!(
+        io_kind(ro.discard(0, 4096)),
+        io::ErrorKind::ReadOnlyFilesystem
+    );
 }
 
 #[test]
@@ -401,5 +411,8 @@ fn thin_provisioning_needs_a_regular_file() {
         ..FileOptions::default()
     };
     let e = FileDevice::open("/dev/null", thin).unwrap_err();
-    assert!(e.to_string().contains("neither") || e.to_string().contains("thin"), "{e}");
+    assert!(
+        e.to_string().contains("neither") || e.to_string().contains("thin"),
+        "{e}"
+    );
 }
