@@ -2,8 +2,9 @@
 //! (`sluice_proto::target::TargetSession`), which decides every protocol rule.
 //!
 //! The loop reads PDUs and hands them to the core, runs the SCSI work the core asks for
-//! (inline for memory, null and tmpfs LUNs, on tokio's blocking pool for disk files), writes
-//! what the core stamped for this connection, sleeps until the core's next deadline, and wakes
+//! (inline for memory, null and tmpfs LUNs, on tokio's blocking pool for disk files; commands
+//! that run long, in the background: `long_running`), writes what the core stamped for this
+//! connection, sleeps until the core's next deadline, and wakes
 //! the tasks of the session's other connections when the core queued something for them. The
 //! core sits behind a lock shared by the session's connections; it is never held across an
 //! `.await`.
@@ -21,7 +22,7 @@ use sluice_proto::target::{
     CloseReason, ConnId, DataTransfer, Event, ResetKind, ScsiCompletion, ScsiWork, TargetSessionEnv,
 };
 use sluice_proto::timer::TimerArm;
-use sluice_scsi::DataOut;
+use sluice_scsi::{AbortSignal, DataOut, Delivery};
 use tokio::sync::{watch, Notify};
 use tokio::time::{Instant, Sleep};
 use tracing::{debug, trace, warn};
@@ -72,7 +73,7 @@ impl std::fmt::Display for End {
 
 /// One connection in full feature phase.
 pub(crate) struct Connection<'a> {
-    pub ctx: &'a Context,
+    pub ctx: &'a Arc<Context>,
     pub session: Arc<SharedSession>,
     pub id: ConnId,
     pub outbox: &'a mut Outbox,
@@ -127,7 +128,7 @@ enum Input {
 impl<'a> Connection<'a> {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
-        ctx: &'a Context,
+        ctx: &'a Arc<Context>,
         target: Option<&'a TargetRuntime>,
         session: Arc<SharedSession>,
         id: ConnId,
@@ -228,6 +229,7 @@ impl<'a> Connection<'a> {
                         core.handle_timeout(now, &mut env);
                     }
                 }
+                session.long_running.abort_abandoned(&core);
             }
             if let Err(end) = self.pump().await {
                 return end;
@@ -256,6 +258,21 @@ impl<'a> Connection<'a> {
             let Some(work) = work else {
                 break;
             };
+            if sluice_scsi::runs_long(&work.cdb) {
+                if let Some(target) = self.target {
+                    let counters = self
+                        .lu_slot(target, work.lun.0)
+                        .map(|i| Arc::clone(&self.lu_slots[i].counters));
+                    crate::long_running::spawn(
+                        Arc::clone(self.ctx),
+                        Arc::clone(&self.session),
+                        Arc::clone(&target.scsi),
+                        work,
+                        counters,
+                    );
+                    continue;
+                }
+            }
             let ticket = work.ticket;
             let completion = self.execute(work).await?;
             let _probe = sluice_probe::span(sluice_probe::Stage::Protocol);
@@ -316,7 +333,7 @@ impl<'a> Connection<'a> {
         let (completion, buf, work) = if blocking {
             let scsi = Arc::clone(&target.scsi);
             let ran = tokio::task::spawn_blocking(move || {
-                let (c, b) = run(&scsi, nexus, &work, buf);
+                let (c, b) = run(&scsi, nexus, &work, buf, None);
                 (c, b, work)
             });
             match ran.await {
@@ -328,7 +345,7 @@ impl<'a> Connection<'a> {
             }
         } else {
             let _probe = sluice_probe::span(sluice_probe::Stage::Scsi);
-            let (c, b) = run(&target.scsi, nexus, &work, buf);
+            let (c, b) = run(&target.scsi, nexus, &work, buf, None);
             (c, b, work)
         };
         self.data_in_buf = buf;
@@ -397,19 +414,25 @@ impl<'a> Connection<'a> {
 }
 
 /// Runs a command against the SCSI layer; `buf` is a recycled Data-In buffer, returned for
-/// the next command.
-fn run(
+/// the next command; `abort` stops a long-running one.
+pub(crate) fn run(
     scsi: &sluice_scsi::ScsiTarget,
     nexus: u64,
     work: &ScsiWork,
     mut buf: BytesMut,
+    abort: Option<&AbortSignal>,
 ) -> (ScsiCompletion, BytesMut) {
     let mut shared = None;
-    let result = scsi.execute_shared(
+    let delivery = Delivery {
+        data_out: DataOut::Segments(work.data_out.segments()),
+        data_out_len: Some(u64::from(work.data_out_len)),
+        abort,
+    };
+    let result = scsi.execute_with(
         nexus,
         work.lun.0,
         &work.cdb,
-        DataOut::Segments(work.data_out.segments()),
+        delivery,
         &mut buf,
         &mut shared,
     );
