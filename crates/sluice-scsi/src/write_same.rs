@@ -1,10 +1,12 @@
 //! WRITE SAME(10) and WRITE SAME(16) (SBC-4 5.49, 5.50).
 //!
 //! One block of Data-Out (none with NDOB=1, which means a block of zeros) is written to every
-//! block of the range. With UNMAP=1 on a thin LU a block of zeros is not written but
-//! deallocated, which reads back the same (LBPRZ=1); other data is written. ANCHOR=1 is
-//! refused (ANC_SUP=0), and UNMAP=1 on a fully provisioned LU too (LBPWS=LBPWS10=0), so what
-//! VPD B2h says and what the LU does agree. A NUMBER OF LOGICAL BLOCKS of 0 means "to the
+//! block of the range. With UNMAP=1 on a thin LU the range is deallocated instead, whatever
+//! the block holds: SBC-4 (table "ANCHOR bit, UNMAP bit, and ANC_SUP bit relationships") asks
+//! a thin LU to deallocate each LBA, and the blocks then read zeros (LBPRZ=1), as initiators
+//! that unmap through WRITE SAME expect. ANCHOR=1 is refused (ANC_SUP=0), and UNMAP=1 on a
+//! fully provisioned LU too (LBPWS=LBPWS10=0), so what VPD B2h says and what the LU does
+//! agree. A NUMBER OF LOGICAL BLOCKS of 0 means "to the
 //! end of the LU" (WSNZ=0), within MAXIMUM WRITE SAME LENGTH.
 
 use crate::field::{be16, be32, be64, u8_at};
@@ -71,10 +73,10 @@ pub(crate) fn write_same(cmd: &mut Cmd<'_>) -> CmdResult {
     } else {
         cmd.data_out.contiguous(bs).into_owned()
     };
-    let zeros = block.iter().all(|&b| b == 0);
-    if unmap && zeros {
+    if unmap {
         return deallocate(lu, lba, blocks, cmd.abort);
     }
+    let zeros = block.iter().all(|&b| b == 0);
     let fua = !lu.write_cache_enabled();
     if zeros && !lu.thin() {
         // A fully provisioned LU reports every block mapped whatever the device does, so it

@@ -395,11 +395,6 @@ impl BlockDevice for MemoryDevice {
         Some(self.resident_bytes())
     }
 
-    /// Memory is written in pages.
-    fn physical_block_size(&self) -> u32 {
-        self.block_size.max(4096)
-    }
-
     /// The data lives as long as the process: no crash can leave a write half done on a
     /// medium that outlives it. (Concurrent commands are kept apart by the SCSI layer's
     /// exclusive lock.)
