@@ -179,7 +179,10 @@ fn whole_suite_against_a_thick_file_lun() {
     let path = path.to_str().expect("utf-8 path");
     let target = TargetProcess::start(&["--file", path, "--size", "256M"]);
     let results = run_suite(&target.url, "ALL");
-    let thick = ["Logical unit is fully provisioned", "UNMAP is not implemented"];
+    let thick = [
+        "Logical unit is fully provisioned",
+        "UNMAP is not implemented",
+    ];
     check(&results, |suite, reason| {
         deferred(suite, reason)
             || covered_elsewhere(suite, reason)
@@ -215,7 +218,9 @@ fn thin_provisioning_suites_against_a_thin_file_lun() {
         "WriteSame16.InvalidDataOutSize",
     ] {
         assert!(
-            results.iter().any(|r| r.name == lbppb && r.outcome == Outcome::Pass),
+            results
+                .iter()
+                .any(|r| r.name == lbppb && r.outcome == Outcome::Pass),
             "{lbppb} did not run and pass"
         );
     }
@@ -241,9 +246,15 @@ fn sanitize_suite_against_a_lun_that_allows_it() {
         deferred(suite, reason) || reason.contains(NO_CRYPTO_ERASE)
     });
     assert_eq!(results.len(), 11);
-    for name in ["Sanitize.Overwrite", "Sanitize.BlockErase", "Sanitize.Reset"] {
+    for name in [
+        "Sanitize.Overwrite",
+        "Sanitize.BlockErase",
+        "Sanitize.Reset",
+    ] {
         assert!(
-            results.iter().any(|r| r.name == name && r.outcome == Outcome::Pass),
+            results
+                .iter()
+                .any(|r| r.name == name && r.outcome == Outcome::Pass),
             "{name} did not run and pass"
         );
     }

@@ -113,7 +113,10 @@ fn unmap_bit_deallocates_zeros_on_thin_lus_only() {
     t.ok(&cdb::write16(40, 5, false), &vec![0xFF; 2560]);
     t.ok(&cdb::write_same16(40, 5, true, false), &block(512, 3));
     assert!(t.dev.mapped.lock().unwrap()[40..45].iter().all(|&x| !x));
-    assert!(t.ok(&cdb::read16(40, 5, false), &[]).iter().all(|&x| x == 0));
+    assert!(t
+        .ok(&cdb::read16(40, 5, false), &[])
+        .iter()
+        .all(|&x| x == 0));
     // WRITE SAME of zeros without UNMAP maps the blocks (they stay mapped on a thin LU).
     t.ok(&cdb::write_same16(200, 5, false, false), &[0; 512]);
     assert!(t.dev.mapped.lock().unwrap()[200..205].iter().all(|&x| x));
