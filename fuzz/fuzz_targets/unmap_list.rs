@@ -37,7 +37,10 @@ fn target() -> (ScsiTarget, Arc<MemoryDevice>) {
             ..LuOptions::default()
         },
     };
-    (ScsiTarget::new(vec![(0, Arc::new(LogicalUnit::new(cfg)))]), dev)
+    (
+        ScsiTarget::new(vec![(0, Arc::new(LogicalUnit::new(cfg)))]),
+        dev,
+    )
 }
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {

@@ -27,7 +27,7 @@ const BS: u32 = 4096;
 const BLOCKS: u8 = 255;
 /// 200 blocks of 4 KiB: the range runs from 800 KiB to 1820 KiB, across the 1 MiB mark.
 const LBA: u64 = 200;
-const ROUNDS: usize = 150;
+const ROUNDS: usize = 300;
 
 fn pattern(v: u8) -> Bytes {
     Bytes::from(vec![v; usize::from(BLOCKS) * BS as usize])

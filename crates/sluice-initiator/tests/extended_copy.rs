@@ -56,8 +56,9 @@ fn two_file_luns(dir: &Path, size: u64) -> (TestTarget, PathBuf, PathBuf) {
 
 /// The LU's NAA designator, from its Device Identification VPD page.
 async fn naa(s: &Session, lun: u16) -> Vec<u8> {
+    // The page's body: designators one after another.
     let page = s.vpd(lun, 0x83).await.unwrap();
-    let mut at = 4;
+    let mut at = 0;
     while at + 4 <= page.len() {
         let len = usize::from(page[at + 3]);
         if page[at + 1] & 0x3F == 0x03 {
