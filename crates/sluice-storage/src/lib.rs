@@ -206,7 +206,8 @@ pub trait BlockDevice: Send + Sync + std::fmt::Debug {
     }
 
     /// Whether `len` bytes from `offset` have space allocated: the state of the byte at
-    /// `offset`, and how many bytes from there (at least one, at most `len`) share it. Only
+    /// `offset`, and how many bytes from there (at least one, at most `len`; 0 when `len` is
+    /// 0) share it. Only
     /// meaningful when the device [`deallocates`](Self::deallocates); the default reports the
     /// whole range mapped.
     fn provisioning(&self, offset: u64, len: u64) -> Result<Extent, StorageError> {

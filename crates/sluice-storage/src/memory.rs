@@ -273,6 +273,10 @@ impl BlockDevice for MemoryDevice {
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
         check_range(offset, buf.len() as u64, self.size_bytes)?;
+        if buf.is_empty() {
+            // At the very end of a device of whole chunks there is no chunk to look at.
+            return Ok(());
+        }
         let in_chunk = (offset % CHUNK_BYTES as u64) as usize;
         if in_chunk + buf.len() <= CHUNK_BYTES {
             // Fast path: one chunk, one lock.
@@ -325,6 +329,9 @@ impl BlockDevice for MemoryDevice {
     fn write_at(&self, offset: u64, data: &[u8], _fua: bool) -> Result<(), StorageError> {
         // Memory is as durable as it gets once the copy is done, so FUA needs nothing more.
         check_range(offset, data.len() as u64, self.size_bytes)?;
+        if data.is_empty() {
+            return Ok(());
+        }
         let in_chunk = (offset % CHUNK_BYTES as u64) as usize;
         if in_chunk + data.len() <= CHUNK_BYTES {
             // Fast path: one chunk, one lock.
@@ -369,6 +376,12 @@ impl BlockDevice for MemoryDevice {
     /// changes.
     fn provisioning(&self, offset: u64, len: u64) -> Result<Extent, StorageError> {
         check_range(offset, len, self.size_bytes)?;
+        if len == 0 {
+            return Ok(Extent {
+                state: Provisioning::Mapped,
+                len: 0,
+            });
+        }
         let chunk = CHUNK_BYTES as u64;
         // In range, so the chunk index fits in usize (checked in `new`).
         let state_of = |index: u64| {
@@ -454,6 +467,20 @@ mod tests {
         dev.write_at(CHUNK_BYTES as u64 - 512, &[2; 1024], false)
             .unwrap();
         assert_eq!(dev.resident_bytes(), 3 * CHUNK_BYTES as u64);
+    }
+
+    #[test]
+    fn empty_accesses_at_the_end_of_whole_chunks_touch_nothing() {
+        // Found by fuzzing: a device of whole chunks has no chunk at its end offset.
+        let dev = MemoryDevice::new(512, 2 * CHUNK_BYTES as u64 / 512);
+        let end = dev.size_bytes();
+        dev.read_at(end, &mut []).unwrap();
+        dev.write_at(end, &[], true).unwrap();
+        let mut out = bytes::BytesMut::new();
+        dev.read_append(end, 0, &mut out).unwrap();
+        assert!(dev.read_shared(end, 0).is_none());
+        dev.discard(end, 0).unwrap();
+        assert_eq!(dev.provisioning(end, 0).unwrap().len, 0);
     }
 
     #[test]
