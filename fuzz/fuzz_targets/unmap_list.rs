@@ -13,7 +13,7 @@ use bytes::BytesMut;
 use sluice_scsi::{cdb, unmap_list, LogicalUnit, LuConfig, LuOptions, ScsiTarget, SenseData};
 use sluice_storage::{BlockDevice, MemoryDevice};
 
-const BLOCKS: u64 = 4096;
+const BLOCKS: u64 = 256;
 
 fn target() -> (ScsiTarget, Arc<MemoryDevice>) {
     let dev = Arc::new(MemoryDevice::new(512, BLOCKS));
