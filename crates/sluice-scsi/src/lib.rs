@@ -26,6 +26,12 @@
 //!    [`BlockDevice::blocks`](sluice_storage::BlockDevice::blocks) is true for any LU, run
 //!    it off the network reactor. It never panics, whatever the CDB and data.
 //!
+//!    A transport that knows the Data-Out length the initiator announced, or can abort a
+//!    running command, calls [`ScsiTarget::execute_with`] instead ([`Delivery`]). Commands
+//!    for which [`runs_long`] is true (EXTENDED COPY, WRITE SAME, UNMAP, SANITIZE) may run
+//!    for as long as their data takes: run them where they block nothing else, with an
+//!    [`AbortSignal`] raised when the task is aborted.
+//!
 //!    Writes whose Data-Out is shorter than the CDB's transfer length write only the whole
 //!    blocks that arrived (the transport reports the residual); extra Data-Out is ignored.
 //! 4. When a session ends (logout, connection loss, reinstatement), call
@@ -41,11 +47,17 @@
 //! A removable LU ([`LuConfig::removable`]) starts with its medium loaded; START STOP UNIT
 //! ejects and loads it, PREVENT ALLOW MEDIUM REMOVAL (held per nexus, dropped by
 //! `nexus_gone` and every reset) blocks both, and while it is ejected medium-access commands
-//! fail with NOT READY / MEDIUM NOT PRESENT. ORWRITE runs its read-modify-write under the
-//! LU's exclusive I/O lock, so it is atomic with respect to every other block command.
+//! fail with NOT READY / MEDIUM NOT PRESENT. ORWRITE, COMPARE AND WRITE and WRITE ATOMIC run
+//! under the LU's exclusive I/O lock, so they are atomic with respect to every other block
+//! command.
 //!
-//! Commands this crate does not implement (UNMAP, WRITE SAME, COMPARE AND WRITE, PERSISTENT
-//! RESERVE, RESERVE/RELEASE, …) get ILLEGAL REQUEST / INVALID COMMAND OPERATION CODE, which
+//! [`LuOptions`] chooses what a LU offers beyond a fully provisioned disk: thin provisioning
+//! (UNMAP, WRITE SAME with UNMAP, GET LBA STATUS that tells mapped from deallocated) and
+//! SANITIZE. COMPARE AND WRITE, WRITE SAME, GET LBA STATUS and EXTENDED COPY (between LUs of
+//! one [`ScsiTarget`]) are always there, WRITE ATOMIC where the device writes atomically.
+//!
+//! Commands this crate does not implement (PERSISTENT RESERVE, RESERVE/RELEASE, …), and those
+//! a LU's configuration leaves out, get ILLEGAL REQUEST / INVALID COMMAND OPERATION CODE, which
 //! initiators and conformance suites read as "not implemented". [`ScsiTarget::transfer`]
 //! answers [`Transfer::None`] for them; the driver must still accept and discard any
 //! Data-Out the initiator sends.
@@ -58,8 +70,11 @@
 //!
 //! `opcodes` holds the one table of supported commands (dispatch, reserved-bit checks and
 //! REPORT SUPPORTED OPERATION CODES all read it); `lu` the logical unit and dispatcher;
-//! `inquiry`, `vpd`, `capacity`, `rw`, `verify`, `mode`, `report_luns` and `misc` the
-//! commands; `unit_attention` the per-nexus queues; `field` the panic-free CDB readers.
+//! `inquiry`, `vpd`, `vpd_sbc`, `capacity`, `rw`, `verify`, `mode`, `report_luns`, `misc`,
+//! `provisioning`, `write_same`, `compare_and_write`, `write_atomic`, `xcopy`,
+//! `copy_results` and `sanitize` the commands; [`unmap_list`] and [`copy_list`] the parameter
+//! lists of UNMAP and EXTENDED COPY; `unit_attention` the per-nexus queues; `field` the
+//! panic-free CDB readers.
 #![forbid(unsafe_code)]
 
 pub mod cdb;
