@@ -94,7 +94,7 @@ async fn copy(args: &XcopyArgs) -> Result<XcopyJson> {
     }
     let bs = u64::from(src.block_size);
     let length = args.length.unwrap_or(src.bytes());
-    if length > src.bytes() || length > dst.bytes() || length % bs != 0 {
+    if length > src.bytes() || length > dst.bytes() || !length.is_multiple_of(bs) {
         bail!(
             "--length {length} must be a multiple of the block size {bs} and fit both LUNs \
              ({} and {} bytes)",

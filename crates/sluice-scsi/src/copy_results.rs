@@ -249,7 +249,7 @@ pub(crate) fn third_party_copy_page(block_size: u32) -> Vec<u8> {
 
 /// Appends a third-party copy descriptor: type, length, body padded to a multiple of four.
 fn push_descriptor(page: &mut Vec<u8>, kind: u16, mut body: Vec<u8>) {
-    while body.len() % 4 != 0 {
+    while !body.len().is_multiple_of(4) {
         body.push(0);
     }
     page.extend_from_slice(&kind.to_be_bytes());

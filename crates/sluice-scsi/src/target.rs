@@ -244,7 +244,7 @@ impl ScsiTarget {
     /// [`execute_shared`](Self::execute_shared) for a transport that knows more about the
     /// command ([`Delivery`]): the Data-Out length the initiator announced, so that commands
     /// whose Data-Out must be exact (COMPARE AND WRITE, WRITE SAME) refuse a longer one, and
-    /// an [`AbortSignal`] that stops a long-running command ([`runs_long`](crate::runs_long))
+    /// an [`AbortSignal`](crate::AbortSignal) that stops a long-running command ([`runs_long`](crate::runs_long))
     /// between pieces of its work.
     pub fn execute_with(
         &self,

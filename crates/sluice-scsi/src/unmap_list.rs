@@ -1,7 +1,7 @@
 //! The UNMAP parameter list (SBC-4 5.31.2): an 8-byte header and 16-byte block descriptors.
 //!
 //! [`parse`] bounds everything by what arrived and by [`MAX_DESCRIPTORS`] before it trusts a
-//! length or a count from the wire; [`crate::provisioning`] then checks the ranges against
+//! length or a count from the wire; the UNMAP command then checks the ranges against
 //! the LU.
 
 use crate::field::{be16, be32, be64};

@@ -96,7 +96,7 @@ fn copy_segment(
         src_bs
     };
     let bytes = u64::from(seg.blocks) * unit;
-    if bytes % src_bs != 0 || bytes % dst_bs != 0 {
+    if !bytes.is_multiple_of(src_bs) || !bytes.is_multiple_of(dst_bs) {
         // A residue would need the CAT bit's handling of partial blocks, which block devices
         // of different block sizes cannot express.
         return Err(copy_aborted(0x26, 0x00));
