@@ -425,6 +425,12 @@ pub struct TargetArgs {
     #[arg(long)]
     pub thin: bool,
 
+    /// With --thin: the soft threshold, in percent of each LUN's capacity; when the space
+    /// allocated to a LUN grows past it, initiators get a unit attention (THIN PROVISIONING
+    /// SOFT THRESHOLD REACHED).
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u8).range(1..=100), requires = "thin")]
+    pub soft_threshold: Option<u8>,
+
     /// Let initiators SANITIZE the LUNs (OVERWRITE; BLOCK ERASE on thin LUNs): every block is
     /// wiped. Off by default.
     #[arg(long)]

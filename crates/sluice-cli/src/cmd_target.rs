@@ -88,6 +88,7 @@ pub fn lun_flags_in_order(m: &ArgMatches) -> anyhow::Result<Vec<LunFlag>> {
 fn lu_options(args: &TargetArgs) -> LuOptions {
     LuOptions {
         thin: args.thin,
+        soft_threshold_percent: args.soft_threshold,
         sanitize: args.allow_sanitize.then_some(SanitizeOptions {
             overwrite_bytes_per_s: args.sanitize_rate,
         }),
@@ -336,6 +337,9 @@ fn describe_options(o: &LuOptions) -> String {
     let mut out = String::new();
     if o.thin {
         out += ", thin";
+    }
+    if let Some(p) = o.soft_threshold_percent {
+        out += &format!(" (soft threshold {p} %)");
     }
     match o.sanitize {
         Some(SanitizeOptions {

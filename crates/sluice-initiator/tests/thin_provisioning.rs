@@ -1,6 +1,7 @@
 //! Thin provisioning end to end: UNMAP through an iSCSI session to a thin file LUN punches
 //! holes in the backing file (its allocated blocks shrink), GET LBA STATUS reports the range
-//! deallocated, and reads return zeros.
+//! deallocated, and reads return zeros; filling the LUN past its soft threshold raises the
+//! unit attention THIN PROVISIONING SOFT THRESHOLD REACHED.
 
 mod common;
 
@@ -57,6 +58,8 @@ async fn unmap_on_a_thin_file_lun(dir: tempfile::TempDir) {
         serial: None,
         options: LuOptions {
             thin: true,
+            // 20 % of 64 MiB: crossed by the fourth 4 MiB write below.
+            soft_threshold_percent: Some(20),
             ..LuOptions::default()
         },
     }];
@@ -85,6 +88,25 @@ async fn unmap_on_a_thin_file_lun(dir: tempfile::TempDir) {
         )
         .await
         .unwrap();
+        let tur = s
+            .execute(Command::none(0, &cdb::test_unit_ready()))
+            .await
+            .unwrap();
+        let sense = tur.sense.map(|s| (s.key.0, s.asc, s.ascq));
+        if i < 3 {
+            assert_eq!(
+                sense,
+                None,
+                "below the soft threshold after {} MiB",
+                4 * (i + 1)
+            );
+        } else {
+            assert_eq!(
+                sense,
+                Some((6, 0x38, 0x07)),
+                "THIN PROVISIONING SOFT THRESHOLD REACHED"
+            );
+        }
     }
     s.synchronize_cache(0).await.unwrap();
     let before = allocated(&path);

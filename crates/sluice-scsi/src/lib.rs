@@ -105,6 +105,7 @@ mod report_luns;
 mod rw;
 mod sanitize;
 mod target;
+mod threshold;
 mod transfer;
 mod unit_attention;
 mod verify;

@@ -13,6 +13,7 @@ use crate::mode::ModePages;
 use crate::opcodes::{self, CommandInfo, IoLock, Op};
 use crate::sanitize::SanitizeState;
 use crate::sense::{self, SenseData, SenseFormat, SenseKey};
+use crate::threshold::SoftThreshold;
 use crate::unit_attention::{self as ua, UnitAttentions};
 use crate::{capacity, inquiry, misc, mode, report_luns, rw, verify, vpd};
 use crate::{
@@ -95,6 +96,8 @@ pub struct LogicalUnit {
     software_write_protect: AtomicBool,
     /// Thin provisioning is on (configured, and the device deallocates).
     thin: bool,
+    /// The soft threshold of a thin LU, when configured.
+    threshold: Option<SoftThreshold>,
 }
 
 /// Interior state of a logical unit.
@@ -165,6 +168,11 @@ impl LogicalUnit {
     pub fn new(cfg: LuConfig) -> Self {
         let mode = ModePages::new(cfg.write_cache);
         let thin = cfg.options.thin && cfg.device.deallocates();
+        let threshold = cfg
+            .options
+            .soft_threshold_percent
+            .filter(|_| thin && cfg.device.allocated_bytes().is_some())
+            .map(SoftThreshold::new);
         Self {
             cfg,
             state: Mutex::new(LuState {
@@ -178,6 +186,7 @@ impl LogicalUnit {
             io: Arc::new(RwLock::new(())),
             software_write_protect: AtomicBool::new(false),
             thin,
+            threshold,
         }
     }
 
@@ -200,6 +209,19 @@ impl LogicalUnit {
     /// Whether the LU is thin-provisioned (LBPME=1).
     pub fn thin(&self) -> bool {
         self.thin
+    }
+
+    /// The soft threshold, on a thin LU that has one.
+    pub(crate) fn threshold(&self) -> Option<&SoftThreshold> {
+        self.threshold.as_ref()
+    }
+
+    /// `bytes` were written: a thin LU with a soft threshold counts them towards its next
+    /// look at the allocation.
+    pub(crate) fn wrote(&self, bytes: u64) {
+        if let Some(t) = &self.threshold {
+            t.wrote(self, bytes);
+        }
     }
 
     /// `Ok` if writes are allowed; otherwise the DATA PROTECT sense a write ends with: WRITE

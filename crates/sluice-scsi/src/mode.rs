@@ -2,7 +2,9 @@
 //!
 //! Pages: 08h Caching (WCE changeable), 0Ah Control (D_SENSE and SWP changeable: SWP=1
 //! write-protects the LU, SPC-4 7.5.8), 1Ch Informational Exceptions Control (DEXCPT
-//! changeable, no effect). No subpages. Saved values are not supported: MODE SENSE with
+//! changeable, no effect), and for a thin LU with a soft threshold the Logical Block
+//! Provisioning subpage 1Ch/02h (nothing changeable; `threshold.rs`). Saved values are not
+//! supported: MODE SENSE with
 //! PC=11b answers SAVING PARAMETERS NOT SUPPORTED and MODE SELECT with SP=1 INVALID FIELD IN
 //! CDB. The device-specific parameter carries WP (read-only LU) and DPOFUA=1.
 
@@ -133,18 +135,27 @@ pub(crate) fn mode_sense(cmd: &mut Cmd<'_>) -> CmdResult {
             ),
         );
     }
-    let wanted: &[u8] = match page {
+    let mut wanted: &[u8] = match page {
         ALL_PAGES => &PAGES,
         p => match PAGES.iter().position(|&x| x == p) {
             Some(i) => &PAGES[i..=i],
             None => return Err(invalid_field_in_cdb(2, Some(5))),
         },
     };
-    // Subpage 00h is the page itself; FFh means "all subpages", and we have only 00h.
-    if subpage != 0x00 && subpage != 0xFF {
-        return Err(invalid_field_in_cdb(3, Some(7)));
-    }
     let lu = cmd.lu;
+    // Subpage 00h is the page itself; FFh means "all subpages". The one subpage is the
+    // Logical Block Provisioning page (1Ch/02h) of a thin LU with a soft threshold.
+    let lbp = lu.threshold().map(|t| t.mode_page(lu, pc == 0b01));
+    let lbp = match (page, subpage, lbp) {
+        (_, 0x00, _) | (_, 0xFF, None) => None,
+        (ALL_PAGES | IEC, 0xFF, lbp) => lbp,
+        (IEC, 0x02, Some(lbp)) => {
+            wanted = &[];
+            Some(lbp)
+        }
+        (_, 0xFF, _) => None,
+        _ => return Err(invalid_field_in_cdb(3, Some(7))),
+    };
     let mut pages = Vec::new();
     {
         let st = lu.state();
@@ -160,6 +171,9 @@ pub(crate) fn mode_sense(cmd: &mut Cmd<'_>) -> CmdResult {
             };
             pages.extend_from_slice(&bytes);
         }
+    }
+    if let Some(lbp) = lbp {
+        pages.extend_from_slice(&lbp);
     }
     let mut bd = Vec::new();
     if !dbd {

@@ -10,6 +10,12 @@ pub struct LuOptions {
     /// [deallocates](sluice_storage::BlockDevice::deallocates); on one that does not, the LU
     /// stays fully provisioned.
     pub thin: bool,
+    /// For a thin LU: the soft threshold, in percent of the capacity (1 to 100). When the
+    /// space allocated to the LU grows past it, every I_T nexus gets the unit attention THIN
+    /// PROVISIONING SOFT THRESHOLD REACHED (38h/07h; SBC-4 4.7.3.7), once per crossing; the
+    /// Logical Block Provisioning mode page reports it. Needs a device that can tell how much
+    /// is allocated (memory, files).
+    pub soft_threshold_percent: Option<u8>,
     /// SANITIZE (SBC-4 4.11, 5.30) is accepted: OVERWRITE, BLOCK ERASE (thin LUs only: it
     /// deallocates every block) and EXIT FAILURE MODE. `None` answers SANITIZE as an
     /// unsupported command, which protects a LU from being wiped by any initiator.

@@ -40,6 +40,10 @@ pub(crate) fn unmap(cmd: &mut Cmd<'_>) -> CmdResult {
     for r in &ranges {
         deallocate(cmd.lu, r.lba, u64::from(r.blocks), cmd.abort)?;
     }
+    // Below the soft threshold again: arm it.
+    if let Some(t) = cmd.lu.threshold() {
+        t.check(cmd.lu);
+    }
     Ok(())
 }
 

@@ -163,3 +163,50 @@ fn capacity16_and_vpd_report_thin_provisioning() {
         [0, 0, 0, 0]
     );
 }
+
+#[test]
+fn the_soft_threshold_raises_one_unit_attention_per_crossing() {
+    let dev = VecDevice {
+        thin: true,
+        ..VecDevice::new(512, 4096)
+    };
+    let t = Harness::build_on(dev, |c| {
+        c.options.thin = true;
+        c.options.soft_threshold_percent = Some(50);
+    });
+    let other = t.nexus(2);
+    let _ = other.run(&[0; 6], &[]);
+    // THRESHOLD EXPONENT in VPD B2h; the threshold in the Logical Block Provisioning page.
+    assert_eq!(t.ok(&cdb::inquiry(Some(0xB2), 64), &[])[4], 1);
+    let page = t.ok(&[0x1A, 0x08, 0x1C, 0x02, 255, 0], &[]);
+    assert_eq!(&page[4..8], &[0x5C, 0x02, 0, 20]);
+    assert_eq!((page[20], page[21]), (0x80, 0x01));
+    assert_eq!(be32(&page, 24), 1024, "2048 blocks in units of 2");
+    let all = t.ok(&[0x1A, 0x08, 0x3F, 0xFF, 255, 0], &[]);
+    assert!(all.windows(2).any(|w| w == [0x5C, 0x02]));
+    let plain = t.ok(&[0x1A, 0x08, 0x3F, 0x00, 255, 0], &[]);
+    assert!(!plain.windows(2).any(|w| w == [0x5C, 0x02]));
+    // Up to just below half: nothing. Past it: one unit attention for every nexus.
+    t.ok(&cdb::write16(0, 2047, false), &vec![1; 2047 * 512]);
+    t.ok(&cdb::write16(3000, 1000, false), &vec![1; 1000 * 512]);
+    let s = t.check(&[0; 6], &[]);
+    assert_eq!((s.key.0, s.asc, s.ascq), (6, 0x38, 0x07), "{s}");
+    assert_eq!(other.check(&[0; 6], &[]).asc, 0x38);
+    t.ok(&[0; 6], &[]);
+    t.ok(&cdb::write16(2047, 1000, false), &vec![1; 1000 * 512]);
+    t.ok(&cdb::write16(2047, 1000, false), &vec![1; 1000 * 512]);
+    t.ok(&[0; 6], &[]);
+    // UNMAP below it arms it again; the next crossing raises it again.
+    assert!(unmap(&t, &[(0, 3000)]).0.is_good());
+    t.ok(&cdb::write16(0, 2100, false), &vec![1; 2100 * 512]);
+    assert_eq!(t.check(&[0; 6], &[]).asc, 0x38);
+    // A LU without a threshold (or fully provisioned) has none of it.
+    let plain = Harness::thin(512, 100);
+    assert_eq!(plain.ok(&cdb::inquiry(Some(0xB2), 64), &[])[4], 0);
+    assert_ifc(
+        &plain.check(&[0x1A, 0x08, 0x1C, 0x02, 255, 0], &[]),
+        true,
+        3,
+        Some(7),
+    );
+}

@@ -195,7 +195,9 @@ pub(crate) fn write_blocks(lu: &LogicalUnit, lba: u64, data: &[&[u8]], fua: bool
             lu.device().write_vectored_at(at, &cut, fua)
         }
     };
-    result.map_err(|e| storage_sense(&e, true))
+    result.map_err(|e| storage_sense(&e, true))?;
+    lu.wrote(n as u64);
+    Ok(())
 }
 
 #[cfg(test)]

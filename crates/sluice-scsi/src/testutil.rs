@@ -113,6 +113,10 @@ impl BlockDevice for VecDevice {
     fn deallocates(&self) -> bool {
         self.thin
     }
+    fn allocated_bytes(&self) -> Option<u64> {
+        let mapped = self.mapped.lock().unwrap();
+        Some(mapped.iter().filter(|&&m| m).count() as u64 * u64::from(self.bs))
+    }
     fn provisioning(&self, offset: u64, len: u64) -> Result<Extent, StorageError> {
         check_range(offset, len, self.size_bytes())?;
         let bs = u64::from(self.bs);

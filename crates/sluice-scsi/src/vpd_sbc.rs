@@ -44,10 +44,12 @@ pub(crate) fn block_limits(lu: &LogicalUnit) -> Vec<u8> {
 /// Logical Block Provisioning (SBC-4 6.6.6): the page body. A thin LU has LBPU (UNMAP),
 /// LBPWS and LBPWS10 (WRITE SAME with UNMAP=1), LBPRZ=001b (deallocated blocks read zeros)
 /// and PROVISIONING TYPE 010b; a fully provisioned one none of them. ANC_SUP=0 (no anchored
-/// blocks), DP=0 (no provisioning group descriptor), THRESHOLD EXPONENT 0 (no thresholds).
+/// blocks), DP=0 (no provisioning group descriptor). THRESHOLD EXPONENT: 0 (no thresholds)
+/// unless the LU has a soft threshold.
 pub(crate) fn logical_block_provisioning(lu: &LogicalUnit) -> Vec<u8> {
     if lu.thin() {
-        vec![0x00, 0x80 | 0x40 | 0x20 | 0x04, 0x02, 0x00]
+        let exponent = lu.threshold().map_or(0, |t| t.exponent(lu));
+        vec![exponent, 0x80 | 0x40 | 0x20 | 0x04, 0x02, 0x00]
     } else {
         vec![0u8; 4]
     }

@@ -122,6 +122,7 @@ fn write_pattern(
                 fua && last,
             )
             .map_err(|e| storage_sense(&e, true))?;
+        lu.wrote(n * bs);
         done += n;
     }
     Ok(())

@@ -189,7 +189,9 @@ fn write_piece(dst: &LogicalUnit, at: u64, data: &[u8], fua: bool) -> CmdResult 
     } else {
         dst.device().write_at(at, data, fua)
     };
-    result.map_err(|e| as_copy_aborted(crate::lu::storage_sense(&e, true)))
+    result.map_err(|e| as_copy_aborted(crate::lu::storage_sense(&e, true)))?;
+    dst.wrote(data.len() as u64);
+    Ok(())
 }
 
 /// The sense a copy source or destination gave, reported as COPY ABORTED with its

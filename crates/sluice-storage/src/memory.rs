@@ -1,6 +1,7 @@
 //! A sparse RAM disk.
 
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
@@ -50,6 +51,9 @@ pub struct MemoryDevice {
     num_blocks: u64,
     size_bytes: u64,
     chunks: Vec<RwLock<Chunk>>,
+    /// Bytes of the chunks that hold memory, kept as chunks come and go so that asking costs
+    /// nothing (a thin LU's soft threshold asks as writes go by).
+    resident: AtomicU64,
 }
 
 impl MemoryDevice {
@@ -74,6 +78,7 @@ impl MemoryDevice {
             num_blocks,
             size_bytes,
             chunks,
+            resident: AtomicU64::new(0),
         }
     }
 
@@ -100,6 +105,7 @@ impl MemoryDevice {
         let num_chunks = usize::try_from(size_bytes.div_ceil(CHUNK_BYTES as u64))
             .map_err(|_| io::Error::other(format!("{size_bytes} bytes do not fit in memory")))?;
         let mut chunks = Vec::with_capacity(num_chunks);
+        let mut resident = 0u64;
         for index in 0..num_chunks {
             let chunk = match self.chunks.get(index).map(|c| self.read_chunk_at(c)) {
                 Some(Some(data)) if data.len() == new_chunk_len(size_bytes, index) => {
@@ -112,6 +118,9 @@ impl MemoryDevice {
                 }
                 Some(None) | None => None,
             };
+            if chunk.is_some() {
+                resident += new_chunk_len(size_bytes, index) as u64;
+            }
             chunks.push(RwLock::new(chunk));
         }
         Ok(Self {
@@ -119,6 +128,7 @@ impl MemoryDevice {
             num_blocks,
             size_bytes,
             chunks,
+            resident: AtomicU64::new(resident),
         })
     }
 
@@ -128,10 +138,15 @@ impl MemoryDevice {
 
     /// Bytes of data memory committed so far (written chunks times their size).
     pub fn resident_bytes(&self) -> u64 {
-        (0..self.chunks.len())
-            .filter(|&i| self.read_chunk(i).is_some())
-            .map(|i| self.chunk_len(i) as u64)
-            .sum()
+        self.resident.load(Ordering::Relaxed)
+    }
+
+    /// Drops chunk `index`'s memory, if it holds any (its lock held by the caller).
+    fn release(&self, index: usize, chunk: &mut Chunk) {
+        if chunk.take().is_some() {
+            self.resident
+                .fetch_sub(self.chunk_len(index) as u64, Ordering::Relaxed);
+        }
     }
 
     /// Length of chunk `index`: [`CHUNK_BYTES`], except the last one, which may be shorter.
@@ -184,7 +199,11 @@ impl MemoryDevice {
 
     fn write_piece(&self, index: usize, in_chunk: usize, data: &[u8]) {
         let mut chunk = self.write_chunk(index);
-        let arc = chunk.get_or_insert_with(|| zeroed_chunk(self.chunk_len(index)));
+        let arc = chunk.get_or_insert_with(|| {
+            let len = self.chunk_len(index);
+            self.resident.fetch_add(len as u64, Ordering::Relaxed);
+            zeroed_chunk(len)
+        });
         let _probe = sluice_probe::span(sluice_probe::Stage::Copy);
         // Copies the chunk only if a read handed out without a copy still holds it.
         Arc::make_mut(arc)[in_chunk..in_chunk + data.len()].copy_from_slice(data);
@@ -193,7 +212,7 @@ impl MemoryDevice {
     fn zero_piece(&self, index: usize, in_chunk: usize, len: usize) {
         let mut chunk = self.write_chunk(index);
         if len == self.chunk_len(index) {
-            *chunk = None;
+            self.release(index, &mut chunk);
         } else if let Some(arc) = chunk.as_mut() {
             Arc::make_mut(arc)[in_chunk..in_chunk + len].fill(0);
         }
@@ -205,7 +224,7 @@ impl MemoryDevice {
     fn discard_piece(&self, index: usize, in_chunk: usize, len: usize) {
         let mut chunk = self.write_chunk(index);
         if len == self.chunk_len(index) {
-            *chunk = None;
+            self.release(index, &mut chunk);
             return;
         }
         let Some(arc) = chunk.as_mut() else {
@@ -213,7 +232,7 @@ impl MemoryDevice {
         };
         Arc::make_mut(arc)[in_chunk..in_chunk + len].fill(0);
         if arc.iter().all(|&b| b == 0) {
-            *chunk = None;
+            self.release(index, &mut chunk);
         }
     }
 

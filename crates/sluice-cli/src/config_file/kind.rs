@@ -117,6 +117,13 @@ pub enum ErrorKind {
         /// The path.
         path: PathBuf,
     },
+    /// `soft_threshold` on a LUN that is not thin.
+    ThresholdNeedsThin {
+        /// The target.
+        target: TargetRef,
+        /// The LUN.
+        lun: LunRef,
+    },
     /// `sanitize_rate` on a LUN without `sanitize = true`, or a rate of zero.
     SanitizeRate {
         /// The target.
@@ -178,6 +185,8 @@ pub enum FileKey {
     Direct,
     /// `[[target.lun]] huge_pages`.
     HugePages,
+    /// `[[target.lun]] soft_threshold`.
+    SoftThreshold,
 }
 
 impl fmt::Display for FileKey {
@@ -202,6 +211,7 @@ impl fmt::Display for FileKey {
             FileKey::Path => "path",
             FileKey::Direct => "direct",
             FileKey::HugePages => "huge_pages",
+            FileKey::SoftThreshold => "soft_threshold",
         })
     }
 }
@@ -261,6 +271,9 @@ impl fmt::Display for ErrorKind {
             ),
             ErrorKind::BadAlias(_) => {
                 f.write_str("alias must be at most 255 bytes of printable text")
+            }
+            ErrorKind::ThresholdNeedsThin { .. } => {
+                f.write_str("soft_threshold only applies with provisioning = \"thin\"")
             }
             ErrorKind::SanitizeRate { .. } => f.write_str(
                 "sanitize_rate (bytes per second, above zero) only applies with sanitize = true",

@@ -112,11 +112,24 @@ pub(super) fn convert_lun(
             return Err(at(span, kind));
         }
     }
+    let thin = lun
+        .provisioning
+        .as_ref()
+        .is_some_and(|p| *p.get_ref() == ProvisioningKind::Thin);
+    let soft_threshold_percent = match &lun.soft_threshold {
+        None => None,
+        Some(t) if !thin => {
+            let kind = ErrorKind::ThresholdNeedsThin {
+                target: target.clone(),
+                lun: this,
+            };
+            return Err(at(t.span(), kind));
+        }
+        Some(t) => Some(int_in(t, FileKey::SoftThreshold, 1, 100)?),
+    };
     let options = LuOptions {
-        thin: lun
-            .provisioning
-            .as_ref()
-            .is_some_and(|p| *p.get_ref() == ProvisioningKind::Thin),
+        thin,
+        soft_threshold_percent,
         sanitize: (lun.sanitize == Some(true)).then_some(SanitizeOptions {
             overwrite_bytes_per_s: rate,
         }),

@@ -121,6 +121,7 @@ pub(super) struct LunToml {
     pub(super) removable: Option<bool>,
     pub(super) serial: Option<Spanned<String>>,
     pub(super) provisioning: Option<Spanned<ProvisioningKind>>,
+    pub(super) soft_threshold: Option<Spanned<i64>>,
     pub(super) sanitize: Option<bool>,
     pub(super) sanitize_rate: Option<Spanned<Size>>,
 }

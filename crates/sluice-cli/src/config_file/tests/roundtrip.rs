@@ -104,6 +104,7 @@ size = "1G"
                 serial: Some("SN-42".into()),
                 options: sluice_target::config::LuOptions {
                     thin: true,
+                    soft_threshold_percent: Some(90),
                     sanitize: Some(sluice_target::config::SanitizeOptions {
                         overwrite_bytes_per_s: Some(200 << 20),
                     }),
