@@ -532,8 +532,23 @@ fn join_session(
             let (mut core, id) = TargetSession::new(session_config, setup, now);
             core.set_phase_collapse(config.offer.phase_collapse);
             let target = outcome.target_name.as_deref().map(str::to_ascii_lowercase);
+            let nexus = ctx.sessions.next_nexus();
+            if let Some(t) = target.as_deref().and_then(|n| ctx.target(n)) {
+                // The I_T nexus as SCSI names it: the initiator port (RFC 7143 section
+                // 4.2.7.4: InitiatorName and ISID) and the target port of this portal group.
+                t.scsi.nexus_established(
+                    nexus,
+                    sluice_scsi::NexusIdentity {
+                        initiator: sluice_scsi::TransportId::iscsi_port(
+                            &outcome.initiator_name,
+                            outcome.isid.0,
+                        ),
+                        target_port: crate::discovery::PORTAL_GROUP_TAG,
+                    },
+                );
+            }
             let who = SessionIdentity {
-                nexus: ctx.sessions.next_nexus(),
+                nexus,
                 target,
                 initiator: outcome.initiator_name.clone(),
                 session: conn.session,

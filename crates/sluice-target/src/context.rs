@@ -6,7 +6,9 @@ use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use sluice_scsi::{LogicalUnit, LuConfig, ScsiTarget};
+use sluice_scsi::{
+    AccessState, LogicalUnit, LuConfig, PortGroup, ScsiTarget, TargetPort, TargetPorts,
+};
 use sluice_storage::BlockDevice;
 use sluice_storage::{FileDevice, FileOptions, MemoryDevice, NullDevice};
 
@@ -54,7 +56,10 @@ impl TargetRuntime {
             .iter()
             .map(|l| open_lun(t, l))
             .collect::<io::Result<Vec<_>>>()?;
-        let scsi = ScsiTarget::new(luns.iter().map(|l| (l.number, Arc::clone(&l.lu))).collect());
+        let scsi = ScsiTarget::with_ports(
+            luns.iter().map(|l| (l.number, Arc::clone(&l.lu))).collect(),
+            target_ports(t),
+        );
         Ok(Self {
             scsi: Arc::new(scsi),
             luns: RwLock::new(luns.into()),
@@ -238,11 +243,25 @@ fn lu_config(t: &TargetDef, l: &LunDef, device: Arc<dyn BlockDevice>) -> LuConfi
         // NAA 6 (IEEE Registered Extended) with a locally chosen company id: top nibble 6,
         // the rest from the hash.
         naa_id: (6u64 << 60) | (hash & 0x0fff_ffff_ffff_ffff),
-        target_port_name: format!("{},t,0x{PORTAL_GROUP_TAG:04x}", t.iqn),
-        relative_target_port: 1,
-        target_port_group: PORTAL_GROUP_TAG,
         write_cache: true,
         removable: l.removable,
+    }
+}
+
+/// The SCSI target ports of a target: one per portal group, named `<target>,t,0x<TPGT>`
+/// (RFC 7143 section 4.2.7.4), its relative target port identifier the TPGT.
+fn target_ports(t: &TargetDef) -> TargetPorts {
+    TargetPorts {
+        device_name: t.iqn.clone(),
+        ports: vec![TargetPort {
+            relative_id: PORTAL_GROUP_TAG,
+            name: format!("{},t,0x{PORTAL_GROUP_TAG:04x}", t.iqn),
+            group: PORTAL_GROUP_TAG,
+        }],
+        groups: vec![PortGroup {
+            id: PORTAL_GROUP_TAG,
+            state: AccessState::ActiveOptimized,
+        }],
     }
 }
 
