@@ -17,6 +17,7 @@ use sluice_target::config::{
 
 use crate::cli::{Cli, DigestArg, TargetArgs, DEFAULT_PORT};
 use crate::config_file::{self, ServiceConfig, DEFAULT_BLOCK_SIZE};
+use crate::portals::{alua_state_name, Portal};
 use crate::signals;
 use crate::size::format_size;
 
@@ -99,11 +100,32 @@ fn digest(d: Option<DigestArg>, default: DigestPolicy) -> DigestPolicy {
 /// Defaults: listen on 127.0.0.1:3260, IQN [`DEFAULT_IQN`], one [`DEFAULT_MEMORY_SIZE`] memory
 /// LUN, 512-byte blocks, open ACL unless `--allow-initiator` is given, no CHAP.
 pub fn config_from_flags(args: &TargetArgs, luns: Vec<LunFlag>) -> anyhow::Result<TargetConfig> {
-    let portals = if args.listen.is_empty() {
-        vec![SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT))]
+    let listen = if args.listen.is_empty() {
+        vec![Portal {
+            addr: SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)),
+            tag: None,
+        }]
     } else {
         args.listen.clone()
     };
+    for (i, p) in listen.iter().enumerate() {
+        if listen[..i].iter().any(|q| q.addr == p.addr) {
+            bail!("--listen {}: listed twice", p.addr);
+        }
+    }
+    for s in &args.alua_state {
+        let tag = |p: &Portal| p.tag.unwrap_or(sluice_target::DEFAULT_PORTAL_GROUP_TAG);
+        if !listen.iter().any(|p| tag(p) == s.tag) {
+            bail!(
+                "--alua-state {}={}: no --listen address is in portal group {} (add ,{} after one)",
+                s.tag,
+                alua_state_name(s.state),
+                s.tag,
+                s.tag
+            );
+        }
+    }
+    let (portals, portal_groups) = crate::portals::portal_groups(&listen, &args.alua_state);
     let luns = if luns.is_empty() {
         vec![LunFlag::Memory(DEFAULT_MEMORY_SIZE)]
     } else {
@@ -180,6 +202,8 @@ pub fn config_from_flags(args: &TargetArgs, luns: Vec<LunFlag>) -> anyhow::Resul
     };
     let config = TargetConfig {
         portals,
+        portal_groups,
+        state_dir: args.state_dir.clone(),
         targets: vec![TargetDef {
             iqn: args.iqn.clone().unwrap_or_else(|| DEFAULT_IQN.to_string()),
             alias: None,
@@ -261,6 +285,19 @@ pub fn summary(config: &TargetConfig) -> String {
     let mut out = String::new();
     let portals: Vec<String> = config.portals.iter().map(ToString::to_string).collect();
     out += &format!("listen: {}\n", portals.join(", "));
+    for g in &config.portal_groups {
+        let list: Vec<String> = g.portals.iter().map(ToString::to_string).collect();
+        out += &format!(
+            "portal group {}: {}; ALUA target port group {}, {}\n",
+            g.tag,
+            list.join(", "),
+            g.alua_group,
+            alua_state_name(g.alua_state)
+        );
+    }
+    if let Some(dir) = &config.state_dir {
+        out += &format!("state directory: {}\n", dir.display());
+    }
     out += &format!(
         "discovery CHAP: {}\n",
         describe_chap(&config.discovery_auth)
@@ -319,17 +356,17 @@ pub fn summary(config: &TargetConfig) -> String {
     out
 }
 
-/// The `iscsi://` URLs (libiscsi, QEMU) of every LUN, through the first bound address.
+/// The `iscsi://` URLs (libiscsi, QEMU) of every LUN through every bound address, address by
+/// address: with several portals (groups) each LU is listed once per path.
 pub fn urls(config: &[TargetDef], bound: &[SocketAddr]) -> Vec<String> {
-    let Some(addr) = bound.first() else {
-        return Vec::new();
-    };
-    config
+    bound
         .iter()
-        .flat_map(|t| {
-            t.luns
-                .iter()
-                .map(move |l| format!("iscsi://{addr}/{}/{}", t.iqn, l.number))
+        .flat_map(|addr| {
+            config.iter().flat_map(move |t| {
+                t.luns
+                    .iter()
+                    .map(move |l| format!("iscsi://{addr}/{}/{}", t.iqn, l.number))
+            })
         })
         .collect()
 }

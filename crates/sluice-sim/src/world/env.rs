@@ -140,6 +140,7 @@ fn key(binding: &SessionBinding) -> NexusKey {
         &binding.initiator_name,
         binding.isid,
         binding.target_name.as_deref().unwrap_or_default(),
+        1,
     )
 }
 

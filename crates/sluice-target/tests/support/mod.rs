@@ -64,6 +64,8 @@ pub fn target_def(iqn: &str) -> TargetDef {
 pub fn config() -> TargetConfig {
     TargetConfig {
         portals: vec!["127.0.0.1:3260".parse().unwrap()],
+        portal_groups: Vec::new(),
+        state_dir: None,
         targets: vec![target_def(TARGET)],
         discovery_auth: None,
         offer: TargetOffer::default(),
