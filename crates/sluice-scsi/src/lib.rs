@@ -123,7 +123,10 @@ pub mod parameter_lists {
     pub use crate::pr::params::{
         parse_prout_parameters, ProutParameters, ServiceAction, MAX_PROUT_LIST_BYTES,
     };
-    pub use crate::pr::persist::{decode as decode_reservation_state, DecodeError};
+    pub use crate::pr::persist::{
+        decode as decode_reservation_state, encode as encode_reservation_state, DecodeError,
+    };
+    pub use crate::pr::{Holder, PrState, Registration, Reservation};
 }
 pub use sense::{asc_description, SenseData, SenseFormat, SenseKey, SenseParseError};
 pub use target::{decode_lun, encode_lun, LunAddress, ScsiTarget, MAX_TRANSFER_BYTES};

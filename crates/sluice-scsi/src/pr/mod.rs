@@ -34,8 +34,7 @@ use crate::sense::{
 use crate::NexusId;
 
 pub(crate) use legacy::{release, reserve};
-use model::PrState;
-pub use model::{PrType, MAX_REGISTRATIONS};
+pub use model::{Holder, PrState, PrType, Registration, Reservation, MAX_REGISTRATIONS};
 use params::{parse_prout_parameters, ServiceAction, MAX_PROUT_LIST_BYTES};
 
 /// How a command that did not succeed ends.
