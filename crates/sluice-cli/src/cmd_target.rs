@@ -701,6 +701,50 @@ mod tests {
     }
 
     #[test]
+    fn portal_group_flags() {
+        let c = parse(&[
+            "--listen",
+            "127.0.0.1:3260",
+            "--listen",
+            "127.0.0.2:3260,2",
+            "--alua-state",
+            "2=active-non-optimized",
+            "--state-dir",
+            "/var/lib/sluice",
+        ])
+        .unwrap();
+        assert_eq!(c.portals.len(), 2);
+        let tags: Vec<u16> = c.portal_groups.iter().map(|g| g.tag).collect();
+        assert_eq!(tags, [1, 2]);
+        assert_eq!(
+            c.portal_groups[1].alua_state,
+            sluice_target::config::AccessState::ActiveNonOptimized
+        );
+        assert_eq!(c.state_dir, Some(PathBuf::from("/var/lib/sluice")));
+        let text = summary(&c);
+        assert!(
+            text.contains(
+                "portal group 2: 127.0.0.2:3260; ALUA target port group 2, active-non-optimized"
+            ) && text.contains("state directory: /var/lib/sluice"),
+            "{text}"
+        );
+        assert!(parse(&[]).unwrap().portal_groups.is_empty());
+        let e = parse(&["--listen", "127.0.0.1:3260", "--alua-state", "2=standby"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no --listen address is in portal group 2"),
+            "{e}"
+        );
+        let e = parse(&["--listen", "127.0.0.1:3260", "--listen", "127.0.0.1:3260,2"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("listed twice"), "{e}");
+        assert!(parse(&["--alua-state", "1=offline"]).is_err());
+        assert!(parse(&["--listen", "127.0.0.1:3260,0"]).is_err());
+    }
+
+    #[test]
     fn max_connections_flag_is_bounded_by_the_key_table() {
         assert_eq!(parse(&[]).unwrap().offer.max_connections, 8);
         let c = parse(&["--max-connections", "4"]).unwrap();
