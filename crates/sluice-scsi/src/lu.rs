@@ -309,11 +309,13 @@ impl LogicalUnit {
             .and_then(|info| opcodes::validate(info, cdb).map(|()| info.op))
             .map_err(Failure::Check)
             .and_then(|op| {
-                let access = access::classify(cdb).unwrap_or(access::UNLISTED);
+                // What the command may do under reservations and ALUA states: looked up only
+                // when one of them restricts anything.
+                let access = || access::classify(cdb).unwrap_or(access::UNLISTED);
                 // ALUA (SPC-4 5.15.2.4): one relaxed load unless some group is not active.
                 if self.alua.restricted() {
                     let group = fabric.port_of(nexus).map_or(0, |p| p.group);
-                    alua::check(self.alua.state(group), access)?;
+                    alua::check(self.alua.state(group), access())?;
                 }
                 if op.needs_medium() && !self.medium_present() {
                     return Err(sense::medium_not_present().into());
@@ -322,7 +324,7 @@ impl LogicalUnit {
                 // unless the LU is reserved.
                 let gate = |cmd: &Cmd<'_>| {
                     if self.reservations.active() {
-                        self.reservations.gate(nexus, cmd.fabric, access)
+                        self.reservations.gate(nexus, cmd.fabric, access())
                     } else {
                         Ok(())
                     }
