@@ -8,7 +8,11 @@
 //! 1. Build one [`LogicalUnit`] per exported device from a [`LuConfig`], wrap each in an
 //!    [`Arc`](std::sync::Arc), and make a [`ScsiTarget`] from the LUN map.
 //! 2. Give every I_T nexus (for iSCSI: every session) a [`NexusId`] that is never reused
-//!    while the target lives.
+//!    while the target lives, and tell the target who is at its ends with
+//!    [`ScsiTarget::nexus_established`]: the initiator port as a SCSI [`TransportId`] and
+//!    the relative identifier of the target port (one of the [`TargetPorts`] the target was
+//!    built with, [`ScsiTarget::with_ports`]). Persistent reservations remember I_T nexuses by
+//!    these, and VPD page 83h and ALUA answer per target port.
 //! 3. For each SCSI command:
 //!    * call [`ScsiTarget::transfer`] with the raw 8-byte LUN field and the CDB to learn the
 //!      direction and size the CDB implies. Use it for residual computation and for sizing;
@@ -18,6 +22,10 @@
 //!    * call [`ScsiTarget::execute`]. It clears `data_in` and appends the Data-In bytes,
 //!      already truncated to the CDB's allocation length. Send at most EDTL of them and
 //!      compute the residual from what the CDB asked for versus EDTL;
+//!    * before sending the status, abort the tasks of every I_T nexus in
+//!      [`CommandResult::abort_nexuses`] on the same LUN, this command's own task excepted
+//!      (PREEMPT AND ABORT, SPC-4 5.12.11.2.5; the Control mode page's TAS bit is 0, so they
+//!      end without a status);
 //!    * send [`CommandResult::status`] and, if present, [`CommandResult::sense_bytes`] as
 //!      the sense data (the format follows the Control mode page's D_SENSE bit: fixed 70h by
 //!      default, descriptor 72h when D_SENSE=1).
@@ -29,7 +37,9 @@
 //!    Writes whose Data-Out is shorter than the CDB's transfer length write only the whole
 //!    blocks that arrived (the transport reports the residual); extra Data-Out is ignored.
 //! 4. When a session ends (logout, connection loss, reinstatement), call
-//!    [`ScsiTarget::nexus_gone`]: its PREVENT state and pending unit attentions go.
+//!    [`ScsiTarget::nexus_gone`]: its PREVENT state, RESERVE reservation and pending unit
+//!    attentions go (persistent reservations stay: they belong to the I_T nexus, not the
+//!    session).
 //! 5. For LOGICAL UNIT RESET, TARGET WARM RESET and TARGET COLD RESET task-management
 //!    functions, call [`ScsiTarget::reset`] after aborting the affected tasks, then answer
 //!    "Function complete".
@@ -44,8 +54,14 @@
 //! fail with NOT READY / MEDIUM NOT PRESENT. ORWRITE runs its read-modify-write under the
 //! LU's exclusive I/O lock, so it is atomic with respect to every other block command.
 //!
-//! Commands this crate does not implement (UNMAP, WRITE SAME, COMPARE AND WRITE, PERSISTENT
-//! RESERVE, RESERVE/RELEASE, …) get ILLEGAL REQUEST / INVALID COMMAND OPERATION CODE, which
+//! Persistent reservations (PERSISTENT RESERVE IN/OUT, every type, SPEC_I_PT, ALL_TG_PT,
+//! APTPL through a [`sluice_storage::StateStore`] given to
+//! [`LogicalUnit::attach_reservation_store`]) and RESERVE/RELEASE(6)/(10) gate every command
+//! as SPC-4 and SBC-3 tabulate; target port groups answer REPORT and SET TARGET PORT GROUPS and
+//! hold commands to their access state (SPC-4 5.15).
+//!
+//! Commands this crate does not implement (UNMAP, WRITE SAME, COMPARE AND WRITE, …) get
+//! ILLEGAL REQUEST / INVALID COMMAND OPERATION CODE, which
 //! initiators and conformance suites read as "not implemented". [`ScsiTarget::transfer`]
 //! answers [`Transfer::None`] for them; the driver must still accept and discard any
 //! Data-Out the initiator sends.
@@ -57,9 +73,14 @@
 //! # Module map
 //!
 //! `opcodes` holds the one table of supported commands (dispatch, reserved-bit checks and
-//! REPORT SUPPORTED OPERATION CODES all read it); `lu` the logical unit and dispatcher;
+//! REPORT SUPPORTED OPERATION CODES all read it); `access` the one table of what each command
+//! may do under reservations and ALUA states; `lu` the logical unit and dispatcher;
 //! `inquiry`, `vpd`, `capacity`, `rw`, `verify`, `mode`, `report_luns` and `misc` the
-//! commands; `unit_attention` the per-nexus queues; `field` the panic-free CDB readers.
+//! commands; `pr` persistent and RESERVE/RELEASE reservations (`pr/model.rs` the state,
+//! `pr/prout.rs` the service actions, `pr/params.rs` the parameter lists, `pr/persist.rs` the
+//! APTPL file); `alua` target port group states, REPORT/SET TARGET PORT GROUPS; `ports` target
+//! ports and I_T nexus identities; `transport_id` SCSI TransportIDs; `unit_attention` the
+//! per-nexus queues; `field` the panic-free CDB readers.
 #![forbid(unsafe_code)]
 
 pub mod cdb;
@@ -67,6 +88,8 @@ pub mod sense;
 
 pub use data_out::DataOut;
 
+mod access;
+mod alua;
 mod capacity;
 mod data_out;
 mod field;
@@ -75,9 +98,12 @@ mod lu;
 mod misc;
 mod mode;
 mod opcodes;
+mod ports;
+mod pr;
 mod report_luns;
 mod rw;
 mod target;
+mod transport_id;
 mod unit_attention;
 mod verify;
 mod vpd;
@@ -86,6 +112,22 @@ mod vpd;
 mod testutil;
 
 pub use lu::{LogicalUnit, LuConfig};
+pub use ports::{AccessState, NexusIdentity, PortGroup, TargetPort, TargetPorts};
+pub use pr::{PrType, RestoreError, MAX_REGISTRATIONS};
+pub use transport_id::{TransportId, TransportIdError, MAX_TRANSPORT_ID_BYTES};
+
+/// Parsers of the parameter lists this crate reads, public for fuzzing; each bounds every
+/// length and count it reads by the list it is given.
+pub mod parameter_lists {
+    pub use crate::alua::{parse_set_target_port_groups, StpgDescriptor, MAX_STPG_LIST_BYTES};
+    pub use crate::pr::params::{
+        parse_prout_parameters, ProutParameters, ServiceAction, MAX_PROUT_LIST_BYTES,
+    };
+    pub use crate::pr::persist::{
+        decode as decode_reservation_state, encode as encode_reservation_state, DecodeError,
+    };
+    pub use crate::pr::{Holder, PrState, Registration, Reservation};
+}
 pub use sense::{asc_description, SenseData, SenseFormat, SenseKey, SenseParseError};
 pub use target::{decode_lun, encode_lun, LunAddress, ScsiTarget, MAX_TRANSFER_BYTES};
 
@@ -131,6 +173,10 @@ pub struct CommandResult {
     pub status: u8,
     /// Sense data, present with CHECK CONDITION.
     pub sense: Option<SenseData>,
+    /// I_T nexuses whose tasks on this command's LUN the transport must abort before it
+    /// sends this status, this command's own task excepted (PREEMPT AND ABORT, SPC-4
+    /// 5.12.11.2.5). Empty for every other command.
+    pub abort_nexuses: Vec<NexusId>,
 }
 
 impl CommandResult {
@@ -139,6 +185,7 @@ impl CommandResult {
         Self {
             status: status::GOOD,
             sense: None,
+            abort_nexuses: Vec::new(),
         }
     }
 
@@ -147,6 +194,16 @@ impl CommandResult {
         Self {
             status: status::CHECK_CONDITION,
             sense: Some(sense),
+            abort_nexuses: Vec::new(),
+        }
+    }
+
+    /// RESERVATION CONFLICT (no sense).
+    pub fn reservation_conflict() -> Self {
+        Self {
+            status: status::RESERVATION_CONFLICT,
+            sense: None,
+            abort_nexuses: Vec::new(),
         }
     }
 

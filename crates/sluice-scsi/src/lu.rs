@@ -7,11 +7,14 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 use bytes::{Bytes, BytesMut};
 use sluice_storage::{BlockDevice, StorageError};
 
+use crate::alua::{self, AluaStates};
 use crate::mode::ModePages;
 use crate::opcodes::{self, IoLock, Op};
+use crate::ports::{Fabric, TargetPorts};
+use crate::pr::{self, Failure, Reservations, RestoreError};
 use crate::sense::{self, SenseData, SenseFormat, SenseKey};
 use crate::unit_attention::{self as ua, UnitAttentions};
-use crate::{capacity, inquiry, misc, mode, report_luns, rw, verify, vpd};
+use crate::{access, capacity, inquiry, misc, mode, report_luns, rw, verify, vpd};
 use crate::{CommandResult, DataOut, NexusId};
 
 /// How a logical unit presents itself. Strings are sent as printable ASCII (other characters
@@ -34,15 +37,9 @@ pub struct LuConfig {
     /// The LU's NAA identifier (VPD 83h), unique per LU. If its top nibble is 6 it is sent as
     /// the first 8 bytes of a 16-byte NAA IEEE Registered Extended designator (extension 0);
     /// otherwise as an 8-byte NAA IEEE Registered designator with the top nibble forced to 5.
+    /// The target port designators of VPD 83h come from the target's
+    /// [`TargetPorts`](crate::TargetPorts), per I_T nexus.
     pub naa_id: u64,
-    /// The target port's SCSI name, e.g. `iqn.2024-01.org.example:disk,t,0x0001`. VPD 83h
-    /// reports it as the target-port SCSI name string, and the part before `,t,` as the
-    /// target-device name.
-    pub target_port_name: String,
-    /// RELATIVE TARGET PORT IDENTIFIER (VPD 83h).
-    pub relative_target_port: u16,
-    /// TARGET PORT GROUP (VPD 83h).
-    pub target_port_group: u16,
     /// Default of the WCE bit (caching mode page). With WCE=0 every write is FUA.
     pub write_cache: bool,
     /// Report a removable medium (RMB=1 in standard INQUIRY). START STOP UNIT with LOEJ=1
@@ -72,12 +69,16 @@ impl fmt::Debug for LuConfig {
 ///
 /// Block I/O commands also take the LU's I/O lock: READ, WRITE, VERIFY and WRITE AND VERIFY
 /// shared, ORWRITE exclusive, so ORWRITE's read-modify-write is atomic with respect to
-/// every other command that touches the medium.
+/// every other command that touches the medium. PERSISTENT RESERVE OUT and RESERVE take it
+/// exclusively too, so no command that passed the reservation gate is still running when a
+/// reservation or preemption takes effect.
 #[derive(Debug)]
 pub struct LogicalUnit {
     cfg: LuConfig,
     state: Mutex<LuState>,
     io: RwLock<()>,
+    reservations: Reservations,
+    alua: AluaStates,
 }
 
 /// Interior state of a logical unit.
@@ -102,6 +103,11 @@ pub(crate) struct Cmd<'a> {
     pub(crate) shared_in: &'a mut Option<Bytes>,
     /// The target's LUN inventory (for REPORT LUNS).
     pub(crate) luns: &'a [u16],
+    /// The target's ports and the identities of its I_T nexuses.
+    pub(crate) fabric: &'a Fabric,
+    /// I_T nexuses whose tasks on this LU the transport must abort before it sends this
+    /// command's status (set by PREEMPT AND ABORT).
+    pub(crate) aborts: Vec<NexusId>,
 }
 
 /// Handler result: `Err` becomes CHECK CONDITION with that sense.
@@ -120,7 +126,34 @@ impl LogicalUnit {
                 medium_present: true,
             }),
             io: RwLock::new(()),
+            reservations: Reservations::default(),
+            alua: AluaStates::default(),
         }
+    }
+
+    /// Keeps persistent reservation state in `store` when APTPL asks for it (SPC-4 5.12.5)
+    /// and restores what the store holds (the registrations and reservation saved with
+    /// APTPL=1 before a restart). Call once, before the first command; without a store,
+    /// REPORT CAPABILITIES reports PTPL_C=0 and APTPL=1 is refused.
+    pub fn attach_reservation_store(
+        &self,
+        store: Arc<dyn sluice_storage::StateStore>,
+    ) -> Result<(), RestoreError> {
+        self.reservations.attach_store(store)
+    }
+
+    /// Takes the target port groups (and their initial access states) of the target this LU
+    /// belongs to.
+    pub(crate) fn attach_ports(&self, ports: &TargetPorts) {
+        self.alua.attach(ports);
+    }
+
+    pub(crate) fn reservations(&self) -> &Reservations {
+        &self.reservations
+    }
+
+    pub(crate) fn alua(&self) -> &AluaStates {
+        &self.alua
     }
 
     /// The configuration it was created with.
@@ -198,9 +231,12 @@ impl LogicalUnit {
     }
 
     pub(crate) fn nexus_gone(&self, nexus: NexusId) {
-        let mut st = self.state();
-        st.ua.forget(nexus);
-        st.prevent.remove(&nexus);
+        {
+            let mut st = self.state();
+            st.ua.forget(nexus);
+            st.prevent.remove(&nexus);
+        }
+        self.reservations.nexus_gone(nexus);
     }
 
     /// Queues the unit attention `code` for `nexus` only.
@@ -208,16 +244,21 @@ impl LogicalUnit {
         self.state().ua.establish(nexus, code);
     }
 
-    /// LOGICAL UNIT RESET (or the per-LU part of a target reset): drops every PREVENT,
-    /// restores default mode pages and queues `code` for every known nexus.
+    /// LOGICAL UNIT RESET (or the per-LU part of a target reset): drops every PREVENT and
+    /// RESERVE reservation (persistent reservations stay, SPC-4 5.12.1), restores default mode
+    /// pages and queues `code` for every known nexus.
     pub(crate) fn reset(&self, code: (u8, u8)) {
-        let mut st = self.state();
-        st.prevent.clear();
-        st.mode = ModePages::new(self.cfg.write_cache);
-        st.ua.establish_others(None, code);
+        {
+            let mut st = self.state();
+            st.prevent.clear();
+            st.mode = ModePages::new(self.cfg.write_cache);
+            st.ua.establish_others(None, code);
+        }
+        self.reservations.reset();
     }
 
     /// Runs one command for `nexus`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn execute(
         &self,
         nexus: NexusId,
@@ -226,6 +267,7 @@ impl LogicalUnit {
         data_in: &mut BytesMut,
         shared_in: &mut Option<Bytes>,
         luns: &[u16],
+        fabric: &Fabric,
     ) -> CommandResult {
         let opcode = cdb.first().copied().unwrap_or(0xFF);
         {
@@ -260,28 +302,57 @@ impl LogicalUnit {
             data_in,
             shared_in,
             luns,
+            fabric,
+            aborts: Vec::new(),
         };
         let result = opcodes::lookup(cdb)
             .and_then(|info| opcodes::validate(info, cdb).map(|()| info.op))
+            .map_err(Failure::Check)
             .and_then(|op| {
-                if op.needs_medium() && !self.medium_present() {
-                    return Err(sense::medium_not_present());
+                // What the command may do under reservations and ALUA states: looked up only
+                // when one of them restricts anything.
+                let access = || access::classify(cdb).unwrap_or(access::UNLISTED);
+                // ALUA (SPC-4 5.15.2.4): one relaxed load unless some group is not active.
+                if self.alua.restricted() {
+                    let group = fabric.port_of(nexus).map_or(0, |p| p.group);
+                    alua::check(self.alua.state(group), access())?;
                 }
+                if op.needs_medium() && !self.medium_present() {
+                    return Err(sense::medium_not_present().into());
+                }
+                // The reservation gate runs inside the I/O lock (see `pr`): one atomic load
+                // unless the LU is reserved.
+                let gate = |cmd: &Cmd<'_>| {
+                    if self.reservations.active() {
+                        self.reservations.gate(nexus, cmd.fabric, access())
+                    } else {
+                        Ok(())
+                    }
+                };
                 match op.io_lock() {
-                    IoLock::None => dispatch(op, &mut cmd),
+                    IoLock::None => gate(&cmd).and_then(|()| dispatch(op, &mut cmd)),
                     IoLock::Shared => {
                         let _io = self.io_shared();
-                        dispatch(op, &mut cmd)
+                        gate(&cmd).and_then(|()| dispatch(op, &mut cmd))
                     }
                     IoLock::Exclusive => {
                         let _io = self.io_exclusive();
-                        dispatch(op, &mut cmd)
+                        gate(&cmd).and_then(|()| dispatch(op, &mut cmd))
                     }
                 }
             });
+        let aborts = std::mem::take(&mut cmd.aborts);
         match result {
-            Ok(()) => CommandResult::good(),
-            Err(sense) => {
+            Ok(()) => CommandResult {
+                abort_nexuses: aborts,
+                ..CommandResult::good()
+            },
+            Err(Failure::Conflict) => {
+                cmd.data_in.clear();
+                *cmd.shared_in = None;
+                CommandResult::reservation_conflict()
+            }
+            Err(Failure::Check(sense)) => {
                 cmd.data_in.clear();
                 *cmd.shared_in = None;
                 CommandResult::check_condition(sense.with_format(self.sense_format()))
@@ -290,8 +361,8 @@ impl LogicalUnit {
     }
 }
 
-fn dispatch(op: Op, cmd: &mut Cmd<'_>) -> CmdResult {
-    match op {
+fn dispatch(op: Op, cmd: &mut Cmd<'_>) -> Result<(), Failure> {
+    let result = match op {
         Op::TestUnitReady => Ok(()),
         Op::RequestSense => misc::request_sense(cmd),
         Op::Read => rw::read(cmd),
@@ -332,7 +403,15 @@ fn dispatch(op: Op, cmd: &mut Cmd<'_>) -> CmdResult {
             r
         }
         Op::ReportSupportedOpcodes => opcodes::report_supported_opcodes(cmd.cdb, cmd.data_in),
-    }
+        Op::ReportTargetPortGroups => alua::report_target_port_groups(cmd),
+        Op::SetTargetPortGroups => alua::set_target_port_groups(cmd),
+        // RESERVATION CONFLICT is a status, not sense: these answer with a `Failure`.
+        Op::PersistentReserveIn => return pr::persistent_reserve_in(cmd),
+        Op::PersistentReserveOut => return pr::persistent_reserve_out(cmd),
+        Op::Reserve => return pr::reserve(cmd),
+        Op::Release => return pr::release(cmd),
+    };
+    result.map_err(Failure::Check)
 }
 
 use crate::field::u8_at;

@@ -300,6 +300,8 @@ pub fn asc_description(asc: u8, ascq: u8) -> Option<&'static str> {
         (0x04, 0x00) => "LOGICAL UNIT NOT READY, CAUSE NOT REPORTABLE",
         (0x04, 0x01) => "LOGICAL UNIT IS IN PROCESS OF BECOMING READY",
         (0x04, 0x02) => "LOGICAL UNIT NOT READY, INITIALIZING COMMAND REQUIRED",
+        (0x04, 0x0B) => "LOGICAL UNIT NOT ACCESSIBLE, TARGET PORT IN STANDBY STATE",
+        (0x04, 0x0C) => "LOGICAL UNIT NOT ACCESSIBLE, TARGET PORT IN UNAVAILABLE STATE",
         (0x04, 0x1B) => "LOGICAL UNIT NOT READY, SANITIZE IN PROGRESS",
         (0x0C, 0x00) => "WRITE ERROR",
         (0x0E, 0x03) => "INVALID FIELD IN COMMAND INFORMATION UNIT",
@@ -313,6 +315,7 @@ pub fn asc_description(asc: u8, ascq: u8) -> Option<&'static str> {
         (0x26, 0x00) => "INVALID FIELD IN PARAMETER LIST",
         (0x26, 0x01) => "PARAMETER NOT SUPPORTED",
         (0x26, 0x02) => "PARAMETER VALUE INVALID",
+        (0x26, 0x04) => "INVALID RELEASE OF PERSISTENT RESERVATION",
         (0x27, 0x00) => "WRITE PROTECTED",
         (0x27, 0x01) => "HARDWARE WRITE PROTECTED",
         (0x27, 0x02) => "LOGICAL UNIT SOFTWARE WRITE PROTECTED",
@@ -327,6 +330,7 @@ pub fn asc_description(asc: u8, ascq: u8) -> Option<&'static str> {
         (0x2A, 0x03) => "RESERVATIONS PREEMPTED",
         (0x2A, 0x04) => "RESERVATIONS RELEASED",
         (0x2A, 0x05) => "REGISTRATIONS PREEMPTED",
+        (0x2A, 0x06) => "ASYMMETRIC ACCESS STATE CHANGED",
         (0x2A, 0x09) => "CAPACITY DATA HAS CHANGED",
         (0x2F, 0x00) => "COMMANDS CLEARED BY ANOTHER INITIATOR",
         (0x39, 0x00) => "SAVING PARAMETERS NOT SUPPORTED",
@@ -335,6 +339,7 @@ pub fn asc_description(asc: u8, ascq: u8) -> Option<&'static str> {
         (0x44, 0x00) => "INTERNAL TARGET FAILURE",
         (0x53, 0x02) => "MEDIUM REMOVAL PREVENTED",
         (0x55, 0x03) => "INSUFFICIENT RESOURCES",
+        (0x55, 0x04) => "INSUFFICIENT REGISTRATION RESOURCES",
         _ => return None,
     })
 }

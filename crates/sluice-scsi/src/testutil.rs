@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use bytes::BytesMut;
 use sluice_storage::{check_range, BlockDevice, StorageError};
 
-use crate::{CommandResult, LogicalUnit, LuConfig, NexusId, ScsiTarget, SenseData};
+use crate::ports::{PortGroup, TargetPort, TargetPorts};
+use crate::{AccessState, CommandResult, LogicalUnit, LuConfig, NexusId, ScsiTarget, SenseData};
 
 /// A RAM disk for tests, with switches for read-only and failing I/O.
 #[derive(Debug)]
@@ -85,11 +86,32 @@ pub(crate) fn config(dev: Arc<VecDevice>, read_only: bool) -> LuConfig {
         revision: "0001".into(),
         serial: "SN0123456789".into(),
         naa_id: 0x6001_4050_0000_0001,
-        target_port_name: "iqn.2024-01.org.example:t1,t,0x0001".into(),
-        relative_target_port: 1,
-        target_port_group: 0,
         write_cache: true,
         removable: false,
+    }
+}
+
+/// The test target's name.
+pub(crate) const TARGET_NAME: &str = "iqn.2024-01.org.example:t1";
+
+/// Two target ports: relative 1 in group 1 and relative 2 in group 2, both active/optimized
+/// unless `states` says otherwise.
+pub(crate) fn two_ports(states: [AccessState; 2]) -> TargetPorts {
+    TargetPorts {
+        device_name: TARGET_NAME.into(),
+        ports: (1..=2)
+            .map(|n| TargetPort {
+                relative_id: n,
+                name: format!("{TARGET_NAME},t,0x{n:04x}"),
+                group: n,
+            })
+            .collect(),
+        groups: (1..=2)
+            .map(|n| PortGroup {
+                id: n,
+                state: states[usize::from(n) - 1],
+            })
+            .collect(),
     }
 }
 
@@ -126,7 +148,8 @@ impl Harness {
         let mut cfg = config(dev.clone(), false);
         tweak(&mut cfg);
         let lu = Arc::new(LogicalUnit::new(cfg));
-        let target = Arc::new(ScsiTarget::new(vec![(0, lu)]));
+        let ports = two_ports([AccessState::ActiveOptimized; 2]);
+        let target = Arc::new(ScsiTarget::with_ports(vec![(0, lu)], ports));
         let h = Self {
             target,
             dev,

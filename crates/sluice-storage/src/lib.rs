@@ -14,6 +14,9 @@
 //! * [`FileDevice`]: a regular file or a block device, through `pread`/`pwrite`, optionally with
 //!   `O_DIRECT`; FUA and flush go through `fdatasync`.
 //!
+//! Beside the blocks, [`StateFile`] keeps small state that must survive a crash (persistent
+//! reservations with APTPL) in a file replaced atomically.
+//!
 //! The same contract tests (`conformance.rs`) run against every backend.
 //!
 //! `unsafe` is denied crate-wide and allowed in exactly three places, each block justified by a
@@ -33,6 +36,7 @@ use bytes::{Bytes, BytesMut};
 mod file;
 mod memory;
 mod null;
+mod state_file;
 
 #[cfg(test)]
 mod conformance;
@@ -40,6 +44,7 @@ mod conformance;
 pub use file::{cached_crc32c, FileDevice, FileOptions, HugePageStatus};
 pub use memory::MemoryDevice;
 pub use null::NullDevice;
+pub use state_file::{StateFile, StateStore, MAX_STATE_FILE_BYTES};
 
 /// Why a block operation failed.
 #[derive(Debug, thiserror::Error)]

@@ -256,8 +256,11 @@ impl<'a> Connection<'a> {
             let Some(work) = work else {
                 break;
             };
-            let ticket = work.ticket;
-            let completion = self.execute(work).await?;
+            let (ticket, lun) = (work.ticket, work.lun);
+            let (completion, aborts) = self.execute(work).await?;
+            if !aborts.is_empty() {
+                self.abort_other_tasks(&aborts, lun, ticket);
+            }
             let _probe = sluice_probe::span(sluice_probe::Stage::Protocol);
             let session = Arc::clone(&self.session);
             let mut env = self.env();
@@ -293,17 +296,22 @@ impl<'a> Connection<'a> {
     }
 
     /// Runs one command on the SCSI layer.
-    async fn execute(&mut self, work: ScsiWork) -> Result<ScsiCompletion, End> {
+    async fn execute(&mut self, work: ScsiWork) -> Result<(ScsiCompletion, Vec<u64>), End> {
         let Some(target) = self.target else {
             // Discovery sessions have no LUNs; the core never asks them to run a command.
-            return Ok(ScsiCompletion {
+            let done = ScsiCompletion {
                 status: ScsiStatus::Good,
                 sense: Bytes::new(),
                 data: Bytes::new(),
-            });
+            };
+            return Ok((done, Vec::new()));
         };
         let slot = self.lu_slot(target, work.lun.0);
-        let blocking = slot.is_some_and(|i| self.lu_slots[i].lun.blocking);
+        // PERSISTENT RESERVE OUT may write and fsync the reservation state file (APTPL):
+        // never on the network thread.
+        let blocking = slot.is_some_and(|i| self.lu_slots[i].lun.blocking)
+            || (work.cdb.first() == Some(&sluice_scsi::cdb::opcode::PERSISTENT_RESERVE_OUT)
+                && self.ctx.config().state_dir.is_some());
         let mut buf = std::mem::take(&mut self.data_in_buf);
         let want = work.data_in_len as usize;
         if want > 0 && want <= DATA_IN_REFILL && buf.capacity() < want {
@@ -313,7 +321,7 @@ impl<'a> Connection<'a> {
             buf = BytesMut::with_capacity(DATA_IN_REFILL);
         }
         let nexus = self.session.nexus;
-        let (completion, buf, work) = if blocking {
+        let ((completion, aborts), buf, work) = if blocking {
             let scsi = Arc::clone(&target.scsi);
             let ran = tokio::task::spawn_blocking(move || {
                 let (c, b) = run(&scsi, nexus, &work, buf);
@@ -344,7 +352,29 @@ impl<'a> Connection<'a> {
                     .saturating_duration_since(work.arrived),
             });
         }
-        Ok(completion)
+        Ok((completion, aborts))
+    }
+
+    /// PREEMPT AND ABORT: before its status goes out, the tasks of the preempted I_T nexuses
+    /// on `lun` end (SPC-4 5.12.11.2.5), this command (`ticket`) excepted. Each session is
+    /// locked on its own; no lock is held here.
+    fn abort_other_tasks(&self, nexuses: &[u64], lun: Lun, ticket: sluice_proto::target::Ticket) {
+        for session in self.ctx.sessions.all() {
+            if !nexuses.contains(&session.nexus) {
+                continue;
+            }
+            let mine = Arc::ptr_eq(&session, &self.session);
+            let aborted = session
+                .lock()
+                .abort_tasks_of_lun(lun, mine.then_some(ticket));
+            debug!(
+                nexus = session.nexus,
+                aborted, "tasks aborted by PREEMPT AND ABORT"
+            );
+            if !mine {
+                session.wake_all();
+            }
+        }
     }
 
     /// This connection's counter slot for the LU at `raw`, made on the LU's first command;
@@ -403,7 +433,7 @@ fn run(
     nexus: u64,
     work: &ScsiWork,
     mut buf: BytesMut,
-) -> (ScsiCompletion, BytesMut) {
+) -> ((ScsiCompletion, Vec<u64>), BytesMut) {
     let mut shared = None;
     let result = scsi.execute_shared(
         nexus,
@@ -424,7 +454,7 @@ fn run(
         sense: result.sense_bytes().map(Bytes::from).unwrap_or_default(),
         data,
     };
-    (completion, buf)
+    ((completion, result.abort_nexuses), buf)
 }
 
 /// What the core needs from the SCSI layer and the configuration, for one call.

@@ -21,6 +21,10 @@ pub enum ErrorKind {
     NoListen,
     /// An address listed twice in `listen`.
     ListenTwice(SocketAddr),
+    /// A `[[portal_group]]` whose tag no `listen` address has.
+    PortalGroupWithoutPortal(u16),
+    /// Two `[[portal_group]]` tables with the same tag.
+    PortalGroupTwice(u16),
     /// An operational key of `[session]` refused by the key table.
     Key(KeyValueError),
     /// A fraction of a second for a key the RFC counts in whole seconds.
@@ -171,6 +175,10 @@ pub enum FileKey {
     Direct,
     /// `[[target.lun]] huge_pages`.
     HugePages,
+    /// `[[portal_group]] tag`.
+    PortalGroupTag,
+    /// `[[portal_group]] alua_group`.
+    AluaGroup,
 }
 
 impl fmt::Display for FileKey {
@@ -195,6 +203,8 @@ impl fmt::Display for FileKey {
             FileKey::Path => "path",
             FileKey::Direct => "direct",
             FileKey::HugePages => "huge_pages",
+            FileKey::PortalGroupTag => "portal_group tag",
+            FileKey::AluaGroup => "alua_group",
         })
     }
 }
@@ -208,6 +218,14 @@ impl fmt::Display for ErrorKind {
                  \"127.0.0.1:3260\"",
             ),
             ErrorKind::ListenTwice(addr) => write!(f, "{addr} is listed twice"),
+            ErrorKind::PortalGroupWithoutPortal(tag) => write!(
+                f,
+                "portal group {tag} has no listen address: add \",{tag}\" after one, e.g. \
+                 listen = [\"127.0.0.1:3260,{tag}\"]"
+            ),
+            ErrorKind::PortalGroupTwice(tag) => {
+                write!(f, "[[portal_group]] with tag {tag} is defined twice")
+            }
             ErrorKind::Key(e) => e.fmt(f),
             ErrorKind::WholeSeconds(key) => write!(
                 f,

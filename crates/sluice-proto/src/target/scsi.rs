@@ -51,6 +51,8 @@ pub(super) enum EndedBy {
     Tmf(u64),
     /// Its connection is gone (ErrorRecoveryLevel 0: no reassignment).
     ConnectionLost,
+    /// Another I_T nexus aborted it (PREEMPT AND ABORT).
+    OtherNexus,
 }
 
 #[derive(Debug)]
