@@ -44,6 +44,8 @@ fn config() -> &'static TargetConfig {
         };
         TargetConfig {
             portals: vec!["127.0.0.1:3260".parse().unwrap()],
+            portal_groups: Vec::new(),
+            state_dir: None,
             targets: vec![TargetDef {
                 iqn: TARGET_NAME.into(),
                 alias: Some("fuzz".into()),

@@ -369,10 +369,23 @@ pub enum DigestArg {
 /// `sluice target`: flags for a single target, or a configuration file.
 #[derive(Debug, Args)]
 pub struct TargetArgs {
-    /// Address to listen on (repeatable). Port defaults to 3260; IPv6 as [::1]:3260.
+    /// Address to listen on (repeatable). Port defaults to 3260; IPv6 as [::1]:3260. A
+    /// `,TPGT` suffix puts it in that target portal group (default 1): each group is a
+    /// separate path (target port) to every LU, for multipath initiators.
     /// Default: 127.0.0.1:3260.
-    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen)]
-    pub listen: Vec<SocketAddr>,
+    #[arg(long, value_name = "ADDR:PORT[,TPGT]", value_parser = crate::portals::parse_portal)]
+    pub listen: Vec<crate::portals::Portal>,
+
+    /// The ALUA access state LUs start in through a portal group (repeatable): TPGT=STATE,
+    /// STATE one of active-optimized (the default), active-non-optimized, standby,
+    /// unavailable.
+    #[arg(long, value_name = "TPGT=STATE", value_parser = alua_arg)]
+    pub alua_state: Vec<crate::portals::AluaSetting>,
+
+    /// Keep persistent reservations made with APTPL=1 in this directory, so they survive a
+    /// restart (one file per LUN, replaced atomically). Without it APTPL=1 is refused.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
 
     /// Target name. Default: iqn.2026-11.io.sluice:default.
     #[arg(long, value_name = "IQN")]
@@ -494,6 +507,23 @@ pub struct TargetArgs {
     /// Metrics, control socket and admin API.
     #[command(flatten)]
     pub ops: crate::cli_ops::OpsArgs,
+}
+
+/// clap value parser for `TPGT=STATE`.
+fn alua_arg(s: &str) -> Result<crate::portals::AluaSetting, String> {
+    let (tag, state) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: use TPGT=STATE, e.g. 2=standby"))?;
+    let tag = tag
+        .parse::<u16>()
+        .ok()
+        .filter(|t| *t > 0)
+        .ok_or_else(|| format!("{s:?}: the portal group tag is 1 to 65535"))?;
+    Ok(crate::portals::AluaSetting {
+        tag,
+        alua_group: None,
+        state: crate::portals::parse_alua_state(state)?,
+    })
 }
 
 /// Parses `ADDR:PORT`, `[V6]:PORT`, or a bare address (port 3260).

@@ -17,6 +17,7 @@ use sluice_target::config::{
 
 use crate::cli::{Cli, DigestArg, TargetArgs, DEFAULT_PORT};
 use crate::config_file::{self, ServiceConfig, DEFAULT_BLOCK_SIZE};
+use crate::portals::{alua_state_name, Portal};
 use crate::signals;
 use crate::size::format_size;
 
@@ -110,11 +111,32 @@ fn digest(d: Option<DigestArg>, default: DigestPolicy) -> DigestPolicy {
 /// Defaults: listen on 127.0.0.1:3260, IQN [`DEFAULT_IQN`], one [`DEFAULT_MEMORY_SIZE`] memory
 /// LUN, 512-byte blocks, open ACL unless `--allow-initiator` is given, no CHAP.
 pub fn config_from_flags(args: &TargetArgs, luns: Vec<LunFlag>) -> anyhow::Result<TargetConfig> {
-    let portals = if args.listen.is_empty() {
-        vec![SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT))]
+    let listen = if args.listen.is_empty() {
+        vec![Portal {
+            addr: SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)),
+            tag: None,
+        }]
     } else {
         args.listen.clone()
     };
+    for (i, p) in listen.iter().enumerate() {
+        if listen[..i].iter().any(|q| q.addr == p.addr) {
+            bail!("--listen {}: listed twice", p.addr);
+        }
+    }
+    for s in &args.alua_state {
+        let tag = |p: &Portal| p.tag.unwrap_or(sluice_target::DEFAULT_PORTAL_GROUP_TAG);
+        if !listen.iter().any(|p| tag(p) == s.tag) {
+            bail!(
+                "--alua-state {}={}: no --listen address is in portal group {} (add ,{} after one)",
+                s.tag,
+                alua_state_name(s.state),
+                s.tag,
+                s.tag
+            );
+        }
+    }
+    let (portals, portal_groups) = crate::portals::portal_groups(&listen, &args.alua_state);
     let luns = if luns.is_empty() {
         vec![LunFlag::Memory(DEFAULT_MEMORY_SIZE)]
     } else {
@@ -192,6 +214,8 @@ pub fn config_from_flags(args: &TargetArgs, luns: Vec<LunFlag>) -> anyhow::Resul
     };
     let config = TargetConfig {
         portals,
+        portal_groups,
+        state_dir: args.state_dir.clone(),
         targets: vec![TargetDef {
             iqn: args.iqn.clone().unwrap_or_else(|| DEFAULT_IQN.to_string()),
             alias: None,
@@ -273,6 +297,19 @@ pub fn summary(config: &TargetConfig) -> String {
     let mut out = String::new();
     let portals: Vec<String> = config.portals.iter().map(ToString::to_string).collect();
     out += &format!("listen: {}\n", portals.join(", "));
+    for g in &config.portal_groups {
+        let list: Vec<String> = g.portals.iter().map(ToString::to_string).collect();
+        out += &format!(
+            "portal group {}: {}; ALUA target port group {}, {}\n",
+            g.tag,
+            list.join(", "),
+            g.alua_group,
+            alua_state_name(g.alua_state)
+        );
+    }
+    if let Some(dir) = &config.state_dir {
+        out += &format!("state directory: {}\n", dir.display());
+    }
     out += &format!(
         "discovery CHAP: {}\n",
         describe_chap(&config.discovery_auth)
@@ -351,17 +388,17 @@ fn describe_options(o: &LuOptions) -> String {
     out
 }
 
-/// The `iscsi://` URLs (libiscsi, QEMU) of every LUN, through the first bound address.
+/// The `iscsi://` URLs (libiscsi, QEMU) of every LUN through every bound address, address by
+/// address: with several portals (groups) each LU is listed once per path.
 pub fn urls(config: &[TargetDef], bound: &[SocketAddr]) -> Vec<String> {
-    let Some(addr) = bound.first() else {
-        return Vec::new();
-    };
-    config
+    bound
         .iter()
-        .flat_map(|t| {
-            t.luns
-                .iter()
-                .map(move |l| format!("iscsi://{addr}/{}/{}", t.iqn, l.number))
+        .flat_map(|addr| {
+            config.iter().flat_map(move |t| {
+                t.luns
+                    .iter()
+                    .map(move |l| format!("iscsi://{addr}/{}/{}", t.iqn, l.number))
+            })
         })
         .collect()
 }
@@ -694,6 +731,50 @@ mod tests {
         assert_eq!(c.offer.data_digest, DigestPolicy::Forbid);
         // Protected by ACL and CHAP: no warning although 0.0.0.0 is not loopback.
         assert!(exposure_warnings(&c).is_empty());
+    }
+
+    #[test]
+    fn portal_group_flags() {
+        let c = parse(&[
+            "--listen",
+            "127.0.0.1:3260",
+            "--listen",
+            "127.0.0.2:3260,2",
+            "--alua-state",
+            "2=active-non-optimized",
+            "--state-dir",
+            "/var/lib/sluice",
+        ])
+        .unwrap();
+        assert_eq!(c.portals.len(), 2);
+        let tags: Vec<u16> = c.portal_groups.iter().map(|g| g.tag).collect();
+        assert_eq!(tags, [1, 2]);
+        assert_eq!(
+            c.portal_groups[1].alua_state,
+            sluice_target::config::AccessState::ActiveNonOptimized
+        );
+        assert_eq!(c.state_dir, Some(PathBuf::from("/var/lib/sluice")));
+        let text = summary(&c);
+        assert!(
+            text.contains(
+                "portal group 2: 127.0.0.2:3260; ALUA target port group 2, active-non-optimized"
+            ) && text.contains("state directory: /var/lib/sluice"),
+            "{text}"
+        );
+        assert!(parse(&[]).unwrap().portal_groups.is_empty());
+        let e = parse(&["--listen", "127.0.0.1:3260", "--alua-state", "2=standby"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no --listen address is in portal group 2"),
+            "{e}"
+        );
+        let e = parse(&["--listen", "127.0.0.1:3260", "--listen", "127.0.0.1:3260,2"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("listed twice"), "{e}");
+        assert!(parse(&["--alua-state", "1=offline"]).is_err());
+        assert!(parse(&["--listen", "127.0.0.1:3260,0"]).is_err());
     }
 
     #[test]

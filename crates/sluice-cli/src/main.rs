@@ -41,6 +41,7 @@ mod config_file;
 mod lab_files;
 mod logging;
 mod ops;
+mod portals;
 mod signals;
 mod size;
 

@@ -1,9 +1,12 @@
 //! libiscsi's conformance suite (`iscsi-test-cu`, Debian's libiscsi-bin 1.19) against
-//! `sluice target`: zero failures, and skips only for features that are deliberately not
-//! implemented yet or tests that cannot apply to the LUN under test (each listed below with
-//! the reason; the tests that skip on one LUN run against another that they apply to).
+//! `sluice target`: zero failures, and skips only for tests that cannot apply to the LUN under
+//! test (each listed below with the reason; the tests that skip on one LUN run against another
+//! that they apply to).
 //!
-//! The suite runs with `-d` (data-loss tests allowed) against scratch LUNs.
+//! The suite runs with `-d` (data-loss tests allowed) against scratch LUNs. The whole-suite
+//! runs see one LU through two portal groups of one target, given to `iscsi-test-cu` as the
+//! multipath pair: the MultipathIO suite runs, and so do the tests that need a second I_T
+//! nexus (persistent reservations, RESERVE/RELEASE) over real second paths.
 
 mod support;
 
@@ -13,24 +16,6 @@ use std::time::Instant;
 
 use support::cunit::{parse, Outcome, TestResult};
 use support::{require_tool, TargetProcess};
-
-/// Suites whose skips are accepted: features of later work (persistent reservations,
-/// RESERVE/RELEASE, multipath). A skip anywhere else fails the test.
-const DEFERRED_SUITES: &[&str] = &[
-    "PrinReadKeys",
-    "PrinServiceactionRange",
-    "PrinReportCapabilities",
-    "ProutRegister",
-    "ProutReserve",
-    "ProutClear",
-    "ProutPreempt",
-    "Reserve6",
-    "MultipathIO",
-];
-
-/// Skip reasons accepted in any suite, for the same deferred features: a test of another
-/// family may skip the steps that need them and still pass the rest.
-const DEFERRED_REASONS: &[&str] = &["PERSISTENT RESERVE", "PROUT", "RESERVE6"];
 
 /// The Sanitize suite needs `-S` (--allow-sanitize); it runs in its own test below, against
 /// a LUN that allows SANITIZE.
@@ -51,17 +36,20 @@ const NO_CRYPTO_ERASE: &str = "SANITIZE CRYPTO_ERASE is not implemented";
 /// the Block Limits atomic fields say so.
 const NO_ATOMIC_WRITES: &str = "WRITEATOMIC16 is not implemented";
 
-fn run_suite(url: &str, tests: &str) -> Vec<TestResult> {
-    run_suite_with(url, tests, &[])
+/// Runs `iscsi-test-cu -d -v [EXTRA...] -t TESTS URL...`: one URL, or two naming the same LU
+/// through two portals (the multipath pair).
+fn run_suite(urls: &[&str], tests: &str) -> Vec<TestResult> {
+    run_suite_with(urls, tests, &[])
 }
 
-fn run_suite_with(url: &str, tests: &str, extra: &[&str]) -> Vec<TestResult> {
+fn run_suite_with(urls: &[&str], tests: &str, extra: &[&str]) -> Vec<TestResult> {
     let tool = require_tool("iscsi-test-cu", "libiscsi-bin");
     let started = Instant::now();
     let out = Command::new(tool)
         .args(["-d", "-v"])
         .args(extra)
-        .args(["-t", tests, url])
+        .args(["-t", tests])
+        .args(urls)
         .output()
         .expect("run iscsi-test-cu");
     let text =
@@ -107,8 +95,9 @@ fn check(results: &[TestResult], allowed_skip: impl Fn(&str, &str) -> bool) {
     );
 }
 
-fn deferred(suite: &str, reason: &str) -> bool {
-    DEFERRED_SUITES.contains(&suite) || DEFERRED_REASONS.iter().any(|r| reason.contains(r))
+/// No skip is accepted.
+fn none(_suite: &str, _reason: &str) -> bool {
+    false
 }
 
 /// Skips of the whole suite against a thin memory LU that other tests cover: the
@@ -119,18 +108,59 @@ fn covered_elsewhere(suite: &str, reason: &str) -> bool {
     suites.contains(&suite) || reason.contains(SANITIZE_ELSEWHERE) || reason.contains(NEEDS_LBPPB)
 }
 
+/// The two URLs of LUN 0 through the target's two portal groups.
+fn paths(target: &TargetProcess) -> [&str; 2] {
+    [&target.urls[0], &target.urls[1]]
+}
+
+/// Tests that must have run and passed (not skipped), at least `count` of each suite.
+fn assert_passed(results: &[TestResult], suites: &[(&str, usize)]) {
+    for &(suite, count) in suites {
+        let passed = results
+            .iter()
+            .filter(|r| r.name.split('.').next() == Some(suite) && r.outcome == Outcome::Pass)
+            .count();
+        assert!(
+            passed >= count,
+            "{suite}: {passed} tests passed, expected {count}"
+        );
+    }
+}
+
+/// The reservation and multipath suites, which need the second path, and the
+/// thin-provisioning, COMPARE AND WRITE and EXTENDED COPY suites, which need a thin LU: each
+/// must run and pass on a thin LU seen through two portals.
+const MUST_PASS: &[(&str, usize)] = &[
+    ("PrinReadKeys", 2),
+    ("PrinServiceactionRange", 1),
+    ("PrinReportCapabilities", 1),
+    ("ProutRegister", 1),
+    ("ProutReserve", 13),
+    ("ProutClear", 1),
+    ("ProutPreempt", 1),
+    ("Reserve6", 7),
+    ("MultipathIO", 4),
+    ("CompareAndWrite", 4),
+    ("ExtendedCopy", 6),
+    ("ReceiveCopyResults", 2),
+    ("GetLBAStatus", 3),
+    ("Unmap", 3),
+    ("WriteSame10", 8),
+    ("WriteSame16", 8),
+    ("WriteAtomic16", 6),
+];
+
 #[test]
 fn whole_suite_against_a_thin_memory_lun() {
-    let target = TargetProcess::start(&["--memory", "1G", "--thin"]);
-    let results = run_suite(&target.url, "ALL");
-    check(&results, |suite, reason| {
-        deferred(suite, reason) || covered_elsewhere(suite, reason)
-    });
+    let target = TargetProcess::start_multipath(&["--memory", "1G", "--thin"]);
+    let results = run_suite(&paths(&target), "ALL");
+    check(&results, covered_elsewhere);
     assert!(
         results.len() >= 230,
         "expected the 230 tests of family ALL, got {}",
         results.len()
     );
+    assert_passed(&results, MUST_PASS);
 }
 
 #[test]
@@ -139,10 +169,10 @@ fn removable_medium_suites_against_a_removable_lun() {
     // too.
     let target = TargetProcess::start(&["--memory", "64M", "--removable", "--thin"]);
     let results = run_suite(
-        &target.url,
+        &[&target.url],
         "ALL.PreventAllow,ALL.StartStopUnit,ALL.NoMedia",
     );
-    check(&results, deferred);
+    check(&results, none);
     assert!(
         results.len() >= 12,
         "expected PreventAllow (8), StartStopUnit (3), NoMedia (1)"
@@ -153,39 +183,40 @@ fn removable_medium_suites_against_a_removable_lun() {
 fn read_only_suite_against_a_write_protected_lun() {
     // Thin, so that UNMAP and WRITE SAME with UNMAP are refused as writes too.
     let target = TargetProcess::start(&["--memory", "64M", "--read-only", "--thin"]);
-    let results = run_suite(&target.url, "ALL.ReadOnly");
-    check(&results, deferred);
+    let results = run_suite(&[&target.url], "ALL.ReadOnly");
+    check(&results, none);
     assert_eq!(results.len(), 1);
 }
 
 #[test]
 fn whole_suite_with_header_digests() {
-    let target = TargetProcess::start(&["--memory", "1G", "--thin"]);
+    let target = TargetProcess::start_multipath(&["--memory", "1G", "--thin"]);
     // libiscsi reads its digest offer from the URL; 1.19 never offers data digests.
-    let url = format!("{}?header_digest=crc32c", target.url);
-    let results = run_suite(&url, "ALL");
-    check(&results, |suite, reason| {
-        deferred(suite, reason) || covered_elsewhere(suite, reason)
-    });
+    let [one, two] = paths(&target);
+    let (one, two) = (
+        format!("{one}?header_digest=crc32c"),
+        format!("{two}?header_digest=crc32c"),
+    );
+    let results = run_suite(&[&one, &two], "ALL");
+    check(&results, covered_elsewhere);
 }
 
-/// A fully provisioned file LU: the thin-provisioning tests skip ("fully provisioned", or
-/// UNMAP reported unsupported), which is what such a LU must make them do; they run against
-/// thin LUs above and below.
+/// A fully provisioned file LU seen through two portals: the thin-provisioning tests skip
+/// ("fully provisioned", or UNMAP reported unsupported), which is what such a LU must make
+/// them do; they run against thin LUs above and below.
 #[test]
 fn whole_suite_against_a_thick_file_lun() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let path = dir.path().join("lun.img");
     let path = path.to_str().expect("utf-8 path");
-    let target = TargetProcess::start(&["--file", path, "--size", "256M"]);
-    let results = run_suite(&target.url, "ALL");
+    let target = TargetProcess::start_multipath(&["--file", path, "--size", "256M"]);
+    let results = run_suite(&paths(&target), "ALL");
     let thick = [
         "Logical unit is fully provisioned",
         "UNMAP is not implemented",
     ];
     check(&results, |suite, reason| {
-        deferred(suite, reason)
-            || covered_elsewhere(suite, reason)
+        covered_elsewhere(suite, reason)
             || reason.contains(NO_ATOMIC_WRITES)
             || thick.iter().any(|t| reason.contains(t))
     });
@@ -206,10 +237,8 @@ fn thin_provisioning_suites_against_a_thin_file_lun() {
     let tests = "ALL.CompareAndWrite,ALL.WriteSame10,ALL.WriteSame16,ALL.Unmap,\
                  ALL.GetLBAStatus.Simple,ALL.GetLBAStatus.BeyondEol,ALL.ExtendedCopy,\
                  ALL.ReceiveCopyResults,ALL.WriteAtomic16,ALL.Inquiry";
-    let results = run_suite(&target.url, tests);
-    check(&results, |suite, reason| {
-        deferred(suite, reason) || reason.contains(NO_ATOMIC_WRITES)
-    });
+    let results = run_suite(&[&target.url], tests);
+    check(&results, |_, reason| reason.contains(NO_ATOMIC_WRITES));
     for lbppb in [
         "CompareAndWrite.InvalidDataOutSize",
         "WriteSame10.UnmapUnaligned",
@@ -230,7 +259,7 @@ fn thin_provisioning_suites_against_a_thin_file_lun() {
 /// held to 8 MiB/s so that an 80 MiB sanitize lasts 10 s: Sanitize.Reset checks that a
 /// sanitize is still running after 3 s, five task-management functions, a logout and a new
 /// login (and then polls once a minute until it ends). CryptoErase skips because
-/// CRYPTOGRAPHIC ERASE is refused; Reservations needs RESERVE(6).
+/// CRYPTOGRAPHIC ERASE is refused.
 #[test]
 fn sanitize_suite_against_a_lun_that_allows_it() {
     let target = TargetProcess::start(&[
@@ -241,15 +270,14 @@ fn sanitize_suite_against_a_lun_that_allows_it() {
         "--sanitize-rate",
         "8M",
     ]);
-    let results = run_suite_with(&target.url, "ALL.Sanitize", &["-S"]);
-    check(&results, |suite, reason| {
-        deferred(suite, reason) || reason.contains(NO_CRYPTO_ERASE)
-    });
+    let results = run_suite_with(&[&target.url], "ALL.Sanitize", &["-S"]);
+    check(&results, |_, reason| reason.contains(NO_CRYPTO_ERASE));
     assert_eq!(results.len(), 11);
     for name in [
         "Sanitize.Overwrite",
         "Sanitize.BlockErase",
         "Sanitize.Reset",
+        "Sanitize.Reservations",
     ] {
         assert!(
             results

@@ -60,6 +60,10 @@ pub struct ConnectOptions {
     pub initiator_name: String,
     /// InitiatorAlias, sent when set.
     pub initiator_alias: Option<String>,
+    /// The session's ISID (RFC 7143 section 11.12.5); `None` draws a random one. Keeping one
+    /// ISID across sessions keeps the initiator port, so the target sees the same I_T nexus
+    /// again: SCSI persistent reservations and registrations belong to it.
+    pub isid: Option<[u8; 6]>,
     /// CHAP, when the target requires it.
     pub chap: Option<Chap>,
     /// Operational keys offered at login (RFC 7143 section 13). The result is in
@@ -115,6 +119,7 @@ impl Default for ConnectOptions {
         Self {
             initiator_name: DEFAULT_INITIATOR_NAME.to_owned(),
             initiator_alias: None,
+            isid: None,
             chap: None,
             offer,
             connect_timeout: Duration::from_secs(10),

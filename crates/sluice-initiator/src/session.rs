@@ -9,7 +9,7 @@ use sluice_proto::initiator::{
 };
 use sluice_proto::params::SessionParams;
 use sluice_proto::pdu::codes::{TmfFunction, TmfResponse};
-use sluice_proto::seq::Lun;
+use sluice_proto::seq::{Isid, Lun};
 use sluice_scsi::{cdb, SenseKey};
 use tokio::sync::{mpsc, oneshot};
 
@@ -112,7 +112,7 @@ impl Session {
             opts.offer.max_connections = opts.connections;
         }
         let counters = Counters::default();
-        let isid = random_isid();
+        let isid = opts.isid.map(Isid).unwrap_or_else(random_isid);
         let logged = login(
             portal.to_owned(),
             Some(target),

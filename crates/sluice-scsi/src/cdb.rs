@@ -52,6 +52,10 @@ pub mod opcode {
     pub const SANITIZE: u8 = 0x48;
     /// MODE SELECT(10).
     pub const MODE_SELECT_10: u8 = 0x55;
+    /// RESERVE(10).
+    pub const RESERVE_10: u8 = 0x56;
+    /// RELEASE(10).
+    pub const RELEASE_10: u8 = 0x57;
     /// MODE SENSE(10).
     pub const MODE_SENSE_10: u8 = 0x5A;
     /// PERSISTENT RESERVE IN.
@@ -88,6 +92,8 @@ pub mod opcode {
     pub const REPORT_LUNS: u8 = 0xA0;
     /// MAINTENANCE IN (REPORT SUPPORTED OPERATION CODES, …).
     pub const MAINTENANCE_IN: u8 = 0xA3;
+    /// MAINTENANCE OUT (SET TARGET PORT GROUPS, …).
+    pub const MAINTENANCE_OUT: u8 = 0xA4;
     /// READ(12).
     pub const READ_12: u8 = 0xA8;
     /// WRITE(12).
@@ -110,6 +116,10 @@ pub mod opcode {
     pub const RCR_COPY_STATUS: u8 = 0x00;
     /// Service action of RECEIVE COPY RESULTS: OPERATING PARAMETERS.
     pub const RCR_OPERATING_PARAMETERS: u8 = 0x03;
+    /// Service action of MAINTENANCE IN for REPORT TARGET PORT GROUPS.
+    pub const MI_REPORT_TARGET_PORT_GROUPS: u8 = 0x0A;
+    /// Service action of MAINTENANCE OUT for SET TARGET PORT GROUPS.
+    pub const MO_SET_TARGET_PORT_GROUPS: u8 = 0x0A;
 }
 
 /// TEST UNIT READY.

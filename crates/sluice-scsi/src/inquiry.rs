@@ -36,7 +36,14 @@ pub(crate) fn standard_data(cfg: Option<&LuConfig>, peripheral: u8) -> [u8; STAN
     d[2] = VERSION_SPC4;
     d[3] = 0x10 | 0x02; // HISUP=1, RESPONSE DATA FORMAT=2 (NORMACA=0)
     d[4] = (STANDARD_LEN - 5) as u8;
-    d[5] = 0x00; // SCCS, ACC, TPGS=00b (no ALUA), 3PC, PROTECT all 0
+    // SCCS, ACC, 3PC and PROTECT 0. TPGS=11b: target port groups with implicit and explicit
+    // (SET TARGET PORT GROUPS) asymmetric access (SPC-4 6.6.2, 5.15); not for the well-known
+    // or an absent LU.
+    d[5] = if cfg.is_some() && peripheral == DIRECT_ACCESS {
+        0x30
+    } else {
+        0x00
+    };
     d[6] = 0x00;
     d[7] = 0x02; // CMDQUE=1
     let (vendor, product, revision) = match cfg {

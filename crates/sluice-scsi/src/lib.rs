@@ -8,7 +8,11 @@
 //! 1. Build one [`LogicalUnit`] per exported device from a [`LuConfig`], wrap each in an
 //!    [`Arc`](std::sync::Arc), and make a [`ScsiTarget`] from the LUN map.
 //! 2. Give every I_T nexus (for iSCSI: every session) a [`NexusId`] that is never reused
-//!    while the target lives.
+//!    while the target lives, and tell the target who is at its ends with
+//!    [`ScsiTarget::nexus_established`]: the initiator port as a SCSI [`TransportId`] and
+//!    the relative identifier of the target port (one of the [`TargetPorts`] the target was
+//!    built with, [`ScsiTarget::with_ports`]). Persistent reservations remember I_T nexuses by
+//!    these, and VPD page 83h and ALUA answer per target port.
 //! 3. For each SCSI command:
 //!    * call [`ScsiTarget::transfer`] with the raw 8-byte LUN field and the CDB to learn the
 //!      direction and size the CDB implies. Use it for residual computation and for sizing;
@@ -18,6 +22,10 @@
 //!    * call [`ScsiTarget::execute`]. It clears `data_in` and appends the Data-In bytes,
 //!      already truncated to the CDB's allocation length. Send at most EDTL of them and
 //!      compute the residual from what the CDB asked for versus EDTL;
+//!    * before sending the status, abort the tasks of every I_T nexus in
+//!      [`CommandResult::abort_nexuses`] on the same LUN, this command's own task excepted
+//!      (PREEMPT AND ABORT, SPC-4 5.12.11.2.5; the Control mode page's TAS bit is 0, so they
+//!      end without a status);
 //!    * send [`CommandResult::status`] and, if present, [`CommandResult::sense_bytes`] as
 //!      the sense data (the format follows the Control mode page's D_SENSE bit: fixed 70h by
 //!      default, descriptor 72h when D_SENSE=1).
@@ -35,7 +43,9 @@
 //!    Writes whose Data-Out is shorter than the CDB's transfer length write only the whole
 //!    blocks that arrived (the transport reports the residual); extra Data-Out is ignored.
 //! 4. When a session ends (logout, connection loss, reinstatement), call
-//!    [`ScsiTarget::nexus_gone`]: its PREVENT state and pending unit attentions go.
+//!    [`ScsiTarget::nexus_gone`]: its PREVENT state, RESERVE reservation and pending unit
+//!    attentions go (persistent reservations stay: they belong to the I_T nexus, not the
+//!    session).
 //! 5. For LOGICAL UNIT RESET, TARGET WARM RESET and TARGET COLD RESET task-management
 //!    functions, call [`ScsiTarget::reset`] after aborting the affected tasks, then answer
 //!    "Function complete".
@@ -56,8 +66,15 @@
 //! SANITIZE. COMPARE AND WRITE, WRITE SAME, GET LBA STATUS and EXTENDED COPY (between LUs of
 //! one [`ScsiTarget`]) are always there, WRITE ATOMIC where the device writes atomically.
 //!
-//! Commands this crate does not implement (PERSISTENT RESERVE, RESERVE/RELEASE, …), and those
-//! a LU's configuration leaves out, get ILLEGAL REQUEST / INVALID COMMAND OPERATION CODE, which
+//! Persistent reservations (PERSISTENT RESERVE IN/OUT, every type, SPEC_I_PT, ALL_TG_PT,
+//! APTPL through a [`sluice_storage::StateStore`] given to
+//! [`LogicalUnit::attach_reservation_store`]) and RESERVE/RELEASE(6)/(10) gate every command
+//! as SPC-4, SBC-3 and SBC-4 tabulate, EXTENDED COPY's reads and writes of other LUs
+//! included; target port groups answer REPORT and SET TARGET PORT GROUPS and hold commands to
+//! their access state (SPC-4 5.15).
+//!
+//! Commands this crate does not implement (FORMAT UNIT, WRITE LONG, …), and those a LU's
+//! configuration leaves out, get ILLEGAL REQUEST / INVALID COMMAND OPERATION CODE, which
 //! initiators and conformance suites read as "not implemented". [`ScsiTarget::transfer`]
 //! answers [`Transfer::None`] for them; the driver must still accept and discard any
 //! Data-Out the initiator sends.
@@ -69,12 +86,16 @@
 //! # Module map
 //!
 //! `opcodes` holds the one table of supported commands (dispatch, reserved-bit checks and
-//! REPORT SUPPORTED OPERATION CODES all read it); `lu` the logical unit and dispatcher;
+//! REPORT SUPPORTED OPERATION CODES all read it); `access` the one table of what each command
+//! may do under reservations and ALUA states; `lu` the logical unit and dispatcher;
 //! `inquiry`, `vpd`, `vpd_sbc`, `capacity`, `rw`, `verify`, `mode`, `report_luns`, `misc`,
 //! `provisioning`, `write_same`, `compare_and_write`, `write_atomic`, `xcopy`,
 //! `copy_results` and `sanitize` the commands; [`unmap_list`] and [`copy_list`] the parameter
-//! lists of UNMAP and EXTENDED COPY; `unit_attention` the per-nexus queues; `field` the
-//! panic-free CDB readers.
+//! lists of UNMAP and EXTENDED COPY; `pr` persistent and RESERVE/RELEASE reservations
+//! (`pr/model.rs` the state, `pr/prout.rs` the service actions, `pr/params.rs` the parameter
+//! lists, `pr/persist.rs` the APTPL file); `alua` target port group states, REPORT/SET TARGET
+//! PORT GROUPS; `ports` target ports and I_T nexus identities; `transport_id` SCSI
+//! TransportIDs; `unit_attention` the per-nexus queues; `field` the panic-free CDB readers.
 #![forbid(unsafe_code)]
 
 pub mod cdb;
@@ -88,6 +109,8 @@ pub use options::{LuOptions, SanitizeOptions};
 pub use transfer::runs_long;
 
 mod abort;
+mod access;
+mod alua;
 mod capacity;
 mod compare_and_write;
 mod copy_results;
@@ -100,6 +123,8 @@ mod misc;
 mod mode;
 mod opcodes;
 mod options;
+mod ports;
+mod pr;
 mod provisioning;
 mod report_luns;
 mod rw;
@@ -107,6 +132,7 @@ mod sanitize;
 mod target;
 mod threshold;
 mod transfer;
+mod transport_id;
 mod unit_attention;
 mod verify;
 mod vpd;
@@ -119,6 +145,22 @@ mod xcopy;
 mod testutil;
 
 pub use lu::{LogicalUnit, LuConfig};
+pub use ports::{AccessState, NexusIdentity, PortGroup, TargetPort, TargetPorts};
+pub use pr::{PrType, RestoreError, MAX_REGISTRATIONS};
+pub use transport_id::{TransportId, TransportIdError, MAX_TRANSPORT_ID_BYTES};
+
+/// Parsers of the parameter lists this crate reads, public for fuzzing; each bounds every
+/// length and count it reads by the list it is given.
+pub mod parameter_lists {
+    pub use crate::alua::{parse_set_target_port_groups, StpgDescriptor, MAX_STPG_LIST_BYTES};
+    pub use crate::pr::params::{
+        parse_prout_parameters, ProutParameters, ServiceAction, MAX_PROUT_LIST_BYTES,
+    };
+    pub use crate::pr::persist::{
+        decode as decode_reservation_state, encode as encode_reservation_state, DecodeError,
+    };
+    pub use crate::pr::{Holder, PrState, Registration, Reservation};
+}
 pub use sense::{asc_description, SenseData, SenseFormat, SenseKey, SenseParseError};
 pub use target::{decode_lun, encode_lun, LunAddress, ScsiTarget, MAX_TRANSFER_BYTES};
 
@@ -181,6 +223,10 @@ pub struct CommandResult {
     pub status: u8,
     /// Sense data, present with CHECK CONDITION.
     pub sense: Option<SenseData>,
+    /// I_T nexuses whose tasks on this command's LUN the transport must abort before it
+    /// sends this status, this command's own task excepted (PREEMPT AND ABORT, SPC-4
+    /// 5.12.11.2.5). Empty for every other command.
+    pub abort_nexuses: Vec<NexusId>,
 }
 
 impl CommandResult {
@@ -189,6 +235,7 @@ impl CommandResult {
         Self {
             status: status::GOOD,
             sense: None,
+            abort_nexuses: Vec::new(),
         }
     }
 
@@ -197,6 +244,16 @@ impl CommandResult {
         Self {
             status: status::CHECK_CONDITION,
             sense: Some(sense),
+            abort_nexuses: Vec::new(),
+        }
+    }
+
+    /// RESERVATION CONFLICT (no sense).
+    pub fn reservation_conflict() -> Self {
+        Self {
+            status: status::RESERVATION_CONFLICT,
+            sense: None,
+            abort_nexuses: Vec::new(),
         }
     }
 

@@ -8,9 +8,13 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 use bytes::{Bytes, BytesMut};
 use sluice_storage::{BlockDevice, StorageError};
 
+use crate::access::{self, Access};
+use crate::alua::{self, AluaStates};
 use crate::copy_results::CopyRecords;
 use crate::mode::ModePages;
 use crate::opcodes::{self, CommandInfo, IoLock, Op};
+use crate::ports::{Fabric, TargetPorts};
+use crate::pr::{self, Failure, Reservations, RestoreError};
 use crate::sanitize::SanitizeState;
 use crate::sense::{self, SenseData, SenseFormat, SenseKey};
 use crate::threshold::SoftThreshold;
@@ -41,15 +45,9 @@ pub struct LuConfig {
     /// The LU's NAA identifier (VPD 83h), unique per LU. If its top nibble is 6 it is sent as
     /// the first 8 bytes of a 16-byte NAA IEEE Registered Extended designator (extension 0);
     /// otherwise as an 8-byte NAA IEEE Registered designator with the top nibble forced to 5.
+    /// The target port designators of VPD 83h come from the target's
+    /// [`TargetPorts`](crate::TargetPorts), per I_T nexus.
     pub naa_id: u64,
-    /// The target port's SCSI name, e.g. `iqn.2024-01.org.example:disk,t,0x0001`. VPD 83h
-    /// reports it as the target-port SCSI name string, and the part before `,t,` as the
-    /// target-device name.
-    pub target_port_name: String,
-    /// RELATIVE TARGET PORT IDENTIFIER (VPD 83h).
-    pub relative_target_port: u16,
-    /// TARGET PORT GROUP (VPD 83h).
-    pub target_port_group: u16,
     /// Default of the WCE bit (caching mode page). With WCE=0 every write is FUA.
     pub write_cache: bool,
     /// Report a removable medium (RMB=1 in standard INQUIRY). START STOP UNIT with LOEJ=1
@@ -85,12 +83,20 @@ impl fmt::Debug for LuConfig {
 /// their read-modify-write (or their whole write) is atomic with respect to every other
 /// command that touches the medium, from any I_T nexus. EXTENDED COPY takes the shared lock
 /// of its source and of its destination in turn, one piece at a time.
+///
+/// The same lock orders those commands against reservations and sanitize operations: a
+/// command decides whether it may touch the medium (sanitize state, medium present,
+/// reservations) inside the hold its I/O runs under, and PERSISTENT RESERVE OUT, RESERVE and
+/// the start of a SANITIZE hold the lock exclusively. So no command that passed those checks
+/// is still running when a reservation, a preemption or a sanitize takes effect, and none
+/// that runs afterwards passed them before.
 #[derive(Debug)]
 pub struct LogicalUnit {
     cfg: LuConfig,
     state: Mutex<LuState>,
-    /// Shared with a running sanitize operation's thread, which holds it exclusively.
-    io: Arc<RwLock<()>>,
+    io: RwLock<()>,
+    reservations: Reservations,
+    alua: AluaStates,
     /// The Control mode page's SWP bit, mirrored out of `state` so that a write checks it
     /// without taking the state lock.
     software_write_protect: AtomicBool,
@@ -126,6 +132,11 @@ pub(crate) struct Cmd<'a> {
     pub(crate) shared_in: &'a mut Option<Bytes>,
     /// The target's LUN inventory (for REPORT LUNS).
     pub(crate) luns: &'a [u16],
+    /// The target's ports and the identities of its I_T nexuses.
+    pub(crate) fabric: &'a Fabric,
+    /// I_T nexuses whose tasks on this LU the transport must abort before it sends this
+    /// command's status (set by PREEMPT AND ABORT).
+    pub(crate) aborts: Vec<NexusId>,
     /// The target the LU belongs to (EXTENDED COPY finds other LUs through it).
     pub(crate) target: &'a ScsiTarget,
     /// Raised when the transport aborts the command ([`AbortSignal`]); only long-running
@@ -183,11 +194,38 @@ impl LogicalUnit {
                 copies: CopyRecords::default(),
                 sanitize: SanitizeState::default(),
             }),
-            io: Arc::new(RwLock::new(())),
+            io: RwLock::new(()),
+            reservations: Reservations::default(),
+            alua: AluaStates::default(),
             software_write_protect: AtomicBool::new(false),
             thin,
             threshold,
         }
+    }
+
+    /// Keeps persistent reservation state in `store` when APTPL asks for it (SPC-4 5.12.5)
+    /// and restores what the store holds (the registrations and reservation saved with
+    /// APTPL=1 before a restart). Call once, before the first command; without a store,
+    /// REPORT CAPABILITIES reports PTPL_C=0 and APTPL=1 is refused.
+    pub fn attach_reservation_store(
+        &self,
+        store: Arc<dyn sluice_storage::StateStore>,
+    ) -> Result<(), RestoreError> {
+        self.reservations.attach_store(store)
+    }
+
+    /// Takes the target port groups (and their initial access states) of the target this LU
+    /// belongs to.
+    pub(crate) fn attach_ports(&self, ports: &TargetPorts) {
+        self.alua.attach(ports);
+    }
+
+    pub(crate) fn reservations(&self) -> &Reservations {
+        &self.reservations
+    }
+
+    pub(crate) fn alua(&self) -> &AluaStates {
+        &self.alua
     }
 
     /// The configuration it was created with.
@@ -284,11 +322,6 @@ impl LogicalUnit {
         self.io.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The I/O lock itself, for a sanitize operation's thread.
-    pub(crate) fn io_lock(&self) -> Arc<RwLock<()>> {
-        Arc::clone(&self.io)
-    }
-
     /// Exclusive hold on the LU's I/O lock (read-modify-write commands).
     pub(crate) fn io_exclusive(&self) -> RwLockWriteGuard<'_, ()> {
         self.io.write().unwrap_or_else(|e| e.into_inner())
@@ -323,10 +356,13 @@ impl LogicalUnit {
     }
 
     pub(crate) fn nexus_gone(&self, nexus: NexusId) {
-        let mut st = self.state();
-        st.ua.forget(nexus);
-        st.prevent.remove(&nexus);
-        st.copies.forget(nexus);
+        {
+            let mut st = self.state();
+            st.ua.forget(nexus);
+            st.prevent.remove(&nexus);
+            st.copies.forget(nexus);
+        }
+        self.reservations.nexus_gone(nexus);
     }
 
     /// Queues the unit attention `code` for `nexus` only.
@@ -334,14 +370,18 @@ impl LogicalUnit {
         self.state().ua.establish(nexus, code);
     }
 
-    /// LOGICAL UNIT RESET (or the per-LU part of a target reset): drops every PREVENT,
-    /// restores default mode pages and queues `code` for every known nexus.
+    /// LOGICAL UNIT RESET (or the per-LU part of a target reset): drops every PREVENT and
+    /// RESERVE reservation (persistent reservations stay, SPC-4 5.12.1), restores default mode
+    /// pages and queues `code` for every known nexus.
     pub(crate) fn reset(&self, code: (u8, u8)) {
-        let mut st = self.state();
-        st.prevent.clear();
-        st.mode = ModePages::new(self.cfg.write_cache);
-        self.mode_changed(&st.mode);
-        st.ua.establish_others(None, code);
+        {
+            let mut st = self.state();
+            st.prevent.clear();
+            st.mode = ModePages::new(self.cfg.write_cache);
+            self.mode_changed(&st.mode);
+            st.ua.establish_others(None, code);
+        }
+        self.reservations.reset();
     }
 
     /// Runs one command.
@@ -393,29 +433,55 @@ impl LogicalUnit {
             data_in,
             shared_in,
             luns,
+            fabric: target.fabric(),
+            aborts: Vec::new(),
             target,
             abort,
             data_out_len,
         };
         let result = opcodes::lookup_for(cdb, |info| self.supports(info))
             .and_then(|info| opcodes::validate(info, cdb).map(|()| info.op))
+            .map_err(Failure::Check)
             .and_then(|op| {
-                self.ready_for(op)?;
+                // What the command may do under reservations and ALUA states: looked up only
+                // when one of them restricts anything.
+                let access = || access::classify(cdb).unwrap_or(access::UNLISTED);
+                // ALUA (SPC-4 5.15.2.4): one relaxed load unless some group is not active.
+                if self.alua.restricted() {
+                    let group = cmd.fabric.port_of(nexus).map_or(0, |p| p.group);
+                    alua::check(self.alua.state(group), access())?;
+                }
+                // Whether the LU can run the command now (sanitize, medium) and whether the
+                // reservations let this I_T nexus run it are decided inside the I/O lock hold
+                // the command runs under (see the type's documentation).
+                let admit = |cmd: &Cmd<'_>| -> Result<(), Failure> {
+                    self.ready_for(op)?;
+                    self.gate(nexus, cmd.fabric, access)
+                };
                 match op.io_lock() {
-                    IoLock::None => dispatch(op, &mut cmd),
+                    IoLock::None => admit(&cmd).and_then(|()| dispatch(op, &mut cmd)),
                     IoLock::Shared => {
                         let _io = self.io_shared();
-                        dispatch(op, &mut cmd)
+                        admit(&cmd).and_then(|()| dispatch(op, &mut cmd))
                     }
                     IoLock::Exclusive => {
                         let _io = self.io_exclusive();
-                        dispatch(op, &mut cmd)
+                        admit(&cmd).and_then(|()| dispatch(op, &mut cmd))
                     }
                 }
             });
+        let aborts = std::mem::take(&mut cmd.aborts);
         match result {
-            Ok(()) => CommandResult::good(),
-            Err(sense) => {
+            Ok(()) => CommandResult {
+                abort_nexuses: aborts,
+                ..CommandResult::good()
+            },
+            Err(Failure::Conflict) => {
+                cmd.data_in.clear();
+                *cmd.shared_in = None;
+                CommandResult::reservation_conflict()
+            }
+            Err(Failure::Check(sense)) => {
                 cmd.data_in.clear();
                 *cmd.shared_in = None;
                 CommandResult::check_condition(sense.with_format(self.sense_format()))
@@ -430,7 +496,7 @@ impl LogicalUnit {
     /// stops medium access (MEDIUM ERROR / SANITIZE COMMAND FAILED), and an ejected medium
     /// stops medium access (NOT READY / MEDIUM NOT PRESENT). One look at the state, and none
     /// for commands that touch neither.
-    fn ready_for(&self, op: Op) -> CmdResult {
+    pub(crate) fn ready_for(&self, op: Op) -> CmdResult {
         let sanitize_gated = !op.allowed_while_sanitizing();
         if !op.needs_medium() && !sanitize_gated {
             return Ok(());
@@ -445,9 +511,43 @@ impl LogicalUnit {
         Ok(())
     }
 
-    /// For EXTENDED COPY: `Ok` if the medium can be read or written now, else why not.
-    pub(crate) fn ready_for_copy(&self, write: bool) -> CmdResult {
+    /// Whether the reservations let `nexus` run a command of treatment `access` (see
+    /// [`access`]): one atomic load unless the LU is reserved. A command that touches the
+    /// medium asks with the I/O lock held, in the hold its I/O runs under.
+    pub(crate) fn gate(
+        &self,
+        nexus: NexusId,
+        fabric: &Fabric,
+        access: impl FnOnce() -> Access,
+    ) -> Result<(), Failure> {
+        if self.reservations.active() {
+            self.reservations.gate(nexus, fabric, access())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// For EXTENDED COPY, with this LU's I/O lock held: whether the copy manager may read
+    /// (`write` false) or write this LU's medium now for the I_T nexus `nexus` that sent the
+    /// copy, as a READ or WRITE that nexus sent itself would be: the state of its target port
+    /// group, a sanitize, the medium, the reservations and write protection.
+    pub(crate) fn admit_copy(
+        &self,
+        nexus: NexusId,
+        fabric: &Fabric,
+        write: bool,
+    ) -> Result<(), Failure> {
+        let access = if write {
+            access::MEDIUM_WRITE
+        } else {
+            access::MEDIUM_READ
+        };
+        if self.alua.restricted() {
+            let group = fabric.port_of(nexus).map_or(0, |p| p.group);
+            alua::check(self.alua.state(group), access)?;
+        }
         self.ready_for(if write { Op::Write } else { Op::Read })?;
+        self.gate(nexus, fabric, || access)?;
         if write {
             self.writable()?;
         }
@@ -455,8 +555,8 @@ impl LogicalUnit {
     }
 }
 
-fn dispatch(op: Op, cmd: &mut Cmd<'_>) -> CmdResult {
-    match op {
+fn dispatch(op: Op, cmd: &mut Cmd<'_>) -> Result<(), Failure> {
+    let result = match op {
         Op::TestUnitReady => Ok(()),
         Op::RequestSense => misc::request_sense(cmd),
         Op::Read => rw::read(cmd),
@@ -507,8 +607,17 @@ fn dispatch(op: Op, cmd: &mut Cmd<'_>) -> CmdResult {
         Op::WriteAtomic => write_atomic::write_atomic(cmd),
         Op::ExtendedCopy => xcopy::extended_copy(cmd),
         Op::ReceiveCopyResults => copy_results::receive_copy_results(cmd),
-        Op::Sanitize => sanitize::sanitize(cmd),
-    }
+        Op::ReportTargetPortGroups => alua::report_target_port_groups(cmd),
+        Op::SetTargetPortGroups => alua::set_target_port_groups(cmd),
+        // RESERVATION CONFLICT is a status, not sense: these answer with a `Failure`.
+        Op::PersistentReserveIn => return pr::persistent_reserve_in(cmd),
+        Op::PersistentReserveOut => return pr::persistent_reserve_out(cmd),
+        Op::Reserve => return pr::reserve(cmd),
+        Op::Release => return pr::release(cmd),
+        // SANITIZE passes the checks again in its own exclusive hold of the I/O lock.
+        Op::Sanitize => return sanitize::sanitize(cmd),
+    };
+    result.map_err(Failure::Check)
 }
 
 use crate::field::u8_at;

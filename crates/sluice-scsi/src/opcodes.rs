@@ -41,6 +41,12 @@ pub(crate) enum Op {
     ExtendedCopy,
     ReceiveCopyResults,
     Sanitize,
+    PersistentReserveIn,
+    PersistentReserveOut,
+    Reserve,
+    Release,
+    ReportTargetPortGroups,
+    SetTargetPortGroups,
 }
 
 /// How a command holds the LU's I/O lock (see [`LogicalUnit`](crate::LogicalUnit)).
@@ -87,7 +93,13 @@ impl Op {
             | Op::PreventAllow
             | Op::ReportLuns
             | Op::ReportSupportedOpcodes
-            | Op::ReceiveCopyResults => false,
+            | Op::ReceiveCopyResults
+            | Op::PersistentReserveIn
+            | Op::PersistentReserveOut
+            | Op::Reserve
+            | Op::Release
+            | Op::ReportTargetPortGroups
+            | Op::SetTargetPortGroups => false,
         }
     }
 
@@ -104,10 +116,21 @@ impl Op {
     /// The I/O lock the command runs under.
     pub(crate) fn io_lock(self) -> IoLock {
         match self {
-            Op::Read | Op::Write | Op::WriteAndVerify | Op::Verify | Op::WriteSame | Op::Unmap => {
-                IoLock::Shared
-            }
-            Op::OrWrite | Op::CompareAndWrite | Op::WriteAtomic => IoLock::Exclusive,
+            Op::Read
+            | Op::Write
+            | Op::WriteAndVerify
+            | Op::Verify
+            | Op::WriteSame
+            | Op::Unmap
+            | Op::GetLbaStatus => IoLock::Shared,
+            // Reserving and preempting wait for the commands that passed the reservation gate
+            // (see `LogicalUnit`). SANITIZE takes the lock itself, and EXTENDED COPY the locks
+            // of the LUs it copies between, a piece at a time.
+            Op::OrWrite
+            | Op::CompareAndWrite
+            | Op::WriteAtomic
+            | Op::PersistentReserveOut
+            | Op::Reserve => IoLock::Exclusive,
             _ => IoLock::None,
         }
     }
@@ -133,7 +156,37 @@ macro_rules! cmd {
     ($op:expr, $sa:expr, $h:ident, [$($u:expr),* $(,)?]) => {
         CommandInfo { opcode: $op, service_action: $sa, op: Op::$h, usage: &[$op, $($u),*] }
     };
+    ($op:expr, $sa:expr, $h:ident, $usage:ident) => {
+        CommandInfo { opcode: $op, service_action: $sa, op: Op::$h, usage: $usage }
+    };
 }
+
+/// PERSISTENT RESERVE IN: service action, allocation length.
+const PRIN: &[u8] = &[
+    oc::PERSISTENT_RESERVE_IN,
+    0x1F,
+    0,
+    0,
+    0,
+    0,
+    0,
+    0xFF,
+    0xFF,
+    C,
+];
+/// PERSISTENT RESERVE OUT: service action, SCOPE and TYPE, parameter list length.
+const PROUT: &[u8] = &[
+    oc::PERSISTENT_RESERVE_OUT,
+    0x1F,
+    0xFF,
+    0,
+    0,
+    0xFF,
+    0xFF,
+    0xFF,
+    0xFF,
+    C,
+];
 
 /// Every supported command, by opcode then service action.
 pub(crate) static COMMANDS: &[CommandInfo] = &[
@@ -143,6 +196,9 @@ pub(crate) static COMMANDS: &[CommandInfo] = &[
     cmd!(oc::WRITE_6, None, Write, [0x1F, 0xFF, 0xFF, 0xFF, C]),
     cmd!(oc::INQUIRY, None, Inquiry, [0x01, 0xFF, 0xFF, 0xFF, C]),
     cmd!(oc::MODE_SELECT_6, None, ModeSelect, [0x11, 0, 0, 0xFF, C]),
+    // RESERVE(6) and RELEASE(6): third-party reservations and extents are not supported.
+    cmd!(oc::RESERVE_6, None, Reserve, [0, 0, 0, 0, C]),
+    cmd!(oc::RELEASE_6, None, Release, [0, 0, 0, 0, C]),
     cmd!(
         oc::MODE_SENSE_6,
         None,
@@ -240,11 +296,89 @@ pub(crate) static COMMANDS: &[CommandInfo] = &[
         ModeSelect,
         [0x11, 0, 0, 0, 0, 0, 0xFF, 0xFF, C]
     ),
+    cmd!(oc::RESERVE_10, None, Reserve, [0, 0, 0, 0, 0, 0, 0, 0, C]),
+    cmd!(oc::RELEASE_10, None, Release, [0, 0, 0, 0, 0, 0, 0, 0, C]),
     cmd!(
         oc::MODE_SENSE_10,
         None,
         ModeSense,
         [0x18, 0xFF, 0xFF, 0, 0, 0, 0xFF, 0xFF, C]
+    ),
+    // PERSISTENT RESERVE IN: READ KEYS, READ RESERVATION, REPORT CAPABILITIES, READ FULL
+    // STATUS.
+    cmd!(
+        oc::PERSISTENT_RESERVE_IN,
+        Some(0x00),
+        PersistentReserveIn,
+        PRIN
+    ),
+    cmd!(
+        oc::PERSISTENT_RESERVE_IN,
+        Some(0x01),
+        PersistentReserveIn,
+        PRIN
+    ),
+    cmd!(
+        oc::PERSISTENT_RESERVE_IN,
+        Some(0x02),
+        PersistentReserveIn,
+        PRIN
+    ),
+    cmd!(
+        oc::PERSISTENT_RESERVE_IN,
+        Some(0x03),
+        PersistentReserveIn,
+        PRIN
+    ),
+    // PERSISTENT RESERVE OUT: REGISTER, RESERVE, RELEASE, CLEAR, PREEMPT, PREEMPT AND ABORT,
+    // REGISTER AND IGNORE EXISTING KEY, REGISTER AND MOVE.
+    cmd!(
+        oc::PERSISTENT_RESERVE_OUT,
+        Some(0x00),
+        PersistentReserveOut,
+        PROUT
+    ),
+    cmd!(
+        oc::PERSISTENT_RESERVE_OUT,
+        Some(0x01),
+        PersistentReserveOut,
+        PROUT
+    ),
+    cmd!(
+        oc::PERSISTENT_RESERVE_OUT,
+        Some(0x02),
+        PersistentReserveOut,
+        PROUT
+    ),
+    cmd!(
+        oc::PERSISTENT_RESERVE_OUT,
+        Some(0x03),
+        PersistentReserveOut,
+        PROUT
+    ),
+    cmd!(
+        oc::PERSISTENT_RESERVE_OUT,
+        Some(0x04),
+        PersistentReserveOut,
+        PROUT
+    ),
+    cmd!(
+        oc::PERSISTENT_RESERVE_OUT,
+        Some(0x05),
+        PersistentReserveOut,
+        PROUT
+    ),
+    cmd!(
+        oc::PERSISTENT_RESERVE_OUT,
+        Some(0x06),
+        PersistentReserveOut,
+        PROUT
+    ),
+    cmd!(
+        oc::PERSISTENT_RESERVE_OUT,
+        Some(0x07),
+        PersistentReserveOut,
+        PROUT
     ),
     cmd!(
         oc::EXTENDED_COPY,
@@ -344,9 +478,22 @@ pub(crate) static COMMANDS: &[CommandInfo] = &[
     ),
     cmd!(
         oc::MAINTENANCE_IN,
+        Some(oc::MI_REPORT_TARGET_PORT_GROUPS),
+        ReportTargetPortGroups,
+        // Byte 1: PARAMETER DATA FORMAT 000b or 001b, and the service action.
+        [0x3F, 0, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0, C]
+    ),
+    cmd!(
+        oc::MAINTENANCE_IN,
         Some(oc::MI_REPORT_SUPPORTED_OPCODES),
         ReportSupportedOpcodes,
         [0x1F, 0x87, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0, C]
+    ),
+    cmd!(
+        oc::MAINTENANCE_OUT,
+        Some(oc::MO_SET_TARGET_PORT_GROUPS),
+        SetTargetPortGroups,
+        [0x1F, 0, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0, C]
     ),
     cmd!(
         oc::READ_12,

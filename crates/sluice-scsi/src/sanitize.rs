@@ -3,11 +3,14 @@
 //! CRYPTOGRAPHIC ERASE is not offered (the LU stores nothing encrypted), so its service
 //! action is an invalid field like any other.
 //!
-//! A sanitize operation runs on a thread of its own and holds the LU's I/O lock exclusively
-//! from start to end, so every command that was running when it started has finished and
-//! none touches the medium before it is over. While it runs, every command but INQUIRY,
-//! REQUEST SENSE, REPORT LUNS and REPORT SUPPORTED OPERATION CODES ends with NOT READY /
-//! SANITIZE IN PROGRESS, and REQUEST SENSE reports how far it has come (a progress
+//! A sanitize operation starts inside an exclusive hold of the LU's I/O lock, so every
+//! command that was touching the medium has finished, and the reservations are asked again
+//! in that hold (no PERSISTENT RESERVE OUT can take effect between the dispatcher's look and
+//! the start). It then runs on a thread of its own. Every command that touches the medium
+//! looks at the sanitize state inside its own hold of the I/O lock, so none does while the
+//! operation runs (see [`LogicalUnit`](crate::LogicalUnit)). While it runs, every command
+//! but INQUIRY, REQUEST SENSE, REPORT LUNS and REPORT SUPPORTED OPERATION CODES ends with NOT
+//! READY / SANITIZE IN PROGRESS, and REQUEST SENSE reports how far it has come (a progress
 //! indication). It survives ABORT TASK, every reset and the loss of the I_T nexus that
 //! started it; only its SANITIZE command's wait (IMMED=0) can be aborted. If it fails, the LU
 //! is in sanitize failure mode: medium access ends with MEDIUM ERROR / SANITIZE COMMAND
@@ -15,14 +18,16 @@
 //! FAILURE MODE.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use sluice_storage::BlockDevice;
 
+use crate::access;
 use crate::field::{be16, u8_at};
 use crate::lu::{Cmd, CmdResult, LogicalUnit};
 use crate::opcodes::Op;
+use crate::pr::Failure;
 use crate::sense::{invalid_field_in_cdb, SenseData, SenseKey};
 
 /// Service action OVERWRITE.
@@ -162,8 +167,8 @@ enum Work {
     BlockErase,
 }
 
-/// SANITIZE.
-pub(crate) fn sanitize(cmd: &mut Cmd<'_>) -> CmdResult {
+/// SANITIZE. RESERVATION CONFLICT is a status, not sense: it ends with a [`Failure`].
+pub(crate) fn sanitize(cmd: &mut Cmd<'_>) -> Result<(), Failure> {
     let lu = cmd.lu;
     let b1 = u8_at(cmd.cdb, 1);
     let (immed, ause, sa) = (b1 & 0x80 != 0, b1 & 0x20 != 0, b1 & 0x1F);
@@ -172,24 +177,28 @@ pub(crate) fn sanitize(cmd: &mut Cmd<'_>) -> CmdResult {
         OVERWRITE => overwrite_parameters(cmd, param_len)?,
         _ if param_len != 0 => {
             // BLOCK ERASE and EXIT FAILURE MODE take no parameter list.
-            return Err(invalid_field_in_cdb(7, Some(7)));
+            return Err(invalid_field_in_cdb(7, Some(7)).into());
         }
         BLOCK_ERASE => Work::BlockErase,
         _ => {
             lu.writable()?;
-            return exit_failure_mode(lu);
+            return Ok(exit_failure_mode(lu)?);
         }
     };
-    lu.writable()?;
     let progress = {
+        let _io = lu.io_exclusive();
+        lu.gate(cmd.nexus, cmd.fabric, || {
+            access::classify(cmd.cdb).unwrap_or(access::UNLISTED)
+        })?;
+        lu.writable()?;
         let mut st = lu.state();
         st.sanitize.settle();
         match st.sanitize {
-            SanitizeState::Running(ref p) => return Err(p.in_progress()),
+            SanitizeState::Running(ref p) => return Err(p.in_progress().into()),
             // SBC-4 5.30.1: after a failure in restricted mode, only a restricted sanitize
             // may be asked for.
             SanitizeState::Failed { ause: false } if ause => {
-                return Err(invalid_field_in_cdb(1, Some(5)));
+                return Err(invalid_field_in_cdb(1, Some(5)).into());
             }
             _ => {}
         }
@@ -208,17 +217,11 @@ pub(crate) fn sanitize(cmd: &mut Cmd<'_>) -> CmdResult {
         .options
         .sanitize
         .and_then(|s| s.overwrite_bytes_per_s);
-    start(
-        lu.io_lock(),
-        Arc::clone(lu.device()),
-        work,
-        rate,
-        Arc::clone(&progress),
-    );
+    start(Arc::clone(lu.device()), work, rate, Arc::clone(&progress));
     if immed {
         return Ok(());
     }
-    progress.wait(cmd)
+    Ok(progress.wait(cmd)?)
 }
 
 /// Validates an OVERWRITE parameter list (SBC-4 5.30.3): OVERWRITE COUNT 1-31, TEST 00b,
@@ -265,19 +268,12 @@ fn exit_failure_mode(lu: &LogicalUnit) -> CmdResult {
     }
 }
 
-/// Runs `work` on a thread of its own, holding `io` exclusively.
-fn start(
-    io: Arc<RwLock<()>>,
-    device: Arc<dyn BlockDevice>,
-    work: Work,
-    rate: Option<u64>,
-    progress: Arc<Progress>,
-) {
+/// Runs `work` on a thread of its own.
+fn start(device: Arc<dyn BlockDevice>, work: Work, rate: Option<u64>, progress: Arc<Progress>) {
     let thread = Arc::clone(&progress);
     let spawned = std::thread::Builder::new()
         .name("sanitize".into())
         .spawn(move || {
-            let _io = io.write().unwrap_or_else(PoisonError::into_inner);
             // A failure leaves the LU in sanitize failure mode, which is how the initiator
             // learns of it (SBC-4 4.11.3).
             let outcome = run(device.as_ref(), &work, rate, &thread);

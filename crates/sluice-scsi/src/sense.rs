@@ -301,6 +301,8 @@ pub fn asc_description(asc: u8, ascq: u8) -> Option<&'static str> {
         (0x04, 0x00) => "LOGICAL UNIT NOT READY, CAUSE NOT REPORTABLE",
         (0x04, 0x01) => "LOGICAL UNIT IS IN PROCESS OF BECOMING READY",
         (0x04, 0x02) => "LOGICAL UNIT NOT READY, INITIALIZING COMMAND REQUIRED",
+        (0x04, 0x0B) => "LOGICAL UNIT NOT ACCESSIBLE, TARGET PORT IN STANDBY STATE",
+        (0x04, 0x0C) => "LOGICAL UNIT NOT ACCESSIBLE, TARGET PORT IN UNAVAILABLE STATE",
         (0x04, 0x1B) => "LOGICAL UNIT NOT READY, SANITIZE IN PROGRESS",
         (0x08, 0x04) => "UNREACHABLE COPY TARGET",
         (0x0C, 0x00) => "WRITE ERROR",
@@ -317,6 +319,7 @@ pub fn asc_description(asc: u8, ascq: u8) -> Option<&'static str> {
         (0x26, 0x00) => "INVALID FIELD IN PARAMETER LIST",
         (0x26, 0x01) => "PARAMETER NOT SUPPORTED",
         (0x26, 0x02) => "PARAMETER VALUE INVALID",
+        (0x26, 0x04) => "INVALID RELEASE OF PERSISTENT RESERVATION",
         (0x26, 0x06) => "TOO MANY TARGET DESCRIPTORS",
         (0x26, 0x07) => "UNSUPPORTED TARGET DESCRIPTOR TYPE CODE",
         (0x26, 0x08) => "TOO MANY SEGMENT DESCRIPTORS",
@@ -336,6 +339,7 @@ pub fn asc_description(asc: u8, ascq: u8) -> Option<&'static str> {
         (0x2A, 0x03) => "RESERVATIONS PREEMPTED",
         (0x2A, 0x04) => "RESERVATIONS RELEASED",
         (0x2A, 0x05) => "REGISTRATIONS PREEMPTED",
+        (0x2A, 0x06) => "ASYMMETRIC ACCESS STATE CHANGED",
         (0x2A, 0x09) => "CAPACITY DATA HAS CHANGED",
         (0x2F, 0x00) => "COMMANDS CLEARED BY ANOTHER INITIATOR",
         (0x31, 0x03) => "SANITIZE COMMAND FAILED",
@@ -346,6 +350,7 @@ pub fn asc_description(asc: u8, ascq: u8) -> Option<&'static str> {
         (0x44, 0x00) => "INTERNAL TARGET FAILURE",
         (0x53, 0x02) => "MEDIUM REMOVAL PREVENTED",
         (0x55, 0x03) => "INSUFFICIENT RESOURCES",
+        (0x55, 0x04) => "INSUFFICIENT REGISTRATION RESOURCES",
         _ => return None,
     })
 }

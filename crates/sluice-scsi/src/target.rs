@@ -8,6 +8,7 @@ use bytes::{Bytes, BytesMut};
 use crate::cdb::opcode as oc;
 use crate::field::{be16, be32, u8_at};
 use crate::lu::{Call, LogicalUnit};
+use crate::ports::{Fabric, NexusIdentity, TargetPorts};
 use crate::unit_attention as ua;
 use crate::{inquiry, misc, opcodes, report_luns, sense};
 use crate::{CommandResult, DataOut, Delivery, NexusId, ResetKind, Transfer};
@@ -58,21 +59,52 @@ pub fn encode_lun(lun: u16) -> u64 {
     u64::from_be_bytes([b0, lo, 0, 0, 0, 0, 0, 0])
 }
 
-/// A SCSI target device: the map from LUN to [`LogicalUnit`].
+/// A SCSI target device: the map from LUN to [`LogicalUnit`], and the target ports it is
+/// reached through.
 #[derive(Debug)]
 pub struct ScsiTarget {
     luns: RwLock<Vec<(u16, Arc<LogicalUnit>)>>,
     nexuses: Mutex<HashSet<NexusId>>,
+    fabric: Fabric,
 }
 
 impl ScsiTarget {
-    /// Creates a target. LUNs above 16383 cannot be addressed and are dropped; for duplicate
-    /// LUNs the first entry wins.
+    /// Creates a target with one unnamed target port ([`TargetPorts::single`]). LUNs above
+    /// 16383 cannot be addressed and are dropped; for duplicate LUNs the first entry wins.
     pub fn new(luns: Vec<(u16, Arc<LogicalUnit>)>) -> Self {
-        Self {
-            luns: RwLock::new(clean_map(luns)),
-            nexuses: Mutex::new(HashSet::new()),
+        Self::with_ports(luns, TargetPorts::single())
+    }
+
+    /// Creates a target reached through `ports` (several for multipath); each LU's target
+    /// port groups start in the states `ports` gives.
+    pub fn with_ports(luns: Vec<(u16, Arc<LogicalUnit>)>, ports: TargetPorts) -> Self {
+        let fabric = Fabric::new(ports);
+        let luns = clean_map(luns);
+        for (_, lu) in &luns {
+            lu.attach_ports(&fabric.ports);
         }
+        Self {
+            luns: RwLock::new(luns),
+            nexuses: Mutex::new(HashSet::new()),
+            fabric,
+        }
+    }
+
+    /// The ports the target is reached through.
+    pub fn ports(&self) -> &TargetPorts {
+        &self.fabric.ports
+    }
+
+    /// The ports and the identities of the I_T nexuses (for the commands' checks).
+    pub(crate) fn fabric(&self) -> &Fabric {
+        &self.fabric
+    }
+
+    /// Describes the two ends of `nexus` (call when the transport establishes it, before its
+    /// first command): persistent reservations, VPD page 83h and ALUA use them. A nexus never
+    /// described counts as its own initiator port on the first target port.
+    pub fn nexus_established(&self, nexus: NexusId, identity: NexusIdentity) {
+        self.fabric.attach(nexus, identity);
     }
 
     /// Replaces the LUN map, establishing REPORTED LUNS DATA HAS CHANGED (3Fh/0Eh) on every
@@ -80,6 +112,7 @@ impl ScsiTarget {
     pub fn replace_luns(&self, luns: Vec<(u16, Arc<LogicalUnit>)>) {
         let luns = clean_map(luns);
         for (_, lu) in &luns {
+            lu.attach_ports(&self.fabric.ports);
             lu.state()
                 .ua
                 .establish_others(None, ua::REPORTED_LUNS_CHANGED);
@@ -151,6 +184,10 @@ impl ScsiTarget {
             oc::MAINTENANCE_IN if u8_at(cdb, 1) & 0x1F == oc::MI_REPORT_SUPPORTED_OPCODES => {
                 Some(u64::from(be32(cdb, 6)))
             }
+            oc::MAINTENANCE_IN if u8_at(cdb, 1) & 0x1F == oc::MI_REPORT_TARGET_PORT_GROUPS => {
+                Some(u64::from(be32(cdb, 6)))
+            }
+            oc::PERSISTENT_RESERVE_IN => Some(u64::from(be16(cdb, 7))),
             oc::MODE_SELECT_6 => return Transfer::ToDevice(u64::from(u8_at(cdb, 4))),
             oc::MODE_SELECT_10 => return Transfer::ToDevice(u64::from(be16(cdb, 7))),
             _ => crate::transfer::allocation_length(cdb),
@@ -363,13 +400,15 @@ impl ScsiTarget {
         }
     }
 
-    /// The session of `nexus` ended: drops its PREVENT state and pending unit attentions on
-    /// every LU. A later command with the same id counts as a new nexus.
+    /// The session of `nexus` ended: drops its PREVENT state, RESERVE reservations and pending
+    /// unit attentions on every LU, and forgets its identity. A later command with the same id
+    /// counts as a new nexus.
     pub fn nexus_gone(&self, nexus: NexusId) {
         self.nexuses
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&nexus);
+        self.fabric.detach(nexus);
         for (_, lu) in self.map().iter() {
             lu.nexus_gone(nexus);
         }
@@ -388,7 +427,8 @@ impl ScsiTarget {
     /// Performs the SCSI side of a reset task-management function; returns false if a
     /// LOGICAL UNIT RESET named a LUN that does not exist (nothing was done).
     ///
-    /// Every reset releases all PREVENT MEDIUM REMOVAL state and restores default mode pages
+    /// Every reset releases all PREVENT MEDIUM REMOVAL state and RESERVE reservations (never
+    /// persistent ones) and restores default mode pages
     /// on the LUs it covers, and queues a unit attention for **every** I_T nexus, `by`
     /// included (SAM-5 requires the requester to see it too): BUS DEVICE RESET FUNCTION
     /// OCCURRED (29h/03h) after a LOGICAL UNIT or TARGET WARM RESET, POWER ON OCCURRED

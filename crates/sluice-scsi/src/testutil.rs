@@ -6,7 +6,10 @@ use std::sync::{Arc, Mutex};
 use bytes::BytesMut;
 use sluice_storage::{check_range, BlockDevice, Extent, Provisioning, StorageError};
 
-use crate::{CommandResult, LogicalUnit, LuConfig, LuOptions, NexusId, ScsiTarget, SenseData};
+use crate::ports::{PortGroup, TargetPort, TargetPorts};
+use crate::{
+    AccessState, CommandResult, LogicalUnit, LuConfig, LuOptions, NexusId, ScsiTarget, SenseData,
+};
 
 /// A RAM disk for tests, with switches for read-only and failing I/O, and (for thin LUs) a
 /// map of which blocks hold data.
@@ -27,6 +30,29 @@ pub(crate) struct VecDevice {
     pub(crate) atomic: bool,
     /// Calls to write_at and discard.
     pub(crate) writes: AtomicU64,
+    /// While set, each write_at reports that it started and waits to be let go.
+    pub(crate) stall: Mutex<Option<Stall>>,
+}
+
+/// The test's side of a [`VecDevice`] whose writes stall: each write sends on `started`, then
+/// waits for a message on `go` (or for the test to drop its sender).
+#[derive(Debug)]
+pub(crate) struct Stall {
+    started: std::sync::mpsc::Sender<()>,
+    go: std::sync::mpsc::Receiver<()>,
+}
+
+impl Stall {
+    /// A stall, and the test's ends: where writes report their start, and how to let one go.
+    pub(crate) fn new() -> (
+        Self,
+        std::sync::mpsc::Receiver<()>,
+        std::sync::mpsc::Sender<()>,
+    ) {
+        let (started, started_rx) = std::sync::mpsc::channel();
+        let (go_tx, go) = std::sync::mpsc::channel();
+        (Self { started, go }, started_rx, go_tx)
+    }
 }
 
 impl VecDevice {
@@ -43,6 +69,7 @@ impl VecDevice {
             full: AtomicBool::new(false),
             atomic: false,
             writes: AtomicU64::new(0),
+            stall: Mutex::new(None),
         }
     }
 
@@ -77,6 +104,10 @@ impl BlockDevice for VecDevice {
         Ok(())
     }
     fn write_at(&self, offset: u64, data: &[u8], fua: bool) -> Result<(), StorageError> {
+        if let Some(stall) = &*self.stall.lock().unwrap() {
+            let _ = stall.started.send(());
+            let _ = stall.go.recv();
+        }
         self.io_error()?;
         let mut d = self.data.lock().unwrap();
         check_range(offset, data.len() as u64, d.len() as u64)?;
@@ -159,13 +190,59 @@ pub(crate) fn config(dev: Arc<VecDevice>, read_only: bool) -> LuConfig {
         revision: "0001".into(),
         serial: "SN0123456789".into(),
         naa_id: 0x6001_4050_0000_0001,
-        target_port_name: "iqn.2024-01.org.example:t1,t,0x0001".into(),
-        relative_target_port: 1,
-        target_port_group: 0,
         write_cache: true,
         removable: false,
         options: LuOptions::default(),
     }
+}
+
+/// The test target's name.
+pub(crate) const TARGET_NAME: &str = "iqn.2024-01.org.example:t1";
+
+/// Two target ports: relative 1 in group 1 and relative 2 in group 2, both active/optimized
+/// unless `states` says otherwise.
+pub(crate) fn two_ports(states: [AccessState; 2]) -> TargetPorts {
+    TargetPorts {
+        device_name: TARGET_NAME.into(),
+        ports: (1..=2)
+            .map(|n| TargetPort {
+                relative_id: n,
+                name: format!("{TARGET_NAME},t,0x{n:04x}"),
+                group: n,
+            })
+            .collect(),
+        groups: (1..=2)
+            .map(|n| PortGroup {
+                id: n,
+                state: states[usize::from(n) - 1],
+            })
+            .collect(),
+    }
+}
+
+/// The NAA designators (VPD 83h) of the two LUs [`Harness::two_lus`] builds.
+pub(crate) const LU0: [u8; 16] = [
+    0x60, 0x01, 0x40, 0x50, 0, 0, 0, 0x01, 0, 0, 0, 0, 0, 0, 0, 0,
+];
+pub(crate) const LU1: [u8; 16] = [
+    0x60, 0x01, 0x40, 0x50, 0, 0, 0, 0x02, 0, 0, 0, 0, 0, 0, 0, 0,
+];
+
+/// A device on which a LU can offer every command: it deallocates (UNMAP, SANITIZE BLOCK
+/// ERASE) and writes atomically (WRITE ATOMIC).
+pub(crate) fn every_command_device(bs: u32, blocks: u64) -> VecDevice {
+    VecDevice {
+        thin: true,
+        atomic: true,
+        ..VecDevice::new(bs, blocks)
+    }
+}
+
+/// The LU configuration that, on [`every_command_device`], offers every command: thin, and
+/// SANITIZE allowed.
+pub(crate) fn every_command_options(c: &mut LuConfig) {
+    c.options.thin = true;
+    c.options.sanitize = Some(crate::SanitizeOptions::default());
 }
 
 /// One nexus talking to LUN 0 of a one-LU target.
@@ -190,6 +267,12 @@ impl Harness {
     /// A target with one removable LU (medium loaded).
     pub(crate) fn removable(bs: u32, blocks: u64) -> Self {
         Self::build_with(bs, blocks, |c| c.removable = true)
+    }
+
+    /// A target with one LU that offers every command of the table ([`every_command_device`],
+    /// [`every_command_options`]), for tests that walk the table.
+    pub(crate) fn every_command(bs: u32, blocks: u64) -> Self {
+        Self::build_on(every_command_device(bs, blocks), every_command_options)
     }
 
     /// A target with one thin-provisioned LU (its device deallocates).
@@ -217,7 +300,8 @@ impl Harness {
         let mut cfg = config(dev.clone(), false);
         tweak(&mut cfg);
         let lu = Arc::new(LogicalUnit::new(cfg));
-        let target = Arc::new(ScsiTarget::new(vec![(0, lu)]));
+        let ports = two_ports([AccessState::ActiveOptimized; 2]);
+        let target = Arc::new(ScsiTarget::with_ports(vec![(0, lu)], ports));
         let h = Self {
             target,
             dev,

@@ -1,6 +1,6 @@
-//! What the commands of thin provisioning, COMPARE AND WRITE, EXTENDED COPY and SANITIZE
-//! move, judged from the CDB alone (for [`ScsiTarget::transfer`](crate::ScsiTarget::transfer)),
-//! and which commands may run long.
+//! What the commands of thin provisioning, COMPARE AND WRITE, EXTENDED COPY, SANITIZE,
+//! reservations and target port groups move, judged from the CDB alone (for
+//! [`ScsiTarget::transfer`](crate::ScsiTarget::transfer)), and which commands may run long.
 
 use crate::cdb::opcode as oc;
 use crate::field::{be16, be32, u8_at};
@@ -17,11 +17,15 @@ pub(crate) fn allocation_length(cdb: &[u8]) -> Option<u64> {
     }
 }
 
-/// The parameter list a command sends: UNMAP, EXTENDED COPY and SANITIZE.
+/// The parameter list a command sends: UNMAP, EXTENDED COPY, SANITIZE, PERSISTENT RESERVE
+/// OUT, MAINTENANCE OUT (SET TARGET PORT GROUPS) and RESERVE(10) (whose third-party list is
+/// refused, but its data arrives).
 pub(crate) fn parameter_list(cdb: &[u8]) -> Option<Transfer> {
     let n = match u8_at(cdb, 0) {
-        oc::UNMAP | oc::SANITIZE => u64::from(be16(cdb, 7)),
+        oc::UNMAP | oc::SANITIZE | oc::RESERVE_10 => u64::from(be16(cdb, 7)),
         oc::EXTENDED_COPY => u64::from(be32(cdb, 10)),
+        oc::PERSISTENT_RESERVE_OUT => u64::from(be32(cdb, 5)),
+        oc::MAINTENANCE_OUT => u64::from(be32(cdb, 6)),
         _ => return None,
     };
     Some(if n == 0 {

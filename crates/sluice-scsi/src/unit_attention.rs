@@ -26,6 +26,15 @@ pub(crate) const CAPACITY_CHANGED: (u8, u8) = (0x2A, 0x09);
 pub(crate) const SOFT_THRESHOLD_REACHED: (u8, u8) = (0x38, 0x07);
 /// REPORTED LUNS DATA HAS CHANGED.
 pub(crate) const REPORTED_LUNS_CHANGED: (u8, u8) = (0x3F, 0x0E);
+/// RESERVATIONS PREEMPTED (SPC-4 5.12.11.2.6: CLEAR).
+pub(crate) const RESERVATIONS_PREEMPTED: (u8, u8) = (0x2A, 0x03);
+/// RESERVATIONS RELEASED (SPC-4 5.12.11.2.2: a registrants-only or all-registrants
+/// reservation released, or a reservation's type changed by PREEMPT).
+pub(crate) const RESERVATIONS_RELEASED: (u8, u8) = (0x2A, 0x04);
+/// REGISTRATIONS PREEMPTED (SPC-4 5.12.11.2.4: PREEMPT and PREEMPT AND ABORT).
+pub(crate) const REGISTRATIONS_PREEMPTED: (u8, u8) = (0x2A, 0x05);
+/// ASYMMETRIC ACCESS STATE CHANGED (SPC-4 5.15.2.3).
+pub(crate) const ASYMMETRIC_ACCESS_STATE_CHANGED: (u8, u8) = (0x2A, 0x06);
 /// COMMANDS CLEARED BY ISCSI PROTOCOL EVENT (SPC-4 table F.2; RFC 7143 section 11.14.5).
 pub(crate) const COMMANDS_CLEARED_BY_ISCSI: (u8, u8) = (0x47, 0x7F);
 

@@ -6,6 +6,7 @@
 
 use crate::field::{be16, put_ascii, put_truncated, u8_at};
 use crate::lu::{Cmd, CmdResult, LuConfig};
+use crate::ports::TargetPort;
 use crate::sense::invalid_field_in_cdb;
 
 /// Pages listed in VPD 00h, ascending.
@@ -19,7 +20,11 @@ pub(crate) fn inquiry_vpd(cmd: &mut Cmd<'_>) -> CmdResult {
     let body = match page {
         0x00 => SUPPORTED_PAGES.to_vec(),
         0x80 => serial(cfg),
-        0x83 => identification(cfg),
+        0x83 => identification(
+            cfg,
+            cmd.fabric.port_of(cmd.nexus),
+            &cmd.fabric.ports.device_name,
+        ),
         0x8F => crate::copy_results::third_party_copy_page(cmd.lu.block_size()),
         0xB0 => crate::vpd_sbc::block_limits(cmd.lu),
         0xB1 => block_device_characteristics(cmd.lu),
@@ -71,7 +76,10 @@ const ASSOC_LU: u8 = 0x00;
 const ASSOC_PORT: u8 = 0x10;
 const ASSOC_DEVICE: u8 = 0x20;
 
-fn identification(cfg: &LuConfig) -> Vec<u8> {
+/// The Device Identification page: the LU's designators (the same through every port, so
+/// multipath initiators recognise one LU), then those of the target port the command came
+/// through and of the target device.
+fn identification(cfg: &LuConfig, port: Option<&TargetPort>, device_name: &str) -> Vec<u8> {
     let mut d = Vec::new();
     // NAA, logical unit.
     designator(
@@ -82,30 +90,34 @@ fn identification(cfg: &LuConfig) -> Vec<u8> {
     );
     // T10 vendor ID, logical unit: vendor (8) + product (16) + serial.
     designator(&mut d, ASCII, ASSOC_LU | 0x01, &crate::designator::t10(cfg));
-    // Target port: relative target port, target port group, SCSI name string.
-    let [hi, lo] = cfg.relative_target_port.to_be_bytes();
-    designator(
-        &mut d,
-        ISCSI | BINARY,
-        PIV | ASSOC_PORT | 0x04,
-        &[0, 0, hi, lo],
-    );
-    let [hi, lo] = cfg.target_port_group.to_be_bytes();
-    designator(
-        &mut d,
-        ISCSI | BINARY,
-        PIV | ASSOC_PORT | 0x05,
-        &[0, 0, hi, lo],
-    );
-    if !cfg.target_port_name.is_empty() {
-        let port = scsi_name(&cfg.target_port_name);
-        designator(&mut d, ISCSI | UTF8, PIV | ASSOC_PORT | 0x08, &port);
-        let device = cfg.target_port_name.split(",t,").next().unwrap_or_default();
+    // Target port: relative target port, target port group (SPC-4 7.8.6.5, 7.8.6.6), SCSI
+    // name string.
+    if let Some(port) = port {
+        let [hi, lo] = port.relative_id.to_be_bytes();
+        designator(
+            &mut d,
+            ISCSI | BINARY,
+            PIV | ASSOC_PORT | 0x04,
+            &[0, 0, hi, lo],
+        );
+        let [hi, lo] = port.group.to_be_bytes();
+        designator(
+            &mut d,
+            ISCSI | BINARY,
+            PIV | ASSOC_PORT | 0x05,
+            &[0, 0, hi, lo],
+        );
+        if !port.name.is_empty() {
+            let name = scsi_name(&port.name);
+            designator(&mut d, ISCSI | UTF8, PIV | ASSOC_PORT | 0x08, &name);
+        }
+    }
+    if !device_name.is_empty() {
         designator(
             &mut d,
             ISCSI | UTF8,
             PIV | ASSOC_DEVICE | 0x08,
-            &scsi_name(device),
+            &scsi_name(device_name),
         );
     }
     d

@@ -9,11 +9,25 @@
 //! WRITE on either LU waits for one piece, not for the copy). A block range of zeros copied to a
 //! thin LU is deallocated rather than written, so copying a thin LU keeps it thin.
 //!
+//! The copy manager reads the source and writes the destination for the I_T nexus that sent
+//! the EXTENDED COPY, through that nexus's target port: each piece passes, inside the I/O
+//! lock hold it is read or written under, the checks a READ or a WRITE from that nexus would
+//! pass on that LU (target port group state, sanitize, medium, reservations, write
+//! protection). So a copy reaches no data its initiator could not read or write itself, and,
+//! like a write of its own, no piece that passed a reservation check is still being written
+//! when a PERSISTENT RESERVE OUT changes the reservations (see
+//! [`LogicalUnit`](crate::LogicalUnit)). SPC-4's model has the copy manager reach a copy
+//! source or destination as an initiator of its own, and a refusal there (RESERVATION
+//! CONFLICT included) end the EXTENDED COPY with COPY ABORTED (SPC-4 6.4.5, "Errors detected
+//! during processing of segment descriptors"); the LU the command is sent to checks the
+//! command itself as the SPC-4 reservations table says (EXTENDED COPY: a write).
+//!
 //! Errors in the parameter list end the command with ILLEGAL REQUEST before anything is
 //! copied; errors while processing a segment (an unknown LU, a range past its end, a
-//! write-protected or ejected destination, an I/O error) end it with COPY ABORTED, the
-//! segments before it done. The transport may abort a copy ([`crate::AbortSignal`]); it stops
-//! after the piece in hand, and its status (if held) says it completed with an error.
+//! write-protected, ejected, reserved or inaccessible source or destination, an I/O error)
+//! end it with COPY ABORTED, the segments before it done. The transport may abort a copy
+//! ([`crate::AbortSignal`]); it stops after the piece in hand, and its status (if held) says
+//! it completed with an error.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -24,6 +38,7 @@ use crate::copy_list::{self, Cscd, Segment};
 use crate::copy_results::{CopyGuard, CopyProgress};
 use crate::field::be32;
 use crate::lu::{Cmd, CmdResult, LogicalUnit};
+use crate::pr::Failure;
 use crate::sense::{copy_aborted, SenseData};
 
 /// Bytes copied per piece (read, then written). A power of two, so any two block sizes
@@ -129,8 +144,8 @@ fn copy_segment(
         }
         let n = (bytes - done).min(PIECE_BYTES);
         let at = if backwards { bytes - done - n } else { done };
-        let data = read_piece(&src, src_at + at, n, &mut buf)?;
-        write_piece(&dst, dst_at + at, &data, fua && done + n == bytes)?;
+        let data = read_piece(cmd, &src, src_at + at, n, &mut buf)?;
+        write_piece(cmd, &dst, dst_at + at, &data, fua && done + n == bytes)?;
         progress.bytes.fetch_add(n, Ordering::Relaxed);
         done += n;
     }
@@ -154,13 +169,15 @@ impl std::ops::Deref for Piece<'_> {
 }
 
 fn read_piece<'b>(
+    cmd: &Cmd<'_>,
     src: &LogicalUnit,
     at: u64,
     len: u64,
     buf: &'b mut Vec<u8>,
 ) -> Result<Piece<'b>, SenseData> {
-    src.ready_for_copy(false).map_err(as_copy_aborted)?;
     let _io = src.io_shared();
+    src.admit_copy(cmd.nexus, cmd.fabric, false)
+        .map_err(refused)?;
     // At most PIECE_BYTES.
     let len = len as usize;
     if let Some(r) = src.device().read_shared(at, len) {
@@ -175,9 +192,10 @@ fn read_piece<'b>(
     Ok(Piece::Buffer(buf))
 }
 
-fn write_piece(dst: &LogicalUnit, at: u64, data: &[u8], fua: bool) -> CmdResult {
-    dst.ready_for_copy(true).map_err(as_copy_aborted)?;
+fn write_piece(cmd: &Cmd<'_>, dst: &LogicalUnit, at: u64, data: &[u8], fua: bool) -> CmdResult {
     let _io = dst.io_shared();
+    dst.admit_copy(cmd.nexus, cmd.fabric, true)
+        .map_err(refused)?;
     let result = if dst.thin() && data.iter().all(|&b| b == 0) {
         dst.device().discard(at, data.len() as u64).and_then(|()| {
             if fua {
@@ -200,6 +218,21 @@ fn as_copy_aborted(s: SenseData) -> SenseData {
     copy_aborted(s.asc, s.ascq)
 }
 
+/// Why a copy source or destination refused the copy manager, as COPY ABORTED: with the
+/// additional sense code of the sense it gave, or, for RESERVATION CONFLICT (a status without
+/// sense), COPY TARGET DEVICE NOT REACHABLE (0Dh/02h): the LU cannot be reached for this I_T
+/// nexus while the reservation stands.
+fn refused(f: Failure) -> SenseData {
+    match f {
+        Failure::Check(s) => as_copy_aborted(s),
+        Failure::Conflict => copy_aborted(0x0D, 0x02),
+    }
+}
+
 #[cfg(test)]
 #[path = "xcopy_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "xcopy_access_tests.rs"]
+mod access_tests;

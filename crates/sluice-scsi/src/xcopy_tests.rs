@@ -4,14 +4,6 @@ use crate::cdb::{self, copy_list, BlockCopy};
 use crate::field::{be16, be32};
 use crate::testutil::*;
 
-/// The NAA designators of the two LUs `Harness::two_lus` builds.
-const LU0: [u8; 16] = [
-    0x60, 0x01, 0x40, 0x50, 0, 0, 0, 0x01, 0, 0, 0, 0, 0, 0, 0, 0,
-];
-const LU1: [u8; 16] = [
-    0x60, 0x01, 0x40, 0x50, 0, 0, 0, 0x02, 0, 0, 0, 0, 0, 0, 0, 0,
-];
-
 fn seg(source: u16, destination: u16, blocks: u16, from: u64, to: u64) -> BlockCopy {
     BlockCopy {
         source,

@@ -19,6 +19,9 @@
 //! and the range reads zeros), [`BlockDevice::discard`] and [`BlockDevice::provisioning`] (which
 //! runs are mapped and which deallocated).
 //!
+//! Beside the blocks, [`StateFile`] keeps small state that must survive a crash (persistent
+//! reservations with APTPL) in a file replaced atomically.
+//!
 //! The same contract tests (`conformance.rs`) run against every backend.
 //!
 //! `unsafe` is denied crate-wide and allowed in exactly three places, each block justified by a
@@ -38,6 +41,7 @@ use bytes::{Bytes, BytesMut};
 mod file;
 mod memory;
 mod null;
+mod state_file;
 
 #[cfg(test)]
 mod conformance;
@@ -45,6 +49,7 @@ mod conformance;
 pub use file::{cached_crc32c, FileDevice, FileOptions, HugePageStatus};
 pub use memory::MemoryDevice;
 pub use null::NullDevice;
+pub use state_file::{StateFile, StateStore, MAX_STATE_FILE_BYTES};
 
 /// Why a block operation failed.
 #[derive(Debug, thiserror::Error)]

@@ -80,6 +80,10 @@ pub enum ChangeError {
     /// A new portal could not be bound.
     #[error("{0}")]
     Bind(io::Error),
+    /// The change asks for something only a restart can do: the targets' SCSI ports
+    /// (portal group tags, ALUA groups and states) or the state directory.
+    #[error("{0} take effect at restart: restart the target to change them")]
+    NeedsRestart(&'static str),
     /// The ACL change asked for does not apply.
     #[error("target {target}: {reason}")]
     Acl {
@@ -152,6 +156,26 @@ impl Target {
 
     fn prepare(&self, old: &TargetConfig, new: &TargetConfig) -> Result<Prepared, ChangeError> {
         let mut p = Prepared::default();
+        // Every target's SCSI target ports are its portal groups: sessions and persistent
+        // reservations know them by relative target port identifier, so they stay as they
+        // started. Portals may still come and go within the groups.
+        let ports = |c: &TargetConfig| {
+            let mut v: Vec<_> = c
+                .effective_portal_groups()
+                .iter()
+                .map(|g| (g.tag, g.alua_group, g.alua_state.code()))
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        if ports(old) != ports(new) {
+            return Err(ChangeError::NeedsRestart(
+                "portal group tags, ALUA groups and ALUA states",
+            ));
+        }
+        if old.state_dir != new.state_dir {
+            return Err(ChangeError::NeedsRestart("state_dir"));
+        }
         for addr in new.portals.iter().filter(|a| !old.portals.contains(a)) {
             p.bind
                 .push(BoundPortal::bind(*addr).map_err(ChangeError::Bind)?);
@@ -170,11 +194,12 @@ impl Target {
             let key = t.iqn.to_ascii_lowercase();
             match old_targets.get(&key) {
                 None => {
-                    let runtime = TargetRuntime::open(t).map_err(|error| ChangeError::Open {
-                        target: t.iqn.clone(),
-                        lun: t.luns.first().map_or(0, |l| l.number),
-                        error,
-                    })?;
+                    let runtime =
+                        TargetRuntime::open(t, new).map_err(|error| ChangeError::Open {
+                            target: t.iqn.clone(),
+                            lun: t.luns.first().map_or(0, |l| l.number),
+                            error,
+                        })?;
                     p.add_targets.push((key, Arc::new(runtime)));
                     p.report.push(format!("target {}: added", t.iqn));
                 }
@@ -230,8 +255,9 @@ impl Target {
         for l in &new.luns {
             let before = old.luns.iter().find(|o| o.number == l.number);
             let current = running.iter().find(|r| r.number == l.number);
+            let state_dir = self.ctx.config().state_dir.clone();
             let open = |l: &LunDef| {
-                open_lun(new, l).map_err(|error| ChangeError::Open {
+                open_lun(new, l, state_dir.as_deref()).map_err(|error| ChangeError::Open {
                     target: name.clone(),
                     lun: l.number,
                     error,

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use sluice_proto::params::IMPLEMENTED_ERROR_RECOVERY_LEVEL;
 use sluice_proto::text::{KeyId, KeyValueError};
+pub use sluice_scsi::AccessState;
 
 pub use sluice_scsi::{LuOptions, SanitizeOptions};
 
@@ -19,6 +20,15 @@ pub use sluice_scsi::{LuOptions, SanitizeOptions};
 pub struct TargetConfig {
     /// Addresses to listen on (IPv4 and IPv6). Loopback unless the user asks otherwise.
     pub portals: Vec<SocketAddr>,
+    /// How the portals form target portal groups, each with its own TPGT and ALUA state.
+    /// Empty: every portal in group 1, active/optimized (see
+    /// [`TargetConfig::effective_portal_groups`]). Otherwise every portal is in exactly one
+    /// group.
+    pub portal_groups: Vec<PortalGroup>,
+    /// Where state that must survive a restart is kept: the persistent reservations of LUNs
+    /// whose initiators set APTPL (one file per LUN, replaced atomically). `None`: APTPL is
+    /// refused (REPORT CAPABILITIES says PTPL_C=0).
+    pub state_dir: Option<PathBuf>,
     /// The targets served (at least one).
     pub targets: Vec<TargetDef>,
     /// Authentication required for SendTargets discovery sessions.
@@ -44,6 +54,8 @@ impl PartialEq for TargetConfig {
     fn eq(&self, other: &Self) -> bool {
         let TargetConfig {
             portals,
+            portal_groups,
+            state_dir,
             targets,
             discovery_auth,
             offer,
@@ -58,6 +70,8 @@ impl PartialEq for TargetConfig {
             _ => false,
         };
         *portals == other.portals
+            && *portal_groups == other.portal_groups
+            && *state_dir == other.state_dir
             && *targets == other.targets
             && *discovery_auth == other.discovery_auth
             && *offer == other.offer
@@ -66,6 +80,23 @@ impl PartialEq for TargetConfig {
             && *recovery == other.recovery
             && same_hook
     }
+}
+
+/// A target portal group (RFC 7143 section 4.1.1): portals that share a Target Portal Group
+/// Tag. Every target is reachable through every group, as one SCSI target port per group, so a
+/// multipath initiator sees each LU once through each group.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct PortalGroup {
+    /// The Target Portal Group Tag, 1..=65535. It is also the relative target port identifier
+    /// of each target's port in this group (SPC-4 reserves 0).
+    pub tag: u16,
+    /// Its listen addresses, each one of [`TargetConfig::portals`].
+    pub portals: Vec<SocketAddr>,
+    /// The ALUA target port group its target ports belong to (SPC-4 5.15); by default the
+    /// tag. Portal groups that share one must give it the same state.
+    pub alua_group: u16,
+    /// The asymmetric access state the LUs start in through this group.
+    pub alua_state: AccessState,
 }
 
 /// One iSCSI target (an IQN) and its logical units.
@@ -380,6 +411,22 @@ pub enum ConfigError {
         "CHAP for {0}: the mutual secret must differ from the initiator's (RFC 7143 section 9.2.1)"
     )]
     ChapSameSecret(ChapOwner),
+    /// A portal group tag of 0 (SPC-4 reserves relative target port identifier 0).
+    #[error("portal group tag 0: use 1 to 65535")]
+    PortalGroupTag,
+    /// Two portal groups with the same tag.
+    #[error("portal group {0} is defined twice")]
+    DuplicatePortalGroup(u16),
+    /// A portal group without portals.
+    #[error("portal group {0} has no portal")]
+    EmptyPortalGroup(u16),
+    /// A portal listened on that no portal group has, or a group's portal not listened on,
+    /// or a portal in two groups.
+    #[error("portal {0} must be in exactly one portal group, and listened on")]
+    PortalGroupMembership(SocketAddr),
+    /// Portal groups sharing an ALUA target port group with different states.
+    #[error("portal groups of ALUA target port group {0} give it different states")]
+    AluaGroupState(u16),
 }
 
 /// Which target of [`TargetConfig::targets`] an error concerns; shown as its name.

@@ -321,7 +321,8 @@ impl Reader {
 }
 
 /// Serves one accepted connection to the end. `local` is the address the initiator reached
-/// (SendTargets reports it for wildcard portals).
+/// (SendTargets reports it for wildcard portals); the connection belongs to that portal's
+/// group (its TargetPortalGroupTag and target port).
 pub(crate) async fn serve(
     ctx: Arc<Context>,
     rd: Box<dyn ReadHalf>,
@@ -335,10 +336,18 @@ pub(crate) async fn serve(
     // The configuration as this login found it: a change in the middle does not mix two.
     let config = ctx.config();
     let mut asked = LoginAsked::default();
+    let portal_group = config.portal_group_of(local);
 
     let login = tokio::time::timeout(
         config.limits.login_timeout,
-        login_phase(&ctx, &config, &mut reader, &mut outbox, &mut asked),
+        login_phase(
+            &ctx,
+            &config,
+            &mut reader,
+            &mut outbox,
+            &mut asked,
+            portal_group,
+        ),
     )
     .await;
     let done = match login {
@@ -378,6 +387,7 @@ pub(crate) async fn serve(
         counters: &counters,
         local,
         peer,
+        portal_group,
     };
     // The session exists (or has the connection) before the initiator learns its TSIH from
     // the final Login Response, so a second connection's login can join it at once.
@@ -473,6 +483,8 @@ struct Joining<'a> {
     counters: &'a Arc<ConnCounters>,
     local: SocketAddr,
     peer: SocketAddr,
+    /// The tag of the portal group the connection arrived through.
+    portal_group: u16,
 }
 
 impl Joining<'_> {
@@ -532,8 +544,23 @@ fn join_session(
             let (mut core, id) = TargetSession::new(session_config, setup, now);
             core.set_phase_collapse(config.offer.phase_collapse);
             let target = outcome.target_name.as_deref().map(str::to_ascii_lowercase);
+            let nexus = ctx.sessions.next_nexus();
+            if let Some(t) = target.as_deref().and_then(|n| ctx.target(n)) {
+                // The I_T nexus as SCSI names it: the initiator port (RFC 7143 section
+                // 4.2.7.4: InitiatorName and ISID) and the target port of this portal group.
+                t.scsi.nexus_established(
+                    nexus,
+                    sluice_scsi::NexusIdentity {
+                        initiator: sluice_scsi::TransportId::iscsi_port(
+                            &outcome.initiator_name,
+                            outcome.isid.0,
+                        ),
+                        target_port: j.portal_group,
+                    },
+                );
+            }
             let who = SessionIdentity {
-                nexus: ctx.sessions.next_nexus(),
+                nexus,
                 target,
                 initiator: outcome.initiator_name.clone(),
                 session: conn.session,
@@ -684,6 +711,7 @@ async fn login_phase(
     reader: &mut Reader,
     outbox: &mut Outbox,
     asked: &mut LoginAsked,
+    portal_group: u16,
 ) -> Result<LoginDone, LoginFailure> {
     let window = config.offer.queue_depth;
     // The initial StatSN is arbitrary (RFC 7143 section 4.2.2.2); a random start makes stale
@@ -695,6 +723,7 @@ async fn login_phase(
     let mut env = LoginEnv {
         config,
         sessions: &ctx.sessions,
+        portal_group,
         bound: None,
         asked_target: Default::default(),
         asked_discovery: Default::default(),

@@ -6,13 +6,15 @@ use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
+use std::path::{Path, PathBuf};
+
 use sluice_scsi::{LogicalUnit, LuConfig, ScsiTarget};
 use sluice_storage::BlockDevice;
-use sluice_storage::{FileDevice, FileOptions, MemoryDevice, NullDevice};
+use sluice_storage::{FileDevice, FileOptions, MemoryDevice, NullDevice, StateFile};
 
 use crate::config::{Backend, LunDef, TargetConfig, TargetDef};
-use crate::discovery::PORTAL_GROUP_TAG;
 use crate::metrics::{LoginCounters, LuMetrics};
+use crate::portal_groups::target_ports;
 use crate::sessions::Sessions;
 use crate::swap_device::{Backing, SwapDevice};
 
@@ -47,14 +49,18 @@ pub(crate) struct TargetRuntime {
 }
 
 impl TargetRuntime {
-    /// Opens every backend of `t`.
-    pub(crate) fn open(t: &TargetDef) -> io::Result<Self> {
+    /// Opens every backend of `t`, a target of `config` (its portal groups are the target's
+    /// ports; its state directory keeps the LUs' persistent reservations).
+    pub(crate) fn open(t: &TargetDef, config: &TargetConfig) -> io::Result<Self> {
         let luns = t
             .luns
             .iter()
-            .map(|l| open_lun(t, l))
+            .map(|l| open_lun(t, l, config.state_dir.as_deref()))
             .collect::<io::Result<Vec<_>>>()?;
-        let scsi = ScsiTarget::new(luns.iter().map(|l| (l.number, Arc::clone(&l.lu))).collect());
+        let scsi = ScsiTarget::with_ports(
+            luns.iter().map(|l| (l.number, Arc::clone(&l.lu))).collect(),
+            target_ports(&t.iqn, &config.effective_portal_groups()),
+        );
         Ok(Self {
             scsi: Arc::new(scsi),
             luns: RwLock::new(luns.into()),
@@ -106,7 +112,7 @@ impl Context {
         for t in &config.targets {
             targets.insert(
                 t.iqn.to_ascii_lowercase(),
-                Arc::new(TargetRuntime::open(t)?),
+                Arc::new(TargetRuntime::open(t, &config)?),
             );
         }
         let sessions = Sessions::new(config.limits.max_sessions);
@@ -168,12 +174,31 @@ impl Context {
     }
 }
 
-/// Opens one LUN: its backend, behind a swappable device, and its logical unit.
-pub(crate) fn open_lun(t: &TargetDef, l: &LunDef) -> io::Result<Arc<LunRuntime>> {
+/// Opens one LUN: its backend, behind a swappable device, and its logical unit, whose
+/// persistent reservations with APTPL are kept under `state_dir` (and restored from there).
+pub(crate) fn open_lun(
+    t: &TargetDef,
+    l: &LunDef,
+    state_dir: Option<&Path>,
+) -> io::Result<Arc<LunRuntime>> {
     let device = Arc::new(SwapDevice::new(open_backend(l)?));
     let blocking = device.blocks();
     let shared: Arc<dyn BlockDevice> = Arc::clone(&device) as Arc<dyn BlockDevice>;
     let lu = LogicalUnit::new(lu_config(t, l, shared));
+    if let Some(dir) = state_dir {
+        let store = StateFile::new(reservation_file(dir, t, l));
+        let path = store.path().display().to_string();
+        lu.attach_reservation_store(Arc::new(store)).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "LUN {}: {path}: {e} (move the file away to start without the \
+                     reservations it holds)",
+                    l.number
+                ),
+            )
+        })?;
+    }
     Ok(Arc::new(LunRuntime {
         number: l.number,
         raw: sluice_scsi::encode_lun(l.number),
@@ -239,13 +264,17 @@ fn lu_config(t: &TargetDef, l: &LunDef, device: Arc<dyn BlockDevice>) -> LuConfi
         // NAA 6 (IEEE Registered Extended) with a locally chosen company id: top nibble 6,
         // the rest from the hash.
         naa_id: (6u64 << 60) | (hash & 0x0fff_ffff_ffff_ffff),
-        target_port_name: format!("{},t,0x{PORTAL_GROUP_TAG:04x}", t.iqn),
-        relative_target_port: 1,
-        target_port_group: PORTAL_GROUP_TAG,
         write_cache: true,
         removable: l.removable,
         options: l.options,
     }
+}
+
+/// Where the persistent reservations of a LUN are kept: `<state dir>/<target>/lun-<N>.pr`
+/// (iSCSI names are lower-cased ASCII without `/`, so the name is a safe directory name).
+pub(crate) fn reservation_file(dir: &Path, t: &TargetDef, l: &LunDef) -> PathBuf {
+    dir.join(t.iqn.to_ascii_lowercase())
+        .join(format!("lun-{}.pr", l.number))
 }
 
 /// FNV-1a, 64 bit: a stable hash (std's `DefaultHasher` may change between releases).

@@ -6,9 +6,6 @@ use sluice_proto::text::KeyId;
 
 use crate::config::{Acl, TargetConfig, TargetDef};
 
-/// Portal group tag of every portal: sluice serves all targets through one portal group.
-pub(crate) const PORTAL_GROUP_TAG: u16 = 1;
-
 /// Which targets a SendTargets request asks about.
 #[derive(Debug, Eq, PartialEq)]
 pub(crate) enum Query<'a> {
@@ -36,9 +33,10 @@ impl<'a> Query<'a> {
 /// session only the session's own target is reported, whatever was asked (Appendix C: "A target
 /// MUST support the SendTargets key on operational sessions and MUST return all path information
 /// for the target that the session is connected to"). Each `TargetName` is followed by one
-/// `TargetAddress` per portal the initiator can reach: the portal the connection arrived on
-/// stands for wildcard listeners, and IPv6 addresses are bracketed with an explicit port, which
-/// open-iscsi's parser needs.
+/// `TargetAddress` per portal the initiator can reach, with the tag of its portal group
+/// (section 13.8: `domainname[:port],portal-group-tag`), so a multipath initiator finds every
+/// path: the portal the connection arrived on stands for wildcard listeners, and IPv6
+/// addresses are bracketed with an explicit port, which open-iscsi's parser needs.
 pub(crate) fn send_targets(
     config: &TargetConfig,
     query: &Query<'_>,
@@ -59,8 +57,8 @@ pub(crate) fn send_targets(
     let mut out = Vec::new();
     for target in visible {
         out.push(KeyId::TargetName.pair(target.iqn.clone()));
-        for addr in portal_addresses(config, local) {
-            out.push(KeyId::TargetAddress.pair(format_address(addr)));
+        for (addr, tag) in portal_addresses(config, local) {
+            out.push(KeyId::TargetAddress.pair(format_address(addr, tag)));
         }
     }
     out
@@ -82,9 +80,13 @@ pub(crate) fn find_target<'c>(config: &'c TargetConfig, name: &str) -> Option<&'
         .find(|t| t.iqn.eq_ignore_ascii_case(name))
 }
 
-fn portal_addresses(config: &TargetConfig, local: SocketAddr) -> Vec<SocketAddr> {
-    let mut out: Vec<SocketAddr> = Vec::new();
-    for portal in &config.portals {
+fn portal_addresses(config: &TargetConfig, local: SocketAddr) -> Vec<(SocketAddr, u16)> {
+    let mut out: Vec<(SocketAddr, u16)> = Vec::new();
+    let groups = config.effective_portal_groups();
+    let portals = groups
+        .iter()
+        .flat_map(|g| g.portals.iter().map(move |p| (p, g.tag)));
+    for (portal, tag) in portals {
         // A listener of the other address family cannot have taken this connection's
         // family, wildcard or not.
         if portal.is_ipv4() != local.is_ipv4() {
@@ -105,29 +107,31 @@ fn portal_addresses(config: &TargetConfig, local: SocketAddr) -> Vec<SocketAddr>
         let addr = SocketAddr::new(ip, port);
         // No loopback address to an initiator that came in from elsewhere.
         let scope_ok = !addr.ip().is_loopback() || local.ip().is_loopback();
-        if scope_ok && !out.contains(&addr) {
-            out.push(addr);
+        if scope_ok && !out.iter().any(|(a, _)| *a == addr) {
+            out.push((addr, tag));
         }
     }
     if out.is_empty() {
-        out.push(local);
+        out.push((local, config.portal_group_of(local)));
     }
     out
 }
 
-fn format_address(addr: SocketAddr) -> String {
+fn format_address(addr: SocketAddr, tag: u16) -> String {
     match addr.ip() {
-        IpAddr::V4(ip) => format!("{ip}:{},{PORTAL_GROUP_TAG}", addr.port()),
-        IpAddr::V6(ip) => format!("[{ip}]:{},{PORTAL_GROUP_TAG}", addr.port()),
+        IpAddr::V4(ip) => format!("{ip}:{},{tag}", addr.port()),
+        IpAddr::V6(ip) => format!("[{ip}]:{},{tag}", addr.port()),
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use crate::config::{Backend, Keepalive, Limits, LunDef, OperationalOffer};
+    use crate::config::{
+        AccessState, Backend, Keepalive, Limits, LunDef, OperationalOffer, PortalGroup,
+    };
 
-    fn config() -> TargetConfig {
+    pub(crate) fn config() -> TargetConfig {
         let lun = LunDef {
             number: 0,
             backend: Backend::Memory { size: 1 << 20 },
@@ -156,6 +160,8 @@ mod tests {
                     Acl::Allow(vec!["iqn.2026-11.i:ok".into()]),
                 ),
             ],
+            portal_groups: Vec::new(),
+            state_dir: None,
             discovery_auth: None,
             offer: OperationalOffer::default(),
             limits: Limits::default(),
@@ -200,6 +206,39 @@ mod tests {
         let local = "127.0.0.1:40123".parse().unwrap();
         let pairs = send_targets(&c, &Query::All, "x", None, local);
         assert_eq!(pairs[1].1, "127.0.0.1:40123,1");
+    }
+
+    #[test]
+    fn every_portal_is_listed_with_its_group_tag() {
+        let mut c = config();
+        c.portals = vec![
+            "127.0.0.1:3260".parse().unwrap(),
+            "127.0.0.1:3261".parse().unwrap(),
+        ];
+        c.portal_groups = vec![
+            PortalGroup {
+                tag: 1,
+                portals: vec![c.portals[0]],
+                alua_group: 1,
+                alua_state: AccessState::ActiveOptimized,
+            },
+            PortalGroup {
+                tag: 7,
+                portals: vec![c.portals[1]],
+                alua_group: 7,
+                alua_state: AccessState::ActiveNonOptimized,
+            },
+        ];
+        let local = "127.0.0.1:3261".parse().unwrap();
+        let pairs = send_targets(&c, &Query::All, "x", Some("iqn.2026-11.t:open"), local);
+        assert_eq!(
+            pairs,
+            vec![
+                ("TargetName".into(), "iqn.2026-11.t:open".into()),
+                ("TargetAddress".into(), "127.0.0.1:3260,1".into()),
+                ("TargetAddress".into(), "127.0.0.1:3261,7".into()),
+            ]
+        );
     }
 
     #[test]

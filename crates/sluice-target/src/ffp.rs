@@ -273,8 +273,11 @@ impl<'a> Connection<'a> {
                     continue;
                 }
             }
-            let ticket = work.ticket;
-            let completion = self.execute(work).await?;
+            let (ticket, lun) = (work.ticket, work.lun);
+            let (completion, aborts) = self.execute(work).await?;
+            if !aborts.is_empty() {
+                abort_other_tasks(self.ctx, &self.session, &aborts, lun, ticket);
+            }
             let _probe = sluice_probe::span(sluice_probe::Stage::Protocol);
             let session = Arc::clone(&self.session);
             let mut env = self.env();
@@ -310,17 +313,22 @@ impl<'a> Connection<'a> {
     }
 
     /// Runs one command on the SCSI layer.
-    async fn execute(&mut self, work: ScsiWork) -> Result<ScsiCompletion, End> {
+    async fn execute(&mut self, work: ScsiWork) -> Result<(ScsiCompletion, Vec<u64>), End> {
         let Some(target) = self.target else {
             // Discovery sessions have no LUNs; the core never asks them to run a command.
-            return Ok(ScsiCompletion {
+            let done = ScsiCompletion {
                 status: ScsiStatus::Good,
                 sense: Bytes::new(),
                 data: Bytes::new(),
-            });
+            };
+            return Ok((done, Vec::new()));
         };
         let slot = self.lu_slot(target, work.lun.0);
-        let blocking = slot.is_some_and(|i| self.lu_slots[i].lun.blocking);
+        // PERSISTENT RESERVE OUT may write and fsync the reservation state file (APTPL):
+        // never on the network thread.
+        let blocking = slot.is_some_and(|i| self.lu_slots[i].lun.blocking)
+            || (work.cdb.first() == Some(&sluice_scsi::cdb::opcode::PERSISTENT_RESERVE_OUT)
+                && self.ctx.config().state_dir.is_some());
         let mut buf = std::mem::take(&mut self.data_in_buf);
         let want = work.data_in_len as usize;
         if want > 0 && want <= DATA_IN_REFILL && buf.capacity() < want {
@@ -330,7 +338,7 @@ impl<'a> Connection<'a> {
             buf = BytesMut::with_capacity(DATA_IN_REFILL);
         }
         let nexus = self.session.nexus;
-        let (completion, buf, work) = if blocking {
+        let ((completion, aborts), buf, work) = if blocking {
             let scsi = Arc::clone(&target.scsi);
             let ran = tokio::task::spawn_blocking(move || {
                 let (c, b) = run(&scsi, nexus, &work, buf, None);
@@ -361,7 +369,7 @@ impl<'a> Connection<'a> {
                     .saturating_duration_since(work.arrived),
             });
         }
-        Ok(completion)
+        Ok((completion, aborts))
     }
 
     /// This connection's counter slot for the LU at `raw`, made on the LU's first command;
@@ -413,6 +421,38 @@ impl<'a> Connection<'a> {
     }
 }
 
+/// PREEMPT AND ABORT: before its status goes out, the tasks of the preempted I_T nexuses on
+/// `lun` end (SPC-4 5.12.11.2.5), the preempting command (`ticket` of `mine`) excepted, and the
+/// long-running commands among them are told to stop. Each session is locked on its own; no
+/// lock is held here.
+pub(crate) fn abort_other_tasks(
+    ctx: &Context,
+    mine: &Arc<SharedSession>,
+    nexuses: &[u64],
+    lun: Lun,
+    ticket: sluice_proto::target::Ticket,
+) {
+    for session in ctx.sessions.all() {
+        if !nexuses.contains(&session.nexus) {
+            continue;
+        }
+        let is_mine = Arc::ptr_eq(&session, mine);
+        let aborted = {
+            let mut core = session.lock();
+            let aborted = core.abort_tasks_of_lun(lun, is_mine.then_some(ticket));
+            session.long_running.abort_abandoned(&core);
+            aborted
+        };
+        debug!(
+            nexus = session.nexus,
+            aborted, "tasks aborted by PREEMPT AND ABORT"
+        );
+        if !is_mine {
+            session.wake_all();
+        }
+    }
+}
+
 /// Runs a command against the SCSI layer; `buf` is a recycled Data-In buffer, returned for
 /// the next command; `abort` stops a long-running one.
 pub(crate) fn run(
@@ -421,7 +461,7 @@ pub(crate) fn run(
     work: &ScsiWork,
     mut buf: BytesMut,
     abort: Option<&AbortSignal>,
-) -> (ScsiCompletion, BytesMut) {
+) -> ((ScsiCompletion, Vec<u64>), BytesMut) {
     let mut shared = None;
     let delivery = Delivery {
         data_out: DataOut::Segments(work.data_out.segments()),
@@ -447,7 +487,7 @@ pub(crate) fn run(
         sense: result.sense_bytes().map(Bytes::from).unwrap_or_default(),
         data,
     };
-    (completion, buf)
+    ((completion, result.abort_nexuses), buf)
 }
 
 /// What the core needs from the SCSI layer and the configuration, for one call.

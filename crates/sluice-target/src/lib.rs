@@ -28,6 +28,7 @@ mod login_env;
 mod long_running;
 mod metrics;
 mod outbox;
+mod portal_groups;
 mod server;
 mod sessions;
 pub mod status;
@@ -35,5 +36,6 @@ mod swap_device;
 mod validate;
 
 pub use change::{ChangeError, ChangeReport};
+pub use portal_groups::DEFAULT_PORTAL_GROUP_TAG;
 pub use server::{run, run_on, Target};
 pub use validate::is_iscsi_name;

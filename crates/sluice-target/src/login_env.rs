@@ -14,13 +14,16 @@ use sluice_proto::target::registry::{Binding, NexusKey};
 use sluice_proto::text::{DigestKind, OperationalOffer as ProtoOffer};
 
 use crate::config::{ChapCredentials, DigestPolicy, OperationalOffer, TargetConfig};
-use crate::discovery::{admits, find_target, PORTAL_GROUP_TAG};
+use crate::discovery::{admits, find_target};
 use crate::sessions::{Sessions, SharedSession};
 
 /// One connection's login environment. Holds the session binding once the login completes.
 pub(crate) struct LoginEnv<'a> {
     pub config: &'a TargetConfig,
     pub sessions: &'a Sessions,
+    /// The tag of the portal group the connection arrived through (its TargetPortalGroupTag,
+    /// RFC 7143 section 13.9).
+    pub portal_group: u16,
     pub bound: Option<Binding<Arc<SharedSession>>>,
     /// The TargetName the login core looked up (for counting the login's outcome).
     pub asked_target: std::cell::RefCell<Option<String>>,
@@ -38,7 +41,7 @@ impl TargetLoginEnv for LoginEnv<'_> {
             // names compare case-insensitively (RFC 3722 stringprep folds case).
             allowed_initiators: None,
             offer: proto_offer(&self.config.offer),
-            portal_group_tag: PORTAL_GROUP_TAG,
+            portal_group_tag: self.portal_group,
             alias: t.alias.clone(),
         })
     }
@@ -49,7 +52,7 @@ impl TargetLoginEnv for LoginEnv<'_> {
             chap: self.config.discovery_auth.as_ref().map(chap_secrets),
             allowed_initiators: None,
             offer: proto_offer(&self.config.offer),
-            portal_group_tag: PORTAL_GROUP_TAG,
+            portal_group_tag: self.portal_group,
             alias: None,
         }
     }
@@ -65,9 +68,11 @@ impl TargetLoginEnv for LoginEnv<'_> {
         }
         // A connection for an existing session is refused before authentication when the
         // session does not exist or is full (RFC 7143 section 11.13.5: 0x020a, 0x0206).
-        self.sessions
-            .registry()
-            .check(&nexus_key(binding), binding.tsih, binding.cid)
+        self.sessions.registry().check(
+            &nexus_key(binding, self.portal_group),
+            binding.tsih,
+            binding.cid,
+        )
     }
 
     fn random_bytes(&mut self, buf: &mut [u8]) {
@@ -75,10 +80,11 @@ impl TargetLoginEnv for LoginEnv<'_> {
     }
 
     fn bind_session(&mut self, binding: &SessionBinding) -> Result<Tsih, LoginStatus> {
-        let bound = self
-            .sessions
-            .registry()
-            .bind(nexus_key(binding), binding.tsih, binding.cid)?;
+        let bound = self.sessions.registry().bind(
+            nexus_key(binding, self.portal_group),
+            binding.tsih,
+            binding.cid,
+        )?;
         let tsih = match &bound {
             Binding::NewSession { conn, .. } | Binding::AddConnection { conn, .. } => {
                 conn.session.tsih
@@ -95,12 +101,12 @@ impl TargetLoginEnv for LoginEnv<'_> {
     }
 }
 
-fn nexus_key(binding: &SessionBinding) -> NexusKey {
+fn nexus_key(binding: &SessionBinding, portal_group: u16) -> NexusKey {
     let target = match binding.session_type {
         SessionType::Discovery => "",
         SessionType::Normal => binding.target_name.as_deref().unwrap_or_default(),
     };
-    NexusKey::new(&binding.initiator_name, binding.isid, target)
+    NexusKey::new(&binding.initiator_name, binding.isid, target, portal_group)
 }
 
 fn chap_secrets(c: &ChapCredentials) -> ChapSecrets {

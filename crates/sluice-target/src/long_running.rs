@@ -21,7 +21,7 @@ use sluice_scsi::{AbortSignal, ScsiTarget, SenseData, SenseKey};
 use tracing::warn;
 
 use crate::context::Context;
-use crate::ffp::{run, DriverEnv};
+use crate::ffp::{abort_other_tasks, run, DriverEnv};
 use crate::metrics::{Finished, LuCounters};
 use crate::sessions::SharedSession;
 
@@ -81,8 +81,9 @@ pub(crate) fn spawn(
     session.long_running.track(ticket, abort.clone());
     let nexus = session.nexus;
     tokio::spawn(async move {
+        let lun = work.lun;
         let result = tokio::task::spawn_blocking(move || {
-            let completion = run(&scsi, nexus, &work, BytesMut::new(), Some(&abort)).0;
+            let ((completion, aborts), _) = run(&scsi, nexus, &work, BytesMut::new(), Some(&abort));
             if let Some(c) = counters {
                 c.record(&Finished {
                     cdb: work.cdb.as_bytes(),
@@ -93,14 +94,19 @@ pub(crate) fn spawn(
                     latency: std::time::Instant::now().saturating_duration_since(work.arrived),
                 });
             }
-            completion
+            (completion, aborts)
         })
         .await;
         session.long_running.untrack(ticket);
-        let completion = result.unwrap_or_else(|e| {
+        let (completion, aborts) = result.unwrap_or_else(|e| {
             warn!(error = %e, "long-running command panicked");
-            internal_failure()
+            (internal_failure(), Vec::new())
         });
+        // Only PERSISTENT RESERVE OUT names I_T nexuses to abort, and it never runs long; the
+        // rule holds here all the same.
+        if !aborts.is_empty() {
+            abort_other_tasks(&ctx, &session, &aborts, lun, ticket);
+        }
         {
             let mut env = DriverEnv::new(&ctx, &session);
             let mut core = session.lock();

@@ -87,6 +87,7 @@ impl TargetConfig {
         if let Some(chap) = &self.discovery_auth {
             check_chap(ChapOwner::Discovery, chap)?;
         }
+        self.check_portal_groups()?;
         self.check_offer()
     }
 
@@ -189,6 +190,8 @@ mod tests {
     fn config(offer: OperationalOffer) -> TargetConfig {
         TargetConfig {
             portals: vec!["127.0.0.1:3260".parse().unwrap()],
+            portal_groups: Vec::new(),
+            state_dir: None,
             targets: vec![TargetDef {
                 iqn: "iqn.2026-11.io.sluice:a".into(),
                 alias: None,

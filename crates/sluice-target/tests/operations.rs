@@ -258,6 +258,27 @@ async fn a_new_configuration_leaves_untouched_sessions_alone() {
     ));
     assert_eq!(h.target.config(), before);
 
+    // The targets' SCSI ports (portal groups and their ALUA states) and the state directory
+    // stay as the target started.
+    let mut regrouped = before.clone();
+    regrouped.portal_groups = vec![sluice_target::config::PortalGroup {
+        tag: 2,
+        portals: regrouped.portals.clone(),
+        alua_group: 2,
+        alua_state: sluice_target::config::AccessState::ActiveOptimized,
+    }];
+    assert!(matches!(
+        h.target.apply(regrouped, OPERATOR),
+        Err(ChangeError::NeedsRestart(_))
+    ));
+    let mut stateful = before.clone();
+    stateful.state_dir = Some("/var/lib/sluice".into());
+    assert!(matches!(
+        h.target.apply(stateful, OPERATOR),
+        Err(ChangeError::NeedsRestart(_))
+    ));
+    assert_eq!(h.target.config(), before);
+
     let mut new = before.clone();
     new.offer.max_burst_length = 65_536;
     new.offer.first_burst_length = 65_536;

@@ -27,6 +27,8 @@ pub struct TestTarget {
 pub fn config() -> TargetConfig {
     TargetConfig {
         portals: vec!["127.0.0.1:0".parse().unwrap()],
+        portal_groups: Vec::new(),
+        state_dir: None,
         targets: vec![TargetDef {
             iqn: IQN.into(),
             alias: Some("test".into()),

@@ -4,6 +4,8 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
+use crate::portals::{portal_groups, AluaSetting, Portal};
+
 use sluice_proto::target::RecoveryConfig;
 use sluice_target::config::{ChapOwner, Keepalive, Limits, OperationalOffer, TargetConfig};
 use toml::Spanned;
@@ -42,24 +44,52 @@ pub(super) fn int_in<T: TryFrom<i64>>(
 pub(super) fn convert(file: FileToml, base: &Path) -> Result<(TargetConfig, Spans), Located> {
     let mut spans = Spans::default();
 
-    let portals = match &file.listen {
+    let listen: Vec<Portal> = match &file.listen {
         Some(list) => {
             spans.listen = Some(list.span());
             if list.get_ref().is_empty() {
                 return Err(at(list.span(), ErrorKind::NoListen));
             }
-            let mut seen = Vec::new();
+            let mut seen: Vec<Portal> = Vec::new();
             for a in list.get_ref() {
-                let addr = a.get_ref().0;
-                if seen.contains(&addr) {
-                    return Err(at(a.span(), ErrorKind::ListenTwice(addr)));
+                let portal = a.get_ref().0;
+                if seen.iter().any(|p| p.addr == portal.addr) {
+                    return Err(at(a.span(), ErrorKind::ListenTwice(portal.addr)));
                 }
-                seen.push(addr);
+                seen.push(portal);
             }
             seen
         }
-        None => vec![SocketAddr::from(([127, 0, 0, 1], crate::cli::DEFAULT_PORT))],
+        None => vec![Portal {
+            addr: SocketAddr::from(([127, 0, 0, 1], crate::cli::DEFAULT_PORT)),
+            tag: None,
+        }],
     };
+    let mut settings: Vec<AluaSetting> = Vec::new();
+    for g in &file.portal_groups {
+        let g = g.get_ref();
+        let tag: u16 = int_in(&g.tag, FileKey::PortalGroupTag, 1, 65_535)?;
+        if settings.iter().any(|s| s.tag == tag) {
+            return Err(at(g.tag.span(), ErrorKind::PortalGroupTwice(tag)));
+        }
+        let in_group = |p: &Portal| p.tag.unwrap_or(sluice_target::DEFAULT_PORTAL_GROUP_TAG) == tag;
+        if !listen.iter().any(in_group) {
+            return Err(at(g.tag.span(), ErrorKind::PortalGroupWithoutPortal(tag)));
+        }
+        let alua_group = match &g.alua_group {
+            Some(v) => Some(int_in(v, FileKey::AluaGroup, 0, 65_535)?),
+            None => None,
+        };
+        settings.push(AluaSetting {
+            tag,
+            alua_group,
+            state: g
+                .alua_state
+                .map_or(sluice_target::config::AccessState::ActiveOptimized, |s| s.0),
+        });
+    }
+    let (portals, portal_groups) = portal_groups(&listen, &settings);
+    let state_dir = file.state_dir.as_ref().map(|d| base.join(d.get_ref()));
 
     let discovery_auth = match file.discovery.as_ref().and_then(|d| d.chap.as_ref()) {
         Some(c) => {
@@ -163,6 +193,8 @@ pub(super) fn convert(file: FileToml, base: &Path) -> Result<(TargetConfig, Span
 
     let config = TargetConfig {
         portals,
+        portal_groups,
+        state_dir,
         targets,
         discovery_auth,
         offer,

@@ -21,6 +21,10 @@ pub enum ErrorKind {
     NoListen,
     /// An address listed twice in `listen`.
     ListenTwice(SocketAddr),
+    /// A `[[portal_group]]` whose tag no `listen` address has.
+    PortalGroupWithoutPortal(u16),
+    /// Two `[[portal_group]]` tables with the same tag.
+    PortalGroupTwice(u16),
     /// An operational key of `[session]` refused by the key table.
     Key(KeyValueError),
     /// A fraction of a second for a key the RFC counts in whole seconds.
@@ -187,6 +191,10 @@ pub enum FileKey {
     HugePages,
     /// `[[target.lun]] soft_threshold`.
     SoftThreshold,
+    /// `[[portal_group]] tag`.
+    PortalGroupTag,
+    /// `[[portal_group]] alua_group`.
+    AluaGroup,
 }
 
 impl fmt::Display for FileKey {
@@ -212,6 +220,8 @@ impl fmt::Display for FileKey {
             FileKey::Direct => "direct",
             FileKey::HugePages => "huge_pages",
             FileKey::SoftThreshold => "soft_threshold",
+            FileKey::PortalGroupTag => "portal_group tag",
+            FileKey::AluaGroup => "alua_group",
         })
     }
 }
@@ -225,6 +235,14 @@ impl fmt::Display for ErrorKind {
                  \"127.0.0.1:3260\"",
             ),
             ErrorKind::ListenTwice(addr) => write!(f, "{addr} is listed twice"),
+            ErrorKind::PortalGroupWithoutPortal(tag) => write!(
+                f,
+                "portal group {tag} has no listen address: add \",{tag}\" after one, e.g. \
+                 listen = [\"127.0.0.1:3260,{tag}\"]"
+            ),
+            ErrorKind::PortalGroupTwice(tag) => {
+                write!(f, "[[portal_group]] with tag {tag} is defined twice")
+            }
             ErrorKind::Key(e) => e.fmt(f),
             ErrorKind::WholeSeconds(key) => write!(
                 f,

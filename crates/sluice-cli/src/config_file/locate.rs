@@ -61,7 +61,12 @@ pub(super) fn locate_validation_error(spans: &Spans, e: &ConfigError) -> Range<u
     let key = |k: KeyId| spans.keys.iter().find(|(id, _)| *id == k).map(|(_, s)| s);
     match e {
         ConfigError::NoTargets => None,
-        ConfigError::NoPortals => spans.listen.clone(),
+        ConfigError::NoPortals
+        | ConfigError::PortalGroupTag
+        | ConfigError::DuplicatePortalGroup(_)
+        | ConfigError::EmptyPortalGroup(_)
+        | ConfigError::PortalGroupMembership(_)
+        | ConfigError::AluaGroupState(_) => spans.listen.clone(),
         ConfigError::NoLuns(t) | ConfigError::DuplicateTarget(t) | ConfigError::BadName(t) => {
             target(t).map(|t| t.iqn.clone())
         }

@@ -7,13 +7,18 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::service::{ControlToml, MetricsToml};
-use super::values::{AclToml, BackendKind, DigestToml, Dur, Listen, ProvisioningKind, Size};
+use super::values::{
+    AclToml, AluaStateToml, BackendKind, DigestToml, Dur, PortalToml, ProvisioningKind, Size,
+};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 /// The whole file (keys documented in docs/configuration.md).
 pub(super) struct FileToml {
-    pub(super) listen: Option<Spanned<Vec<Spanned<Listen>>>>,
+    pub(super) listen: Option<Spanned<Vec<Spanned<PortalToml>>>>,
+    pub(super) state_dir: Option<Spanned<PathBuf>>,
+    #[serde(default, rename = "portal_group")]
+    pub(super) portal_groups: Vec<Spanned<PortalGroupToml>>,
     pub(super) discovery: Option<DiscoveryToml>,
     pub(super) session: Option<Spanned<SessionToml>>,
     pub(super) keepalive: Option<KeepaliveToml>,
@@ -23,6 +28,16 @@ pub(super) struct FileToml {
     pub(super) control: Option<ControlToml>,
     #[serde(default, rename = "target")]
     pub(super) targets: Vec<Spanned<TargetToml>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+/// One `[[portal_group]]`: the ALUA settings of the portals whose `listen` entry ends in
+/// `,TAG`.
+pub(super) struct PortalGroupToml {
+    pub(super) tag: Spanned<i64>,
+    pub(super) alua_state: Option<AluaStateToml>,
+    pub(super) alua_group: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -11,6 +11,7 @@ use sluice_target::config::DigestPolicy;
 use toml::Spanned;
 
 use crate::cli::parse_listen;
+use crate::portals::{parse_alua_state, parse_portal, Portal};
 use crate::size::{parse_duration, parse_size};
 
 /// A byte count: an integer, or a string such as `"256K"` or `"1.5T"` (powers of 1024).
@@ -81,6 +82,31 @@ impl<'de> Deserialize<'de> for Listen {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
         parse_listen(&s).map(Listen).map_err(de::Error::custom)
+    }
+}
+
+/// An iSCSI portal: a listen address with an optional `",TPGT"` (its portal group).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct PortalToml(pub(super) Portal);
+
+impl<'de> Deserialize<'de> for PortalToml {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_portal(&s).map(PortalToml).map_err(de::Error::custom)
+    }
+}
+
+/// An ALUA access state: `"active-optimized"`, `"active-non-optimized"`, `"standby"` or
+/// `"unavailable"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct AluaStateToml(pub(super) sluice_target::config::AccessState);
+
+impl<'de> Deserialize<'de> for AluaStateToml {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_alua_state(&s)
+            .map(AluaStateToml)
+            .map_err(de::Error::custom)
     }
 }
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 use sluice_target::config::{Acl, Backend, ChapCredentials, DigestPolicy, TargetConfig, TargetDef};
 
 use super::service::ServiceConfig;
+use crate::portals::alua_state_name;
 
 /// `config` and `service` as TOML that [`super::parse_all`] reads back to the same values.
 pub fn to_toml(config: &TargetConfig, service: &ServiceConfig) -> String {
@@ -24,12 +25,34 @@ pub fn to_toml(config: &TargetConfig, service: &ServiceConfig) -> String {
         "# Every key is listed, defaults included; docs/configuration.md describes them.",
     );
     line(w, "");
+    // With portal groups every portal says its group's tag (`ADDR:PORT,TPGT`), and each group
+    // its ALUA settings; without, the portals are bare (all in group 1).
+    let tag_of = |addr: &std::net::SocketAddr| {
+        config
+            .portal_groups
+            .iter()
+            .find(|g| g.portals.contains(addr))
+            .map(|g| g.tag)
+    };
     let portals: Vec<String> = config
         .portals
         .iter()
-        .map(|p| quote(&p.to_string()))
+        .map(|p| match tag_of(p) {
+            Some(tag) => quote(&format!("{p},{tag}")),
+            None => quote(&p.to_string()),
+        })
         .collect();
     line(w, &format!("listen = [{}]", portals.join(", ")));
+    if let Some(dir) = &config.state_dir {
+        kv(w, "state_dir", quote_path(dir));
+    }
+    for g in &config.portal_groups {
+        line(w, "");
+        line(w, "[[portal_group]]");
+        kv(w, "tag", g.tag);
+        kv(w, "alua_state", quote(alua_state_name(g.alua_state)));
+        kv(w, "alua_group", g.alua_group);
+    }
     if let Some(chap) = &config.discovery_auth {
         line(w, "");
         line(w, "[discovery]");

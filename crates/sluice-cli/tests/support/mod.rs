@@ -13,8 +13,10 @@ use std::time::Duration;
 /// A running `sluice target`, stopped (SIGKILL) when dropped.
 pub struct TargetProcess {
     child: Child,
-    /// The `iscsi://` URL the target printed.
+    /// The first `iscsi://` URL the target printed.
     pub url: String,
+    /// Every `iscsi://` URL it printed (each LU through each portal).
+    pub urls: Vec<String>,
 }
 
 impl TargetProcess {
@@ -23,6 +25,17 @@ impl TargetProcess {
         let mut all = vec!["--listen", "127.0.0.1:0"];
         all.extend_from_slice(args);
         Self::spawn(&all, "warn", Stdio::inherit())
+    }
+
+    /// Starts `sluice target ARGS...` with two portal groups, 127.0.0.1 (TPGT 1) and
+    /// 127.0.0.2 (TPGT 2), on ports of the kernel's choosing: one LU seen through two paths.
+    /// [`urls`](Self::urls) holds LUN 0 through each (for a one-LUN target).
+    pub fn start_multipath(args: &[&str]) -> Self {
+        let mut all = vec!["--listen", "127.0.0.1:0", "--listen", "127.0.0.2:0,2"];
+        all.extend_from_slice(args);
+        let t = Self::spawn(&all, "warn", Stdio::inherit());
+        assert_eq!(t.urls.len(), 2, "one URL per portal: {:?}", t.urls);
+        t
     }
 
     /// Starts `sluice target --config FILE` with logs at `log_level` written to `log`.
@@ -52,7 +65,12 @@ impl TargetProcess {
         let url = rx
             .recv_timeout(Duration::from_secs(30))
             .expect("sluice target did not print its URL within 30 s");
-        Self { child, url }
+        // The others follow at once (they are printed together).
+        let mut urls = vec![url.clone()];
+        while let Ok(more) = rx.recv_timeout(Duration::from_millis(300)) {
+            urls.push(more);
+        }
+        Self { child, url, urls }
     }
 }
 

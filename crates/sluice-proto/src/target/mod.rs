@@ -23,7 +23,10 @@
 //!   acts on [`TargetSession::poll_event`] (close a connection once its queue is sent), and
 //!   calls [`TargetSession::handle_timeout`] at [`TargetSession::poll_timeout`];
 //! - reports a closed transport with [`TargetSession::handle_connection_closed`]; the session
-//!   is over when [`TargetSession::is_ended`].
+//!   is over when [`TargetSession::is_ended`];
+//! - when the SCSI layer names other I_T nexuses whose tasks a command aborts (PREEMPT AND
+//!   ABORT), calls [`TargetSession::abort_tasks_of_lun`] on each one's session (this one's
+//!   too, with the command's ticket excepted) before reporting that command's result.
 //!
 //! Everything it needs from the SCSI layer and the configuration comes through
 //! [`TargetSessionEnv`]. `now` must never go backwards between calls.
@@ -31,6 +34,7 @@
 mod command;
 mod connection;
 mod logout;
+mod preempt;
 mod reassign;
 mod recovery;
 pub mod registry;

@@ -18,22 +18,28 @@ use crate::login::LoginStatus;
 use crate::seq::{Isid, Tsih};
 
 /// The identity that decides reinstatement (RFC 7143 section 4.4.3: the I_T nexus is
-/// InitiatorName + ISID with TargetName + portal group tag; sluice has one portal group).
+/// InitiatorName + ISID with TargetName + portal group tag). The same initiator port logging
+/// in to the same target through two portal groups makes two I_T nexuses (two paths), not a
+/// reinstatement; and a connection may only join a session through the session's own portal
+/// group.
 #[derive(Clone, Debug, Eq, PartialEq, Hash)]
 pub struct NexusKey {
     initiator: String,
     isid: Isid,
     target: String,
+    portal_group: u16,
 }
 
 impl NexusKey {
-    /// The key of a login. iSCSI names compare case-insensitively (RFC 3722 folds case);
-    /// `target` is empty for discovery sessions.
-    pub fn new(initiator: &str, isid: Isid, target: &str) -> Self {
+    /// The key of a login through the portal group with tag `portal_group`. iSCSI names
+    /// compare case-insensitively (RFC 3722 folds case); `target` is empty for discovery
+    /// sessions.
+    pub fn new(initiator: &str, isid: Isid, target: &str, portal_group: u16) -> Self {
         Self {
             initiator: initiator.to_ascii_lowercase(),
             isid,
             target: target.to_ascii_lowercase(),
+            portal_group,
         }
     }
 }
@@ -311,6 +317,7 @@ mod tests {
             "iqn.2026-11.test:I",
             Isid([0x80, 0, 0, 0, 0, isid]),
             "iqn.2026-11.test:t",
+            1,
         )
     }
 
@@ -339,8 +346,26 @@ mod tests {
             "IQN.2026-11.TEST:i",
             Isid([0x80, 0, 0, 0, 0, 1]),
             "IQN.2026-11.test:T",
+            1,
         );
         assert_eq!(upper, key(1));
+        // The same initiator port through another portal group is another I_T nexus: a
+        // second path, not a reinstatement.
+        let other_path = NexusKey::new(
+            "iqn.2026-11.test:i",
+            Isid([0x80, 0, 0, 0, 0, 1]),
+            "iqn.2026-11.test:t",
+            2,
+        );
+        assert_ne!(other_path, key(1));
+        let c = new_session(&mut r, other_path.clone(), "c");
+        assert_eq!(r.len(), 3);
+        // A connection cannot join a session through another portal group.
+        assert_eq!(
+            r.check(&key(1), c.session.tsih, 1),
+            Err(LoginStatus::SESSION_DOES_NOT_EXIST)
+        );
+        assert!(r.remove_connection(c));
         assert!(r.remove_connection(a));
         assert_eq!(r.len(), 1);
     }

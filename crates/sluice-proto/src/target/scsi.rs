@@ -51,6 +51,8 @@ pub(super) enum EndedBy {
     Tmf(u64),
     /// Its connection is gone (ErrorRecoveryLevel 0: no reassignment).
     ConnectionLost,
+    /// Another I_T nexus aborted it (PREEMPT AND ABORT).
+    OtherNexus,
 }
 
 #[derive(Debug)]
@@ -602,7 +604,8 @@ impl TargetSession {
     }
 
     /// Whether the result of `ticket`'s work is no longer wanted: its task was ended while
-    /// the SCSI layer ran it (by task management or a lost connection), or is gone. A driver
+    /// the SCSI layer ran it (by task management, another I_T nexus's PREEMPT AND ABORT or a
+    /// lost connection), or is gone. A driver
     /// may then stop a long-running command early; it still hands its result back with
     /// [`TargetSession::handle_completion`], which drops it.
     #[must_use]

@@ -840,3 +840,37 @@ fn work_carries_the_data_out_length_the_initiator_announced() {
     r.send(1, read(2, 2, 1));
     assert_eq!(r.works()[0].data_out_len, 0);
 }
+
+#[test]
+fn tasks_aborted_by_another_nexus_end_without_status() {
+    let mut r = Rig::new(&[1]);
+    // Two reads the SCSI layer runs, a write waiting for its data.
+    r.send(1, read(1, 1, 1));
+    r.send(1, read(2, 2, 1));
+    let works = r.works();
+    assert_eq!(works.len(), 2);
+    r.send(1, write(3, 3, 1));
+    let Some(Pdu::R2t(r2t)) = r.drain(1).pop() else {
+        panic!("expected an R2T")
+    };
+    // PREEMPT AND ABORT: read 2 is the preempting command itself and survives.
+    assert_eq!(r.s.abort_tasks_of_lun(Lun(0), Some(works[1].ticket)), 2);
+    assert_eq!(r.s.abort_tasks_of_lun(Lun(1), None), 0, "another LUN");
+    r.complete(&works[0]);
+    assert!(r.drain(1).is_empty(), "the aborted read gets no status");
+    r.send(1, data_out(3, r2t.ttt, 0, 512, true));
+    assert!(
+        r.drain(1).is_empty(),
+        "late data of the aborted write is dropped"
+    );
+    assert!(r.works().is_empty());
+    r.complete(&works[1]);
+    let pdus = r.drain(1);
+    assert!(
+        pdus.iter()
+            .any(|p| matches!(p, Pdu::ScsiResponse(_) | Pdu::DataIn(_))),
+        "{pdus:?}"
+    );
+    assert_eq!(r.s.task_count(), 0);
+    assert_eq!(r.s.window_slots_held(), 0);
+}

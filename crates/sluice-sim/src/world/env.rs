@@ -140,6 +140,7 @@ fn key(binding: &SessionBinding) -> NexusKey {
         &binding.initiator_name,
         binding.isid,
         binding.target_name.as_deref().unwrap_or_default(),
+        1,
     )
 }
 
@@ -152,9 +153,6 @@ pub(super) fn lu_config(n: u16, device: Arc<MemoryDevice>) -> LuConfig {
         revision: "0001".into(),
         serial: format!("sim{n}"),
         naa_id: (6u64 << 60) | u64::from(n),
-        target_port_name: format!("{TARGET},t,0x0001"),
-        relative_target_port: 1,
-        target_port_group: 1,
         write_cache: true,
         removable: false,
         options: sluice_scsi::LuOptions::default(),

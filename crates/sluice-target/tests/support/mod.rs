@@ -65,6 +65,8 @@ pub fn target_def(iqn: &str) -> TargetDef {
 pub fn config() -> TargetConfig {
     TargetConfig {
         portals: vec!["127.0.0.1:3260".parse().unwrap()],
+        portal_groups: Vec::new(),
+        state_dir: None,
         targets: vec![target_def(TARGET)],
         discovery_auth: None,
         offer: TargetOffer::default(),
@@ -89,10 +91,14 @@ impl Harness {
 
     /// A new connection, served on its own task; the handle ends when the target closes it.
     pub fn connect(&self) -> (Peer, JoinHandle<()>) {
+        self.connect_to("127.0.0.1:3260".parse().unwrap())
+    }
+
+    /// A new connection to the portal `local` (it arrives through that portal's group).
+    pub fn connect_to(&self, local: SocketAddr) -> (Peer, JoinHandle<()>) {
         let (client, server) = tokio::io::duplex(1 << 20);
         let t = Arc::clone(&self.target);
         let peer: SocketAddr = "127.0.0.1:50000".parse().unwrap();
-        let local: SocketAddr = "127.0.0.1:3260".parse().unwrap();
         let task = tokio::spawn(async move { t.serve_stream(server, peer, local).await });
         (Peer::new(client), task)
     }

@@ -2,6 +2,7 @@
 //! and [`target_errors`].
 
 mod errors;
+mod portal_groups;
 mod roundtrip;
 mod target_errors;
 

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sluice_target::config::{
-    Acl, Backend, ChapCredentials, DigestPolicy, Keepalive, LunDef, TargetConfig, TargetDef,
+    AccessState, Acl, Backend, ChapCredentials, DigestPolicy, Keepalive, LunDef, PortalGroup,
+    TargetConfig, TargetDef,
 };
 
 use super::super::*;
@@ -51,7 +52,23 @@ size = "1G"
     config.portals = vec![
         "0.0.0.0:3261".parse().unwrap(),
         "[::1]:3262".parse().unwrap(),
+        "127.0.0.2:3263".parse().unwrap(),
     ];
+    config.portal_groups = vec![
+        PortalGroup {
+            tag: 1,
+            portals: vec![config.portals[0]],
+            alua_group: 1,
+            alua_state: AccessState::ActiveOptimized,
+        },
+        PortalGroup {
+            tag: 7,
+            portals: vec![config.portals[1], config.portals[2]],
+            alua_group: 70,
+            alua_state: AccessState::Standby,
+        },
+    ];
+    config.state_dir = Some("/var/lib/sluice".into());
     config.discovery_auth = Some(ChapCredentials {
         user: "disco".into(),
         secret: "0123456789abcdef".into(),
