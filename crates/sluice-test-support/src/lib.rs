@@ -136,12 +136,25 @@ impl Drop for TestTarget {
     }
 }
 
-/// A TCP port on 127.0.0.1 that nothing listens on right now.
+/// A TCP port on 127.0.0.1 that nothing listens on right now and that this process has not
+/// handed out before.
+///
+/// The kernel may give the same ephemeral port to two `bind(0)` calls once the first socket
+/// is closed, so two tests running in parallel threads could otherwise start daemons on one
+/// port: the second daemon fails to bind while the first one's listener makes it look ready.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port on 127.0.0.1")
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port on 127.0.0.1");
+        if !handed_out.contains(&port) {
+            handed_out.push(port);
+            return port;
+        }
+    }
 }
 
 /// A management-socket number for `tgtd -C`: tgtd names its socket after it, and it must stay

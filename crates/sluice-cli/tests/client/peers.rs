@@ -37,6 +37,12 @@ fn wait_for_portal(port: u16, child: &mut Child, what: &str) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    // Someone listens; make sure it is our daemon that stayed up, not one that failed to bind
+    // while another process held the port.
+    std::thread::sleep(Duration::from_millis(100));
+    if let Ok(Some(status)) = child.try_wait() {
+        panic!("{what} exited right after 127.0.0.1:{port} accepted a connection: {status}");
+    }
 }
 
 /// A running daemon plus its temporary directory.
