@@ -208,6 +208,52 @@ mod tests {
         }
     }
 
+    /// Thin provisioning, COMPARE AND WRITE, WRITE ATOMIC, SANITIZE and third-party copy: the
+    /// rows SPC-4 5.13.1 and SBC-3 give them (writes conflict, reads pass Write Exclusive
+    /// types), never RESERVE/RELEASE-tolerant, and none passes a standby or unavailable
+    /// target port group (SPC-4 5.16's lists name none of them).
+    #[test]
+    fn block_provisioning_copy_and_sanitize_rows() {
+        let writes: [(&str, &[u8]); 8] = [
+            ("UNMAP", &[0x42, 0]),
+            ("WRITE SAME(10)", &[0x41, 0]),
+            ("WRITE SAME(16)", &[0x93, 0]),
+            ("COMPARE AND WRITE", &[0x89, 0]),
+            ("WRITE ATOMIC(16)", &[0x9C, 0]),
+            ("SANITIZE overwrite", &[0x48, 0x01]),
+            ("SANITIZE block erase", &[0x48, 0x02]),
+            ("EXTENDED COPY (LID1)", &[0x83, 0x00]),
+        ];
+        let reads: [(&str, &[u8]); 2] = [
+            ("GET LBA STATUS", &[0x9E, 0x12]),
+            ("RECEIVE COPY RESULTS", &[0x84, 0x03]),
+        ];
+        for (rows, pr) in [
+            (&writes[..], PrClass::Restricted),
+            (&reads[..], PrClass::ReadLike),
+        ] {
+            for &(name, cdb) in rows {
+                let mut full = [0u8; 16];
+                full[..cdb.len()].copy_from_slice(cdb);
+                let got = classify(&full).unwrap_or_else(|| panic!("{name} is not classified"));
+                assert_eq!(
+                    got,
+                    Access {
+                        pr,
+                        spc2: false,
+                        standby: false,
+                        unavailable: false,
+                    },
+                    "{name}"
+                );
+            }
+        }
+        // Every service action of RECEIVE COPY RESULTS reads.
+        for sa in [0x00u8, 0x01, 0x03, 0x04] {
+            assert_eq!(classify(&[0x84, sa]).unwrap().pr, PrClass::ReadLike);
+        }
+    }
+
     #[test]
     fn field_dependent_rows() {
         // PREVENT=1 is a change, PREVENT=0 is not.

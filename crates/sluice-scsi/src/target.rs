@@ -1,7 +1,6 @@
 //! The LUN map, LUN addressing and the entry points the transport driver calls.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use bytes::{Bytes, BytesMut};
 
@@ -64,7 +63,6 @@ pub fn encode_lun(lun: u16) -> u64 {
 #[derive(Debug)]
 pub struct ScsiTarget {
     luns: RwLock<Vec<(u16, Arc<LogicalUnit>)>>,
-    nexuses: Mutex<HashSet<NexusId>>,
     fabric: Fabric,
 }
 
@@ -85,7 +83,6 @@ impl ScsiTarget {
         }
         Self {
             luns: RwLock::new(luns),
-            nexuses: Mutex::new(HashSet::new()),
             fabric,
         }
     }
@@ -309,13 +306,9 @@ impl ScsiTarget {
         data_in: &mut BytesMut,
         shared: &mut Option<Bytes>,
     ) -> CommandResult {
-        let (nexus, cdb) = (call.nexus, call.cdb);
+        let cdb = call.cdb;
         data_in.clear();
         *shared = None;
-        self.nexuses
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(nexus);
         // The LUN inventory is only read by REPORT LUNS, but handed to every command: keep it
         // on the stack for the usual few LUNs (no allocation per command).
         let mut small = [0u16; 16];
@@ -404,10 +397,6 @@ impl ScsiTarget {
     /// unit attentions on every LU, and forgets its identity. A later command with the same id
     /// counts as a new nexus.
     pub fn nexus_gone(&self, nexus: NexusId) {
-        self.nexuses
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&nexus);
         self.fabric.detach(nexus);
         for (_, lu) in self.map().iter() {
             lu.nexus_gone(nexus);
