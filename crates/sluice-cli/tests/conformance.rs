@@ -259,7 +259,8 @@ fn thin_provisioning_suites_against_a_thin_file_lun() {
 /// held to 8 MiB/s so that an 80 MiB sanitize lasts 10 s: Sanitize.Reset checks that a
 /// sanitize is still running after 3 s, five task-management functions, a logout and a new
 /// login (and then polls once a minute until it ends). CryptoErase skips because
-/// CRYPTOGRAPHIC ERASE is refused.
+/// CRYPTOGRAPHIC ERASE is refused, and so does Reservations, which libiscsi 1.19 runs with a
+/// CRYPTOGRAPHIC ERASE only.
 #[test]
 fn sanitize_suite_against_a_lun_that_allows_it() {
     let target = TargetProcess::start(&[
@@ -277,7 +278,6 @@ fn sanitize_suite_against_a_lun_that_allows_it() {
         "Sanitize.Overwrite",
         "Sanitize.BlockErase",
         "Sanitize.Reset",
-        "Sanitize.Reservations",
     ] {
         assert!(
             results
