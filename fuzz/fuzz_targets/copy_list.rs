@@ -27,9 +27,6 @@ fn lu(naa_id: u64, serial: &str) -> Arc<LogicalUnit> {
         revision: "0001".into(),
         serial: serial.into(),
         naa_id,
-        target_port_name: "iqn.2024-01.org.example:fuzz,t,0x0001".into(),
-        relative_target_port: 1,
-        target_port_group: 0,
         write_cache: true,
         removable: false,
         options: LuOptions {

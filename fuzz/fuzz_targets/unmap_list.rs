@@ -27,9 +27,6 @@ fn target() -> (ScsiTarget, Arc<MemoryDevice>) {
         revision: "0001".into(),
         serial: "FUZZ0001".into(),
         naa_id: 0x6001_4050_0000_0001,
-        target_port_name: "iqn.2024-01.org.example:fuzz,t,0x0001".into(),
-        relative_target_port: 1,
-        target_port_group: 0,
         write_cache: true,
         removable: false,
         options: LuOptions {
