@@ -55,6 +55,7 @@ fn target() -> ScsiTarget {
         naa_id: 0x6001_4050_0000_0001,
         write_cache: true,
         removable: false,
+        options: sluice_scsi::LuOptions::default(),
     };
     ScsiTarget::new(vec![(0, Arc::new(LogicalUnit::new(cfg)))])
 }

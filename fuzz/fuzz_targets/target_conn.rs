@@ -39,6 +39,7 @@ fn config() -> &'static TargetConfig {
             block_size: 512,
             read_only: number == 1,
             removable: false,
+            options: Default::default(),
             serial: None,
         };
         TargetConfig {

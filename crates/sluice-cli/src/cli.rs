@@ -432,6 +432,28 @@ pub struct TargetArgs {
     #[arg(long)]
     pub removable: bool,
 
+    /// Thin-provision every LUN (memory and regular files): UNMAP and WRITE SAME with UNMAP
+    /// give space back (a file gets holes punched), GET LBA STATUS reports it. See
+    /// docs/configuration.md.
+    #[arg(long)]
+    pub thin: bool,
+
+    /// With --thin: the soft threshold, in percent of each LUN's capacity; when the space
+    /// allocated to a LUN grows past it, initiators get a unit attention (THIN PROVISIONING
+    /// SOFT THRESHOLD REACHED).
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u8).range(1..=100), requires = "thin")]
+    pub soft_threshold: Option<u8>,
+
+    /// Let initiators SANITIZE the LUNs (OVERWRITE; BLOCK ERASE on thin LUNs): every block is
+    /// wiped. Off by default.
+    #[arg(long)]
+    pub allow_sanitize: bool,
+
+    /// With --allow-sanitize: write at most this many bytes a second while sanitizing (e.g.
+    /// 200M), leaving bandwidth to other LUNs on the same disk.
+    #[arg(long, value_name = "SIZE", value_parser = size_arg, requires = "allow_sanitize")]
+    pub sanitize_rate: Option<u64>,
+
     /// Serve the targets described in this TOML file (cannot be combined with other target flags).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,

@@ -191,6 +191,18 @@ pub struct LunAddArgs {
     /// Open the file with O_DIRECT.
     #[arg(long, requires = "file")]
     pub direct: bool,
+    /// Thin-provision it (memory or a regular file): UNMAP gives space back.
+    #[arg(long)]
+    pub thin: bool,
+    /// With --thin: warn initiators when the space allocated passes this percentage.
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u8).range(1..=100), requires = "thin")]
+    pub soft_threshold: Option<u8>,
+    /// Let initiators SANITIZE it (every block wiped).
+    #[arg(long)]
+    pub allow_sanitize: bool,
+    /// With --allow-sanitize: write at most this many bytes a second while sanitizing.
+    #[arg(long, value_name = "SIZE", value_parser = size, requires = "allow_sanitize")]
+    pub sanitize_rate: Option<u64>,
 }
 
 /// `sluice ctl acl`.

@@ -25,6 +25,9 @@ pub enum ClientCommand {
     Write(WriteArgs),
     /// Copy LUN to file, file to LUN or LUN to LUN, with a progress bar and a SHA-256.
     Dd(DdArgs),
+    /// Copy a LUN to another LUN of the same target with EXTENDED COPY: the target moves
+    /// the data, none of it crosses the network.
+    Xcopy(XcopyArgs),
     /// Load generator: IOPS, bandwidth and latency percentiles of a LUN (fio-like), or replay
     /// an SPC trace.
     Bench(crate::cmd_bench::BenchArgs),
@@ -194,6 +197,23 @@ pub struct DdArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Login options.
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+/// `sluice xcopy`.
+#[derive(Debug, Args, Clone)]
+pub struct XcopyArgs {
+    /// Source LUN: iscsi://host[:port]/target-iqn/lun.
+    #[arg(long, value_name = "URL")]
+    pub from: String,
+    /// Destination LUN of the same target.
+    #[arg(long, value_name = "URL")]
+    pub to: String,
+    /// Bytes to copy from the start of each LUN (default: the whole source).
+    #[arg(long, value_parser = size_arg)]
+    pub length: Option<u64>,
     /// Login options.
     #[command(flatten)]
     pub conn: ConnArgs,

@@ -326,6 +326,10 @@ fn lun_spec(a: &LunAddArgs, client: &Client) -> anyhow::Result<LunSpec> {
         removable: a.removable,
         serial: a.serial.clone(),
         direct: a.direct,
+        thin: a.thin,
+        soft_threshold: a.soft_threshold,
+        sanitize: a.allow_sanitize,
+        sanitize_rate: a.sanitize_rate,
     })
 }
 
@@ -404,7 +408,7 @@ fn print_targets(targets: &Value) {
         );
         for l in t["luns"].as_array().into_iter().flatten() {
             outln!(
-                "  LUN {}: {}, {}, {}-byte blocks{}",
+                "  LUN {}: {}, {}, {}-byte blocks{}{}",
                 n(&l["number"]),
                 describe_backend(&l["backend"]),
                 format_size(n(&l["size"])),
@@ -413,9 +417,21 @@ fn print_targets(targets: &Value) {
                     ", read-only"
                 } else {
                     ""
-                }
+                },
+                describe_thin(l),
             );
         }
+    }
+}
+
+/// ", thin (N allocated)" for a thin LU, nothing for a thick one.
+fn describe_thin(l: &Value) -> String {
+    if l["provisioning"].as_str() != Some("thin") {
+        return String::new();
+    }
+    match l["allocated_bytes"].as_u64() {
+        Some(b) => format!(", thin ({} allocated)", format_size(b)),
+        None => ", thin".to_string(),
     }
 }
 

@@ -11,8 +11,8 @@ use clap::{ArgMatches, CommandFactory};
 use sluice_proto::text::keys::format_bool;
 use sluice_proto::text::KeyId;
 use sluice_target::config::{
-    Acl, Backend, ChapCredentials, DigestPolicy, Keepalive, Limits, LunDef, OperationalOffer,
-    TargetConfig, TargetDef, MAX_LUN_NUMBER,
+    Acl, Backend, ChapCredentials, DigestPolicy, Keepalive, Limits, LuOptions, LunDef,
+    OperationalOffer, SanitizeOptions, TargetConfig, TargetDef, MAX_LUN_NUMBER,
 };
 
 use crate::cli::{Cli, DigestArg, TargetArgs, DEFAULT_PORT};
@@ -83,6 +83,17 @@ pub fn lun_flags_in_order(m: &ArgMatches) -> anyhow::Result<Vec<LunFlag>> {
         }
     }
     Ok(luns.into_iter().map(|(_, l)| l).collect())
+}
+
+/// The SCSI options flags give every LUN.
+fn lu_options(args: &TargetArgs) -> LuOptions {
+    LuOptions {
+        thin: args.thin,
+        soft_threshold_percent: args.soft_threshold,
+        sanitize: args.allow_sanitize.then_some(SanitizeOptions {
+            overwrite_bytes_per_s: args.sanitize_rate,
+        }),
+    }
 }
 
 /// A flag's digest policy, or the default.
@@ -163,6 +174,7 @@ pub fn config_from_flags(args: &TargetArgs, luns: Vec<LunFlag>) -> anyhow::Resul
             read_only: args.read_only,
             removable: args.removable,
             serial: None,
+            options: lu_options(args),
         });
     }
     let acl = if args.allow_initiator.is_empty() {
@@ -344,14 +356,34 @@ pub fn summary(config: &TargetConfig) -> String {
         out += &format!(": acl {acl}, CHAP {}\n", describe_chap(&t.chap));
         for l in &t.luns {
             out += &format!(
-                "  LUN {}: {}, {}-byte blocks{}{}\n",
+                "  LUN {}: {}, {}-byte blocks{}{}{}\n",
                 l.number,
                 describe_backend(&l.backend),
                 l.block_size,
                 if l.read_only { ", read-only" } else { "" },
-                if l.removable { ", removable" } else { "" }
+                if l.removable { ", removable" } else { "" },
+                describe_options(&l.options),
             );
         }
+    }
+    out
+}
+
+/// ", thin", ", sanitize" (with its rate) as the LUN's options say.
+fn describe_options(o: &LuOptions) -> String {
+    let mut out = String::new();
+    if o.thin {
+        out += ", thin";
+    }
+    if let Some(p) = o.soft_threshold_percent {
+        out += &format!(" (soft threshold {p} %)");
+    }
+    match o.sanitize {
+        Some(SanitizeOptions {
+            overwrite_bytes_per_s: Some(rate),
+        }) => out += &format!(", sanitize at {}/s", format_size(rate)),
+        Some(_) => out += ", sanitize",
+        None => {}
     }
     out
 }
@@ -693,6 +725,7 @@ mod tests {
         assert_eq!(chap.mutual, Some(("t".into(), "ba9876543210".into())));
         assert!(t.luns[0].read_only);
         assert!(t.luns[0].removable);
+        assert_eq!(t.luns[0].options, LuOptions::default());
         assert_eq!(t.luns[0].block_size, 4096);
         assert_eq!(c.offer.header_digest, DigestPolicy::Require);
         assert_eq!(c.offer.data_digest, DigestPolicy::Forbid);

@@ -36,6 +36,7 @@ mod cmd_sim;
 mod cmd_sweep;
 mod cmd_sweep_grid;
 mod cmd_target;
+mod cmd_xcopy;
 mod config_file;
 mod lab_files;
 mod logging;
@@ -120,6 +121,7 @@ fn run_client(cmd: &ClientCommand) -> anyhow::Result<()> {
         ClientCommand::Read(a) => cmd_rw::run_read(a),
         ClientCommand::Write(a) => cmd_rw::run_write(a),
         ClientCommand::Dd(a) => cmd_dd::run_dd(a),
+        ClientCommand::Xcopy(a) => cmd_xcopy::run_xcopy(a),
         ClientCommand::Bench(a) => cmd_bench::run(a),
     }
 }

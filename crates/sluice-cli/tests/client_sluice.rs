@@ -1,4 +1,4 @@
-//! `sluice discover | ls | inq | readcap | read | write | dd` against an in-process
+//! `sluice discover | ls | inq | readcap | read | write | dd | xcopy` against an in-process
 //! `sluice target`.
 
 mod client;
@@ -135,6 +135,64 @@ fn dd_in_and_out_is_byte_identical() {
         text.contains(&format!("sha256 {}", into["sha256"].as_str().unwrap())),
         "{text}"
     );
+}
+
+#[test]
+fn xcopy_copies_inside_the_target() {
+    let mut c = config();
+    // Two LUNs of 512-byte blocks (EXTENDED COPY here copies between equal block sizes).
+    c.targets[0].luns[1].block_size = 512;
+    let t = TestTarget::start(c);
+    let dir = tempfile::tempdir().unwrap();
+    let (src, back) = (dir.path().join("src"), dir.path().join("back"));
+    let data = pattern(3 << 20, 5);
+    std::fs::write(&src, &data).unwrap();
+    let (s, b) = (src.to_str().unwrap(), back.to_str().unwrap());
+    ok(&["dd", "--if", s, "--of", &t.url(0), "--quiet"]);
+    let v = json(&[
+        "xcopy",
+        "--from",
+        &t.url(0),
+        "--to",
+        &t.url(1),
+        "--length",
+        "3M",
+    ]);
+    assert_eq!(v["bytes"], 3 << 20);
+    assert_eq!(v["commands"], 1);
+    // 3 MiB moved; the session carried the parameter list and PDU headers only.
+    assert!(v["session_bytes_sent"].as_u64().unwrap() < 4096, "{v}");
+    assert!(v["session_bytes_received"].as_u64().unwrap() < 4096, "{v}");
+    ok(&[
+        "dd",
+        "--if",
+        &t.url(1),
+        "--of",
+        b,
+        "--length",
+        "3M",
+        "--quiet",
+    ]);
+    assert_eq!(std::fs::read(&back).unwrap(), data);
+    let out = ok(&[
+        "xcopy",
+        "--from",
+        &t.url(0),
+        "--to",
+        &t.url(1),
+        "--length",
+        "1M",
+    ]);
+    assert!(out.contains("no data crossed the network"), "{out}");
+    // LUNs of different block sizes, or of different targets, are refused up front.
+    let e = fails(&[
+        "xcopy",
+        "--from",
+        &t.url(0),
+        "--to",
+        "iscsi://127.0.0.1:1/iqn.2026-11.x:y/0",
+    ]);
+    assert!(e.contains("same target"), "{e}");
 }
 
 #[test]

@@ -239,7 +239,20 @@ fn ctl_changes_a_serving_target_and_its_saved_config_serves_the_same() {
     );
     std::thread::sleep(Duration::from_millis(500));
 
-    let out = ctl_ok(d, &["lun", "add", TARGET, "--memory", "8M"]);
+    let out = ctl_ok(
+        d,
+        &[
+            "lun",
+            "add",
+            TARGET,
+            "--memory",
+            "8M",
+            "--thin",
+            "--soft-threshold",
+            "75",
+            "--allow-sanitize",
+        ],
+    );
     assert_eq!(out.trim(), format!("target {TARGET}: LUN 1: added"));
     assert!(inq(&t.url(1), ALLOWED).is_ok(), "the new LU serves");
     ctl_ok(d, &["lun", "resize", TARGET, "0", "32M"]);
@@ -259,6 +272,14 @@ fn ctl_changes_a_serving_target_and_its_saved_config_serves_the_same() {
     let luns = &status["targets"][0]["luns"];
     assert_eq!(luns[0]["size"], 32 << 20);
     assert_eq!(luns[1]["size"], 8 << 20);
+    assert_eq!(luns[0]["provisioning"], "thick");
+    assert_eq!(luns[1]["provisioning"], "thin");
+    assert_eq!(luns[1]["soft_threshold"], 75);
+    assert_eq!(luns[1]["sanitize"], true);
+    assert_eq!(
+        luns[1]["allocated_bytes"], 0,
+        "nothing written to the thin LU"
+    );
     assert_eq!(status["targets"][0]["acl"], serde_json::json!([ALLOWED]));
     let sessions = ctl_json(d, &["sessions"]);
     let session = sessions
@@ -354,6 +375,8 @@ fn ctl_changes_a_serving_target_and_its_saved_config_serves_the_same() {
     let status = ctl_json(d, &["status"]);
     assert_eq!(status["targets"][0]["luns"][0]["size"], 32 << 20);
     assert_eq!(status["targets"][0]["luns"][1]["size"], 8 << 20);
+    assert_eq!(status["targets"][0]["luns"][1]["provisioning"], "thin");
+    assert_eq!(status["targets"][0]["luns"][1]["soft_threshold"], 75);
     assert!(inq(&again.url(1), ALLOWED).is_ok());
     assert!(inq(&again.url(0), REMOVED).is_err());
 }

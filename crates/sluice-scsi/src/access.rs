@@ -150,6 +150,24 @@ pub(crate) fn classify(cdb: &[u8]) -> Option<Access> {
     }
 }
 
+/// What a read of the medium may do (READ(6/10/12/16)): how EXTENDED COPY's copy manager reads
+/// a copy source for the I_T nexus that sent the copy.
+pub(crate) const MEDIUM_READ: Access = Access {
+    pr: PrClass::ReadLike,
+    spc2: false,
+    standby: false,
+    unavailable: false,
+};
+
+/// What a write of the medium may do (WRITE(6/10/12/16)): how EXTENDED COPY's copy manager
+/// writes a copy destination for the I_T nexus that sent the copy.
+pub(crate) const MEDIUM_WRITE: Access = Access {
+    pr: PrClass::Restricted,
+    spc2: false,
+    standby: false,
+    unavailable: false,
+};
+
 /// The treatment of a command the table does not name: the most restrictive.
 pub(crate) const UNLISTED: Access = Access {
     pr: PrClass::Restricted,
@@ -176,6 +194,63 @@ mod tests {
                 c.opcode,
                 c.service_action
             );
+        }
+    }
+
+    /// The copy manager's reads and writes are treated as READ and WRITE are.
+    #[test]
+    fn copy_reads_and_writes_are_reads_and_writes() {
+        for read in [0x08u8, 0x28, 0xA8, 0x88] {
+            assert_eq!(classify(&[read, 0]), Some(MEDIUM_READ));
+        }
+        for write in [0x0Au8, 0x2A, 0xAA, 0x8A] {
+            assert_eq!(classify(&[write, 0]), Some(MEDIUM_WRITE));
+        }
+    }
+
+    /// Thin provisioning, COMPARE AND WRITE, WRITE ATOMIC, SANITIZE and third-party copy: the
+    /// rows SPC-4 5.13.1 and SBC-3 give them (writes conflict, reads pass Write Exclusive
+    /// types), never RESERVE/RELEASE-tolerant, and none passes a standby or unavailable
+    /// target port group (SPC-4 5.16's lists name none of them).
+    #[test]
+    fn block_provisioning_copy_and_sanitize_rows() {
+        let writes: [(&str, &[u8]); 8] = [
+            ("UNMAP", &[0x42, 0]),
+            ("WRITE SAME(10)", &[0x41, 0]),
+            ("WRITE SAME(16)", &[0x93, 0]),
+            ("COMPARE AND WRITE", &[0x89, 0]),
+            ("WRITE ATOMIC(16)", &[0x9C, 0]),
+            ("SANITIZE overwrite", &[0x48, 0x01]),
+            ("SANITIZE block erase", &[0x48, 0x02]),
+            ("EXTENDED COPY (LID1)", &[0x83, 0x00]),
+        ];
+        let reads: [(&str, &[u8]); 2] = [
+            ("GET LBA STATUS", &[0x9E, 0x12]),
+            ("RECEIVE COPY RESULTS", &[0x84, 0x03]),
+        ];
+        for (rows, pr) in [
+            (&writes[..], PrClass::Restricted),
+            (&reads[..], PrClass::ReadLike),
+        ] {
+            for &(name, cdb) in rows {
+                let mut full = [0u8; 16];
+                full[..cdb.len()].copy_from_slice(cdb);
+                let got = classify(&full).unwrap_or_else(|| panic!("{name} is not classified"));
+                assert_eq!(
+                    got,
+                    Access {
+                        pr,
+                        spc2: false,
+                        standby: false,
+                        unavailable: false,
+                    },
+                    "{name}"
+                );
+            }
+        }
+        // Every service action of RECEIVE COPY RESULTS reads.
+        for sa in [0x00u8, 0x01, 0x03, 0x04] {
+            assert_eq!(classify(&[0x84, sa]).unwrap().pr, PrClass::ReadLike);
         }
     }
 

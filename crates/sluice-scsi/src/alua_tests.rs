@@ -10,9 +10,13 @@ use crate::pr::tests::{initiator, nexus};
 use crate::testutil::*;
 use crate::{AccessState, LogicalUnit, ScsiTarget};
 
+/// A LU that offers every command of the table, reached through two target port groups in
+/// `states`.
 fn harness(states: [AccessState; 2]) -> Harness {
-    let dev = Arc::new(VecDevice::new(512, 64));
-    let lu = Arc::new(LogicalUnit::new(config(dev.clone(), false)));
+    let dev = Arc::new(every_command_device(512, 64));
+    let mut cfg = config(dev.clone(), false);
+    every_command_options(&mut cfg);
+    let lu = Arc::new(LogicalUnit::new(cfg));
     let target = Arc::new(ScsiTarget::with_ports(vec![(0, lu)], two_ports(states)));
     let h = Harness {
         target,

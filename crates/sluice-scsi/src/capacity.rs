@@ -29,8 +29,15 @@ pub(crate) fn read_capacity16(cmd: &mut Cmd<'_>) -> CmdResult {
     d[..8].copy_from_slice(&cmd.lu.num_blocks().saturating_sub(1).to_be_bytes());
     d[8..12].copy_from_slice(&cmd.lu.block_size().to_be_bytes());
     // Byte 12: P_TYPE / PROT_EN = 0 (no protection information).
-    // Byte 13: P_I_EXPONENT / LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT = 0.
-    // Bytes 14-15: LBPME=0, LBPRZ=0, LOWEST ALIGNED LBA = 0.
+    // Byte 13: P_I_EXPONENT = 0; LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT: the device's
+    // physical block (a file system block, a memory page) over the logical block.
+    let per_physical = cmd.lu.device().physical_block_size() / cmd.lu.block_size().max(1);
+    d[13] = (per_physical.max(1).trailing_zeros() as u8).min(0x0F);
+    // Byte 14: LBPME and LBPRZ for a thin LU (deallocated blocks read zeros); LOWEST ALIGNED
+    // LBA 0.
+    if cmd.lu.thin() {
+        d[14] = 0x80 | 0x40;
+    }
     put_truncated(cmd.data_in, &d, alloc);
     Ok(())
 }
@@ -50,7 +57,12 @@ mod tests {
         assert_eq!(d.len(), 32);
         assert_eq!(be64(&d, 0), 999);
         assert_eq!(be32(&d, 8), 4096);
-        assert!(d[12..].iter().all(|b| *b == 0));
+        assert_eq!(d[12], 0, "no protection information");
+        assert_eq!(
+            d[13], 3,
+            "the device's physical blocks are 8 logical blocks"
+        );
+        assert!(d[14..].iter().all(|b| *b == 0), "fully provisioned");
     }
 
     #[test]

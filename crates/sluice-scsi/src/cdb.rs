@@ -1,7 +1,8 @@
 //! CDB builders for the initiator side (and for tests of the target side).
 //!
 //! Each function returns the CDB as a fixed-size array, with the control byte 0. Allocation
-//! lengths are clamped to what the field can hold. [`unmap`] also builds the parameter list.
+//! lengths are clamped to what the field can hold. [`unmap`] also builds the parameter list;
+//! [`copy_list`] builds an EXTENDED COPY parameter list.
 
 /// Operation codes of the commands sluice knows about (SPC-4 / SBC-3).
 pub mod opcode {
@@ -47,6 +48,8 @@ pub mod opcode {
     pub const WRITE_SAME_10: u8 = 0x41;
     /// UNMAP.
     pub const UNMAP: u8 = 0x42;
+    /// SANITIZE.
+    pub const SANITIZE: u8 = 0x48;
     /// MODE SELECT(10).
     pub const MODE_SELECT_10: u8 = 0x55;
     /// RESERVE(10).
@@ -59,6 +62,10 @@ pub mod opcode {
     pub const PERSISTENT_RESERVE_IN: u8 = 0x5E;
     /// PERSISTENT RESERVE OUT.
     pub const PERSISTENT_RESERVE_OUT: u8 = 0x5F;
+    /// EXTENDED COPY (service action 00h: LID1).
+    pub const EXTENDED_COPY: u8 = 0x83;
+    /// RECEIVE COPY RESULTS.
+    pub const RECEIVE_COPY_RESULTS: u8 = 0x84;
     /// READ(16).
     pub const READ_16: u8 = 0x88;
     /// COMPARE AND WRITE.
@@ -77,6 +84,8 @@ pub mod opcode {
     pub const SYNCHRONIZE_CACHE_16: u8 = 0x91;
     /// WRITE SAME(16).
     pub const WRITE_SAME_16: u8 = 0x93;
+    /// WRITE ATOMIC(16).
+    pub const WRITE_ATOMIC_16: u8 = 0x9C;
     /// SERVICE ACTION IN(16) (READ CAPACITY(16), GET LBA STATUS, …).
     pub const SERVICE_ACTION_IN_16: u8 = 0x9E;
     /// REPORT LUNS.
@@ -99,6 +108,14 @@ pub mod opcode {
     pub const SAI_READ_CAPACITY_16: u8 = 0x10;
     /// Service action of MAINTENANCE IN for REPORT SUPPORTED OPERATION CODES.
     pub const MI_REPORT_SUPPORTED_OPCODES: u8 = 0x0C;
+    /// Service action of SERVICE ACTION IN(16) for GET LBA STATUS.
+    pub const SAI_GET_LBA_STATUS: u8 = 0x12;
+    /// Service action of EXTENDED COPY for the LID1 form (SPC-4 6.4).
+    pub const EC_LID1: u8 = 0x00;
+    /// Service action of RECEIVE COPY RESULTS: COPY STATUS (LID1).
+    pub const RCR_COPY_STATUS: u8 = 0x00;
+    /// Service action of RECEIVE COPY RESULTS: OPERATING PARAMETERS.
+    pub const RCR_OPERATING_PARAMETERS: u8 = 0x03;
     /// Service action of MAINTENANCE IN for REPORT TARGET PORT GROUPS.
     pub const MI_REPORT_TARGET_PORT_GROUPS: u8 = 0x0A;
     /// Service action of MAINTENANCE OUT for SET TARGET PORT GROUPS.
@@ -240,6 +257,145 @@ pub fn unmap(descriptors: &[UnmapDescriptor]) -> ([u8; 10], Vec<u8>) {
     c[0] = opcode::UNMAP;
     c[7..9].copy_from_slice(&(desc_len + 8).to_be_bytes());
     (c, list)
+}
+
+/// GET LBA STATUS (SERVICE ACTION IN(16) / 12h) from `lba`.
+pub fn get_lba_status(lba: u64, alloc_len: u32) -> [u8; 16] {
+    let mut c = [0u8; 16];
+    c[0] = opcode::SERVICE_ACTION_IN_16;
+    c[1] = opcode::SAI_GET_LBA_STATUS;
+    c[2..10].copy_from_slice(&lba.to_be_bytes());
+    c[10..14].copy_from_slice(&alloc_len.to_be_bytes());
+    c
+}
+
+/// WRITE SAME(10) of `blocks` blocks at `lba` (0 blocks: to the end of the LU), with UNMAP.
+pub fn write_same10(lba: u32, blocks: u16, unmap: bool) -> [u8; 10] {
+    let mut c = rw10(opcode::WRITE_SAME_10, lba, blocks, false);
+    if unmap {
+        c[1] = 0x08;
+    }
+    c
+}
+
+/// WRITE SAME(16) of `blocks` blocks at `lba` (0 blocks: to the end of the LU), with UNMAP
+/// and NDOB (no Data-Out: a block of zeros).
+pub fn write_same16(lba: u64, blocks: u32, unmap: bool, ndob: bool) -> [u8; 16] {
+    let mut c = rw16(opcode::WRITE_SAME_16, lba, blocks, false);
+    c[1] = if unmap { 0x08 } else { 0 } | u8::from(ndob);
+    c
+}
+
+/// COMPARE AND WRITE of `blocks` blocks at `lba`; its Data-Out is the blocks to compare
+/// followed by the blocks to write.
+pub fn compare_and_write(lba: u64, blocks: u8, fua: bool) -> [u8; 16] {
+    let mut c = [0u8; 16];
+    c[0] = opcode::COMPARE_AND_WRITE;
+    if fua {
+        c[1] = 0x08;
+    }
+    c[2..10].copy_from_slice(&lba.to_be_bytes());
+    c[13] = blocks;
+    c
+}
+
+/// WRITE ATOMIC(16) of `blocks` blocks at `lba`.
+pub fn write_atomic16(lba: u64, blocks: u16, fua: bool) -> [u8; 16] {
+    let mut c = [0u8; 16];
+    c[0] = opcode::WRITE_ATOMIC_16;
+    if fua {
+        c[1] = 0x08;
+    }
+    c[2..10].copy_from_slice(&lba.to_be_bytes());
+    c[12..14].copy_from_slice(&blocks.to_be_bytes());
+    c
+}
+
+/// SANITIZE with `service_action` (01h OVERWRITE, 02h BLOCK ERASE, 03h CRYPTOGRAPHIC
+/// ERASE, 1Fh EXIT FAILURE MODE) and a parameter list of `param_len` bytes.
+pub fn sanitize(service_action: u8, immed: bool, param_len: u16) -> [u8; 10] {
+    let mut c = [0u8; 10];
+    c[0] = opcode::SANITIZE;
+    c[1] = (service_action & 0x1F) | if immed { 0x80 } else { 0 };
+    c[7..9].copy_from_slice(&param_len.to_be_bytes());
+    c
+}
+
+/// EXTENDED COPY (LID1) with a parameter list of `param_len` bytes ([`copy_list`]).
+pub fn extended_copy(param_len: u32) -> [u8; 16] {
+    let mut c = [0u8; 16];
+    c[0] = opcode::EXTENDED_COPY;
+    c[1] = opcode::EC_LID1;
+    c[10..14].copy_from_slice(&param_len.to_be_bytes());
+    c
+}
+
+/// RECEIVE COPY RESULTS with `service_action` (00h COPY STATUS, 03h OPERATING PARAMETERS).
+pub fn receive_copy_results(service_action: u8, list_id: u8, alloc_len: u32) -> [u8; 16] {
+    let mut c = [0u8; 16];
+    c[0] = opcode::RECEIVE_COPY_RESULTS;
+    c[1] = service_action & 0x1F;
+    c[2] = list_id;
+    c[10..14].copy_from_slice(&alloc_len.to_be_bytes());
+    c
+}
+
+/// One block-to-block copy of an EXTENDED COPY parameter list ([`copy_list`]).
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct BlockCopy {
+    /// Index of the source LU in the list's LUs.
+    pub source: u16,
+    /// Index of the destination LU.
+    pub destination: u16,
+    /// Blocks to copy (in source blocks).
+    pub blocks: u16,
+    /// First source block.
+    pub source_lba: u64,
+    /// First destination block.
+    pub destination_lba: u64,
+}
+
+/// An EXTENDED COPY (LID1) parameter list: `luns` name the LUs by a designator from their
+/// Device Identification VPD page (CODE SET, DESIGNATOR TYPE, designator of at most 20
+/// bytes, association "logical unit") and their block size; `copies` are block-to-block
+/// segments between them. LIST ID USAGE is 00b (status held for RECEIVE COPY RESULTS) with
+/// `hold`, else 11b (no list identifier).
+pub fn copy_list(
+    list_id: u8,
+    hold: bool,
+    luns: &[(u8, u8, &[u8], u32)],
+    copies: &[BlockCopy],
+) -> Vec<u8> {
+    let mut l = vec![0u8; 16];
+    l[0] = list_id;
+    l[1] = if hold { 0x00 } else { 0x18 };
+    for &(code_set, designator_type, id, block_len) in luns {
+        let mut d = [0u8; 32];
+        d[0] = 0xE4;
+        d[4] = code_set & 0x0F;
+        d[5] = designator_type & 0x0F;
+        let n = id.len().min(20);
+        d[7] = n as u8;
+        d[8..8 + n].copy_from_slice(&id[..n]);
+        d[29..32].copy_from_slice(&block_len.to_be_bytes()[1..]);
+        l.extend_from_slice(&d);
+    }
+    let cscd_len = l.len() - 16;
+    for c in copies {
+        let mut d = [0u8; 28];
+        d[0] = 0x02;
+        d[2..4].copy_from_slice(&24u16.to_be_bytes());
+        d[4..6].copy_from_slice(&c.source.to_be_bytes());
+        d[6..8].copy_from_slice(&c.destination.to_be_bytes());
+        d[10..12].copy_from_slice(&c.blocks.to_be_bytes());
+        d[12..20].copy_from_slice(&c.source_lba.to_be_bytes());
+        d[20..28].copy_from_slice(&c.destination_lba.to_be_bytes());
+        l.extend_from_slice(&d);
+    }
+    let segment_len = l.len() - 16 - cscd_len;
+    l[2..4].copy_from_slice(&(cscd_len.min(0xFFFF) as u16).to_be_bytes());
+    l[8..12].copy_from_slice(&(segment_len as u32).to_be_bytes());
+    l
 }
 
 #[cfg(test)]

@@ -57,8 +57,15 @@ pub(crate) fn standard_data(cfg: Option<&LuConfig>, peripheral: u8) -> [u8; STAN
         let at = 58 + 2 * i;
         d[at..at + 2].copy_from_slice(&v.to_be_bytes());
     }
+    if cfg.is_some() && peripheral == DIRECT_ACCESS {
+        // 3PC: the LU is a copy manager (EXTENDED COPY, SPC-4 6.4).
+        d[5] |= THIRD_PARTY_COPY;
+    }
     d
 }
+
+/// The 3PC bit of standard INQUIRY byte 5.
+const THIRD_PARTY_COPY: u8 = 0x08;
 
 /// INQUIRY with EVPD=0.
 pub(crate) fn standard(

@@ -34,6 +34,12 @@
 //!    [`BlockDevice::blocks`](sluice_storage::BlockDevice::blocks) is true for any LU, run
 //!    it off the network reactor. It never panics, whatever the CDB and data.
 //!
+//!    A transport that knows the Data-Out length the initiator announced, or can abort a
+//!    running command, calls [`ScsiTarget::execute_with`] instead ([`Delivery`]). Commands
+//!    for which [`runs_long`] is true (EXTENDED COPY, WRITE SAME, UNMAP, SANITIZE) may run
+//!    for as long as their data takes: run them where they block nothing else, with an
+//!    [`AbortSignal`] raised when the task is aborted.
+//!
 //!    Writes whose Data-Out is shorter than the CDB's transfer length write only the whole
 //!    blocks that arrived (the transport reports the residual); extra Data-Out is ignored.
 //! 4. When a session ends (logout, connection loss, reinstatement), call
@@ -51,17 +57,24 @@
 //! A removable LU ([`LuConfig::removable`]) starts with its medium loaded; START STOP UNIT
 //! ejects and loads it, PREVENT ALLOW MEDIUM REMOVAL (held per nexus, dropped by
 //! `nexus_gone` and every reset) blocks both, and while it is ejected medium-access commands
-//! fail with NOT READY / MEDIUM NOT PRESENT. ORWRITE runs its read-modify-write under the
-//! LU's exclusive I/O lock, so it is atomic with respect to every other block command.
+//! fail with NOT READY / MEDIUM NOT PRESENT. ORWRITE, COMPARE AND WRITE and WRITE ATOMIC run
+//! under the LU's exclusive I/O lock, so they are atomic with respect to every other block
+//! command.
+//!
+//! [`LuOptions`] chooses what a LU offers beyond a fully provisioned disk: thin provisioning
+//! (UNMAP, WRITE SAME with UNMAP, GET LBA STATUS that tells mapped from deallocated) and
+//! SANITIZE. COMPARE AND WRITE, WRITE SAME, GET LBA STATUS and EXTENDED COPY (between LUs of
+//! one [`ScsiTarget`]) are always there, WRITE ATOMIC where the device writes atomically.
 //!
 //! Persistent reservations (PERSISTENT RESERVE IN/OUT, every type, SPEC_I_PT, ALL_TG_PT,
 //! APTPL through a [`sluice_storage::StateStore`] given to
 //! [`LogicalUnit::attach_reservation_store`]) and RESERVE/RELEASE(6)/(10) gate every command
-//! as SPC-4 and SBC-3 tabulate; target port groups answer REPORT and SET TARGET PORT GROUPS and
-//! hold commands to their access state (SPC-4 5.15).
+//! as SPC-4, SBC-3 and SBC-4 tabulate, EXTENDED COPY's reads and writes of other LUs
+//! included; target port groups answer REPORT and SET TARGET PORT GROUPS and hold commands to
+//! their access state (SPC-4 5.15).
 //!
-//! Commands this crate does not implement (UNMAP, WRITE SAME, COMPARE AND WRITE, …) get
-//! ILLEGAL REQUEST / INVALID COMMAND OPERATION CODE, which
+//! Commands this crate does not implement (FORMAT UNIT, WRITE LONG, …), and those a LU's
+//! configuration leaves out, get ILLEGAL REQUEST / INVALID COMMAND OPERATION CODE, which
 //! initiators and conformance suites read as "not implemented". [`ScsiTarget::transfer`]
 //! answers [`Transfer::None`] for them; the driver must still accept and discard any
 //! Data-Out the initiator sends.
@@ -75,38 +88,58 @@
 //! `opcodes` holds the one table of supported commands (dispatch, reserved-bit checks and
 //! REPORT SUPPORTED OPERATION CODES all read it); `access` the one table of what each command
 //! may do under reservations and ALUA states; `lu` the logical unit and dispatcher;
-//! `inquiry`, `vpd`, `capacity`, `rw`, `verify`, `mode`, `report_luns` and `misc` the
-//! commands; `pr` persistent and RESERVE/RELEASE reservations (`pr/model.rs` the state,
-//! `pr/prout.rs` the service actions, `pr/params.rs` the parameter lists, `pr/persist.rs` the
-//! APTPL file); `alua` target port group states, REPORT/SET TARGET PORT GROUPS; `ports` target
-//! ports and I_T nexus identities; `transport_id` SCSI TransportIDs; `unit_attention` the
-//! per-nexus queues; `field` the panic-free CDB readers.
+//! `inquiry`, `vpd`, `vpd_sbc`, `capacity`, `rw`, `verify`, `mode`, `report_luns`, `misc`,
+//! `provisioning`, `write_same`, `compare_and_write`, `write_atomic`, `xcopy`,
+//! `copy_results` and `sanitize` the commands; [`unmap_list`] and [`copy_list`] the parameter
+//! lists of UNMAP and EXTENDED COPY; `pr` persistent and RESERVE/RELEASE reservations
+//! (`pr/model.rs` the state, `pr/prout.rs` the service actions, `pr/params.rs` the parameter
+//! lists, `pr/persist.rs` the APTPL file); `alua` target port group states, REPORT/SET TARGET
+//! PORT GROUPS; `ports` target ports and I_T nexus identities; `transport_id` SCSI
+//! TransportIDs; `unit_attention` the per-nexus queues; `field` the panic-free CDB readers.
 #![forbid(unsafe_code)]
 
 pub mod cdb;
+pub mod copy_list;
 pub mod sense;
+pub mod unmap_list;
 
+pub use abort::AbortSignal;
 pub use data_out::DataOut;
+pub use options::{LuOptions, SanitizeOptions};
+pub use transfer::runs_long;
 
+mod abort;
 mod access;
 mod alua;
 mod capacity;
+mod compare_and_write;
+mod copy_results;
 mod data_out;
+mod designator;
 mod field;
 mod inquiry;
 mod lu;
 mod misc;
 mod mode;
 mod opcodes;
+mod options;
 mod ports;
 mod pr;
+mod provisioning;
 mod report_luns;
 mod rw;
+mod sanitize;
 mod target;
+mod threshold;
+mod transfer;
 mod transport_id;
 mod unit_attention;
 mod verify;
 mod vpd;
+mod vpd_sbc;
+mod write_atomic;
+mod write_same;
+mod xcopy;
 
 #[cfg(test)]
 mod testutil;
@@ -164,6 +197,23 @@ pub enum Transfer {
     /// The target returns at most this many bytes (Data-In): the allocation length, or
     /// blocks × block size for reads.
     FromDevice(u64),
+}
+
+/// A command's Data-Out and what else the transport knows of it, for
+/// [`ScsiTarget::execute_with`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Delivery<'a> {
+    /// The Data-Out received.
+    pub data_out: DataOut<'a>,
+    /// The Data-Out length the initiator announced, when the transport knows it (iSCSI: the
+    /// Expected Data Transfer Length of a write). `data_out` then holds at most what
+    /// [`ScsiTarget::transfer`] asked for; a longer announced length makes COMPARE AND WRITE
+    /// and WRITE SAME fail, as SBC-4 wants their Data-Out exact.
+    pub data_out_len: Option<u64>,
+    /// Raised by the transport to stop the command (ABORT TASK, a task-set function, a
+    /// reset, the loss of the I_T nexus); long-running commands look at it between pieces of
+    /// their work.
+    pub abort: Option<&'a AbortSignal>,
 }
 
 /// The outcome of one command.

@@ -2,20 +2,28 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::{Bytes, BytesMut};
 use sluice_storage::{BlockDevice, StorageError};
 
+use crate::access::{self, Access};
 use crate::alua::{self, AluaStates};
+use crate::copy_results::CopyRecords;
 use crate::mode::ModePages;
-use crate::opcodes::{self, IoLock, Op};
+use crate::opcodes::{self, CommandInfo, IoLock, Op};
 use crate::ports::{Fabric, TargetPorts};
 use crate::pr::{self, Failure, Reservations, RestoreError};
+use crate::sanitize::SanitizeState;
 use crate::sense::{self, SenseData, SenseFormat, SenseKey};
+use crate::threshold::SoftThreshold;
 use crate::unit_attention::{self as ua, UnitAttentions};
-use crate::{access, capacity, inquiry, misc, mode, report_luns, rw, verify, vpd};
-use crate::{CommandResult, DataOut, NexusId};
+use crate::{capacity, inquiry, misc, mode, report_luns, rw, verify, vpd};
+use crate::{
+    compare_and_write, copy_results, provisioning, sanitize, write_atomic, write_same, xcopy,
+};
+use crate::{AbortSignal, CommandResult, DataOut, LuOptions, NexusId, ScsiTarget};
 
 /// How a logical unit presents itself. Strings are sent as printable ASCII (other characters
 /// become `_`), space-padded or truncated to the field width given.
@@ -47,6 +55,8 @@ pub struct LuConfig {
     /// holds a PREVENT), and while it is ejected every medium-access command fails with NOT
     /// READY / MEDIUM NOT PRESENT. The LU starts with the medium loaded.
     pub removable: bool,
+    /// Thin provisioning and SANITIZE ([`LuOptions`]).
+    pub options: LuOptions,
 }
 
 impl fmt::Debug for LuConfig {
@@ -55,6 +65,7 @@ impl fmt::Debug for LuConfig {
             .field("device", &self.device)
             .field("read_only", &self.read_only)
             .field("removable", &self.removable)
+            .field("options", &self.options)
             .field("vendor", &self.vendor)
             .field("product", &self.product)
             .field("serial", &self.serial)
@@ -67,11 +78,18 @@ impl fmt::Debug for LuConfig {
 /// several threads. Mode pages, unit attentions, PREVENT and medium state sit behind one
 /// mutex that is never held across device I/O.
 ///
-/// Block I/O commands also take the LU's I/O lock: READ, WRITE, VERIFY and WRITE AND VERIFY
-/// shared, ORWRITE exclusive, so ORWRITE's read-modify-write is atomic with respect to
-/// every other command that touches the medium. PERSISTENT RESERVE OUT and RESERVE take it
-/// exclusively too, so no command that passed the reservation gate is still running when a
-/// reservation or preemption takes effect.
+/// Block I/O commands also take the LU's I/O lock: READ, WRITE, VERIFY, WRITE AND VERIFY,
+/// WRITE SAME and UNMAP shared; ORWRITE, COMPARE AND WRITE and WRITE ATOMIC exclusive, so
+/// their read-modify-write (or their whole write) is atomic with respect to every other
+/// command that touches the medium, from any I_T nexus. EXTENDED COPY takes the shared lock
+/// of its source and of its destination in turn, one piece at a time.
+///
+/// The same lock orders those commands against reservations and sanitize operations: a
+/// command decides whether it may touch the medium (sanitize state, medium present,
+/// reservations) inside the hold its I/O runs under, and PERSISTENT RESERVE OUT, RESERVE and
+/// the start of a SANITIZE hold the lock exclusively. So no command that passed those checks
+/// is still running when a reservation, a preemption or a sanitize takes effect, and none
+/// that runs afterwards passed them before.
 #[derive(Debug)]
 pub struct LogicalUnit {
     cfg: LuConfig,
@@ -79,6 +97,13 @@ pub struct LogicalUnit {
     io: RwLock<()>,
     reservations: Reservations,
     alua: AluaStates,
+    /// The Control mode page's SWP bit, mirrored out of `state` so that a write checks it
+    /// without taking the state lock.
+    software_write_protect: AtomicBool,
+    /// Thin provisioning is on (configured, and the device deallocates).
+    thin: bool,
+    /// The soft threshold of a thin LU, when configured.
+    threshold: Option<SoftThreshold>,
 }
 
 /// Interior state of a logical unit.
@@ -89,6 +114,10 @@ pub(crate) struct LuState {
     pub(crate) prevent: HashSet<NexusId>,
     /// Whether the medium is loaded (always true unless the LU is removable).
     pub(crate) medium_present: bool,
+    /// EXTENDED COPY operations this LU manages, held for RECEIVE COPY RESULTS.
+    pub(crate) copies: CopyRecords,
+    /// A sanitize operation running, or failed.
+    pub(crate) sanitize: SanitizeState,
 }
 
 /// What a handler sees of one command.
@@ -108,6 +137,38 @@ pub(crate) struct Cmd<'a> {
     /// I_T nexuses whose tasks on this LU the transport must abort before it sends this
     /// command's status (set by PREEMPT AND ABORT).
     pub(crate) aborts: Vec<NexusId>,
+    /// The target the LU belongs to (EXTENDED COPY finds other LUs through it).
+    pub(crate) target: &'a ScsiTarget,
+    /// Raised when the transport aborts the command ([`AbortSignal`]); only long-running
+    /// commands get one.
+    pub(crate) abort: Option<&'a AbortSignal>,
+    /// The Data-Out length the initiator announced (iSCSI: the Expected Data Transfer Length
+    /// of a write), when the transport knows it; `data_out` holds at most what the CDB asks
+    /// for. Commands whose Data-Out must be exact (COMPARE AND WRITE, WRITE SAME) check it.
+    pub(crate) data_out_len: Option<u64>,
+}
+
+impl Cmd<'_> {
+    /// Whether the transport asked this command to stop.
+    pub(crate) fn aborted(&self) -> bool {
+        self.abort.is_some_and(AbortSignal::is_aborted)
+    }
+
+    /// The Data-Out length the initiator sent or announced: the announced length when known,
+    /// else what arrived.
+    pub(crate) fn data_out_sent(&self) -> u64 {
+        self.data_out_len
+            .unwrap_or_else(|| self.data_out.len() as u64)
+    }
+}
+
+/// One call into [`LogicalUnit::execute`]: the command and how the transport delivered it.
+pub(crate) struct Call<'a> {
+    pub(crate) nexus: NexusId,
+    pub(crate) cdb: &'a [u8],
+    pub(crate) data_out: DataOut<'a>,
+    pub(crate) data_out_len: Option<u64>,
+    pub(crate) abort: Option<&'a AbortSignal>,
 }
 
 /// Handler result: `Err` becomes CHECK CONDITION with that sense.
@@ -117,6 +178,12 @@ impl LogicalUnit {
     /// Creates a logical unit with default mode pages and no nexus known yet.
     pub fn new(cfg: LuConfig) -> Self {
         let mode = ModePages::new(cfg.write_cache);
+        let thin = cfg.options.thin && cfg.device.deallocates();
+        let threshold = cfg
+            .options
+            .soft_threshold_percent
+            .filter(|_| thin && cfg.device.allocated_bytes().is_some())
+            .map(SoftThreshold::new);
         Self {
             cfg,
             state: Mutex::new(LuState {
@@ -124,10 +191,15 @@ impl LogicalUnit {
                 ua: UnitAttentions::default(),
                 prevent: HashSet::new(),
                 medium_present: true,
+                copies: CopyRecords::default(),
+                sanitize: SanitizeState::default(),
             }),
             io: RwLock::new(()),
             reservations: Reservations::default(),
             alua: AluaStates::default(),
+            software_write_protect: AtomicBool::new(false),
+            thin,
+            threshold,
         }
     }
 
@@ -166,9 +238,62 @@ impl LogicalUnit {
         &self.cfg.device
     }
 
-    /// Whether writes are refused (configuration or device).
+    /// Whether writes are refused (configuration, device, or the Control mode page's SWP
+    /// bit).
     pub fn read_only(&self) -> bool {
-        self.cfg.read_only || self.cfg.device.read_only()
+        self.writable().is_err()
+    }
+
+    /// Whether the LU is thin-provisioned (LBPME=1).
+    pub fn thin(&self) -> bool {
+        self.thin
+    }
+
+    /// The soft threshold, on a thin LU that has one.
+    pub(crate) fn threshold(&self) -> Option<&SoftThreshold> {
+        self.threshold.as_ref()
+    }
+
+    /// `bytes` were written: a thin LU with a soft threshold counts them towards its next
+    /// look at the allocation.
+    pub(crate) fn wrote(&self, bytes: u64) {
+        if let Some(t) = &self.threshold {
+            t.wrote(self, bytes);
+        }
+    }
+
+    /// `Ok` if writes are allowed; otherwise the DATA PROTECT sense a write ends with: WRITE
+    /// PROTECTED (27h/00h) for a read-only LU or device, LOGICAL UNIT SOFTWARE WRITE
+    /// PROTECTED (27h/02h) while the SWP bit is set (SPC-4 7.5.8).
+    pub(crate) fn writable(&self) -> Result<(), SenseData> {
+        if self.cfg.read_only || self.cfg.device.read_only() {
+            return Err(sense::write_protected());
+        }
+        if self.software_write_protect.load(Ordering::Relaxed) {
+            return Err(SenseData::new(SenseKey::DATA_PROTECT, 0x27, 0x02));
+        }
+        Ok(())
+    }
+
+    /// Keeps the SWP mirror in step with the mode pages (after MODE SELECT or a reset).
+    pub(crate) fn mode_changed(&self, mode: &ModePages) {
+        self.software_write_protect
+            .store(mode.swp(), Ordering::Relaxed);
+    }
+
+    /// Whether this LU accepts the command of table entry `info` (commands that depend on
+    /// its configuration: UNMAP on thin LUs, WRITE ATOMIC where the device writes
+    /// atomically, SANITIZE where allowed). Others are answered as unsupported opcodes.
+    pub(crate) fn supports(&self, info: &CommandInfo) -> bool {
+        match info.op {
+            Op::Unmap => self.thin,
+            Op::WriteAtomic => self.cfg.device.atomic_writes(),
+            Op::Sanitize => {
+                self.cfg.options.sanitize.is_some()
+                    && (info.service_action != Some(sanitize::BLOCK_ERASE) || self.thin)
+            }
+            _ => true,
+        }
     }
 
     /// Tells every I_T nexus that READ CAPACITY data changed (UNIT ATTENTION 2Ah/09h), e.g.
@@ -235,6 +360,7 @@ impl LogicalUnit {
             let mut st = self.state();
             st.ua.forget(nexus);
             st.prevent.remove(&nexus);
+            st.copies.forget(nexus);
         }
         self.reservations.nexus_gone(nexus);
     }
@@ -252,23 +378,28 @@ impl LogicalUnit {
             let mut st = self.state();
             st.prevent.clear();
             st.mode = ModePages::new(self.cfg.write_cache);
+            self.mode_changed(&st.mode);
             st.ua.establish_others(None, code);
         }
         self.reservations.reset();
     }
 
-    /// Runs one command for `nexus`.
-    #[allow(clippy::too_many_arguments)]
+    /// Runs one command.
     pub(crate) fn execute(
         &self,
-        nexus: NexusId,
-        cdb: &[u8],
-        data_out: DataOut<'_>,
+        call: Call<'_>,
         data_in: &mut BytesMut,
         shared_in: &mut Option<Bytes>,
         luns: &[u16],
-        fabric: &Fabric,
+        target: &ScsiTarget,
     ) -> CommandResult {
+        let Call {
+            nexus,
+            cdb,
+            data_out,
+            data_out_len,
+            abort,
+        } = call;
         let opcode = cdb.first().copied().unwrap_or(0xFF);
         {
             let mut st = self.state();
@@ -302,10 +433,13 @@ impl LogicalUnit {
             data_in,
             shared_in,
             luns,
-            fabric,
+            fabric: target.fabric(),
             aborts: Vec::new(),
+            target,
+            abort,
+            data_out_len,
         };
-        let result = opcodes::lookup(cdb)
+        let result = opcodes::lookup_for(cdb, |info| self.supports(info))
             .and_then(|info| opcodes::validate(info, cdb).map(|()| info.op))
             .map_err(Failure::Check)
             .and_then(|op| {
@@ -314,30 +448,25 @@ impl LogicalUnit {
                 let access = || access::classify(cdb).unwrap_or(access::UNLISTED);
                 // ALUA (SPC-4 5.15.2.4): one relaxed load unless some group is not active.
                 if self.alua.restricted() {
-                    let group = fabric.port_of(nexus).map_or(0, |p| p.group);
+                    let group = cmd.fabric.port_of(nexus).map_or(0, |p| p.group);
                     alua::check(self.alua.state(group), access())?;
                 }
-                if op.needs_medium() && !self.medium_present() {
-                    return Err(sense::medium_not_present().into());
-                }
-                // The reservation gate runs inside the I/O lock (see `pr`): one atomic load
-                // unless the LU is reserved.
-                let gate = |cmd: &Cmd<'_>| {
-                    if self.reservations.active() {
-                        self.reservations.gate(nexus, cmd.fabric, access())
-                    } else {
-                        Ok(())
-                    }
+                // Whether the LU can run the command now (sanitize, medium) and whether the
+                // reservations let this I_T nexus run it are decided inside the I/O lock hold
+                // the command runs under (see the type's documentation).
+                let admit = |cmd: &Cmd<'_>| -> Result<(), Failure> {
+                    self.ready_for(op)?;
+                    self.gate(nexus, cmd.fabric, access)
                 };
                 match op.io_lock() {
-                    IoLock::None => gate(&cmd).and_then(|()| dispatch(op, &mut cmd)),
+                    IoLock::None => admit(&cmd).and_then(|()| dispatch(op, &mut cmd)),
                     IoLock::Shared => {
                         let _io = self.io_shared();
-                        gate(&cmd).and_then(|()| dispatch(op, &mut cmd))
+                        admit(&cmd).and_then(|()| dispatch(op, &mut cmd))
                     }
                     IoLock::Exclusive => {
                         let _io = self.io_exclusive();
-                        gate(&cmd).and_then(|()| dispatch(op, &mut cmd))
+                        admit(&cmd).and_then(|()| dispatch(op, &mut cmd))
                     }
                 }
             });
@@ -358,6 +487,71 @@ impl LogicalUnit {
                 CommandResult::check_condition(sense.with_format(self.sense_format()))
             }
         }
+    }
+}
+
+impl LogicalUnit {
+    /// Whether the LU can run `op` now: a sanitize in progress stops everything but the
+    /// commands SBC-4 4.11.2 lets through (NOT READY / SANITIZE IN PROGRESS), a failed one
+    /// stops medium access (MEDIUM ERROR / SANITIZE COMMAND FAILED), and an ejected medium
+    /// stops medium access (NOT READY / MEDIUM NOT PRESENT). One look at the state, and none
+    /// for commands that touch neither.
+    pub(crate) fn ready_for(&self, op: Op) -> CmdResult {
+        let sanitize_gated = !op.allowed_while_sanitizing();
+        if !op.needs_medium() && !sanitize_gated {
+            return Ok(());
+        }
+        let mut st = self.state();
+        if sanitize_gated {
+            st.sanitize.check(op)?;
+        }
+        if op.needs_medium() && !st.medium_present {
+            return Err(sense::medium_not_present());
+        }
+        Ok(())
+    }
+
+    /// Whether the reservations let `nexus` run a command of treatment `access` (see
+    /// [`access`]): one atomic load unless the LU is reserved. A command that touches the
+    /// medium asks with the I/O lock held, in the hold its I/O runs under.
+    pub(crate) fn gate(
+        &self,
+        nexus: NexusId,
+        fabric: &Fabric,
+        access: impl FnOnce() -> Access,
+    ) -> Result<(), Failure> {
+        if self.reservations.active() {
+            self.reservations.gate(nexus, fabric, access())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// For EXTENDED COPY, with this LU's I/O lock held: whether the copy manager may read
+    /// (`write` false) or write this LU's medium now for the I_T nexus `nexus` that sent the
+    /// copy, as a READ or WRITE that nexus sent itself would be: the state of its target port
+    /// group, a sanitize, the medium, the reservations and write protection.
+    pub(crate) fn admit_copy(
+        &self,
+        nexus: NexusId,
+        fabric: &Fabric,
+        write: bool,
+    ) -> Result<(), Failure> {
+        let access = if write {
+            access::MEDIUM_WRITE
+        } else {
+            access::MEDIUM_READ
+        };
+        if self.alua.restricted() {
+            let group = fabric.port_of(nexus).map_or(0, |p| p.group);
+            alua::check(self.alua.state(group), access)?;
+        }
+        self.ready_for(if write { Op::Write } else { Op::Read })?;
+        self.gate(nexus, fabric, || access)?;
+        if write {
+            self.writable()?;
+        }
+        Ok(())
     }
 }
 
@@ -402,7 +596,17 @@ fn dispatch(op: Op, cmd: &mut Cmd<'_>) -> Result<(), Failure> {
             }
             r
         }
-        Op::ReportSupportedOpcodes => opcodes::report_supported_opcodes(cmd.cdb, cmd.data_in),
+        Op::ReportSupportedOpcodes => {
+            let lu = cmd.lu;
+            opcodes::report_supported_opcodes(cmd.cdb, cmd.data_in, |info| lu.supports(info))
+        }
+        Op::WriteSame => write_same::write_same(cmd),
+        Op::Unmap => provisioning::unmap(cmd),
+        Op::GetLbaStatus => provisioning::get_lba_status(cmd),
+        Op::CompareAndWrite => compare_and_write::compare_and_write(cmd),
+        Op::WriteAtomic => write_atomic::write_atomic(cmd),
+        Op::ExtendedCopy => xcopy::extended_copy(cmd),
+        Op::ReceiveCopyResults => copy_results::receive_copy_results(cmd),
         Op::ReportTargetPortGroups => alua::report_target_port_groups(cmd),
         Op::SetTargetPortGroups => alua::set_target_port_groups(cmd),
         // RESERVATION CONFLICT is a status, not sense: these answer with a `Failure`.
@@ -410,6 +614,8 @@ fn dispatch(op: Op, cmd: &mut Cmd<'_>) -> Result<(), Failure> {
         Op::PersistentReserveOut => return pr::persistent_reserve_out(cmd),
         Op::Reserve => return pr::reserve(cmd),
         Op::Release => return pr::release(cmd),
+        // SANITIZE passes the checks again in its own exclusive hold of the I/O lock.
+        Op::Sanitize => return sanitize::sanitize(cmd),
     };
     result.map_err(Failure::Check)
 }
@@ -417,12 +623,17 @@ fn dispatch(op: Op, cmd: &mut Cmd<'_>) -> Result<(), Failure> {
 use crate::field::u8_at;
 
 /// Maps a storage error to sense: out of range → LBA OUT OF RANGE; read-only → WRITE
-/// PROTECTED; other I/O errors → MEDIUM ERROR (UNRECOVERED READ ERROR or WRITE ERROR).
+/// PROTECTED; a full backing store → SPACE ALLOCATION FAILED WRITE PROTECT; other I/O errors
+/// → MEDIUM ERROR (UNRECOVERED READ ERROR or WRITE ERROR).
 pub(crate) fn storage_sense(e: &StorageError, writing: bool) -> SenseData {
     match e {
         StorageError::OutOfRange { .. } => sense::lba_out_of_range(),
         StorageError::Io(io) if io.kind() == std::io::ErrorKind::ReadOnlyFilesystem => {
             sense::write_protected()
+        }
+        // SBC-4 4.7.3.6: a write that needs space the backing store no longer has.
+        StorageError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => {
+            sense::space_allocation_failed()
         }
         _ if writing => SenseData::new(SenseKey::MEDIUM_ERROR, 0x0C, 0x00),
         _ => SenseData::new(SenseKey::MEDIUM_ERROR, 0x11, 0x00),

@@ -13,7 +13,8 @@ use crate::sense::{
 use crate::unit_attention::MEDIUM_MAY_HAVE_CHANGED;
 
 /// REQUEST SENSE (SPC-4 6.39): reports (and clears) the next pending unit attention of the
-/// nexus; else, while a removable medium is ejected, NOT READY / MEDIUM NOT PRESENT (the
+/// nexus; else, while a sanitize runs, NOT READY / SANITIZE IN PROGRESS with its progress;
+/// else, while a removable medium is ejected, NOT READY / MEDIUM NOT PRESENT (the
 /// condition that would end a medium-access command); else NO SENSE. Sense is delivered
 /// autosense-style by the transport, so there is no other saved sense to report. DESC
 /// selects the format.
@@ -22,8 +23,11 @@ pub(crate) fn request_sense(cmd: &mut Cmd<'_>) -> CmdResult {
         let mut st = cmd.lu.state();
         match st.ua.take(cmd.nexus) {
             Some((asc, ascq)) => Some(unit_attention(asc, ascq)),
-            None if !st.medium_present => Some(medium_not_present()),
-            None => None,
+            // SBC-4 4.11.2: the progress of a running sanitize.
+            None => st
+                .sanitize
+                .sense()
+                .or_else(|| (!st.medium_present).then(medium_not_present)),
         }
     };
     request_sense_data(cmd.cdb, cmd.data_in, sense)

@@ -1,8 +1,10 @@
 //! MODE SENSE (6/10) and MODE SELECT (6/10) (SPC-4 6.11–6.14, 7.5; SBC-3 6.4).
 //!
-//! Pages: 08h Caching (WCE changeable), 0Ah Control (D_SENSE changeable; SWP is not, so the
-//! LU cannot be software write-protected), 1Ch Informational Exceptions Control (DEXCPT
-//! changeable, no effect). No subpages. Saved values are not supported: MODE SENSE with
+//! Pages: 08h Caching (WCE changeable), 0Ah Control (D_SENSE and SWP changeable: SWP=1
+//! write-protects the LU, SPC-4 7.5.8), 1Ch Informational Exceptions Control (DEXCPT
+//! changeable, no effect), and for a thin LU with a soft threshold the Logical Block
+//! Provisioning subpage 1Ch/02h (nothing changeable; `threshold.rs`). Saved values are not
+//! supported: MODE SENSE with
 //! PC=11b answers SAVING PARAMETERS NOT SUPPORTED and MODE SELECT with SP=1 INVALID FIELD IN
 //! CDB. The device-specific parameter carries WP (read-only LU) and DPOFUA=1.
 
@@ -47,6 +49,11 @@ impl ModePages {
     /// Control page D_SENSE bit.
     pub(crate) fn d_sense(&self) -> bool {
         u8_at(&self.control, 2) & 0x04 != 0
+    }
+
+    /// Control page SWP bit: the LU is software write-protected.
+    pub(crate) fn swp(&self) -> bool {
+        u8_at(&self.control, 4) & 0x08 != 0
     }
 
     fn page_mut(&mut self, code: u8) -> Option<&mut Vec<u8>> {
@@ -99,6 +106,9 @@ fn changeable_page(code: u8) -> Vec<u8> {
         CONTROL => 0x04, // D_SENSE
         _ => 0x08,       // DEXCPT
     };
+    if code == CONTROL {
+        p[4] = 0x08; // SWP
+    }
     p
 }
 
@@ -125,18 +135,27 @@ pub(crate) fn mode_sense(cmd: &mut Cmd<'_>) -> CmdResult {
             ),
         );
     }
-    let wanted: &[u8] = match page {
+    let mut wanted: &[u8] = match page {
         ALL_PAGES => &PAGES,
         p => match PAGES.iter().position(|&x| x == p) {
             Some(i) => &PAGES[i..=i],
             None => return Err(invalid_field_in_cdb(2, Some(5))),
         },
     };
-    // Subpage 00h is the page itself; FFh means "all subpages", and we have only 00h.
-    if subpage != 0x00 && subpage != 0xFF {
-        return Err(invalid_field_in_cdb(3, Some(7)));
-    }
     let lu = cmd.lu;
+    // Subpage 00h is the page itself; FFh means "all subpages". The one subpage is the
+    // Logical Block Provisioning page (1Ch/02h) of a thin LU with a soft threshold.
+    let lbp = lu.threshold().map(|t| t.mode_page(lu, pc == 0b01));
+    let lbp = match (page, subpage, lbp) {
+        (_, 0x00, _) | (_, 0xFF, None) => None,
+        (ALL_PAGES | IEC, 0xFF, lbp) => lbp,
+        (IEC, 0x02, Some(lbp)) => {
+            wanted = &[];
+            Some(lbp)
+        }
+        (_, 0xFF, _) => None,
+        _ => return Err(invalid_field_in_cdb(3, Some(7))),
+    };
     let mut pages = Vec::new();
     {
         let st = lu.state();
@@ -152,6 +171,9 @@ pub(crate) fn mode_sense(cmd: &mut Cmd<'_>) -> CmdResult {
             };
             pages.extend_from_slice(&bytes);
         }
+    }
+    if let Some(lbp) = lbp {
+        pages.extend_from_slice(&lbp);
     }
     let mut bd = Vec::new();
     if !dbd {
@@ -294,6 +316,7 @@ pub(crate) fn mode_select(cmd: &mut Cmd<'_>) -> CmdResult {
     }
     if new != st.mode {
         st.mode = new;
+        lu.mode_changed(&st.mode);
         st.ua
             .establish_others(Some(cmd.nexus), MODE_PARAMETERS_CHANGED);
     }

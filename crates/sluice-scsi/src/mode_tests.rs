@@ -50,9 +50,9 @@ fn mode_sense6_control_page_direct_and_in_all_agree() {
     assert_ne!((pages[3] >> 1) & 3, 2, "QERR");
     assert_ne!((pages[4] >> 4) & 3, 1, "UA_INTLCK_CTRL");
     assert!(pages[5] & 7 <= 2, "AUTOLOAD MODE");
-    // SWP is not changeable.
+    // D_SENSE and SWP are changeable.
     let ch = t.ok(&cdb::mode_sense6(true, 1, 0x0A, 0, 255), &[]);
-    assert_eq!(split6(&ch).2[4] & 0x08, 0);
+    assert_eq!(split6(&ch).2[4], 0x08);
     assert_eq!(split6(&ch).2[2], 0x04);
 }
 

@@ -33,6 +33,14 @@ pub(crate) enum Op {
     ReportSupportedOpcodes,
     OrWrite,
     ReadDefectData,
+    WriteSame,
+    Unmap,
+    GetLbaStatus,
+    CompareAndWrite,
+    WriteAtomic,
+    ExtendedCopy,
+    ReceiveCopyResults,
+    Sanitize,
     PersistentReserveIn,
     PersistentReserveOut,
     Reserve,
@@ -69,7 +77,14 @@ impl Op {
             | Op::PreFetch
             | Op::SynchronizeCache
             | Op::OrWrite
-            | Op::ReadDefectData => true,
+            | Op::ReadDefectData
+            | Op::WriteSame
+            | Op::Unmap
+            | Op::GetLbaStatus
+            | Op::CompareAndWrite
+            | Op::WriteAtomic
+            | Op::ExtendedCopy
+            | Op::Sanitize => true,
             Op::RequestSense
             | Op::Inquiry
             | Op::ModeSelect
@@ -78,6 +93,7 @@ impl Op {
             | Op::PreventAllow
             | Op::ReportLuns
             | Op::ReportSupportedOpcodes
+            | Op::ReceiveCopyResults
             | Op::PersistentReserveIn
             | Op::PersistentReserveOut
             | Op::Reserve
@@ -87,13 +103,34 @@ impl Op {
         }
     }
 
+    /// Whether the command runs while a sanitize operation is in progress (SBC-4 4.11.2):
+    /// INQUIRY, REQUEST SENSE (which reports the progress), REPORT LUNS and REPORT SUPPORTED
+    /// OPERATION CODES. Everything else ends with NOT READY / SANITIZE IN PROGRESS.
+    pub(crate) fn allowed_while_sanitizing(self) -> bool {
+        matches!(
+            self,
+            Op::Inquiry | Op::RequestSense | Op::ReportLuns | Op::ReportSupportedOpcodes
+        )
+    }
+
     /// The I/O lock the command runs under.
     pub(crate) fn io_lock(self) -> IoLock {
         match self {
-            Op::Read | Op::Write | Op::WriteAndVerify | Op::Verify => IoLock::Shared,
-            // Reserving and preempting wait for the block I/O that passed the reservation gate
-            // (see `pr`).
-            Op::OrWrite | Op::PersistentReserveOut | Op::Reserve => IoLock::Exclusive,
+            Op::Read
+            | Op::Write
+            | Op::WriteAndVerify
+            | Op::Verify
+            | Op::WriteSame
+            | Op::Unmap
+            | Op::GetLbaStatus => IoLock::Shared,
+            // Reserving and preempting wait for the commands that passed the reservation gate
+            // (see `LogicalUnit`). SANITIZE takes the lock itself, and EXTENDED COPY the locks
+            // of the LUs it copies between, a piece at a time.
+            Op::OrWrite
+            | Op::CompareAndWrite
+            | Op::WriteAtomic
+            | Op::PersistentReserveOut
+            | Op::Reserve => IoLock::Exclusive,
             _ => IoLock::None,
         }
     }
@@ -224,6 +261,36 @@ pub(crate) static COMMANDS: &[CommandInfo] = &[
         [0, 0x1F, 0, 0, 0, 0, 0xFF, 0xFF, C]
     ),
     cmd!(
+        oc::WRITE_SAME_10,
+        None,
+        WriteSame,
+        [0xF8, 0xFF, 0xFF, 0xFF, 0xFF, 0x1F, 0xFF, 0xFF, C]
+    ),
+    cmd!(
+        oc::UNMAP,
+        None,
+        Unmap,
+        [0x01, 0, 0, 0, 0, 0x1F, 0xFF, 0xFF, C]
+    ),
+    cmd!(
+        oc::SANITIZE,
+        Some(crate::sanitize::OVERWRITE),
+        Sanitize,
+        [0xBF, 0, 0, 0, 0, 0, 0xFF, 0xFF, C]
+    ),
+    cmd!(
+        oc::SANITIZE,
+        Some(crate::sanitize::BLOCK_ERASE),
+        Sanitize,
+        [0xBF, 0, 0, 0, 0, 0, 0xFF, 0xFF, C]
+    ),
+    cmd!(
+        oc::SANITIZE,
+        Some(crate::sanitize::EXIT_FAILURE_MODE),
+        Sanitize,
+        [0xBF, 0, 0, 0, 0, 0, 0xFF, 0xFF, C]
+    ),
+    cmd!(
         oc::MODE_SELECT_10,
         None,
         ModeSelect,
@@ -314,10 +381,34 @@ pub(crate) static COMMANDS: &[CommandInfo] = &[
         PROUT
     ),
     cmd!(
+        oc::EXTENDED_COPY,
+        Some(oc::EC_LID1),
+        ExtendedCopy,
+        [0x1F, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0, C]
+    ),
+    cmd!(
+        oc::RECEIVE_COPY_RESULTS,
+        Some(oc::RCR_COPY_STATUS),
+        ReceiveCopyResults,
+        [0x1F, 0xFF, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0, C]
+    ),
+    cmd!(
+        oc::RECEIVE_COPY_RESULTS,
+        Some(oc::RCR_OPERATING_PARAMETERS),
+        ReceiveCopyResults,
+        [0x1F, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0, C]
+    ),
+    cmd!(
         oc::READ_16,
         None,
         Read,
         [0xFE, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x1F, C]
+    ),
+    cmd!(
+        oc::COMPARE_AND_WRITE,
+        None,
+        CompareAndWrite,
+        [0xF8, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0xFF, 0x1F, C]
     ),
     cmd!(
         oc::WRITE_16,
@@ -356,10 +447,28 @@ pub(crate) static COMMANDS: &[CommandInfo] = &[
         [0x06, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x1F, C]
     ),
     cmd!(
+        oc::WRITE_SAME_16,
+        None,
+        WriteSame,
+        [0xF9, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x1F, C]
+    ),
+    cmd!(
+        oc::WRITE_ATOMIC_16,
+        None,
+        WriteAtomic,
+        [0xF8, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0xFF, 0xFF, 0x1F, C]
+    ),
+    cmd!(
         oc::SERVICE_ACTION_IN_16,
         Some(oc::SAI_READ_CAPACITY_16),
         ReadCapacity16,
         [0x1F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01, C]
+    ),
+    cmd!(
+        oc::SERVICE_ACTION_IN_16,
+        Some(oc::SAI_GET_LBA_STATUS),
+        GetLbaStatus,
+        [0x1F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0, C]
     ),
     cmd!(
         oc::REPORT_LUNS,
@@ -436,11 +545,19 @@ fn has_service_actions(opcode: u8) -> bool {
 /// implemented" too. Other service-action opcodes have no supported service action at all,
 /// so they are answered as unsupported opcodes.
 pub(crate) fn lookup(cdb: &[u8]) -> Result<&'static CommandInfo, SenseData> {
+    lookup_for(cdb, |_| true)
+}
+
+/// [`lookup`] among the entries `supported` accepts (what one logical unit implements).
+pub(crate) fn lookup_for(
+    cdb: &[u8],
+    supported: impl Fn(&CommandInfo) -> bool,
+) -> Result<&'static CommandInfo, SenseData> {
     let opcode = *cdb.first().ok_or_else(invalid_opcode)?;
     let sa = u8_at(cdb, 1) & 0x1F;
     let mut opcode_known = false;
     for c in COMMANDS {
-        if c.opcode != opcode {
+        if c.opcode != opcode || !supported(c) {
             continue;
         }
         opcode_known = true;
@@ -482,7 +599,11 @@ pub(crate) fn validate(info: &CommandInfo, cdb: &[u8]) -> Result<(), SenseData> 
 const RECOMMENDED_TIMEOUT_S: u32 = 30;
 
 /// REPORT SUPPORTED OPERATION CODES (MAINTENANCE IN / 0Ch, SPC-4 6.35).
-pub(crate) fn report_supported_opcodes(cdb: &[u8], out: &mut BytesMut) -> Result<(), SenseData> {
+pub(crate) fn report_supported_opcodes(
+    cdb: &[u8],
+    out: &mut BytesMut,
+    supported: impl Fn(&CommandInfo) -> bool,
+) -> Result<(), SenseData> {
     let rctd = u8_at(cdb, 2) & 0x80 != 0;
     let options = u8_at(cdb, 2) & 0x07;
     let req_op = u8_at(cdb, 3);
@@ -492,7 +613,7 @@ pub(crate) fn report_supported_opcodes(cdb: &[u8], out: &mut BytesMut) -> Result
     match options {
         0 => {
             buf.extend_from_slice(&[0; 4]);
-            for c in COMMANDS {
+            for c in COMMANDS.iter().filter(|c| supported(c)) {
                 buf.push(c.opcode);
                 buf.push(0);
                 buf.extend_from_slice(&u16::from(c.service_action.unwrap_or(0)).to_be_bytes());
@@ -522,7 +643,7 @@ pub(crate) fn report_supported_opcodes(cdb: &[u8], out: &mut BytesMut) -> Result
                 2 => true,
                 _ => sa_based,
             };
-            let found = COMMANDS.iter().find(|c| {
+            let found = COMMANDS.iter().filter(|c| supported(c)).find(|c| {
                 c.opcode == req_op && (!use_sa || c.service_action.map(u16::from) == Some(req_sa))
             });
             let mut flags = 0x01; // SUPPORT 001b: not supported
@@ -582,9 +703,9 @@ mod tests {
 
     #[test]
     fn lookup_unsupported() {
-        let s = lookup(&[0x42]).unwrap_err();
+        let s = lookup(&[0x04]).unwrap_err();
         assert_eq!((s.asc, s.ascq), (0x20, 0x00));
-        let s = lookup(&[0x9E, 0x12]).unwrap_err();
+        let s = lookup(&[0x9E, 0x13]).unwrap_err();
         assert_eq!((s.asc, s.ascq), (0x24, 0x00));
         assert_eq!(s.field_pointer(), Some((true, 1, None)));
         assert!(lookup(&[]).is_err());
@@ -618,7 +739,7 @@ mod tests {
         cdb[4..6].copy_from_slice(&sa.to_be_bytes());
         cdb[6..10].copy_from_slice(&alloc.to_be_bytes());
         let mut out = BytesMut::new();
-        report_supported_opcodes(&cdb, &mut out).map(|()| out.to_vec())
+        report_supported_opcodes(&cdb, &mut out, |_| true).map(|()| out.to_vec())
     }
 
     #[test]
@@ -662,7 +783,7 @@ mod tests {
         assert_eq!(d[5] & 0x10, 0x10);
         assert_eq!(d.len(), 4 + 10 + 12);
         // Unsupported opcode: SUPPORT = 001b.
-        let d = rsoc(1, false, 0x89, 0, 512).unwrap();
+        let d = rsoc(1, false, 0x04, 0, 512).unwrap();
         assert_eq!(d, vec![0, 1, 0, 0]);
         // Service-action opcodes need option 2, and vice versa.
         assert!(rsoc(1, false, 0x9E, 0x10, 512).is_err());
@@ -670,7 +791,7 @@ mod tests {
         let d = rsoc(2, false, 0x9E, 0x10, 512).unwrap();
         assert_eq!(d[1] & 7, 3);
         assert_eq!(d[4], 0x9E);
-        let d = rsoc(2, false, 0x9E, 0x12, 512).unwrap();
+        let d = rsoc(2, false, 0x9E, 0x13, 512).unwrap();
         assert_eq!(d[1] & 7, 1);
         assert_eq!(rsoc(3, false, 0xA3, 0x0C, 512).unwrap()[1] & 7, 3);
         let s = rsoc(4, false, 0, 0, 512).unwrap_err();

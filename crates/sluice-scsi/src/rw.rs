@@ -6,7 +6,7 @@
 
 use crate::field::{be16, be32, be64, u8_at};
 use crate::lu::{storage_sense, Cmd, CmdResult, LogicalUnit};
-use crate::sense::{invalid_field_in_cdb, lba_out_of_range, write_protected, SenseData};
+use crate::sense::{invalid_field_in_cdb, lba_out_of_range, SenseData};
 use crate::MAX_TRANSFER_BYTES;
 
 /// The addressing fields of a block command.
@@ -130,9 +130,7 @@ pub(crate) fn read(cmd: &mut Cmd<'_>) -> CmdResult {
 pub(crate) fn write(cmd: &mut Cmd<'_>) -> CmdResult {
     let b = decode(cmd.cdb).ok_or_else(crate::sense::invalid_opcode)?;
     check_protect(cmd.cdb, &b)?;
-    if cmd.lu.read_only() {
-        return Err(write_protected());
-    }
+    cmd.lu.writable()?;
     check_range(cmd.lu, b.lba, b.blocks)?;
     let len = byte_len(cmd.lu, &b)?;
     let fua = fua(cmd.cdb, &b) || !cmd.lu.write_cache_enabled();
@@ -147,9 +145,7 @@ pub(crate) fn write(cmd: &mut Cmd<'_>) -> CmdResult {
 pub(crate) fn orwrite(cmd: &mut Cmd<'_>) -> CmdResult {
     let b = decode(cmd.cdb).ok_or_else(crate::sense::invalid_opcode)?;
     check_protect(cmd.cdb, &b)?;
-    if cmd.lu.read_only() {
-        return Err(write_protected());
-    }
+    cmd.lu.writable()?;
     check_range(cmd.lu, b.lba, b.blocks)?;
     let len = byte_len(cmd.lu, &b)?;
     let fua = fua(cmd.cdb, &b) || !cmd.lu.write_cache_enabled();
@@ -199,7 +195,9 @@ pub(crate) fn write_blocks(lu: &LogicalUnit, lba: u64, data: &[&[u8]], fua: bool
             lu.device().write_vectored_at(at, &cut, fua)
         }
     };
-    result.map_err(|e| storage_sense(&e, true))
+    result.map_err(|e| storage_sense(&e, true))?;
+    lu.wrote(n as u64);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -297,13 +297,17 @@ impl fmt::Display for SenseData {
 pub fn asc_description(asc: u8, ascq: u8) -> Option<&'static str> {
     Some(match (asc, ascq) {
         (0x00, 0x00) => "NO ADDITIONAL SENSE INFORMATION",
+        (0x00, 0x16) => "OPERATION IN PROGRESS",
         (0x04, 0x00) => "LOGICAL UNIT NOT READY, CAUSE NOT REPORTABLE",
         (0x04, 0x01) => "LOGICAL UNIT IS IN PROCESS OF BECOMING READY",
         (0x04, 0x02) => "LOGICAL UNIT NOT READY, INITIALIZING COMMAND REQUIRED",
         (0x04, 0x0B) => "LOGICAL UNIT NOT ACCESSIBLE, TARGET PORT IN STANDBY STATE",
         (0x04, 0x0C) => "LOGICAL UNIT NOT ACCESSIBLE, TARGET PORT IN UNAVAILABLE STATE",
         (0x04, 0x1B) => "LOGICAL UNIT NOT READY, SANITIZE IN PROGRESS",
+        (0x08, 0x04) => "UNREACHABLE COPY TARGET",
         (0x0C, 0x00) => "WRITE ERROR",
+        (0x0D, 0x02) => "COPY TARGET DEVICE DATA OVERRUN",
+        (0x0D, 0x03) => "COPY TARGET DEVICE DATA UNDERRUN",
         (0x0E, 0x03) => "INVALID FIELD IN COMMAND INFORMATION UNIT",
         (0x11, 0x00) => "UNRECOVERED READ ERROR",
         (0x1A, 0x00) => "PARAMETER LIST LENGTH ERROR",
@@ -316,9 +320,14 @@ pub fn asc_description(asc: u8, ascq: u8) -> Option<&'static str> {
         (0x26, 0x01) => "PARAMETER NOT SUPPORTED",
         (0x26, 0x02) => "PARAMETER VALUE INVALID",
         (0x26, 0x04) => "INVALID RELEASE OF PERSISTENT RESERVATION",
+        (0x26, 0x06) => "TOO MANY TARGET DESCRIPTORS",
+        (0x26, 0x07) => "UNSUPPORTED TARGET DESCRIPTOR TYPE CODE",
+        (0x26, 0x08) => "TOO MANY SEGMENT DESCRIPTORS",
+        (0x26, 0x09) => "UNSUPPORTED SEGMENT DESCRIPTOR TYPE CODE",
         (0x27, 0x00) => "WRITE PROTECTED",
         (0x27, 0x01) => "HARDWARE WRITE PROTECTED",
         (0x27, 0x02) => "LOGICAL UNIT SOFTWARE WRITE PROTECTED",
+        (0x27, 0x07) => "SPACE ALLOCATION FAILED WRITE PROTECT",
         (0x28, 0x00) => "NOT READY TO READY CHANGE, MEDIUM MAY HAVE CHANGED",
         (0x29, 0x00) => "POWER ON, RESET, OR BUS DEVICE RESET OCCURRED",
         (0x29, 0x01) => "POWER ON OCCURRED",
@@ -333,6 +342,8 @@ pub fn asc_description(asc: u8, ascq: u8) -> Option<&'static str> {
         (0x2A, 0x06) => "ASYMMETRIC ACCESS STATE CHANGED",
         (0x2A, 0x09) => "CAPACITY DATA HAS CHANGED",
         (0x2F, 0x00) => "COMMANDS CLEARED BY ANOTHER INITIATOR",
+        (0x31, 0x03) => "SANITIZE COMMAND FAILED",
+        (0x38, 0x07) => "THIN PROVISIONING SOFT THRESHOLD REACHED",
         (0x39, 0x00) => "SAVING PARAMETERS NOT SUPPORTED",
         (0x3A, 0x00) => "MEDIUM NOT PRESENT",
         (0x3F, 0x0E) => "REPORTED LUNS DATA HAS CHANGED",
@@ -379,6 +390,23 @@ pub(crate) fn lun_not_supported() -> SenseData {
 /// DATA PROTECT / 27h/00h WRITE PROTECTED.
 pub(crate) fn write_protected() -> SenseData {
     SenseData::new(SenseKey::DATA_PROTECT, 0x27, 0x00)
+}
+
+/// DATA PROTECT / 27h/07h SPACE ALLOCATION FAILED WRITE PROTECT: a write to a thin LU needs
+/// space the backing store no longer has (SBC-4 4.7.3.6).
+pub(crate) fn space_allocation_failed() -> SenseData {
+    SenseData::new(SenseKey::DATA_PROTECT, 0x27, 0x07)
+}
+
+/// MISCOMPARE / 1Dh/00h MISCOMPARE DURING VERIFY OPERATION, INFORMATION = `offset`: the
+/// offset in the Data-Out buffer of the first byte that differs.
+pub(crate) fn miscompare(offset: u64) -> SenseData {
+    SenseData::new(SenseKey::MISCOMPARE, 0x1D, 0x00).with_information(offset)
+}
+
+/// COPY ABORTED with this ASC/ASCQ: an EXTENDED COPY failed while processing segments.
+pub(crate) fn copy_aborted(asc: u8, ascq: u8) -> SenseData {
+    SenseData::new(SenseKey::COPY_ABORTED, asc, ascq)
 }
 
 /// NOT READY / 3Ah/00h MEDIUM NOT PRESENT.

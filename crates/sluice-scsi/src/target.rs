@@ -1,17 +1,16 @@
 //! The LUN map, LUN addressing and the entry points the transport driver calls.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use bytes::{Bytes, BytesMut};
 
 use crate::cdb::opcode as oc;
 use crate::field::{be16, be32, u8_at};
-use crate::lu::LogicalUnit;
+use crate::lu::{Call, LogicalUnit};
 use crate::ports::{Fabric, NexusIdentity, TargetPorts};
 use crate::unit_attention as ua;
 use crate::{inquiry, misc, opcodes, report_luns, sense};
-use crate::{CommandResult, DataOut, NexusId, ResetKind, Transfer};
+use crate::{CommandResult, DataOut, Delivery, NexusId, ResetKind, Transfer};
 
 /// Largest transfer one READ/WRITE/VERIFY may move: 32 MiB. Reported in VPD B0h as MAXIMUM
 /// TRANSFER LENGTH (in blocks); longer commands get INVALID FIELD IN CDB, so a CDB can never
@@ -64,7 +63,6 @@ pub fn encode_lun(lun: u16) -> u64 {
 #[derive(Debug)]
 pub struct ScsiTarget {
     luns: RwLock<Vec<(u16, Arc<LogicalUnit>)>>,
-    nexuses: Mutex<HashSet<NexusId>>,
     fabric: Fabric,
 }
 
@@ -85,7 +83,6 @@ impl ScsiTarget {
         }
         Self {
             luns: RwLock::new(luns),
-            nexuses: Mutex::new(HashSet::new()),
             fabric,
         }
     }
@@ -93,6 +90,11 @@ impl ScsiTarget {
     /// The ports the target is reached through.
     pub fn ports(&self) -> &TargetPorts {
         &self.fabric.ports
+    }
+
+    /// The ports and the identities of the I_T nexuses (for the commands' checks).
+    pub(crate) fn fabric(&self) -> &Fabric {
+        &self.fabric
     }
 
     /// Describes the two ends of `nexus` (call when the transport establishes it, before its
@@ -120,6 +122,25 @@ impl ScsiTarget {
         self.map()
             .iter()
             .find(|(l, _)| *l == lun)
+            .map(|(_, lu)| Arc::clone(lu))
+    }
+
+    /// The logical unit of this target that a designator with this CODE SET, DESIGNATOR
+    /// TYPE and value names (its NAA or T10 vendor ID designator, as the Device
+    /// Identification VPD page reports them): how EXTENDED COPY finds the LUs it copies
+    /// between. Only this target's LUs are candidates, so a copy reaches nothing its
+    /// initiator could not address itself.
+    pub fn lu_named_by(
+        &self,
+        code_set: u8,
+        designator_type: u8,
+        designator: &[u8],
+    ) -> Option<Arc<LogicalUnit>> {
+        self.map()
+            .iter()
+            .find(|(_, lu)| {
+                crate::designator::names(lu.config(), code_set, designator_type, designator)
+            })
             .map(|(_, lu)| Arc::clone(lu))
     }
 
@@ -166,12 +187,11 @@ impl ScsiTarget {
             oc::PERSISTENT_RESERVE_IN => Some(u64::from(be16(cdb, 7))),
             oc::MODE_SELECT_6 => return Transfer::ToDevice(u64::from(u8_at(cdb, 4))),
             oc::MODE_SELECT_10 => return Transfer::ToDevice(u64::from(be16(cdb, 7))),
-            oc::PERSISTENT_RESERVE_OUT => return to_device(u64::from(be32(cdb, 5))),
-            oc::MAINTENANCE_OUT => return to_device(u64::from(be32(cdb, 6))),
-            // RESERVE(10)'s third-party parameter list (refused, but its data arrives).
-            oc::RESERVE_10 => return to_device(u64::from(be16(cdb, 7))),
-            _ => None,
+            _ => crate::transfer::allocation_length(cdb),
         };
+        if let Some(t) = crate::transfer::parameter_list(cdb) {
+            return t;
+        }
         if let Some(n) = alloc {
             return if n == 0 {
                 Transfer::None
@@ -183,6 +203,9 @@ impl ScsiTarget {
             return Transfer::None;
         };
         let bs = u64::from(lu.device().block_size());
+        if let Some(t) = crate::transfer::block_data(cdb, bs) {
+            return t;
+        }
         let Some(blocks) = crate::rw::transfer_blocks(cdb) else {
             return Transfer::None;
         };
@@ -242,12 +265,50 @@ impl ScsiTarget {
         data_in: &mut BytesMut,
         shared: &mut Option<Bytes>,
     ) -> CommandResult {
+        let call = Call {
+            nexus,
+            cdb,
+            data_out,
+            data_out_len: None,
+            abort: None,
+        };
+        self.run(lun, call, data_in, shared)
+    }
+
+    /// [`execute_shared`](Self::execute_shared) for a transport that knows more about the
+    /// command ([`Delivery`]): the Data-Out length the initiator announced, so that commands
+    /// whose Data-Out must be exact (COMPARE AND WRITE, WRITE SAME) refuse a longer one, and
+    /// an [`AbortSignal`](crate::AbortSignal) that stops a long-running command ([`runs_long`](crate::runs_long))
+    /// between pieces of its work.
+    pub fn execute_with(
+        &self,
+        nexus: NexusId,
+        lun: u64,
+        cdb: &[u8],
+        delivery: Delivery<'_>,
+        data_in: &mut BytesMut,
+        shared: &mut Option<Bytes>,
+    ) -> CommandResult {
+        let call = Call {
+            nexus,
+            cdb,
+            data_out: delivery.data_out,
+            data_out_len: delivery.data_out_len,
+            abort: delivery.abort,
+        };
+        self.run(lun, call, data_in, shared)
+    }
+
+    fn run(
+        &self,
+        lun: u64,
+        call: Call<'_>,
+        data_in: &mut BytesMut,
+        shared: &mut Option<Bytes>,
+    ) -> CommandResult {
+        let cdb = call.cdb;
         data_in.clear();
         *shared = None;
-        self.nexuses
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(nexus);
         // The LUN inventory is only read by REPORT LUNS, but handed to every command: keep it
         // on the stack for the usual few LUNs (no allocation per command).
         let mut small = [0u16; 16];
@@ -265,9 +326,7 @@ impl ScsiTarget {
             }
         };
         let result = match self.resolve(lun) {
-            Resolved::Lu(lu) => {
-                return lu.execute(nexus, cdb, data_out, data_in, shared, luns, &self.fabric)
-            }
+            Resolved::Lu(lu) => return lu.execute(call, data_in, shared, luns, self),
             Resolved::Wlun => self.execute_wlun(cdb, data_in, luns),
             Resolved::Missing => self.execute_missing(cdb, data_in, luns),
         };
@@ -338,10 +397,6 @@ impl ScsiTarget {
     /// unit attentions on every LU, and forgets its identity. A later command with the same id
     /// counts as a new nexus.
     pub fn nexus_gone(&self, nexus: NexusId) {
-        self.nexuses
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&nexus);
         self.fabric.detach(nexus);
         for (_, lu) in self.map().iter() {
             lu.nexus_gone(nexus);
@@ -390,15 +445,6 @@ impl ScsiTarget {
                 true
             }
         }
-    }
-}
-
-/// A Data-Out length, [`Transfer::None`] when zero.
-fn to_device(n: u64) -> Transfer {
-    if n == 0 {
-        Transfer::None
-    } else {
-        Transfer::ToDevice(n)
     }
 }
 

@@ -10,8 +10,7 @@ use crate::field::u8_at;
 use crate::lu::{storage_sense, Cmd, CmdResult, LogicalUnit};
 use crate::rw::{byte_len, check_protect, check_range, decode, offset, write_blocks};
 use crate::sense::{
-    invalid_field_in_cdb, invalid_opcode, param_list_length_error, write_protected, SenseData,
-    SenseKey,
+    invalid_field_in_cdb, invalid_opcode, param_list_length_error, SenseData, SenseKey,
 };
 
 /// Medium reads are done in pieces of this size.
@@ -64,9 +63,7 @@ pub(crate) fn write_and_verify(cmd: &mut Cmd<'_>) -> CmdResult {
     if u8_at(cmd.cdb, 1) & 0x04 != 0 {
         return Err(invalid_field_in_cdb(1, Some(2)));
     }
-    if cmd.lu.read_only() {
-        return Err(write_protected());
-    }
+    cmd.lu.writable()?;
     check_range(cmd.lu, b.lba, b.blocks)?;
     let len = byte_len(cmd.lu, &b)?;
     let bs = cmd.lu.block_size().max(1) as usize;

@@ -1,17 +1,16 @@
 //! Vital product data pages (INQUIRY with EVPD=1; SPC-4 7.8, SBC-3 6.5).
 //!
-//! Pages: 00h supported pages, 80h unit serial number, 83h device identification, B0h block
-//! limits, B1h block device characteristics, B2h logical block provisioning (LBPME=0: the LU
-//! is fully provisioned, so UNMAP and WRITE SAME are reported as unsupported consistently).
+//! Pages: 00h supported pages, 80h unit serial number, 83h device identification, 8Fh
+//! third-party copy, B0h block limits, B1h block device characteristics, B2h logical block
+//! provisioning (the last three with the copy manager and thin provisioning in `vpd_sbc`).
 
 use crate::field::{be16, put_ascii, put_truncated, u8_at};
 use crate::lu::{Cmd, CmdResult, LuConfig};
 use crate::ports::TargetPort;
 use crate::sense::invalid_field_in_cdb;
-use crate::MAX_TRANSFER_BYTES;
 
 /// Pages listed in VPD 00h, ascending.
-pub(crate) const SUPPORTED_PAGES: [u8; 6] = [0x00, 0x80, 0x83, 0xB0, 0xB1, 0xB2];
+pub(crate) const SUPPORTED_PAGES: [u8; 7] = [0x00, 0x80, 0x83, 0x8F, 0xB0, 0xB1, 0xB2];
 
 /// INQUIRY with EVPD=1.
 pub(crate) fn inquiry_vpd(cmd: &mut Cmd<'_>) -> CmdResult {
@@ -26,9 +25,10 @@ pub(crate) fn inquiry_vpd(cmd: &mut Cmd<'_>) -> CmdResult {
             cmd.fabric.port_of(cmd.nexus),
             &cmd.fabric.ports.device_name,
         ),
-        0xB0 => block_limits(cmd.lu.block_size()),
-        0xB1 => block_device_characteristics(),
-        0xB2 => logical_block_provisioning(),
+        0x8F => crate::copy_results::third_party_copy_page(cmd.lu.block_size()),
+        0xB0 => crate::vpd_sbc::block_limits(cmd.lu),
+        0xB1 => block_device_characteristics(cmd.lu),
+        0xB2 => crate::vpd_sbc::logical_block_provisioning(cmd.lu),
         _ => return Err(invalid_field_in_cdb(2, Some(7))),
     };
     let mut d = Vec::with_capacity(4 + body.len());
@@ -82,20 +82,14 @@ const ASSOC_DEVICE: u8 = 0x20;
 fn identification(cfg: &LuConfig, port: Option<&TargetPort>, device_name: &str) -> Vec<u8> {
     let mut d = Vec::new();
     // NAA, logical unit.
-    if cfg.naa_id >> 60 == 6 {
-        let mut id = [0u8; 16];
-        id[..8].copy_from_slice(&cfg.naa_id.to_be_bytes());
-        designator(&mut d, BINARY, ASSOC_LU | 0x03, &id);
-    } else {
-        let naa = (cfg.naa_id & 0x0FFF_FFFF_FFFF_FFFF) | (5 << 60);
-        designator(&mut d, BINARY, ASSOC_LU | 0x03, &naa.to_be_bytes());
-    }
+    designator(
+        &mut d,
+        BINARY,
+        ASSOC_LU | 0x03,
+        &crate::designator::naa(cfg),
+    );
     // T10 vendor ID, logical unit: vendor (8) + product (16) + serial.
-    let mut t10 = vec![0u8; 24 + cfg.serial.len().min(200)];
-    put_ascii(&mut t10[..8], &cfg.vendor);
-    put_ascii(&mut t10[8..24], &cfg.product);
-    put_ascii(&mut t10[24..], &cfg.serial);
-    designator(&mut d, ASCII, ASSOC_LU | 0x01, &t10);
+    designator(&mut d, ASCII, ASSOC_LU | 0x01, &crate::designator::t10(cfg));
     // Target port: relative target port, target port group (SPC-4 7.8.6.5, 7.8.6.6), SCSI
     // name string.
     if let Some(port) = port {
@@ -129,32 +123,12 @@ fn identification(cfg: &LuConfig, port: Option<&TargetPort>, device_name: &str) 
     d
 }
 
-fn block_limits(block_size: u32) -> Vec<u8> {
-    // PAGE LENGTH 3Ch, as SBC-3 requires when 04C0h is claimed. Everything not set is 0:
-    // WSNZ, MAXIMUM COMPARE AND WRITE LENGTH (no COMPARE AND WRITE), unmap limits (LBPU=0),
-    // MAXIMUM WRITE SAME LENGTH and the atomic-write fields (no WRITE ATOMIC).
-    let mut b = vec![0u8; 0x3C];
-    let max_blocks = (MAX_TRANSFER_BYTES / u64::from(block_size.max(1))) as u32;
-    // OPTIMAL TRANSFER LENGTH GRANULARITY: one block.
-    b[2..4].copy_from_slice(&1u16.to_be_bytes());
-    // MAXIMUM TRANSFER LENGTH.
-    b[4..8].copy_from_slice(&max_blocks.to_be_bytes());
-    // MAXIMUM PREFETCH LENGTH.
-    b[12..16].copy_from_slice(&max_blocks.to_be_bytes());
-    b
-}
-
-fn block_device_characteristics() -> Vec<u8> {
+fn block_device_characteristics(lu: &crate::lu::LogicalUnit) -> Vec<u8> {
     let mut b = vec![0u8; 0x3C];
     // MEDIUM ROTATION RATE 0001h: non-rotating medium.
     b[0..2].copy_from_slice(&1u16.to_be_bytes());
+    b[3] = crate::sanitize::erase_read_behaviour(lu);
     b
-}
-
-fn logical_block_provisioning() -> Vec<u8> {
-    // THRESHOLD EXPONENT 0; LBPU, LBPWS, LBPWS10, LBPRZ, ANC_SUP, DP all 0; PROVISIONING TYPE
-    // 000b (fully provisioned).
-    vec![0u8; 4]
 }
 
 #[cfg(test)]
@@ -229,10 +203,15 @@ mod tests {
         assert_eq!(d.len(), 64);
         assert_eq!(be16(&d, 2), 0x3C);
         assert_eq!(crate::field::be32(&d, 8), 8192);
-        assert_eq!(d[5], 0, "no COMPARE AND WRITE");
-        assert!(d[20..64].iter().all(|b| *b == 0));
+        assert_eq!(d[5], 255, "MAXIMUM COMPARE AND WRITE LENGTH");
+        // A fully provisioned LU on a device without atomic writes: no unmap or atomic
+        // limits; MAXIMUM WRITE SAME LENGTH 1 GiB.
+        assert!(d[20..36].iter().all(|b| *b == 0));
+        assert_eq!(crate::field::be64(&d, 36), 1 << 18);
+        assert!(d[44..64].iter().all(|b| *b == 0));
         let d = vpd(&t, 0xB1, 255);
         assert_eq!(be16(&d, 4), 1);
+        assert_eq!(d[7], 0, "WABEREQ: no BLOCK ERASE");
         let d = vpd(&t, 0xB2, 255);
         assert_eq!(d, vec![0, 0xB2, 0, 4, 0, 0, 0, 0]);
     }

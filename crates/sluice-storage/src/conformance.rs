@@ -56,12 +56,33 @@ impl Subject {
         s
     }
 
+    /// A thin-provisioned file (holes punched by `discard`), on disk or on tmpfs.
+    fn thin_file(block_size: u32, num_blocks: u64, shm: bool) -> Self {
+        let dir = if shm {
+            tempfile::tempdir_in("/dev/shm").unwrap()
+        } else {
+            tempfile::tempdir().unwrap()
+        };
+        Self::file_with(dir, block_size, num_blocks, false, true)
+    }
+
     fn file_in(dir: tempfile::TempDir, block_size: u32, num_blocks: u64, direct: bool) -> Self {
+        Self::file_with(dir, block_size, num_blocks, direct, false)
+    }
+
+    fn file_with(
+        dir: tempfile::TempDir,
+        block_size: u32,
+        num_blocks: u64,
+        direct: bool,
+        thin: bool,
+    ) -> Self {
         let options = FileOptions {
             size: Some(u64::from(block_size) * num_blocks),
             block_size,
             direct,
             create: true,
+            thin,
             ..FileOptions::default()
         };
         let dev = Box::new(FileDevice::open(dir.path().join("lun.img"), options).unwrap());
@@ -179,6 +200,16 @@ macro_rules! conformance {
                 fn discarded_blocks_read_as_old_data_or_zeros() {
                     super::discarded_blocks_read_as_old_data_or_zeros(&$make);
                 }
+
+                #[test]
+                fn deallocation_reads_zeros_and_is_reported() {
+                    super::deallocation_reads_zeros_and_is_reported(&$make);
+                }
+
+                #[test]
+                fn physical_block_is_a_power_of_two_of_blocks() {
+                    super::physical_block_is_a_power_of_two_of_blocks(&$make);
+                }
             }
         )+
     };
@@ -193,6 +224,9 @@ conformance! {
     file_4096 => Subject::file(4096, num_blocks(4096), false),
     file_direct_4096 => Subject::file(4096, num_blocks(4096), true),
     shm_file_512 => Subject::shm_file(512, num_blocks(512)),
+    thin_file_512 => Subject::thin_file(512, num_blocks(512), false),
+    thin_file_4096 => Subject::thin_file(4096, num_blocks(4096), false),
+    thin_shm_file_512 => Subject::thin_file(512, num_blocks(512), true),
 }
 
 fn geometry_is_consistent(s: &Subject) {
@@ -414,4 +448,83 @@ fn discarded_blocks_read_as_old_data_or_zeros(s: &Subject) {
     // The blocks on either side of the discarded range are untouched.
     assert_eq!(got[..bs], want[..bs]);
     assert_eq!(got[got.len() - bs..], want[want.len() - bs..]);
+}
+
+/// Walks `provisioning` over `len` bytes from `offset`: the runs, which must tile the range.
+fn runs(s: &Subject, offset: u64, len: u64) -> Vec<(crate::Provisioning, u64)> {
+    let mut out = Vec::new();
+    let mut at = offset;
+    while at < offset + len {
+        let e = s.dev.provisioning(at, offset + len - at).unwrap();
+        assert!(
+            e.len >= 1 && e.len <= offset + len - at,
+            "run {e:?} at {at}"
+        );
+        out.push((e.state, e.len));
+        at += e.len;
+    }
+    out
+}
+
+fn deallocation_reads_zeros_and_is_reported(s: &Subject) {
+    use crate::Provisioning::{Deallocated, Mapped};
+    let size = s.dev.size_bytes();
+    if !s.dev.deallocates() {
+        // Fully provisioned: everything is mapped, in one run.
+        assert_eq!(runs(s, 0, size), vec![(Mapped, size)]);
+        return;
+    }
+    let unit = s.dev.deallocation_granularity();
+    assert!(unit.is_power_of_two() && unit >= u64::from(s.dev.block_size()));
+    // Nothing written yet: a fresh device (memory, a sparse file) holds no data.
+    assert_eq!(runs(s, 0, size), vec![(Deallocated, size)]);
+    assert_eq!(s.dev.allocated_bytes(), Some(0));
+    let data = pattern(5, 3 * CHUNK_BYTES);
+    s.dev.write_at(0, &data, false).unwrap();
+    assert_eq!(runs(s, 0, 3 * CHUNK_BYTES as u64)[0].0, Mapped);
+    let allocated = s.dev.allocated_bytes().unwrap();
+    assert!(allocated >= 3 * CHUNK_BYTES as u64, "{allocated}");
+    // Discard the middle chunk: whole units are released, and it reads zeros.
+    let (start, len) = (CHUNK_BYTES as u64, CHUNK_BYTES as u64);
+    s.dev.discard(start, len).unwrap();
+    assert!(s.read(start, len as usize).iter().all(|&b| b == 0));
+    assert_eq!(s.read(0, CHUNK_BYTES), data[..CHUNK_BYTES]);
+    assert_eq!(
+        s.read(2 * CHUNK_BYTES as u64, CHUNK_BYTES),
+        data[2 * CHUNK_BYTES..]
+    );
+    assert_eq!(
+        runs(s, 0, 3 * CHUNK_BYTES as u64),
+        vec![(Mapped, len), (Deallocated, len), (Mapped, len)]
+    );
+    assert!(s.dev.allocated_bytes().unwrap() <= allocated - len);
+    // A discard that covers no whole unit zeroes the range and releases nothing around it.
+    let bs = u64::from(s.dev.block_size());
+    if unit > bs {
+        s.dev.discard(bs, bs).unwrap();
+        assert!(s.read(bs, bs as usize).iter().all(|&b| b == 0));
+        assert_eq!(s.read(0, bs as usize), data[..bs as usize]);
+        assert_eq!(s.dev.provisioning(0, unit).unwrap().state, Mapped);
+    }
+    // Discarding a whole unit piece by piece zeroes it. (Memory releases the chunk once it
+    // is all zeros, memory.rs tests that; a file keeps a block that no single hole covered,
+    // since widening a hole over bytes another command may be writing would lose them.)
+    let last = 2 * CHUNK_BYTES as u64;
+    let mut at = last;
+    while at < last + unit {
+        s.dev.discard(at, bs).unwrap();
+        at += bs;
+    }
+    assert!(s.read(last, unit as usize).iter().all(|&b| b == 0));
+    // Writing maps again.
+    s.dev.write_at(start, &data[..bs as usize], false).unwrap();
+    assert_eq!(s.dev.provisioning(start, len).unwrap().state, Mapped);
+}
+
+fn physical_block_is_a_power_of_two_of_blocks(s: &Subject) {
+    let (bs, pbs) = (s.dev.block_size(), s.dev.physical_block_size());
+    assert!(
+        pbs.is_power_of_two() && pbs >= bs && pbs <= 1 << 20,
+        "{pbs}"
+    );
 }

@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 
 use bytes::{Bytes, BytesMut};
 
-use crate::{check_range, checked_size, invalid_input, read_only_error, BlockDevice, StorageError};
+use crate::{
+    check_range, checked_size, invalid_input, read_only_error, BlockDevice, Extent, Provisioning,
+    StorageError,
+};
 
 /// Memory alignment of buffers handed to the kernel with `O_DIRECT`.
 ///
@@ -41,6 +44,12 @@ pub struct FileOptions {
     /// copy from it. The file's contents never change; its pages stay huge after sluice exits.
     /// See [`FileDevice::huge_pages`].
     pub huge_pages: bool,
+    /// Thin provisioning: [`discard`](BlockDevice::discard) punches holes in the file
+    /// (`fallocate` with `FALLOC_FL_PUNCH_HOLE`), and [`provisioning`](BlockDevice::provisioning)
+    /// reports the file's holes (`SEEK_HOLE`/`SEEK_DATA`). Needs a regular file, and such a
+    /// file is never mapped: a write through a mapping into a hole of a full tmpfs raises
+    /// SIGBUS, where `pwrite` fails with `ENOSPC`.
+    pub thin: bool,
 }
 
 impl Default for FileOptions {
@@ -54,6 +63,7 @@ impl Default for FileOptions {
             direct: false,
             create: false,
             huge_pages: true,
+            thin: false,
         }
     }
 }
@@ -92,6 +102,11 @@ pub struct FileDevice {
     /// For memory-backed files: the first `size_bytes` of the file, mapped (writable unless
     /// the device is read-only).
     mapped: Option<mapping::MappedFile>,
+    /// Thin provisioning ([`FileOptions::thin`]).
+    thin: bool,
+    /// The file system's preferred I/O size (`st_blksize`), a power of two of at least the
+    /// block size: the unit holes are punched in.
+    fs_block: u32,
 }
 
 impl FileDevice {
@@ -183,6 +198,23 @@ impl FileDevice {
             }
         };
 
+        if options.thin && !file_type.is_file() {
+            let msg = format!(
+                "{}: thin provisioning needs a regular file (holes are punched in it)",
+                path.display()
+            );
+            return Err(invalid_input(msg).into());
+        }
+        let fs_block = {
+            use std::os::unix::fs::MetadataExt;
+            let b = file.metadata()?.blksize();
+            // st_blksize is a hint; keep it a power of two between the block size and 1 MiB.
+            if b.is_power_of_two() {
+                (b.clamp(u64::from(block_size), 1 << 20)) as u32
+            } else {
+                block_size
+            }
+        };
         let memory_backed = is_memory_filesystem(&file);
         // Map RAM-backed regular files for zero-copy reads, if every block is allocated: a
         // page fault on a hole of a tmpfs file allocates the page (pread does not), so a
@@ -193,7 +225,12 @@ impl FileDevice {
             use std::os::unix::fs::MetadataExt;
             file.metadata()?.blocks().saturating_mul(512) >= size_bytes
         };
-        let mapped = if memory_backed && !options.direct && file_type.is_file() && fully_allocated {
+        let mapped = if memory_backed
+            && !options.direct
+            && !options.thin
+            && file_type.is_file()
+            && fully_allocated
+        {
             let huge_pages = options.huge_pages.then(|| path.display().to_string());
             mapping::MappedFile::map(&file, size_bytes, !options.read_only, huge_pages).ok()
         } else {
@@ -209,6 +246,8 @@ impl FileDevice {
             size_bytes,
             read_only: options.read_only,
             direct: options.direct,
+            thin: options.thin,
+            fs_block,
         })
     }
 
@@ -412,6 +451,82 @@ impl BlockDevice for FileDevice {
             self.file.sync_data()?;
         }
         Ok(())
+    }
+
+    /// Thin: punches a hole (the file keeps its size); the range then reads as zeros, and the
+    /// file system frees its whole blocks inside it. Otherwise the provided no-op.
+    fn discard(&self, offset: u64, len: u64) -> Result<(), StorageError> {
+        check_range(offset, len, self.size_bytes)?;
+        if !self.thin || len == 0 {
+            return Ok(());
+        }
+        if self.read_only {
+            return Err(read_only_error());
+        }
+        use rustix::fs::FallocateFlags;
+        rustix::fs::fallocate(
+            &self.file,
+            FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
+            offset,
+            len,
+        )
+        .map_err(io::Error::from)?;
+        Ok(())
+    }
+
+    fn deallocates(&self) -> bool {
+        self.thin
+    }
+
+    fn deallocation_granularity(&self) -> u64 {
+        u64::from(self.fs_block)
+    }
+
+    /// Thin: the file's data and holes, from `lseek(SEEK_DATA)` and `lseek(SEEK_HOLE)`.
+    fn provisioning(&self, offset: u64, len: u64) -> Result<Extent, StorageError> {
+        check_range(offset, len, self.size_bytes)?;
+        let mapped = Extent {
+            state: Provisioning::Mapped,
+            len,
+        };
+        if !self.thin || len == 0 {
+            return Ok(mapped);
+        }
+        use rustix::fs::{seek, SeekFrom};
+        let end = offset + len;
+        // lseek returns offsets; the file position it moves is never used (pread and pwrite
+        // take their own).
+        let data = match seek(&self.file, SeekFrom::Data(offset)) {
+            Ok(at) => at,
+            // ENXIO: no data at or after `offset` (the rest of the file is a hole).
+            Err(rustix::io::Errno::NXIO) => end,
+            Err(e) => return Err(io::Error::from(e).into()),
+        };
+        if data > offset {
+            return Ok(Extent {
+                state: Provisioning::Deallocated,
+                len: data.min(end) - offset,
+            });
+        }
+        let hole = match seek(&self.file, SeekFrom::Hole(offset)) {
+            Ok(at) => at,
+            Err(rustix::io::Errno::NXIO) => end,
+            Err(e) => return Err(io::Error::from(e).into()),
+        };
+        Ok(Extent {
+            state: Provisioning::Mapped,
+            len: hole.clamp(offset + 1, end) - offset,
+        })
+    }
+
+    fn allocated_bytes(&self) -> Option<u64> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = self.file.metadata().ok()?;
+        meta.is_file().then(|| meta.blocks().saturating_mul(512))
+    }
+
+    fn physical_block_size(&self) -> u32 {
+        self.fs_block
     }
 }
 

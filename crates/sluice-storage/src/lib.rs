@@ -12,7 +12,12 @@
 //! * [`MemoryDevice`]: sparse RAM disk; memory is committed only for chunks that were written.
 //! * [`NullDevice`]: discards writes and reads zeros; takes the disk out of protocol benchmarks.
 //! * [`FileDevice`]: a regular file or a block device, through `pread`/`pwrite`, optionally with
-//!   `O_DIRECT`; FUA and flush go through `fdatasync`.
+//!   `O_DIRECT`; FUA and flush go through `fdatasync`. A thin one punches holes on discard and
+//!   reports them.
+//!
+//! Thin provisioning rests on three calls: [`BlockDevice::deallocates`] (discard frees space
+//! and the range reads zeros), [`BlockDevice::discard`] and [`BlockDevice::provisioning`] (which
+//! runs are mapped and which deallocated).
 //!
 //! Beside the blocks, [`StateFile`] keeps small state that must survive a crash (persistent
 //! reservations with APTPL) in a file replaced atomically.
@@ -190,6 +195,71 @@ pub trait BlockDevice: Send + Sync + std::fmt::Debug {
     fn discard(&self, offset: u64, len: u64) -> Result<(), StorageError> {
         check_range(offset, len, self.size_bytes())
     }
+
+    /// Whether [`discard`](Self::discard) gives the space of the range back and the range then
+    /// reads as zeros: what a thin-provisioned logical unit needs (UNMAP with LBPRZ=1, SBC-4
+    /// 4.7.3). The default is `false`.
+    fn deallocates(&self) -> bool {
+        false
+    }
+
+    /// The unit, in bytes, in which [`discard`](Self::discard) releases space (a discarded
+    /// range that does not cover whole units is zeroed where it does not). The default is one
+    /// block.
+    fn deallocation_granularity(&self) -> u64 {
+        u64::from(self.block_size())
+    }
+
+    /// Whether `len` bytes from `offset` have space allocated: the state of the byte at
+    /// `offset`, and how many bytes from there (at least one, at most `len`; 0 when `len` is
+    /// 0) share it. Only
+    /// meaningful when the device [`deallocates`](Self::deallocates); the default reports the
+    /// whole range mapped.
+    fn provisioning(&self, offset: u64, len: u64) -> Result<Extent, StorageError> {
+        check_range(offset, len, self.size_bytes())?;
+        Ok(Extent {
+            state: Provisioning::Mapped,
+            len,
+        })
+    }
+
+    /// Bytes of backing store allocated to the device now, when the backend can tell (memory
+    /// committed, a file's allocated blocks). The default is `None`.
+    fn allocated_bytes(&self) -> Option<u64> {
+        None
+    }
+
+    /// The size of the unit the backing store allocates and writes in (READ CAPACITY(16)'s
+    /// physical block): a power of two, at least the block size. The default is the block
+    /// size.
+    fn physical_block_size(&self) -> u32 {
+        self.block_size()
+    }
+
+    /// Whether one [`write_at`](Self::write_at) call is all or nothing, even if the process or
+    /// the machine stops in the middle of it (WRITE ATOMIC, SBC-4 4.29). The default is
+    /// `false`: a file write interrupted by a crash may land in part.
+    fn atomic_writes(&self) -> bool {
+        false
+    }
+}
+
+/// Whether backing store is allocated to a range (SBC-4 4.7.1: mapped or deallocated).
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum Provisioning {
+    /// Space is allocated; the range reads as what was written.
+    Mapped,
+    /// No space is allocated; the range reads as zeros.
+    Deallocated,
+}
+
+/// A run of bytes in one [`Provisioning`] state, from [`BlockDevice::provisioning`].
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct Extent {
+    /// The state of the run.
+    pub state: Provisioning,
+    /// Its length in bytes.
+    pub len: u64,
 }
 
 /// Largest zeroed buffer the default [`BlockDevice::write_zeroes`] allocates: 1 MiB, so zeroing

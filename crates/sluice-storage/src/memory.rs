@@ -1,11 +1,12 @@
 //! A sparse RAM disk.
 
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
 
-use crate::{check_range, checked_size, BlockDevice, StorageError};
+use crate::{check_range, checked_size, BlockDevice, Extent, Provisioning, StorageError};
 
 /// Bytes per chunk: the unit in which memory is committed and locked.
 ///
@@ -36,7 +37,9 @@ type Chunk = Option<Arc<Box<[u8]>>>;
 /// whole (SCSI does not require it to be; each chunk's part is).
 ///
 /// [`write_zeroes`](BlockDevice::write_zeroes) and [`discard`](BlockDevice::discard) release
-/// whole chunks and zero partial ones: discarded blocks read as zeros.
+/// whole chunks and zero partial ones: discarded blocks read as zeros, and a chunk that a
+/// discard leaves all zeros is released too. A chunk holding memory is reported mapped
+/// ([`BlockDevice::provisioning`]), one without deallocated.
 ///
 /// Reads of 64 KiB or more inside one chunk are served without a copy
 /// ([`BlockDevice::read_shared`]): the socket copies straight from the chunk, as it does from
@@ -48,6 +51,9 @@ pub struct MemoryDevice {
     num_blocks: u64,
     size_bytes: u64,
     chunks: Vec<RwLock<Chunk>>,
+    /// Bytes of the chunks that hold memory, kept as chunks come and go so that asking costs
+    /// nothing (a thin LU's soft threshold asks as writes go by).
+    resident: AtomicU64,
 }
 
 impl MemoryDevice {
@@ -72,6 +78,7 @@ impl MemoryDevice {
             num_blocks,
             size_bytes,
             chunks,
+            resident: AtomicU64::new(0),
         }
     }
 
@@ -98,6 +105,7 @@ impl MemoryDevice {
         let num_chunks = usize::try_from(size_bytes.div_ceil(CHUNK_BYTES as u64))
             .map_err(|_| io::Error::other(format!("{size_bytes} bytes do not fit in memory")))?;
         let mut chunks = Vec::with_capacity(num_chunks);
+        let mut resident = 0u64;
         for index in 0..num_chunks {
             let chunk = match self.chunks.get(index).map(|c| self.read_chunk_at(c)) {
                 Some(Some(data)) if data.len() == new_chunk_len(size_bytes, index) => {
@@ -110,6 +118,9 @@ impl MemoryDevice {
                 }
                 Some(None) | None => None,
             };
+            if chunk.is_some() {
+                resident += new_chunk_len(size_bytes, index) as u64;
+            }
             chunks.push(RwLock::new(chunk));
         }
         Ok(Self {
@@ -117,6 +128,7 @@ impl MemoryDevice {
             num_blocks,
             size_bytes,
             chunks,
+            resident: AtomicU64::new(resident),
         })
     }
 
@@ -126,10 +138,15 @@ impl MemoryDevice {
 
     /// Bytes of data memory committed so far (written chunks times their size).
     pub fn resident_bytes(&self) -> u64 {
-        (0..self.chunks.len())
-            .filter(|&i| self.read_chunk(i).is_some())
-            .map(|i| self.chunk_len(i) as u64)
-            .sum()
+        self.resident.load(Ordering::Relaxed)
+    }
+
+    /// Drops chunk `index`'s memory, if it holds any (its lock held by the caller).
+    fn release(&self, index: usize, chunk: &mut Chunk) {
+        if chunk.take().is_some() {
+            self.resident
+                .fetch_sub(self.chunk_len(index) as u64, Ordering::Relaxed);
+        }
     }
 
     /// Length of chunk `index`: [`CHUNK_BYTES`], except the last one, which may be shorter.
@@ -182,7 +199,11 @@ impl MemoryDevice {
 
     fn write_piece(&self, index: usize, in_chunk: usize, data: &[u8]) {
         let mut chunk = self.write_chunk(index);
-        let arc = chunk.get_or_insert_with(|| zeroed_chunk(self.chunk_len(index)));
+        let arc = chunk.get_or_insert_with(|| {
+            let len = self.chunk_len(index);
+            self.resident.fetch_add(len as u64, Ordering::Relaxed);
+            zeroed_chunk(len)
+        });
         let _probe = sluice_probe::span(sluice_probe::Stage::Copy);
         // Copies the chunk only if a read handed out without a copy still holds it.
         Arc::make_mut(arc)[in_chunk..in_chunk + data.len()].copy_from_slice(data);
@@ -191,9 +212,42 @@ impl MemoryDevice {
     fn zero_piece(&self, index: usize, in_chunk: usize, len: usize) {
         let mut chunk = self.write_chunk(index);
         if len == self.chunk_len(index) {
-            *chunk = None;
+            self.release(index, &mut chunk);
         } else if let Some(arc) = chunk.as_mut() {
             Arc::make_mut(arc)[in_chunk..in_chunk + len].fill(0);
+        }
+    }
+
+    /// Like [`zero_piece`](Self::zero_piece), and a chunk that is then all zeros is released
+    /// too: discarding a chunk piece by piece (UNMAP in 4 KiB pieces, say) ends up giving its
+    /// memory back, as discarding it at once does.
+    fn discard_piece(&self, index: usize, in_chunk: usize, len: usize) {
+        let mut chunk = self.write_chunk(index);
+        if len == self.chunk_len(index) {
+            self.release(index, &mut chunk);
+            return;
+        }
+        let Some(arc) = chunk.as_mut() else {
+            return;
+        };
+        Arc::make_mut(arc)[in_chunk..in_chunk + len].fill(0);
+        if arc.iter().all(|&b| b == 0) {
+            self.release(index, &mut chunk);
+        }
+    }
+
+    /// Walks `len` bytes from `offset` (checked) in `usize`-sized steps: `len` itself may
+    /// exceed `usize` on 32-bit targets, while the chunk table fits in memory.
+    fn for_each_chunk_u64(
+        offset: u64,
+        len: u64,
+        mut f: impl FnMut(usize, usize, std::ops::Range<usize>),
+    ) {
+        let mut done = 0u64;
+        while done < len {
+            let step = (len - done).min(usize::MAX as u64 / 2) as usize;
+            Self::for_each_chunk(offset + done, step, &mut f);
+            done += step as u64;
         }
     }
 }
@@ -238,6 +292,10 @@ impl BlockDevice for MemoryDevice {
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
         check_range(offset, buf.len() as u64, self.size_bytes)?;
+        if buf.is_empty() {
+            // At the very end of a device of whole chunks there is no chunk to look at.
+            return Ok(());
+        }
         let in_chunk = (offset % CHUNK_BYTES as u64) as usize;
         if in_chunk + buf.len() <= CHUNK_BYTES {
             // Fast path: one chunk, one lock.
@@ -290,6 +348,9 @@ impl BlockDevice for MemoryDevice {
     fn write_at(&self, offset: u64, data: &[u8], _fua: bool) -> Result<(), StorageError> {
         // Memory is as durable as it gets once the copy is done, so FUA needs nothing more.
         check_range(offset, data.len() as u64, self.size_bytes)?;
+        if data.is_empty() {
+            return Ok(());
+        }
         let in_chunk = (offset % CHUNK_BYTES as u64) as usize;
         if in_chunk + data.len() <= CHUNK_BYTES {
             // Fast path: one chunk, one lock.
@@ -308,21 +369,69 @@ impl BlockDevice for MemoryDevice {
 
     fn write_zeroes(&self, offset: u64, len: u64, _fua: bool) -> Result<(), StorageError> {
         check_range(offset, len, self.size_bytes)?;
-        // The range is inside the device, whose chunk table fits in memory, but `len` itself
-        // may exceed usize on 32-bit targets: walk it in usize-sized steps.
-        let mut done = 0u64;
-        while done < len {
-            let step = (len - done).min(usize::MAX as u64 / 2) as usize;
-            Self::for_each_chunk(offset + done, step, |index, in_chunk, range| {
-                self.zero_piece(index, in_chunk, range.len());
-            });
-            done += step as u64;
-        }
+        Self::for_each_chunk_u64(offset, len, |index, in_chunk, range| {
+            self.zero_piece(index, in_chunk, range.len());
+        });
         Ok(())
     }
 
     fn discard(&self, offset: u64, len: u64) -> Result<(), StorageError> {
-        self.write_zeroes(offset, len, false)
+        check_range(offset, len, self.size_bytes)?;
+        Self::for_each_chunk_u64(offset, len, |index, in_chunk, range| {
+            self.discard_piece(index, in_chunk, range.len());
+        });
+        Ok(())
+    }
+
+    fn deallocates(&self) -> bool {
+        true
+    }
+
+    fn deallocation_granularity(&self) -> u64 {
+        CHUNK_BYTES as u64
+    }
+
+    /// A chunk is mapped while it holds memory; runs end at chunk boundaries where the state
+    /// changes.
+    fn provisioning(&self, offset: u64, len: u64) -> Result<Extent, StorageError> {
+        check_range(offset, len, self.size_bytes)?;
+        if len == 0 {
+            return Ok(Extent {
+                state: Provisioning::Mapped,
+                len: 0,
+            });
+        }
+        let chunk = CHUNK_BYTES as u64;
+        // In range, so the chunk index fits in usize (checked in `new`).
+        let state_of = |index: u64| {
+            if self.read_chunk(index as usize).is_some() {
+                Provisioning::Mapped
+            } else {
+                Provisioning::Deallocated
+            }
+        };
+        let first = offset / chunk;
+        let state = state_of(first);
+        let end = offset.saturating_add(len);
+        let mut run_end = ((first + 1) * chunk).min(end);
+        while run_end < end && state_of(run_end / chunk) == state {
+            run_end = (run_end + chunk).min(end);
+        }
+        Ok(Extent {
+            state,
+            len: run_end - offset,
+        })
+    }
+
+    fn allocated_bytes(&self) -> Option<u64> {
+        Some(self.resident_bytes())
+    }
+
+    /// The data lives as long as the process: no crash can leave a write half done on a
+    /// medium that outlives it. (Concurrent commands are kept apart by the SCSI layer's
+    /// exclusive lock.)
+    fn atomic_writes(&self) -> bool {
+        true
     }
 }
 
@@ -377,6 +486,45 @@ mod tests {
         dev.write_at(CHUNK_BYTES as u64 - 512, &[2; 1024], false)
             .unwrap();
         assert_eq!(dev.resident_bytes(), 3 * CHUNK_BYTES as u64);
+    }
+
+    #[test]
+    fn empty_accesses_at_the_end_of_whole_chunks_touch_nothing() {
+        // Found by fuzzing: a device of whole chunks has no chunk at its end offset.
+        let dev = MemoryDevice::new(512, 2 * CHUNK_BYTES as u64 / 512);
+        let end = dev.size_bytes();
+        dev.read_at(end, &mut []).unwrap();
+        dev.write_at(end, &[], true).unwrap();
+        let mut out = bytes::BytesMut::new();
+        dev.read_append(end, 0, &mut out).unwrap();
+        assert!(dev.read_shared(end, 0).is_none());
+        dev.discard(end, 0).unwrap();
+        assert_eq!(dev.provisioning(end, 0).unwrap().len, 0);
+    }
+
+    #[test]
+    fn a_chunk_discarded_piece_by_piece_is_released() {
+        let dev = MemoryDevice::new(512, 8192); // 4 MiB
+        dev.write_at(0, &[7; 3 * CHUNK_BYTES], false).unwrap();
+        assert_eq!(dev.resident_bytes(), 3 * CHUNK_BYTES as u64);
+        for piece in 0..(CHUNK_BYTES / 4096) as u64 {
+            assert_eq!(dev.resident_bytes(), 3 * CHUNK_BYTES as u64);
+            dev.discard(CHUNK_BYTES as u64 + piece * 4096, 4096)
+                .unwrap();
+        }
+        assert_eq!(dev.resident_bytes(), 2 * CHUNK_BYTES as u64);
+        let e = dev.provisioning(0, 4 * CHUNK_BYTES as u64).unwrap();
+        assert_eq!((e.state, e.len), (Provisioning::Mapped, CHUNK_BYTES as u64));
+        let e = dev
+            .provisioning(CHUNK_BYTES as u64 + 512, 3 * CHUNK_BYTES as u64 - 512)
+            .unwrap();
+        assert_eq!(
+            (e.state, e.len),
+            (Provisioning::Deallocated, CHUNK_BYTES as u64 - 512)
+        );
+        // Written zeros are data too: a write never releases a chunk.
+        dev.write_at(0, &vec![0; CHUNK_BYTES], false).unwrap();
+        assert_eq!(dev.resident_bytes(), 2 * CHUNK_BYTES as u64);
     }
 
     #[test]

@@ -45,6 +45,8 @@ impl Target {
                             read_only: l.read_only,
                             removable: l.removable,
                             serial: r.lu.config().serial.clone(),
+                            options: l.options,
+                            allocated_bytes: r.device.allocated_bytes(),
                             counts: r.metrics.totals(),
                         })
                     })

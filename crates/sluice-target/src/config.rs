@@ -13,6 +13,8 @@ use sluice_proto::params::IMPLEMENTED_ERROR_RECOVERY_LEVEL;
 use sluice_proto::text::{KeyId, KeyValueError};
 pub use sluice_scsi::AccessState;
 
+pub use sluice_scsi::{LuOptions, SanitizeOptions};
+
 /// The whole target process: portals, targets and global limits.
 #[derive(Clone, Debug)]
 pub struct TargetConfig {
@@ -148,6 +150,8 @@ pub struct LunDef {
     pub removable: bool,
     /// Unit serial number (VPD 0x80); generated from the target and LUN when absent.
     pub serial: Option<String>,
+    /// Thin provisioning (memory and regular-file LUNs only) and SANITIZE.
+    pub options: LuOptions,
 }
 
 /// The storage behind a LUN.
@@ -366,6 +370,14 @@ pub enum ConfigError {
         size: u64,
         /// The LUN's block size.
         block_size: u32,
+    },
+    /// Thin provisioning asked for on a null LUN, which stores nothing to deallocate.
+    #[error("target {target}: {lun}: a null LUN stores nothing, so it cannot be thin-provisioned")]
+    ThinNull {
+        /// The target.
+        target: TargetRef,
+        /// The LUN.
+        lun: LunRef,
     },
     /// An operational key outside its range in the key table (RFC 7143 section 13).
     #[error(transparent)]

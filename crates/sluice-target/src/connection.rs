@@ -608,6 +608,7 @@ fn leave_session(
         let mut env = crate::ffp::DriverEnv::new(ctx, session);
         let mut core = session.lock();
         core.handle_connection_closed(id, &mut env);
+        session.long_running.abort_abandoned(&core);
         session.wake_others(id, &core);
         core.is_ended()
     };
@@ -652,7 +653,9 @@ async fn keep_session(ctx: Arc<Context>, session: Arc<SharedSession>) {
         tokio::time::sleep_until(at).await;
         let now = tokio::time::Instant::now().into_std();
         let mut env = crate::ffp::DriverEnv::new(&ctx, &session);
-        session.lock().handle_timeout(now, &mut env);
+        let mut core = session.lock();
+        core.handle_timeout(now, &mut env);
+        session.long_running.abort_abandoned(&core);
     }
 }
 

@@ -232,6 +232,7 @@ pub(crate) fn open_backend(l: &LunDef) -> io::Result<Backing> {
                 direct: *direct,
                 create: size.is_some(),
                 huge_pages: *huge_pages,
+                thin: l.options.thin,
             };
             let dev = FileDevice::open(path, options).map_err(|e| {
                 io::Error::other(format!("LUN {}: {}: {e}", l.number, path.display()))
@@ -265,6 +266,7 @@ fn lu_config(t: &TargetDef, l: &LunDef, device: Arc<dyn BlockDevice>) -> LuConfi
         naa_id: (6u64 << 60) | (hash & 0x0fff_ffff_ffff_ffff),
         write_cache: true,
         removable: l.removable,
+        options: l.options,
     }
 }
 

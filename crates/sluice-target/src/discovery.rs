@@ -138,6 +138,7 @@ pub(crate) mod tests {
             block_size: 512,
             read_only: false,
             removable: false,
+            options: Default::default(),
             serial: None,
         };
         let target = |iqn: &str, acl| TargetDef {

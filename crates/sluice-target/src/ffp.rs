@@ -2,8 +2,9 @@
 //! (`sluice_proto::target::TargetSession`), which decides every protocol rule.
 //!
 //! The loop reads PDUs and hands them to the core, runs the SCSI work the core asks for
-//! (inline for memory, null and tmpfs LUNs, on tokio's blocking pool for disk files), writes
-//! what the core stamped for this connection, sleeps until the core's next deadline, and wakes
+//! (inline for memory, null and tmpfs LUNs, on tokio's blocking pool for disk files; commands
+//! that run long, in the background: `long_running`), writes what the core stamped for this
+//! connection, sleeps until the core's next deadline, and wakes
 //! the tasks of the session's other connections when the core queued something for them. The
 //! core sits behind a lock shared by the session's connections; it is never held across an
 //! `.await`.
@@ -21,7 +22,7 @@ use sluice_proto::target::{
     CloseReason, ConnId, DataTransfer, Event, ResetKind, ScsiCompletion, ScsiWork, TargetSessionEnv,
 };
 use sluice_proto::timer::TimerArm;
-use sluice_scsi::DataOut;
+use sluice_scsi::{AbortSignal, DataOut, Delivery};
 use tokio::sync::{watch, Notify};
 use tokio::time::{Instant, Sleep};
 use tracing::{debug, trace, warn};
@@ -72,7 +73,7 @@ impl std::fmt::Display for End {
 
 /// One connection in full feature phase.
 pub(crate) struct Connection<'a> {
-    pub ctx: &'a Context,
+    pub ctx: &'a Arc<Context>,
     pub session: Arc<SharedSession>,
     pub id: ConnId,
     pub outbox: &'a mut Outbox,
@@ -127,7 +128,7 @@ enum Input {
 impl<'a> Connection<'a> {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
-        ctx: &'a Context,
+        ctx: &'a Arc<Context>,
         target: Option<&'a TargetRuntime>,
         session: Arc<SharedSession>,
         id: ConnId,
@@ -228,6 +229,7 @@ impl<'a> Connection<'a> {
                         core.handle_timeout(now, &mut env);
                     }
                 }
+                session.long_running.abort_abandoned(&core);
             }
             if let Err(end) = self.pump().await {
                 return end;
@@ -256,10 +258,25 @@ impl<'a> Connection<'a> {
             let Some(work) = work else {
                 break;
             };
+            if sluice_scsi::runs_long(&work.cdb) {
+                if let Some(target) = self.target {
+                    let counters = self
+                        .lu_slot(target, work.lun.0)
+                        .map(|i| Arc::clone(&self.lu_slots[i].counters));
+                    crate::long_running::spawn(
+                        Arc::clone(self.ctx),
+                        Arc::clone(&self.session),
+                        Arc::clone(&target.scsi),
+                        work,
+                        counters,
+                    );
+                    continue;
+                }
+            }
             let (ticket, lun) = (work.ticket, work.lun);
             let (completion, aborts) = self.execute(work).await?;
             if !aborts.is_empty() {
-                self.abort_other_tasks(&aborts, lun, ticket);
+                abort_other_tasks(self.ctx, &self.session, &aborts, lun, ticket);
             }
             let _probe = sluice_probe::span(sluice_probe::Stage::Protocol);
             let session = Arc::clone(&self.session);
@@ -324,7 +341,7 @@ impl<'a> Connection<'a> {
         let ((completion, aborts), buf, work) = if blocking {
             let scsi = Arc::clone(&target.scsi);
             let ran = tokio::task::spawn_blocking(move || {
-                let (c, b) = run(&scsi, nexus, &work, buf);
+                let (c, b) = run(&scsi, nexus, &work, buf, None);
                 (c, b, work)
             });
             match ran.await {
@@ -336,7 +353,7 @@ impl<'a> Connection<'a> {
             }
         } else {
             let _probe = sluice_probe::span(sluice_probe::Stage::Scsi);
-            let (c, b) = run(&target.scsi, nexus, &work, buf);
+            let (c, b) = run(&target.scsi, nexus, &work, buf, None);
             (c, b, work)
         };
         self.data_in_buf = buf;
@@ -353,28 +370,6 @@ impl<'a> Connection<'a> {
             });
         }
         Ok((completion, aborts))
-    }
-
-    /// PREEMPT AND ABORT: before its status goes out, the tasks of the preempted I_T nexuses
-    /// on `lun` end (SPC-4 5.12.11.2.5), this command (`ticket`) excepted. Each session is
-    /// locked on its own; no lock is held here.
-    fn abort_other_tasks(&self, nexuses: &[u64], lun: Lun, ticket: sluice_proto::target::Ticket) {
-        for session in self.ctx.sessions.all() {
-            if !nexuses.contains(&session.nexus) {
-                continue;
-            }
-            let mine = Arc::ptr_eq(&session, &self.session);
-            let aborted = session
-                .lock()
-                .abort_tasks_of_lun(lun, mine.then_some(ticket));
-            debug!(
-                nexus = session.nexus,
-                aborted, "tasks aborted by PREEMPT AND ABORT"
-            );
-            if !mine {
-                session.wake_all();
-            }
-        }
     }
 
     /// This connection's counter slot for the LU at `raw`, made on the LU's first command;
@@ -426,20 +421,58 @@ impl<'a> Connection<'a> {
     }
 }
 
+/// PREEMPT AND ABORT: before its status goes out, the tasks of the preempted I_T nexuses on
+/// `lun` end (SPC-4 5.12.11.2.5), the preempting command (`ticket` of `mine`) excepted, and the
+/// long-running commands among them are told to stop. Each session is locked on its own; no
+/// lock is held here.
+pub(crate) fn abort_other_tasks(
+    ctx: &Context,
+    mine: &Arc<SharedSession>,
+    nexuses: &[u64],
+    lun: Lun,
+    ticket: sluice_proto::target::Ticket,
+) {
+    for session in ctx.sessions.all() {
+        if !nexuses.contains(&session.nexus) {
+            continue;
+        }
+        let is_mine = Arc::ptr_eq(&session, mine);
+        let aborted = {
+            let mut core = session.lock();
+            let aborted = core.abort_tasks_of_lun(lun, is_mine.then_some(ticket));
+            session.long_running.abort_abandoned(&core);
+            aborted
+        };
+        debug!(
+            nexus = session.nexus,
+            aborted, "tasks aborted by PREEMPT AND ABORT"
+        );
+        if !is_mine {
+            session.wake_all();
+        }
+    }
+}
+
 /// Runs a command against the SCSI layer; `buf` is a recycled Data-In buffer, returned for
-/// the next command.
-fn run(
+/// the next command; `abort` stops a long-running one.
+pub(crate) fn run(
     scsi: &sluice_scsi::ScsiTarget,
     nexus: u64,
     work: &ScsiWork,
     mut buf: BytesMut,
+    abort: Option<&AbortSignal>,
 ) -> ((ScsiCompletion, Vec<u64>), BytesMut) {
     let mut shared = None;
-    let result = scsi.execute_shared(
+    let delivery = Delivery {
+        data_out: DataOut::Segments(work.data_out.segments()),
+        data_out_len: Some(u64::from(work.data_out_len)),
+        abort,
+    };
+    let result = scsi.execute_with(
         nexus,
         work.lun.0,
         &work.cdb,
-        DataOut::Segments(work.data_out.segments()),
+        delivery,
         &mut buf,
         &mut shared,
     );

@@ -25,6 +25,7 @@ mod discovery;
 mod faults;
 mod ffp;
 mod login_env;
+mod long_running;
 mod metrics;
 mod outbox;
 mod portal_groups;

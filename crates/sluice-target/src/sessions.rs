@@ -36,6 +36,8 @@ pub(crate) struct SharedSession {
     /// The CmdSN window it was given.
     pub queue_depth: u32,
     conns: Mutex<Vec<ConnEntry>>,
+    /// Its commands running in the background.
+    pub long_running: crate::long_running::LongRunning,
 }
 
 /// Who a session is, beside its core: what [`SharedSession::new`] records.
@@ -80,6 +82,7 @@ impl SharedSession {
             created: std::time::Instant::now(),
             queue_depth: who.queue_depth,
             conns: Mutex::new(Vec::new()),
+            long_running: Default::default(),
         }
     }
 

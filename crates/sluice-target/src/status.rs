@@ -10,7 +10,7 @@ use sluice_proto::params::SessionParams;
 use sluice_proto::pdu::codes::ScsiStatus;
 use sluice_proto::target::SessionStats;
 
-use crate::config::{Acl, Backend};
+use crate::config::{Acl, Backend, LuOptions};
 
 /// Upper bounds of the command latency histogram's buckets, in nanoseconds: 10 µs to 10 s in
 /// 1-2.5-5 steps (one more bucket counts what is slower).
@@ -378,6 +378,11 @@ pub struct LunStatus {
     pub removable: bool,
     /// Unit serial number (VPD 80h).
     pub serial: String,
+    /// Thin provisioning, its soft threshold, SANITIZE.
+    pub options: LuOptions,
+    /// Bytes of backing store allocated to it, when the backend can tell (thin LUs: memory
+    /// chunks held, a file's allocated blocks).
+    pub allocated_bytes: Option<u64>,
     /// Commands run on it since it was added.
     pub counts: LuCounts,
 }

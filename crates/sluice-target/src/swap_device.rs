@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
 use bytes::{Bytes, BytesMut};
-use sluice_storage::{BlockDevice, MemoryDevice, StorageError};
+use sluice_storage::{BlockDevice, Extent, MemoryDevice, StorageError};
 
 /// Lock slots: threads beyond this many share slots (still correct, only slower).
 const SLOTS: usize = 16;
@@ -173,6 +173,30 @@ impl BlockDevice for SwapDevice {
 
     fn discard(&self, offset: u64, len: u64) -> Result<(), StorageError> {
         self.read().device().discard(offset, len)
+    }
+
+    fn deallocates(&self) -> bool {
+        self.read().device().deallocates()
+    }
+
+    fn deallocation_granularity(&self) -> u64 {
+        self.read().device().deallocation_granularity()
+    }
+
+    fn provisioning(&self, offset: u64, len: u64) -> Result<Extent, StorageError> {
+        self.read().device().provisioning(offset, len)
+    }
+
+    fn allocated_bytes(&self) -> Option<u64> {
+        self.read().device().allocated_bytes()
+    }
+
+    fn physical_block_size(&self) -> u32 {
+        self.read().device().physical_block_size()
+    }
+
+    fn atomic_writes(&self) -> bool {
+        self.read().device().atomic_writes()
     }
 }
 

@@ -59,6 +59,12 @@ impl TargetConfig {
                         block_size: l.block_size,
                     });
                 }
+                if l.options.thin && matches!(l.backend, Backend::Null { .. }) {
+                    return Err(ConfigError::ThinNull {
+                        target: target(),
+                        lun,
+                    });
+                }
                 let size = match &l.backend {
                     Backend::Memory { size } | Backend::Null { size } => Some(*size),
                     Backend::File { size, .. } => *size,
@@ -195,6 +201,7 @@ mod tests {
                     block_size: 512,
                     read_only: false,
                     removable: false,
+                    options: Default::default(),
                     serial: None,
                 }],
                 acl: Acl::Open,

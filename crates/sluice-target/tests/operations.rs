@@ -22,6 +22,7 @@ fn memory_lun(number: u16, size: u64) -> LunDef {
         read_only: false,
         removable: false,
         serial: None,
+        options: Default::default(),
     }
 }
 
@@ -417,4 +418,85 @@ async fn the_status_names_what_a_config_file_would() {
         [(0, LUN_SIZE / BLOCK as u64), (2, 2048)]
     );
     assert_eq!(t.luns[0].serial.len(), 16);
+}
+
+/// LBPME of READ CAPACITY(16) on `lun`: whether the LU the session reaches is thin.
+async fn thin_on(p: &mut Peer, lun: u16) -> bool {
+    let mut cdb = [0u8; 16];
+    cdb[0] = 0x9E;
+    cdb[1] = 0x10;
+    cdb[13] = 32;
+    let c = command_on(p, lun, &cdb, 32).await;
+    assert_eq!(c.status, 0, "READ CAPACITY(16): {:?}", c.sense_code());
+    c.data[14] & 0x80 != 0
+}
+
+/// A reload of a configuration with two portal groups (one standby) and a thin LU with a
+/// soft threshold: applied as it was, it keeps the LU (and its provisioning); a change of the
+/// LU's provisioning replaces the LU with one provisioned as asked; the portal groups are kept
+/// throughout, and changing one's ALUA state needs a restart.
+#[tokio::test]
+async fn a_reload_keeps_portal_groups_and_thin_luns() {
+    use sluice_target::config::{AccessState, LuOptions, PortalGroup};
+    let mut cfg = config();
+    cfg.portals = vec![
+        "127.0.0.1:3260".parse().unwrap(),
+        "127.0.0.2:3260".parse().unwrap(),
+    ];
+    cfg.portal_groups = vec![
+        PortalGroup {
+            tag: 1,
+            portals: vec![cfg.portals[0]],
+            alua_group: 1,
+            alua_state: AccessState::ActiveOptimized,
+        },
+        PortalGroup {
+            tag: 2,
+            portals: vec![cfg.portals[1]],
+            alua_group: 2,
+            alua_state: AccessState::Standby,
+        },
+    ];
+    cfg.targets[0].luns[0].options = LuOptions {
+        thin: true,
+        soft_threshold_percent: Some(80),
+        sanitize: None,
+    };
+    let h = Harness::new(cfg.clone());
+    let (mut p, _task) = h.logged_in().await;
+    assert!(thin_on(&mut p, 0).await);
+
+    let mut same = cfg.clone();
+    same.targets[0].alias = Some("renamed".into());
+    let report = h.target.apply(same.clone(), OPERATOR).unwrap();
+    assert!(
+        !report.changes.iter().any(|c| c.contains("replaced")),
+        "{report:?}"
+    );
+    assert_eq!(h.target.config(), same);
+    assert_eq!(h.target.config().portal_groups, cfg.portal_groups);
+    assert!(thin_on(&mut p, 0).await, "still thin");
+
+    let mut thick = same.clone();
+    thick.targets[0].luns[0].options = LuOptions::default();
+    let report = h.target.apply(thick.clone(), OPERATOR).unwrap();
+    assert!(
+        report
+            .changes
+            .iter()
+            .any(|c| c.ends_with("LUN 0: replaced")),
+        "{report:?}"
+    );
+    assert_eq!(h.target.config(), thick);
+    assert_eq!(h.target.config().portal_groups, cfg.portal_groups);
+    p.clear_unit_attention().await;
+    assert!(!thin_on(&mut p, 0).await, "replaced by a thick LU");
+
+    let mut active = thick.clone();
+    active.portal_groups[1].alua_state = AccessState::ActiveNonOptimized;
+    assert!(matches!(
+        h.target.apply(active, OPERATOR),
+        Err(ChangeError::NeedsRestart(_))
+    ));
+    assert_eq!(h.target.config(), thick, "nothing changed");
 }

@@ -40,6 +40,7 @@ pub fn config() -> TargetConfig {
                     read_only: false,
                     serial: None,
                     removable: false,
+                    options: Default::default(),
                 },
                 LunDef {
                     number: 1,
@@ -48,6 +49,7 @@ pub fn config() -> TargetConfig {
                     read_only: false,
                     serial: None,
                     removable: false,
+                    options: Default::default(),
                 },
             ],
             acl: Acl::Open,
@@ -77,11 +79,17 @@ pub fn chap(user: &str, secret: &str, mutual: Option<(&str, &str)>) -> ChapCrede
 impl TestTarget {
     /// Serves `config` on its own runtime thread until dropped.
     pub fn start(config: TargetConfig) -> Self {
+        Self::start_with_workers(config, 1)
+    }
+
+    /// Serves `config` on a runtime of `workers` threads, so that the commands of different
+    /// connections run at the same time (as in `sluice target`, one worker per core).
+    pub fn start_with_workers(config: TargetConfig, workers: usize) -> Self {
         let (addr_tx, addr_rx) = mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
+                .worker_threads(workers)
                 .enable_all()
                 .build()
                 .unwrap();

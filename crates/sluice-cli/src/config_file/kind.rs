@@ -121,6 +121,20 @@ pub enum ErrorKind {
         /// The path.
         path: PathBuf,
     },
+    /// `soft_threshold` on a LUN that is not thin.
+    ThresholdNeedsThin {
+        /// The target.
+        target: TargetRef,
+        /// The LUN.
+        lun: LunRef,
+    },
+    /// `sanitize_rate` on a LUN without `sanitize = true`, or a rate of zero.
+    SanitizeRate {
+        /// The target.
+        target: TargetRef,
+        /// The LUN.
+        lun: LunRef,
+    },
     /// A file LUN without `size` whose file does not exist.
     NoFile {
         /// The target.
@@ -175,6 +189,8 @@ pub enum FileKey {
     Direct,
     /// `[[target.lun]] huge_pages`.
     HugePages,
+    /// `[[target.lun]] soft_threshold`.
+    SoftThreshold,
     /// `[[portal_group]] tag`.
     PortalGroupTag,
     /// `[[portal_group]] alua_group`.
@@ -203,6 +219,7 @@ impl fmt::Display for FileKey {
             FileKey::Path => "path",
             FileKey::Direct => "direct",
             FileKey::HugePages => "huge_pages",
+            FileKey::SoftThreshold => "soft_threshold",
             FileKey::PortalGroupTag => "portal_group tag",
             FileKey::AluaGroup => "alua_group",
         })
@@ -273,6 +290,12 @@ impl fmt::Display for ErrorKind {
             ErrorKind::BadAlias(_) => {
                 f.write_str("alias must be at most 255 bytes of printable text")
             }
+            ErrorKind::ThresholdNeedsThin { .. } => {
+                f.write_str("soft_threshold only applies with provisioning = \"thin\"")
+            }
+            ErrorKind::SanitizeRate { .. } => f.write_str(
+                "sanitize_rate (bytes per second, above zero) only applies with sanitize = true",
+            ),
             ErrorKind::NotForBackend { key, backend, .. } => write!(
                 f,
                 "`{key}` only applies to backend = \"file\", not \"{backend}\""

@@ -77,6 +77,7 @@ pub(super) fn locate_validation_error(spans: &Spans, e: &ConfigError) -> Range<u
         ConfigError::BlockSize { target, lun: l, .. } => {
             lun(target, l).and_then(|l| l.block_size.clone())
         }
+        ConfigError::ThinNull { target, lun: l } => lun(target, l).map(|l| l.table.clone()),
         ConfigError::Size { target, lun: l, .. } => lun(target, l).map(|l| {
             l.size
                 .clone()

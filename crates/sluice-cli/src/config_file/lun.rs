@@ -3,7 +3,9 @@
 
 use std::path::Path;
 
-use sluice_target::config::{Backend, LunDef, LunRef, TargetConfig, TargetRef, MAX_LUN_NUMBER};
+use sluice_target::config::{
+    Backend, LuOptions, LunDef, LunRef, SanitizeOptions, TargetConfig, TargetRef, MAX_LUN_NUMBER,
+};
 use toml::Spanned;
 
 use super::convert::int_in;
@@ -11,7 +13,7 @@ use super::error::{at, Located};
 use super::kind::{ErrorKind, FileKey};
 use super::locate::{LunSpans, Spans};
 use super::schema::LunToml;
-use super::values::BackendKind;
+use super::values::{BackendKind, ProvisioningKind};
 use super::DEFAULT_BLOCK_SIZE;
 
 /// Converts the `index`th LUN of `target`; `next_number` is its number when it names none.
@@ -100,6 +102,38 @@ pub(super) fn convert_lun(
             return Err(at(s.span(), kind));
         }
     }
+    let rate = lun.sanitize_rate.as_ref().map(|r| r.get_ref().0);
+    if let Some(span) = lun.sanitize_rate.as_ref().map(Spanned::span) {
+        if lun.sanitize != Some(true) || rate == Some(0) {
+            let kind = ErrorKind::SanitizeRate {
+                target: target.clone(),
+                lun: this,
+            };
+            return Err(at(span, kind));
+        }
+    }
+    let thin = lun
+        .provisioning
+        .as_ref()
+        .is_some_and(|p| *p.get_ref() == ProvisioningKind::Thin);
+    let soft_threshold_percent = match &lun.soft_threshold {
+        None => None,
+        Some(t) if !thin => {
+            let kind = ErrorKind::ThresholdNeedsThin {
+                target: target.clone(),
+                lun: this,
+            };
+            return Err(at(t.span(), kind));
+        }
+        Some(t) => Some(int_in(t, FileKey::SoftThreshold, 1, 100)?),
+    };
+    let options = LuOptions {
+        thin,
+        soft_threshold_percent,
+        sanitize: (lun.sanitize == Some(true)).then_some(SanitizeOptions {
+            overwrite_bytes_per_s: rate,
+        }),
+    };
     let def = LunDef {
         number,
         backend,
@@ -107,6 +141,7 @@ pub(super) fn convert_lun(
         read_only: lun.read_only.unwrap_or(false),
         removable: lun.removable.unwrap_or(false),
         serial: lun.serial.as_ref().map(|s| s.get_ref().clone()),
+        options,
     };
     let spans = LunSpans {
         table: l.span(),

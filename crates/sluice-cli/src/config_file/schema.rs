@@ -7,7 +7,9 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::service::{ControlToml, MetricsToml};
-use super::values::{AclToml, AluaStateToml, BackendKind, DigestToml, Dur, PortalToml, Size};
+use super::values::{
+    AclToml, AluaStateToml, BackendKind, DigestToml, Dur, PortalToml, ProvisioningKind, Size,
+};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -133,4 +135,8 @@ pub(super) struct LunToml {
     pub(super) read_only: Option<bool>,
     pub(super) removable: Option<bool>,
     pub(super) serial: Option<Spanned<String>>,
+    pub(super) provisioning: Option<Spanned<ProvisioningKind>>,
+    pub(super) soft_threshold: Option<Spanned<i64>>,
+    pub(super) sanitize: Option<bool>,
+    pub(super) sanitize_rate: Option<Spanned<Size>>,
 }

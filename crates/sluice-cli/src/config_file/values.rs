@@ -182,6 +182,16 @@ pub enum BackendKind {
     Null,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+/// `provisioning` values.
+pub enum ProvisioningKind {
+    /// `"thick"`: every block mapped (the default).
+    Thick,
+    /// `"thin"`: UNMAP gives space back.
+    Thin,
+}
+
 impl fmt::Display for BackendKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -190,6 +190,19 @@ fn target(w: &mut String, t: &TargetDef) {
         if let Some(serial) = &l.serial {
             kv(w, "serial", quote(serial));
         }
+        let o = &l.options;
+        kv(
+            w,
+            "provisioning",
+            quote(if o.thin { "thin" } else { "thick" }),
+        );
+        if let Some(p) = o.soft_threshold_percent {
+            kv(w, "soft_threshold", p);
+        }
+        kv(w, "sanitize", o.sanitize.is_some());
+        if let Some(rate) = o.sanitize.and_then(|s| s.overwrite_bytes_per_s) {
+            kv(w, "sanitize_rate", size(rate));
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
 use serde_json::{json, Value};
-use sluice_target::config::{Acl, Backend, ChapCredentials, LunDef};
+use sluice_target::config::{Acl, Backend, ChapCredentials, LuOptions, LunDef, SanitizeOptions};
 use sluice_target::{ChangeReport, Target};
 use tracing::{info, warn};
 
@@ -181,7 +181,32 @@ fn lun_def(s: LunSpec) -> anyhow::Result<LunDef> {
         block_size: s.block_size.unwrap_or(DEFAULT_BLOCK_SIZE),
         read_only: s.read_only,
         removable: s.removable,
+        options: lu_options(&s)?,
         serial: s.serial,
+    })
+}
+
+/// The SCSI options of a LU to add, checked as the configuration file checks them.
+fn lu_options(s: &LunSpec) -> anyhow::Result<LuOptions> {
+    if let Some(p) = s.soft_threshold {
+        if !s.thin {
+            bail!("soft_threshold only applies to a thin LUN");
+        }
+        if !(1..=100).contains(&p) {
+            bail!("soft_threshold {p}: give a percentage from 1 to 100");
+        }
+    }
+    if let Some(rate) = s.sanitize_rate {
+        if !s.sanitize || rate == 0 {
+            bail!("sanitize_rate needs sanitize and a rate above zero");
+        }
+    }
+    Ok(LuOptions {
+        thin: s.thin,
+        soft_threshold_percent: s.soft_threshold,
+        sanitize: s.sanitize.then_some(SanitizeOptions {
+            overwrite_bytes_per_s: s.sanitize_rate,
+        }),
     })
 }
 
@@ -206,4 +231,44 @@ fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
         std::fs::rename(&tmp, path)
     };
     write().with_context(|| format!("cannot write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(json: &str) -> LunSpec {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn a_lun_spec_carries_thin_and_sanitize_checked_like_the_file() {
+        // Older clients send no options: a thick LU.
+        let thick = lun_def(spec(r#"{"number":1,"backend":"memory","size":1048576}"#)).unwrap();
+        assert_eq!(thick.options, LuOptions::default());
+        let thin = lun_def(spec(
+            r#"{"number":1,"backend":"memory","size":1048576,"thin":true,
+                "soft_threshold":80,"sanitize":true,"sanitize_rate":1000000}"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            thin.options,
+            LuOptions {
+                thin: true,
+                soft_threshold_percent: Some(80),
+                sanitize: Some(SanitizeOptions {
+                    overwrite_bytes_per_s: Some(1_000_000)
+                }),
+            }
+        );
+        for bad in [
+            r#"{"number":1,"backend":"memory","size":1048576,"soft_threshold":80}"#,
+            r#"{"number":1,"backend":"memory","size":1048576,"thin":true,"soft_threshold":0}"#,
+            r#"{"number":1,"backend":"memory","size":1048576,"thin":true,"soft_threshold":101}"#,
+            r#"{"number":1,"backend":"memory","size":1048576,"sanitize_rate":1000}"#,
+            r#"{"number":1,"backend":"memory","size":1048576,"sanitize":true,"sanitize_rate":0}"#,
+        ] {
+            assert!(lun_def(spec(bad)).is_err(), "{bad}");
+        }
+    }
 }

@@ -113,6 +113,18 @@ pub struct LunSpec {
     /// Open the file with O_DIRECT.
     #[serde(default)]
     pub direct: bool,
+    /// Thin-provision it (`provisioning = "thin"`).
+    #[serde(default)]
+    pub thin: bool,
+    /// A thin LU's soft threshold, in percent of its capacity.
+    #[serde(default)]
+    pub soft_threshold: Option<u8>,
+    /// Let initiators SANITIZE it (`sanitize = true`).
+    #[serde(default)]
+    pub sanitize: bool,
+    /// SANITIZE's write rate limit, bytes a second (`sanitize_rate`).
+    #[serde(default)]
+    pub sanitize_rate: Option<u64>,
 }
 
 /// CHAP credentials; secrets travel only over the control socket or the token-protected API.

@@ -189,6 +189,10 @@ pub struct ScsiWork {
     /// When the SCSI Command PDU arrived (the `now` of that call): the driver measures the
     /// command's latency from it.
     pub arrived: Instant,
+    /// Data-Out the initiator announced (its Expected Data Transfer Length when the W bit is
+    /// set, else 0). `data_out` holds at most what the SCSI layer asked for; a command whose
+    /// Data-Out must be exact compares the two.
+    pub data_out_len: u32,
 }
 
 /// The result of a [`ScsiWork`].

@@ -345,7 +345,7 @@ impl TargetSession {
 
     /// Hands a task to the SCSI layer.
     fn run(&mut self, itt: Itt, task: Task, data_out: WriteData) {
-        let TaskState::Running { info, .. } = &task.state else {
+        let TaskState::Running { info, write } = &task.state else {
             return;
         };
         self.work.push_back(ScsiWork {
@@ -359,6 +359,7 @@ impl TargetSession {
             data_out,
             data_in_len: if info.read { info.edtl } else { 0 },
             arrived: task.arrived,
+            data_out_len: if write.is_some() { info.edtl } else { 0 },
         });
         self.tasks.insert(itt, task);
     }
@@ -600,6 +601,18 @@ impl TargetSession {
             self.unreserve(&task);
             self.release_slot(task.slot);
         }
+    }
+
+    /// Whether the result of `ticket`'s work is no longer wanted: its task was ended while
+    /// the SCSI layer ran it (by task management, another I_T nexus's PREEMPT AND ABORT or a
+    /// lost connection), or is gone. A driver
+    /// may then stop a long-running command early; it still hands its result back with
+    /// [`TargetSession::handle_completion`], which drops it.
+    #[must_use]
+    pub fn work_abandoned(&self, ticket: Ticket) -> bool {
+        self.tasks
+            .get(&ticket.itt)
+            .is_none_or(|t| t.serial != ticket.serial || t.ended.is_some())
     }
 
     /// A task whose work was handed out but never taken by the driver: it ends here, its

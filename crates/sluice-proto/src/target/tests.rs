@@ -401,12 +401,18 @@ fn abort_task_of_a_running_command_answers_after_its_result_and_drops_it() {
     let mut r = Rig::new(&[1]);
     r.send(1, read(1, 1, 8));
     let works = r.works();
+    assert!(!r.s.work_abandoned(works[0].ticket));
     r.send(1, tmf_req(2, 2, TmfFunction::AbortTask, 1, 1));
     assert!(
         r.drain(1).is_empty(),
         "no answer while the SCSI layer still runs the task"
     );
+    assert!(
+        r.s.work_abandoned(works[0].ticket),
+        "the driver may stop it"
+    );
     r.complete(&works[0]);
+    assert!(r.s.work_abandoned(works[0].ticket));
     let pdus = r.drain(1);
     assert!(matches!(pdus[..], [Pdu::TaskMgmtResponse(_)]), "{pdus:?}");
     assert_eq!(tmf_response_of(&pdus), Some(TmfResponse::FunctionComplete));
@@ -811,6 +817,29 @@ mod recovery;
 
 #[path = "reassign_tests.rs"]
 mod reassign;
+
+#[test]
+fn work_carries_the_data_out_length_the_initiator_announced() {
+    let mut r = Rig::new(&[1]);
+    // A one-block WRITE whose Expected Data Transfer Length says two blocks: the SCSI layer
+    // gets the one block it asked for, and hears of the two.
+    let Pdu::ScsiCommand(mut c) = write(1, 1, 1) else {
+        unreachable!()
+    };
+    c.expected_data_transfer_length = 2 * BLOCK;
+    r.send(1, Pdu::ScsiCommand(c));
+    let Some(Pdu::R2t(r2t)) = r.drain(1).pop() else {
+        panic!("no R2T")
+    };
+    assert_eq!(r2t.desired_data_transfer_length, BLOCK);
+    r.send(1, data_out(1, r2t.ttt, 0, BLOCK as usize, true));
+    let works = r.works();
+    assert_eq!(works[0].data_out.len(), BLOCK as usize);
+    assert_eq!(works[0].data_out_len, 2 * BLOCK);
+    assert_eq!(works[0].data_in_len, 0);
+    r.send(1, read(2, 2, 1));
+    assert_eq!(r.works()[0].data_out_len, 0);
+}
 
 #[test]
 fn tasks_aborted_by_another_nexus_end_without_status() {

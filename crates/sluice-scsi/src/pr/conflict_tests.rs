@@ -138,7 +138,7 @@ fn every_command_under_every_persistent_reservation_type() {
                     &cdb[..2]
                 )
             });
-            let h = Harness::new(512, 64);
+            let h = Harness::every_command(512, 64);
             let holder = nexus(&h, 10, 1);
             let registered = nexus(&h, 11, 2);
             let unregistered = nexus(&h, 12, 1);
@@ -167,7 +167,7 @@ fn every_command_under_every_persistent_reservation_type() {
 fn every_command_under_a_reserve6_reservation() {
     for cdb in commands() {
         let row = expected(&cdb).expect("row");
-        let h = Harness::new(512, 64);
+        let h = Harness::every_command(512, 64);
         let holder = nexus(&h, 10, 1);
         let other = nexus(&h, 11, 2);
         holder.ok(&[0x16, 0, 0, 0, 0, 0], &[]);

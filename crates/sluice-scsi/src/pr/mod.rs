@@ -283,3 +283,7 @@ pub(crate) mod tests;
 #[cfg(test)]
 #[path = "conflict_tests.rs"]
 mod conflict_tests;
+
+#[cfg(test)]
+#[path = "ordering_tests.rs"]
+mod ordering_tests;

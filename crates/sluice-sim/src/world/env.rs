@@ -155,5 +155,6 @@ pub(super) fn lu_config(n: u16, device: Arc<MemoryDevice>) -> LuConfig {
         naa_id: (6u64 << 60) | u64::from(n),
         write_cache: true,
         removable: false,
+        options: sluice_scsi::LuOptions::default(),
     }
 }

@@ -360,3 +360,59 @@ fn huge_pages_are_only_asked_for_when_wanted() {
     assert!(dev.read_shared(0, 4096).is_some(), "mapped");
     assert_eq!(dev.huge_pages(), None);
 }
+
+#[test]
+fn a_thin_file_is_never_mapped_and_unmap_shrinks_it() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let path = dir.path().join("lun.img");
+    // Fully allocated on tmpfs: a thick LUN would be mapped.
+    std::fs::write(&path, vec![1u8; 4 << 20]).unwrap();
+    let thin = FileOptions {
+        thin: true,
+        ..FileOptions::default()
+    };
+    let dev = FileDevice::open(&path, thin).unwrap();
+    assert!(
+        dev.read_shared(0, 1 << 20).is_none(),
+        "thin files are not mapped"
+    );
+    assert!(dev.deallocates());
+    let before = std::fs::metadata(&path).unwrap().blocks();
+    dev.discard(1 << 20, 2 << 20).unwrap();
+    let after = std::fs::metadata(&path).unwrap().blocks();
+    assert_eq!(
+        before - after,
+        (2 << 20) / 512,
+        "st_blocks shrink by the hole"
+    );
+    assert_eq!(dev.allocated_bytes(), Some(after * 512));
+    let mut buf = vec![9u8; 4096];
+    dev.read_at((2 << 20) - 2048, &mut buf).unwrap();
+    assert!(buf.iter().all(|&b| b == 0));
+    // A thick device ignores discard, and cannot be read-only and punched.
+    let thick = FileDevice::open(&path, FileOptions::default()).unwrap();
+    assert!(!thick.deallocates());
+    let ro = FileOptions {
+        read_only: true,
+        thin: true,
+        ..FileOptions::default()
+    };
+    let ro = FileDevice::open(&path, ro).unwrap();
+    assert_eq!(
+        io_kind(ro.discard(0, 4096)),
+        io::ErrorKind::ReadOnlyFilesystem
+    );
+}
+
+#[test]
+fn thin_provisioning_needs_a_regular_file() {
+    let thin = FileOptions {
+        thin: true,
+        ..FileOptions::default()
+    };
+    let e = FileDevice::open("/dev/null", thin).unwrap_err();
+    assert!(
+        e.to_string().contains("neither") || e.to_string().contains("thin"),
+        "{e}"
+    );
+}

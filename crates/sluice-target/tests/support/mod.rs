@@ -53,6 +53,7 @@ pub fn target_def(iqn: &str) -> TargetDef {
             block_size: BLOCK as u32,
             read_only: false,
             removable: false,
+            options: Default::default(),
             serial: None,
         }],
         acl: Acl::Open,

@@ -123,6 +123,56 @@ fn removable_key() {
 }
 
 #[test]
+fn provisioning_threshold_and_sanitize_keys() {
+    use sluice_target::config::{LuOptions, SanitizeOptions};
+    let c = parse(MINIMAL).unwrap();
+    assert_eq!(c.targets[0].luns[0].options, LuOptions::default());
+    let src = format!(
+        "{MINIMAL}provisioning = \"thin\"\nsoft_threshold = 75\nsanitize = true\n\
+         sanitize_rate = \"64M\"\n"
+    );
+    let o = parse(&src).unwrap().targets[0].luns[0].options;
+    assert_eq!(
+        o,
+        LuOptions {
+            thin: true,
+            soft_threshold_percent: Some(75),
+            sanitize: Some(SanitizeOptions {
+                overwrite_bytes_per_s: Some(64 << 20)
+            }),
+        }
+    );
+    let thick = parse(&format!(
+        "{MINIMAL}provisioning = \"thick\"\nsanitize = true\n"
+    ))
+    .unwrap();
+    let o = thick.targets[0].luns[0].options;
+    assert!(!o.thin && o.sanitize.is_some());
+    assert!(matches!(
+        kind_at(&format!("{MINIMAL}soft_threshold = 80\n"), 9),
+        crate::config_file::kind::ErrorKind::ThresholdNeedsThin { .. }
+    ));
+    assert!(matches!(
+        kind_at(
+            &format!("{MINIMAL}provisioning = \"thin\"\nsoft_threshold = 0\n"),
+            10
+        ),
+        crate::config_file::kind::ErrorKind::OutOfRange {
+            key: crate::config_file::kind::FileKey::SoftThreshold,
+            ..
+        }
+    ));
+    assert!(matches!(
+        kind_at(&format!("{MINIMAL}sanitize_rate = \"1M\"\n"), 9),
+        crate::config_file::kind::ErrorKind::SanitizeRate { .. }
+    ));
+    assert!(matches!(
+        kind_at(&format!("{MINIMAL}provisioning = \"sparse\"\n"), 9),
+        crate::config_file::kind::ErrorKind::Syntax(_)
+    ));
+}
+
+#[test]
 fn lun_numbers_follow_the_previous_one() {
     let src = format!(
         "{MINIMAL}\n[[target.lun]]\nnumber = 5\nbackend = \"null\"\nsize = 4096\n\n[[target.lun]]\nbackend = \"null\"\nsize = \"1T\"\n"

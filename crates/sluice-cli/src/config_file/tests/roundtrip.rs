@@ -119,6 +119,13 @@ size = "1G"
                 read_only: true,
                 removable: true,
                 serial: Some("SN-42".into()),
+                options: sluice_target::config::LuOptions {
+                    thin: true,
+                    soft_threshold_percent: Some(90),
+                    sanitize: Some(sluice_target::config::SanitizeOptions {
+                        overwrite_bytes_per_s: Some(200 << 20),
+                    }),
+                },
             },
             LunDef {
                 number: 300,
@@ -127,6 +134,7 @@ size = "1G"
                 read_only: false,
                 removable: false,
                 serial: None,
+                options: Default::default(),
             },
         ],
         acl: Acl::Allow(vec![

@@ -1,0 +1,127 @@
+//! Commands that run for as long as their data takes (`sluice_scsi::runs_long`: EXTENDED
+//! COPY, WRITE SAME, UNMAP, SANITIZE): they run on the blocking pool while their connection
+//! goes on reading and answering, and can be aborted.
+//!
+//! Run inline, a 1 GiB EXTENDED COPY would hold its connection's task, and the connection's
+//! tokio worker, for the whole copy: no other command, no NOP-In, no ABORT TASK on that
+//! connection until it ends. Here the connection hands the work to a task of its own, which
+//! runs it on the blocking pool with an `AbortSignal` and gives the result back to the session
+//! core (which answers on the command's connection, or drops the answer of an aborted task)
+//! whenever it comes. The signal is raised when the core says the work is abandoned: ABORT
+//! TASK, a task-set function or a reset that covers it, or the loss of its connection. Like
+//! any SIMPLE task, such a command may complete after commands sent later (SAM-5 8.6).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::{Bytes, BytesMut};
+use sluice_proto::pdu::codes::ScsiStatus;
+use sluice_proto::target::{ScsiCompletion, ScsiWork, TargetSession, Ticket};
+use sluice_scsi::{AbortSignal, ScsiTarget, SenseData, SenseKey};
+use tracing::warn;
+
+use crate::context::Context;
+use crate::ffp::{abort_other_tasks, run, DriverEnv};
+use crate::metrics::{Finished, LuCounters};
+use crate::sessions::SharedSession;
+
+/// The long-running commands of one session in the SCSI layer now, and their abort signals.
+#[derive(Debug, Default)]
+pub(crate) struct LongRunning {
+    /// How many: checked on every input, so that a session without any pays one atomic load.
+    count: AtomicUsize,
+    running: Mutex<Vec<(Ticket, AbortSignal)>>,
+}
+
+impl LongRunning {
+    fn running(&self) -> MutexGuard<'_, Vec<(Ticket, AbortSignal)>> {
+        // The list is consistent after every push and retain: a poisoned lock is usable.
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn track(&self, ticket: Ticket, abort: AbortSignal) {
+        let mut running = self.running();
+        running.push((ticket, abort));
+        self.count.store(running.len(), Ordering::Release);
+    }
+
+    fn untrack(&self, ticket: Ticket) {
+        let mut running = self.running();
+        running.retain(|(t, _)| *t != ticket);
+        self.count.store(running.len(), Ordering::Release);
+    }
+
+    /// Raises the signal of every command whose result the core no longer wants. Call with
+    /// the core locked, after anything that may end tasks (a PDU, a timeout, a lost
+    /// connection).
+    pub(crate) fn abort_abandoned(&self, core: &TargetSession) {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        for (ticket, abort) in self.running().iter() {
+            if core.work_abandoned(*ticket) {
+                abort.abort();
+            }
+        }
+    }
+}
+
+/// Runs `work` on the blocking pool, counts it in `counters` (its LU's, for this
+/// connection), hands its result to the session core when it ends, and wakes the session's
+/// connections to send what that produced.
+pub(crate) fn spawn(
+    ctx: Arc<Context>,
+    session: Arc<SharedSession>,
+    scsi: Arc<ScsiTarget>,
+    work: ScsiWork,
+    counters: Option<Arc<LuCounters>>,
+) {
+    let abort = AbortSignal::new();
+    let ticket = work.ticket;
+    session.long_running.track(ticket, abort.clone());
+    let nexus = session.nexus;
+    tokio::spawn(async move {
+        let lun = work.lun;
+        let result = tokio::task::spawn_blocking(move || {
+            let ((completion, aborts), _) = run(&scsi, nexus, &work, BytesMut::new(), Some(&abort));
+            if let Some(c) = counters {
+                c.record(&Finished {
+                    cdb: work.cdb.as_bytes(),
+                    read_bytes: 0,
+                    write_bytes: work.data_out.len() as u64,
+                    status: completion.status,
+                    sense: &completion.sense,
+                    latency: std::time::Instant::now().saturating_duration_since(work.arrived),
+                });
+            }
+            (completion, aborts)
+        })
+        .await;
+        session.long_running.untrack(ticket);
+        let (completion, aborts) = result.unwrap_or_else(|e| {
+            warn!(error = %e, "long-running command panicked");
+            (internal_failure(), Vec::new())
+        });
+        // Only PERSISTENT RESERVE OUT names I_T nexuses to abort, and it never runs long; the
+        // rule holds here all the same.
+        if !aborts.is_empty() {
+            abort_other_tasks(&ctx, &session, &aborts, lun, ticket);
+        }
+        {
+            let mut env = DriverEnv::new(&ctx, &session);
+            let mut core = session.lock();
+            core.handle_completion(ticket, completion, &mut env);
+        }
+        session.wake_all();
+    });
+}
+
+/// HARDWARE ERROR / INTERNAL TARGET FAILURE: what a command that panicked ends with.
+fn internal_failure() -> ScsiCompletion {
+    let sense = SenseData::new(SenseKey::HARDWARE_ERROR, 0x44, 0x00);
+    ScsiCompletion {
+        status: ScsiStatus::CheckCondition,
+        sense: Bytes::from(sense.to_bytes()),
+        data: Bytes::new(),
+    }
+}
