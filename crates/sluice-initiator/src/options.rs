@@ -29,6 +29,10 @@ pub enum Direction {
 /// A PDU trace hook: called for every PDU sent or received, login and discovery included.
 pub type PduTrace = Arc<dyn Fn(Direction, &Pdu) + Send + Sync>;
 
+/// A socket hook: called with every connection's socket once it is connected, before login
+/// (measurement tools take a duplicate of it to sample TCP_INFO).
+pub type SocketHook = Arc<dyn Fn(&tokio::net::TcpStream) + Send + Sync>;
+
 /// CHAP settings (RFC 7143 section 12.1.3).
 #[derive(Clone, Eq, PartialEq)]
 pub struct Chap {
@@ -92,6 +96,12 @@ pub struct ConnectOptions {
     pub policy: Policy,
     /// Called for every PDU, for debugging.
     pub trace: Option<PduTrace>,
+    /// TCP settings of every connection: congestion control, buffers, `TCP_NODELAY`,
+    /// `TCP_NOTSENT_LOWAT`. By default the send buffer grows past the kernel's autotuning
+    /// ceiling while TCP_INFO says it limits the connection (a long fat path).
+    pub tcp: sluice_tcp::SocketOptions,
+    /// Called with each connection's socket once connected, for measurement.
+    pub socket_hook: Option<SocketHook>,
     /// Recovery timers: the command deadline, and the retry period of ErrorRecoveryLevel 1
     /// and above.
     pub recovery: RecoveryConfig,
@@ -133,6 +143,8 @@ impl Default for ConnectOptions {
             connections: 1,
             policy: Policy::RoundRobin,
             trace: None,
+            tcp: sluice_tcp::SocketOptions::default(),
+            socket_hook: None,
             recovery: RecoveryConfig::default(),
             fault_hook: None,
         }
