@@ -1,27 +1,35 @@
 //! An emulated network link between two network namespaces, in user space: the machine's
 //! kernel has no netem, so packets cross from one TUN device to the other through
-//! `forward.rs`, which serialises them at the link rate behind a tail-drop queue and adds a
-//! one-way delay. The initiator stays in this process's namespace (`10.201.N.1`); the target
-//! runs inside the link's namespace (`10.201.N.2`, started with `ip netns exec`). Needs root
-//! (CAP_NET_ADMIN) and the `ip` command.
+//! `forward.rs`, which serialises them at each direction's rate behind a tail-drop queue,
+//! adds its one-way delay (with jitter, if asked) and loses packets at random (if asked).
+//! The initiator stays in this process's namespace (`10.201.N.1`); the target runs inside the
+//! link's namespace (`10.201.N.2`, started with `ip netns exec`, or sockets opened there with
+//! [`EmulatedLink::in_netns`]). The settings may change between runs
+//! ([`EmulatedLink::set_spec`]); `accuracy.rs` measures what the link really does. Needs root
+//! (CAP_NET_ADMIN) and the `ip` command. Every `sluice lab` study that needs more than
+//! loopback uses this one link.
 
+mod accuracy;
 mod forward;
 mod spec;
 mod tun;
 
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-pub use forward::DirectionCounters;
-pub use spec::LinkSpec;
+pub use accuracy::{LinkAccuracy, RttProbe};
+pub use forward::{DirectionCounters, Lateness};
+pub use spec::{LinkSpec, PathSpec};
 
 use crate::error::LabError;
 
 /// A running emulated link; dropping it removes the namespace and both devices.
 pub struct EmulatedLink {
     spec: LinkSpec,
+    /// Each direction's settings as the forwarder reads them, packet by packet.
+    paths: [Arc<Mutex<PathSpec>>; 2],
     netns: String,
     subnet: u8,
     stop: Arc<AtomicBool>,
@@ -54,7 +62,9 @@ fn remove_stale() {
     };
     for e in dir.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if let Some(pid) = name.strip_prefix("sluice-lab-") {
+        if let Some(rest) = name.strip_prefix("sluice-lab-") {
+            // `sluice-lab-PID-N`: the N-th link of process PID.
+            let pid = rest.split('-').next().unwrap_or(rest);
             if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
                 let _ = ip(&["netns", "del", &name]);
             }
@@ -74,13 +84,21 @@ impl EmulatedLink {
             ));
         }
         remove_stale();
+        // Links of one process (tests run several at once) are told apart by a counter.
+        static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = STARTED.fetch_add(1, Ordering::Relaxed) % 100;
         let pid = std::process::id();
-        let netns = format!("sluice-lab-{pid}");
-        let subnet = (pid % 250) as u8;
-        let (a_name, b_name) = (format!("slA{pid}"), format!("slB{pid}"));
+        let netns = format!("sluice-lab-{pid}-{n}");
+        let subnet = ((pid + n) % 250) as u8;
+        // Interface names are at most 15 bytes: 3 + 7 digits of pid + 1 + 2.
+        let (a_name, b_name) = (format!("slA{pid}x{n}"), format!("slB{pid}x{n}"));
         ip(&["netns", "add", &netns])?;
         let mut link = Self {
             spec,
+            paths: [
+                Arc::new(Mutex::new(spec.forward)),
+                Arc::new(Mutex::new(spec.backward)),
+            ],
             netns: netns.clone(),
             subnet,
             stop: Arc::new(AtomicBool::new(false)),
@@ -113,14 +131,16 @@ impl EmulatedLink {
         let dup = |fd| tun::dup(fd).map_err(|e| io("duplicating a TUN descriptor", e));
         let (a2, b2) = (dup(&a)?, dup(&b)?);
         link.threads.extend(forward::direction(
-            spec,
+            Arc::clone(&link.paths[0]),
+            spec.seed,
             a,
             b,
             Arc::clone(&link.stop),
             Arc::clone(&link.forward),
         ));
         link.threads.extend(forward::direction(
-            spec,
+            Arc::clone(&link.paths[1]),
+            spec.seed.wrapping_add(1),
             b2,
             a2,
             Arc::clone(&link.stop),
@@ -132,6 +152,32 @@ impl EmulatedLink {
     /// The link's settings.
     pub fn spec(&self) -> LinkSpec {
         self.spec
+    }
+
+    /// Changes the link's rate, delay, jitter, loss and queues from the next packet on (the
+    /// packets already scheduled keep their times). The MTU is fixed when the link starts.
+    pub fn set_spec(&mut self, spec: LinkSpec) -> Result<(), LabError> {
+        if spec.mtu != self.spec.mtu {
+            return Err(LabError::Link(format!(
+                "the MTU is fixed when the link starts ({}, asked {})",
+                self.spec.mtu, spec.mtu
+            )));
+        }
+        for (slot, path) in self.paths.iter().zip([spec.forward, spec.backward]) {
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = path;
+        }
+        self.spec = spec;
+        Ok(())
+    }
+
+    /// Runs `f` on a thread inside the link's namespace and returns what it returns:
+    /// sockets it opens (a listener, say) stay in that namespace wherever they are used.
+    pub fn in_netns<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+    ) -> Result<T, LabError> {
+        tun::in_netns(&self.netns, f)
+            .map_err(|e| LabError::Link(format!("inside namespace {}: {e}", self.netns)))
     }
 
     /// The namespace the target must run in (`ip netns exec NAME ...`).
