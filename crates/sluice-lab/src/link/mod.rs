@@ -22,6 +22,7 @@ use std::thread::JoinHandle;
 pub use accuracy::{LinkAccuracy, RttProbe};
 pub use forward::{DirectionCounters, Lateness};
 pub use spec::{LinkSpec, PathSpec};
+pub(crate) use tun::precise_timers;
 
 use crate::error::LabError;
 
