@@ -178,7 +178,7 @@ fn tiny_wan_study_runs_end_to_end() {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .filter(|n| {
-                    n.strip_prefix("sluice-lab-")
+                    n.strip_prefix("sluicelab-")
                         .and_then(|rest| rest.split('-').next())
                         .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
                 })

@@ -56,6 +56,12 @@ fn ip(args: &[&str]) -> Result<(), LabError> {
     Ok(())
 }
 
+/// The prefix of a link's namespace: `sluicelab-PID-N`, the N-th link of process PID.
+/// (Builds before links were counted named theirs `sluice-lab-PID` and delete any
+/// `sluice-lab-*` whose PID is not a live process: a counted name under their prefix would
+/// be deleted while in use.)
+const NETNS_PREFIX: &str = "sluicelab-";
+
 /// Removes namespaces left by labs whose process is gone.
 fn remove_stale() {
     let Ok(dir) = std::fs::read_dir("/var/run/netns") else {
@@ -63,14 +69,30 @@ fn remove_stale() {
     };
     for e in dir.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if let Some(rest) = name.strip_prefix("sluice-lab-") {
-            // `sluice-lab-PID-N`: the N-th link of process PID.
-            let pid = rest.split('-').next().unwrap_or(rest);
+        let pid = name
+            .strip_prefix(NETNS_PREFIX)
+            .and_then(|rest| rest.split('-').next())
+            .or_else(|| name.strip_prefix("sluice-lab-"));
+        if let Some(pid) = pid {
             if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
                 let _ = ip(&["netns", "del", &name]);
             }
         }
     }
+}
+
+/// A `10.201.N.0/30` subnet no interface of this namespace uses yet, trying `first` and up:
+/// two links on the same subnet would route each other's packets.
+fn free_subnet(first: u32) -> Result<u8, LabError> {
+    let out = Command::new("ip")
+        .args(["-4", "-o", "addr", "show"])
+        .output()
+        .map_err(|e| LabError::Link(format!("running ip addr show: {e}")))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    (0..250)
+        .map(|i| ((first + i) % 250) as u8)
+        .find(|n| !text.contains(&format!(" 10.201.{n}.")))
+        .ok_or_else(|| LabError::Link("every 10.201.N.0/30 subnet is in use".into()))
 }
 
 impl EmulatedLink {
@@ -89,8 +111,8 @@ impl EmulatedLink {
         static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = STARTED.fetch_add(1, Ordering::Relaxed) % 100;
         let pid = std::process::id();
-        let netns = format!("sluice-lab-{pid}-{n}");
-        let subnet = ((pid + n) % 250) as u8;
+        let netns = format!("{NETNS_PREFIX}{pid}-{n}");
+        let subnet = free_subnet(pid + n)?;
         // Interface names are at most 15 bytes: 3 + 7 digits of pid + 1 + 2.
         let (a_name, b_name) = (format!("slA{pid}x{n}"), format!("slB{pid}x{n}"));
         ip(&["netns", "add", &netns])?;
