@@ -181,6 +181,9 @@ pub struct WanArgs {
     /// Seconds measured per run, instead of the preset's.
     #[arg(long)]
     pub seconds: Option<f64>,
+    /// Round-trip times to run (ms, comma-separated), instead of each experiment's.
+    #[arg(long, value_delimiter = ',', value_name = "MS,...")]
+    pub rtts: Option<Vec<f64>>,
     /// Add libiscsi's initiator (`qemu-img bench -w`) beside sluice's on the throughput
     /// figures.
     #[arg(long)]

@@ -110,9 +110,15 @@ pub fn run(args: &WanArgs) -> Result<()> {
     } else {
         accuracy = read_accuracy(files.dir());
     }
+    // Redrawn from an earlier run: the machine and load it ran on, not today's.
+    let environment = if args.report_only {
+        read_environment(files.dir()).unwrap_or_else(|| environment(&load_before))
+    } else {
+        environment(&load_before)
+    };
     let ctx = Context {
         command: command_line(args),
-        environment: environment(&load_before),
+        environment,
         accuracy,
         failures,
     };
@@ -173,6 +179,14 @@ fn plan(args: &WanArgs) -> Result<Plan> {
             e.seconds = Duration::from_secs_f64(s);
         }
     }
+    if let Some(rtts) = &args.rtts {
+        if rtts.is_empty() || rtts.iter().any(|r| !(0.0..=10_000.0).contains(r)) {
+            bail!("--rtts: round-trip times from 0 to 10000 ms");
+        }
+        for e in &mut plan.experiments {
+            e.rtts_ms = rtts.clone();
+        }
+    }
     if args.libiscsi {
         plan = plan.with_libiscsi();
     }
@@ -211,12 +225,25 @@ fn accuracy_json(a: &LinkAccuracy) -> serde_json::Value {
     })
 }
 
+/// An earlier run's results.json.
+fn read_results_json(dir: &Path) -> Option<serde_json::Value> {
+    let text = fs::read_to_string(dir.join("results.json")).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// The environment an earlier run stored in results.json (for --report-only).
+fn read_environment(dir: &Path) -> Option<Vec<String>> {
+    let json = read_results_json(dir)?;
+    json["environment"]
+        .as_array()?
+        .iter()
+        .map(|l| l.as_str().map(str::to_owned))
+        .collect()
+}
+
 /// The accuracy an earlier run stored in results.json (for --report-only).
 fn read_accuracy(dir: &Path) -> Vec<LinkAccuracy> {
-    let Ok(text) = fs::read_to_string(dir.join("results.json")) else {
-        return Vec::new();
-    };
-    let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) else {
+    let Some(json) = read_results_json(dir) else {
         return Vec::new();
     };
     let Some(list) = json["link_accuracy"].as_array() else {
@@ -262,6 +289,10 @@ fn command_line(args: &WanArgs) -> String {
     }
     if let Some(x) = args.seconds {
         let _ = write!(s, " --seconds {x}");
+    }
+    if let Some(r) = &args.rtts {
+        let list: Vec<String> = r.iter().map(f64::to_string).collect();
+        let _ = write!(s, " --rtts {}", list.join(","));
     }
     if args.libiscsi {
         s.push_str(" --libiscsi");
@@ -485,6 +516,7 @@ mod tests {
             link: Some("rate=500mbit,queue=2M".into()),
             runs: Some(2),
             seconds: Some(3.0),
+            rtts: Some(vec![0.0, 50.0]),
             libiscsi: false,
         };
         let p = plan(&args).unwrap();

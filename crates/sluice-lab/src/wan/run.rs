@@ -260,7 +260,8 @@ impl PointRun<'_> {
         s: &[monitor::Sample],
         p: &[super::pdulog::PduEvent],
     ) -> Result<(), String> {
-        if !self.e.traced() {
+        // Only the time-series figures read them back (a decomposition is made in memory).
+        if self.e.kind != super::plan::Kind::Trace {
             return Ok(());
         }
         let (sp, pp) = series::paths(&env.out, self.e.id, &self.c.label, self.rtt_ms, run);

@@ -149,62 +149,91 @@ fn decomposition_table(out: &mut String, plan: &Plan, rows: &[WanRun], id: &str)
     out.push('\n');
 }
 
-/// Sentences the numbers support: the stall and its cause, the fix, the goal.
+/// Sentences the numbers support: the stall and its cause, the fix, sluice's defaults.
 fn findings(out: &mut String, rows: &[WanRun]) {
     let mut lines = Vec::new();
-    let max_rtt = rows
+    let sluice: Vec<&WanRun> = rows.iter().filter(|r| r.initiator == "sluice").collect();
+    let max_rtt = sluice.iter().map(|r| r.rtt_ms).fold(0.0, f64::max);
+    let at_max: Vec<&WanRun> = sluice
         .iter()
-        .filter(|r| r.initiator == "sluice")
-        .map(|r| r.rtt_ms)
-        .fold(0.0, f64::max);
-    let at = |f: &dyn Fn(&WanRun) -> bool| -> Option<&WanRun> {
-        rows.iter().find(|r| r.rtt_ms == max_rtt && f(r))
-    };
-    if let Some(r) = at(&|r| r.initiator == "sluice" && r.sndbuf_policy == "kernel") {
-        if let Some(t) = r.tcp {
-            let share = t.sndbuf_limited_s / r.seconds.max(1e-9);
-            let bound = t.max_sndbuf as f64 / (max_rtt / 1e3) / f64::from(1 << 20);
-            let head = if share >= 0.1 {
-                "**The stall.**"
-            } else {
-                "**No stall here.**"
-            };
+        .copied()
+        .filter(|r| r.rtt_ms == max_rtt)
+        .collect();
+    let share = |r: &WanRun, x: f64| x / r.seconds.max(1e-9);
+    let limited = |r: &WanRun| r.tcp.map_or(0.0, |t| share(r, t.sndbuf_limited_s));
+    let kernel: Vec<&WanRun> = at_max
+        .iter()
+        .copied()
+        .filter(|r| r.sndbuf_policy == "kernel" && r.tcp.is_some())
+        .collect();
+    let mut stalled: Vec<&WanRun> = kernel
+        .iter()
+        .copied()
+        .filter(|r| limited(r) >= 0.1)
+        .collect();
+    if stalled.is_empty() {
+        // Say so, with the most limited of them.
+        stalled.extend(
+            kernel
+                .iter()
+                .copied()
+                .max_by(|a, b| limited(a).total_cmp(&limited(b))),
+        );
+    }
+    for r in stalled {
+        let t = r.tcp.unwrap_or_default();
+        let bound = t.max_sndbuf as f64 / (max_rtt / 1e3) / f64::from(1 << 20);
+        let head = if limited(r) >= 0.1 {
+            "**The stall.**"
+        } else {
+            "**No stall.**"
+        };
+        lines.push(format!(
+            "{head} With the kernel sizing the send buffer, `{}` ({}) wrote {:.1} MiB/s at \
+             {max_rtt} ms, {} of the theoretical line. TCP_INFO counted the connection \
+             send-buffer-limited for {} of the run and receive-window-limited for {}; the \
+             buffer peaked at {} MB, and a buffer that size carries at most {bound:.1} MiB/s \
+             over {max_rtt} ms (buffer / RTT, before the kernel's per-segment overhead).",
+            r.config,
+            r.experiment,
+            r.mib_s(),
+            pct(r.of_theory()),
+            pct(limited(r)),
+            pct(share(r, t.rwnd_limited_s)),
+            mb(t.max_sndbuf),
+        ));
+        for fix in at_max.iter().filter(|f| {
+            f.experiment == r.experiment
+                && f.block_bytes == r.block_bytes
+                && f.queue_depth == r.queue_depth
+                && f.params == r.params
+                && f.sndbuf_policy != "kernel"
+        }) {
+            let t = fix.tcp.unwrap_or_default();
             lines.push(format!(
-                "{head} With the kernel sizing the send buffer, `{}` wrote {:.1} MiB/s at \
-                 {max_rtt} ms, {} of the theoretical line. TCP_INFO counted the connection \
-                 send-buffer-limited for {} of the run and receive-window-limited for {}; the \
-                 buffer peaked at {} MB, and a buffer that size carries at most {bound:.1} MiB/s \
-                 over {max_rtt} ms (buffer / RTT, before the kernel's per-segment overhead).",
-                r.config,
-                r.mib_s(),
-                pct(r.of_theory()),
-                pct(share),
-                pct(t.rwnd_limited_s / r.seconds.max(1e-9)),
+                "**The fix.** `{}` wrote {:.1} MiB/s at {max_rtt} ms, {} of the theoretical \
+                 line, send-buffer-limited {} of the time, its buffer at most {} MB.",
+                fix.config,
+                fix.mib_s(),
+                pct(fix.of_theory()),
+                pct(limited(fix)),
                 mb(t.max_sndbuf),
             ));
         }
     }
-    for policy in ["33554432", "grow"] {
-        if let Some(r) =
-            at(&|r| r.initiator == "sluice" && r.sndbuf_policy == policy && r.params != "defaults")
-        {
-            if let Some(t) = r.tcp {
-                lines.push(format!(
-                    "**The fix ({}).** `{}` wrote {:.1} MiB/s at {max_rtt} ms, {} of the theoretical \
-                     line, send-buffer-limited {} of the time, its buffer at most {} MB.",
-                    if policy == "grow" { "grown buffer" } else { "fixed buffer" },
-                    r.config,
-                    r.mib_s(),
-                    pct(r.of_theory()),
-                    pct(t.sndbuf_limited_s / r.seconds.max(1e-9)),
-                    mb(t.max_sndbuf),
-                ));
-            }
-        }
+    if let Some(r) = at_max.iter().find(|r| r.params == "rfc") {
+        lines.push(format!(
+            "**RFC 7143's defaults.** `{}` wrote {:.1} MiB/s at {max_rtt} ms, {} of the \
+             theoretical line: every burst of MaxBurstLength waits for its own R2T, one at a \
+             time (MaxOutstandingR2T 1).",
+            r.config,
+            r.mib_s(),
+            pct(r.of_theory()),
+        ));
     }
-    for r in rows
+    for r in at_max
         .iter()
-        .filter(|r| r.rtt_ms == max_rtt && r.params == "defaults" && r.initiator == "sluice")
+        .filter(|r| r.params == "defaults" && r.sndbuf_policy != "kernel")
     {
         let verdict = if r.of_theory() >= GOAL {
             "meets"
