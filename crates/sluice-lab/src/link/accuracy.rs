@@ -69,7 +69,7 @@ impl LinkAccuracy {
 }
 
 impl EmulatedLink {
-    /// Measures the link as it is set now: [`RTT_PROBES`] echoes, then a paced stream for
+    /// Measures the link as it is set now: 50 echoes, then a paced stream for
     /// `rate_probe` (none when zero or the rate is unlimited). Run it with nothing else on
     /// the link.
     pub fn measure_accuracy(&self, rate_probe: Duration) -> Result<LinkAccuracy, LabError> {
