@@ -184,6 +184,19 @@ pub struct WanArgs {
     /// Round-trip times to run (ms, comma-separated), instead of each experiment's.
     #[arg(long, value_delimiter = ',', value_name = "MS,...")]
     pub rtts: Option<Vec<f64>>,
+    /// TCP settings of every sluice and socket line, over the preset's: cc=reno|cubic|bbr,
+    /// sndbuf=kernel|grow|SIZE, rcvbuf=kernel|SIZE, lowat=none|SIZE, nodelay=on|off.
+    #[arg(long, value_name = "SPEC")]
+    pub tcp: Option<String>,
+    /// Commands in flight on every iSCSI line.
+    #[arg(long)]
+    pub qd: Option<u32>,
+    /// Bytes per command on every iSCSI line (e.g. 512K to 8M).
+    #[arg(long, value_parser = size_arg)]
+    pub block: Option<u64>,
+    /// TCP connections per session on every sluice line (MC/S).
+    #[arg(long)]
+    pub connections: Option<u16>,
     /// Add libiscsi's initiator (`qemu-img bench -w`) beside sluice's on the throughput
     /// figures.
     #[arg(long)]

@@ -17,8 +17,8 @@ use sluice_initiator::IscsiUrl;
 use sluice_lab::link::{EmulatedLink, LinkAccuracy, LinkSpec};
 use sluice_lab::sweep::Point;
 use sluice_lab::wan::{
-    analyse, preset, run_plan, Config, Context, Env, Event, ExternalWriter, Plan, Sink,
-    TargetLauncher, WanRun, PRESETS,
+    analyse, apply_tcp_spec, preset, run_plan, Config, Context, Env, Event, ExternalWriter,
+    Initiator, Plan, Sink, TargetLauncher, WanRun, PRESETS,
 };
 use sluice_lab::Progress;
 
@@ -187,6 +187,25 @@ fn plan(args: &WanArgs) -> Result<Plan> {
             e.rtts_ms = rtts.clone();
         }
     }
+    for e in &mut plan.experiments {
+        for c in &mut e.configs {
+            if let Some(t) = &args.tcp {
+                apply_tcp_spec(&mut c.tcp, t).map_err(|e| anyhow::anyhow!("--tcp: {e}"))?;
+            }
+            if c.initiator == Initiator::Socket {
+                continue;
+            }
+            if let Some(q) = args.qd {
+                c.queue_depth = q;
+            }
+            if let Some(b) = args.block {
+                c.block_bytes = u32::try_from(b).context("--block is too large")?;
+            }
+            if let Some(n) = args.connections {
+                c.connections = n;
+            }
+        }
+    }
     if args.libiscsi {
         plan = plan.with_libiscsi();
     }
@@ -293,6 +312,18 @@ fn command_line(args: &WanArgs) -> String {
     if let Some(r) = &args.rtts {
         let list: Vec<String> = r.iter().map(f64::to_string).collect();
         let _ = write!(s, " --rtts {}", list.join(","));
+    }
+    if let Some(t) = &args.tcp {
+        let _ = write!(s, " --tcp {t}");
+    }
+    if let Some(q) = args.qd {
+        let _ = write!(s, " --qd {q}");
+    }
+    if let Some(b) = args.block {
+        let _ = write!(s, " --block {b}");
+    }
+    if let Some(n) = args.connections {
+        let _ = write!(s, " --connections {n}");
     }
     if args.libiscsi {
         s.push_str(" --libiscsi");
@@ -517,6 +548,10 @@ mod tests {
             runs: Some(2),
             seconds: Some(3.0),
             rtts: Some(vec![0.0, 50.0]),
+            tcp: Some("cc=reno,sndbuf=16M".into()),
+            qd: Some(4),
+            block: Some(2 << 20),
+            connections: None,
             libiscsi: false,
         };
         let p = plan(&args).unwrap();
@@ -524,10 +559,16 @@ mod tests {
         assert_eq!(p.link.backward.queue_bytes, 2 << 20);
         assert_eq!(p.link.mtu, 9000, "the preset's MTU stays");
         assert_eq!(p.runs, 2);
-        assert!(p
-            .experiments
-            .iter()
-            .all(|e| e.seconds == Duration::from_secs(3)));
+        for e in &p.experiments {
+            assert_eq!(e.seconds, Duration::from_secs(3));
+            assert_eq!(e.rtts_ms, [0.0, 50.0]);
+        }
+        for (_, c, _) in p.points() {
+            assert_eq!(c.cc_name(), "reno");
+            if c.initiator != Initiator::Socket {
+                assert_eq!((c.queue_depth, c.block_bytes), (4, 2 << 20));
+            }
+        }
         let bad = WanArgs {
             link: Some("rate=fast".into()),
             ..args

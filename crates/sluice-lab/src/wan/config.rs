@@ -228,6 +228,64 @@ impl Config {
     }
 }
 
+/// Changes `tcp` as `spec` says: `cc=NAME`, `sndbuf=kernel|grow|grow:SIZE|SIZE`,
+/// `rcvbuf=kernel|SIZE`, `lowat=none|SIZE`, `nodelay=on|off`, comma-separated, in order
+/// (sizes as `4M`, `512K`; a fixed size is the kernel's accounting, twice the request).
+pub fn apply_tcp_spec(tcp: &mut SocketOptions, spec: &str) -> Result<(), String> {
+    const KEYS: &str = "cc, sndbuf, rcvbuf, lowat, nodelay";
+    let size = |v: &str, k: &str| -> Result<usize, String> {
+        crate::size_dist::parse_byte_size(v)
+            .map_err(|e| format!("{k} {v:?}: {e}"))
+            .and_then(|n| usize::try_from(n).map_err(|_| format!("{k} {v:?}: too large")))
+    };
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| format!("{part:?}: use KEY=VALUE ({KEYS})"))?;
+        match k {
+            "cc" if !v.is_empty() => tcp.congestion_control = Some(v.to_owned()),
+            "sndbuf" => {
+                tcp.send_buffer = match v {
+                    "kernel" => BufferPolicy::Kernel,
+                    "grow" => BufferPolicy::Grow {
+                        ceiling: sluice_tcp::DEFAULT_SEND_BUFFER_CEILING,
+                    },
+                    _ => match v.strip_prefix("grow:") {
+                        Some(c) => BufferPolicy::Grow {
+                            ceiling: size(c, k)?,
+                        },
+                        None => BufferPolicy::Fixed(size(v, k)?),
+                    },
+                }
+            }
+            "rcvbuf" => {
+                tcp.recv_buffer = match v {
+                    "kernel" => None,
+                    _ => Some(size(v, k)?),
+                }
+            }
+            "lowat" => {
+                tcp.notsent_lowat = match v {
+                    "none" => None,
+                    _ => Some(
+                        u32::try_from(size(v, k)?)
+                            .map_err(|_| format!("lowat {v:?}: too large"))?,
+                    ),
+                }
+            }
+            "nodelay" => {
+                tcp.nodelay = match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(format!("nodelay {v:?}: on or off")),
+                }
+            }
+            _ => return Err(format!("{part:?}: unknown TCP setting ({KEYS})")),
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,6 +313,35 @@ mod tests {
             assert_eq!(Params::from_name(p.name()), Some(p));
         }
         assert_eq!(Initiator::from_name("socket"), Some(Initiator::Socket));
+    }
+
+    #[test]
+    fn tcp_specs_set_what_they_name() {
+        let mut t = SocketOptions::default();
+        apply_tcp_spec(
+            &mut t,
+            "cc=reno,sndbuf=16M,rcvbuf=8M,lowat=128K,nodelay=off",
+        )
+        .unwrap();
+        assert_eq!(t.congestion_control.as_deref(), Some("reno"));
+        assert_eq!(t.send_buffer, BufferPolicy::Fixed(16 << 20));
+        assert_eq!(t.recv_buffer, Some(8 << 20));
+        assert_eq!(t.notsent_lowat, Some(128 << 10));
+        assert!(!t.nodelay);
+        apply_tcp_spec(&mut t, "sndbuf=grow:32M,rcvbuf=kernel,lowat=none").unwrap();
+        assert_eq!(t.send_buffer, BufferPolicy::Grow { ceiling: 32 << 20 });
+        assert_eq!((t.recv_buffer, t.notsent_lowat), (None, None));
+        apply_tcp_spec(&mut t, "sndbuf=kernel").unwrap();
+        assert_eq!(t.send_buffer, BufferPolicy::Kernel);
+        for (bad, says) in [
+            ("speed=1", "unknown TCP setting"),
+            ("nodelay=maybe", "on or off"),
+            ("sndbuf=lots", "sndbuf"),
+            ("cc", "KEY=VALUE"),
+        ] {
+            let e = apply_tcp_spec(&mut t, bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub mod stream;
 pub mod theory;
 pub mod writeup;
 
-pub use config::{Config, Initiator, Params};
+pub use config::{apply_tcp_spec, Config, Initiator, Params};
 pub use plan::{preset, Experiment, Kind, Plan, PRESETS};
 pub use row::WanRun;
 pub use run::{run_plan, Env, Event, ExternalWriter, TargetLauncher};
