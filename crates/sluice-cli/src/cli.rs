@@ -143,9 +143,9 @@ Needs root: the target runs in a network namespace behind an emulated link (TUN 
 user-space forwarder). Presets: tiny (seconds, 100 Mbit/s), quick (under 15 minutes), fig5
 (socket throughput per congestion control, 120 s per point), fig6 (the first 30 s), fig7
 (iSCSI writes against RTT: RFC and study parameters, kernel buffers, a socket), fig10 (Ta, Tb,
-Tc against RTT), fig14 (time series at 20 and 32 ms: Figs. 11-19, 24, 25), fig23 (after the
+Tc against RTT), fig14 (time series at 20, 32 and 50 ms: Figs. 11-19, 24, 25), fig23 (after the
 fix: fixed and grown send buffers, sluice's defaults), cc (iSCSI per congestion control), full
-(the study's grid and durations, hours). The link is 1 Gbit/s with jumbo frames and a 1 MiB
+(the study's grid and durations, hours). The link is 1 Gbit/s with jumbo frames and an 8 MiB
 queue each way unless --link changes it (keys as `sluice lab sweep --link`: rate, queue, mtu,
 jitter, loss, fwd.KEY, back.KEY; the delay is set per point). The output directory gets
 results.csv and results.json (one row per run: settings, what was negotiated, throughput

@@ -1,10 +1,17 @@
 //! The study's model of a write (its Fig. 9): Ta, from the write's first data packet on the
-//! wire to its last; Tb, the target's time to answer (the wait for the status less one
-//! round trip); Tc, from the status to the next write. Measured from the initiator's side as
-//! the study's analyser did: the PDU log gives each write's place in the byte stream, when
-//! it was queued and when its status arrived, the monitor's samples when the stream's bytes
-//! left the socket and the smoothed RTT at that moment (so that time the last bytes spend in
-//! the link's queue is not counted as the target's).
+//! wire to its last; Tb, the target's time to answer after the last packet; Tc, from the
+//! status to the next write. Measured from the initiator's side, as the study's analyser
+//! did, but where this setup's wire is: the study's analyser sat on the initiator's own
+//! Gigabit link, its bottleneck, whereas here the initiator's socket hands packets to the
+//! emulated link's queue at memory speed and the link's rate limiter is the bottleneck. So
+//! the write's bytes are timed by their acknowledgements (TCP_INFO's `bytes_acked`, sampled
+//! by the monitor): the acknowledgement clock is the bottleneck's departure clock shifted by
+//! the constant delay, so the time between the first byte's acknowledgement and the last's
+//! is the time the write took on the bottleneck (never less than its bytes at the link's
+//! rate), and a write that waits on the sender (the study's send-buffer stall) waits there
+//! too. Tb is then the wait from the last byte's acknowledgement to the status, which the
+//! target sends after the write's last byte has reached it (with the acknowledgement
+//! riding on the status, Tb reads as the target's time to answer).
 
 use super::monitor::Sample;
 use super::pdulog::{PduEvent, PduKind};
@@ -12,9 +19,9 @@ use super::pdulog::{PduEvent, PduKind};
 /// One write, decomposed (microseconds).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct WriteTimes {
-    /// First data byte on the wire to the last.
+    /// First data byte through the bottleneck to the last (their acknowledgements).
     pub ta_us: f64,
-    /// The wait for the status after the last byte, less the smoothed round trip then.
+    /// The last data byte's acknowledgement to the status.
     pub tb_us: f64,
     /// Status to the next command's queueing by the initiator.
     pub tc_us: Option<f64>,
@@ -33,15 +40,15 @@ pub struct Decomposition {
     pub tc_ms: f64,
 }
 
-/// When the stream's sent position first reached `offset`, interpolated between samples
+/// When `position` of the samples first reached `offset`, interpolated between samples
 /// (microseconds since the epoch); `None` if it never did while sampled.
-pub fn sent_at(samples: &[Sample], offset: u64) -> Option<f64> {
-    let i = samples.partition_point(|s| s.sent() < offset);
+fn reached_at(samples: &[Sample], offset: u64, position: impl Fn(&Sample) -> u64) -> Option<f64> {
+    let i = samples.partition_point(|s| position(s) < offset);
     let after = samples.get(i)?;
     let Some(before) = i.checked_sub(1).and_then(|j| samples.get(j)) else {
         return Some(after.t_us as f64);
     };
-    let (s0, s1) = (before.sent() as f64, after.sent() as f64);
+    let (s0, s1) = (position(before) as f64, position(after) as f64);
     let frac = if s1 > s0 {
         (offset as f64 - s0) / (s1 - s0)
     } else {
@@ -50,18 +57,19 @@ pub fn sent_at(samples: &[Sample], offset: u64) -> Option<f64> {
     Some(before.t_us as f64 + frac * (after.t_us - before.t_us) as f64)
 }
 
-/// The smoothed RTT the kernel had at `t_us` (the first sample from then on), else `rtt_us`.
-fn srtt_at(samples: &[Sample], t_us: f64, rtt_us: f64) -> f64 {
-    let i = samples.partition_point(|s| (s.t_us as f64) < t_us);
-    samples
-        .get(i)
-        .filter(|s| s.srtt_us > 0)
-        .map_or(rtt_us, |s| f64::from(s.srtt_us))
+/// When the stream's sent position first reached `offset` (the byte left the socket).
+pub fn sent_at(samples: &[Sample], offset: u64) -> Option<f64> {
+    reached_at(samples, offset, Sample::sent)
+}
+
+/// When the stream's acknowledged position first reached `offset`.
+pub fn acked_at(samples: &[Sample], offset: u64) -> Option<f64> {
+    reached_at(samples, offset, |s| s.acked)
 }
 
 /// Decomposes every write with a status in `events` (one connection, commands one at a
-/// time); `rtt_us` stands in for the smoothed RTT where no sample has one.
-pub fn decompose(events: &[PduEvent], samples: &[Sample], rtt_us: f64) -> Vec<WriteTimes> {
+/// time).
+pub fn decompose(events: &[PduEvent], samples: &[Sample]) -> Vec<WriteTimes> {
     // Commands in the order sent: tag, when queued, the stream range their PDUs cover.
     let mut writes: Vec<(u32, f64, u64, u64)> = Vec::new();
     for e in events.iter().filter(|e| e.sent) {
@@ -82,20 +90,17 @@ pub fn decompose(events: &[PduEvent], samples: &[Sample], rtt_us: f64) -> Vec<Wr
             .map(|e| e.t_us as f64)
     };
     let mut out = Vec::new();
-    for (i, &(itt, queued, start, end)) in writes.iter().enumerate() {
+    for (i, &(itt, _, start, end)) in writes.iter().enumerate() {
         let (Some(first), Some(last), Some(done)) = (
-            sent_at(samples, start + 1),
-            sent_at(samples, end),
+            acked_at(samples, start + 1),
+            acked_at(samples, end),
             status(itt),
         ) else {
             continue;
         };
-        if done < last {
-            // Sampling granularity put the last byte after the status: not measurable.
-            continue;
-        }
-        // Interpolation may place the first byte a little before the command was queued.
-        let first = first.max(queued);
+        // The last acknowledgement usually rides on the status itself; the sample that saw
+        // it may come up to a period after the status was read.
+        let last = last.min(done);
         // Commands one at a time: the next is queued after this one's status.
         let next = writes
             .get(i + 1)
@@ -103,7 +108,7 @@ pub fn decompose(events: &[PduEvent], samples: &[Sample], rtt_us: f64) -> Vec<Wr
             .filter(|&tc| tc >= 0.0);
         out.push(WriteTimes {
             ta_us: (last - first).max(0.0),
-            tb_us: done - last - srtt_at(samples, last, rtt_us),
+            tb_us: done - last,
             tc_us: next,
         });
     }
@@ -167,41 +172,43 @@ mod tests {
     }
 
     #[test]
+    fn acknowledgements_time_the_writes() {
+        let s = [sample(0, 0), sample(1000, 1000), sample(2000, 1000)];
+        assert_eq!(acked_at(&s, 500), Some(500.0));
+        assert_eq!(acked_at(&s, 1001), None);
+    }
+
+    #[test]
     fn two_writes_decompose_into_the_studys_times() {
-        // Writes of 1000 stream bytes each: the first on the wire 0..10 ms, its status at
-        // 35 ms (no sample has an RTT: 20 ms, so Tb 5 ms); the second queued at 35.5 ms, on
-        // the wire from 36 ms to 46 ms.
+        // Writes of 1000 stream bytes each. The first's bytes are acknowledged from 20 ms
+        // (the first) to 30 ms (the last), its status arrives at 35 ms (Tb 5 ms); the
+        // second is queued at 35.5 ms, its bytes acknowledged from 56 ms to 66 ms, the last
+        // acknowledgement seen a sample after its status at 65.8 ms (Tb 0).
         let s = [
             sample(0, 0),
-            sample(10_000, 1000),
-            sample(36_000, 1000),
-            sample(46_000, 2000),
+            sample(20_000, 1),
+            sample(30_000, 1000),
+            sample(56_000, 1001),
+            sample(66_000, 2000),
         ];
         let e = [
             ev(0, true, PduKind::Command, 1, 0, 600),
             ev(0, true, PduKind::DataOut, 1, 600, 400),
             ev(35_000, false, PduKind::Response, 1, 0, 0),
             ev(35_500, true, PduKind::Command, 2, 1000, 1000),
-            ev(52_000, false, PduKind::Response, 2, 0, 0),
+            ev(65_800, false, PduKind::Response, 2, 0, 0),
         ];
-        let w = decompose(&e, &s, 20_000.0);
+        let w = decompose(&e, &s);
         assert_eq!(w.len(), 2);
-        assert!((w[0].ta_us - 9990.0).abs() < 1.0, "{w:?}");
+        assert_eq!(w[0].ta_us, 10_000.0, "{w:?}");
         assert_eq!(w[0].tb_us, 5000.0);
         assert_eq!(w[0].tc_us, Some(500.0));
+        assert_eq!(w[1].ta_us, 9800.0, "{w:?}");
+        assert_eq!(w[1].tb_us, 0.0);
         assert_eq!(w[1].tc_us, None);
         let m = mean(&w).unwrap();
         assert_eq!(m.writes, 2);
+        assert!((m.ta_ms - 9.9).abs() < 1e-9);
         assert!(mean(&[]).is_none());
-        // With the kernel's smoothed RTT in the samples, Tb is measured against it.
-        let with_srtt: Vec<Sample> = s
-            .iter()
-            .map(|x| Sample {
-                srtt_us: 25_000,
-                ..*x
-            })
-            .collect();
-        let w = decompose(&e, &with_srtt, 20_000.0);
-        assert_eq!(w[0].tb_us, 0.0);
     }
 }

@@ -265,9 +265,10 @@ fn decomposition(
     )?;
     Ok(Some(Figure {
         file,
-        caption: "Ta: the write's first data byte on the wire to its last; Tb: the wait for the \
-                  status less the kernel's smoothed RTT then; Tc: the status to the next \
-                  write. Medians over the runs' writes; one write at a time."
+        caption: "Ta: the write's first data byte through the link's bottleneck to its last \
+                  (timed by their acknowledgements); Tb: the last byte's acknowledgement to \
+                  the status; Tc: the status to the next write. Medians over the runs' \
+                  writes; one write at a time."
             .into(),
     }))
 }

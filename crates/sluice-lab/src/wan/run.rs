@@ -452,9 +452,7 @@ impl PointRun<'_> {
                 row.errors = report.errors;
                 row.tcp = monitor::summarize(&samples);
                 if c.queue_depth == 1 && !pdus.is_empty() {
-                    let rtt_us = row.tcp.map_or(self.rtt_ms * 1e3, |t| t.min_rtt_ms * 1e3);
-                    row.decomposition =
-                        decompose::mean(&decompose::decompose(&pdus, &samples, rtt_us));
+                    row.decomposition = decompose::mean(&decompose::decompose(&pdus, &samples));
                 }
                 row.lateness_p99_us = env.link.forward.take_lateness().p99_us;
                 Self::link_done(env, mark, &mut row);
