@@ -107,10 +107,12 @@ fn tiny_wan_study_runs_end_to_end() {
     for r in decomposed {
         let d = r.decomposition.expect("fig10 rows are decomposed");
         assert!(d.writes >= 3, "{d:?}");
-        // A 1 MiB write takes at least its time on a 100 Mbit/s wire (84 ms), give or take
-        // the sampling.
-        assert!(d.ta_ms > 70.0, "{d:?}");
-        assert!(d.tc_ms >= 0.0, "{d:?}");
+        // A 1 MiB write takes at least its time through the 100 Mbit/s bottleneck (84 ms),
+        // give or take the sampling: Ta is timed there, not where the socket hands bytes to
+        // the link's queue at memory speed.
+        let on_the_wire_ms = 1e3 / line;
+        assert!(d.ta_ms > 0.95 * on_the_wire_ms, "{d:?}");
+        assert!(d.tb_ms >= 0.0 && d.tc_ms >= 0.0, "{d:?}");
     }
 
     let json: serde_json::Value =
