@@ -130,6 +130,77 @@ pub enum LabCommand {
     /// swept, the paper's figures, equations (1)-(3) and Table 2 checked on this machine.
     #[command(after_help = SWEEP_AFTER_HELP)]
     Sweep(SweepArgs),
+    /// The WAN write study (Oguchi et al.): iSCSI writes through an emulated long link, RTT
+    /// sweeps, congestion control and socket buffers, TCP_INFO and send-queue monitors, the
+    /// write decomposed, the study's figures and sluice's defaults against the theory.
+    #[command(after_help = WAN_AFTER_HELP)]
+    Wan(WanArgs),
+}
+
+/// Text after `sluice lab wan --help`.
+const WAN_AFTER_HELP: &str = "\
+Needs root: the target runs in a network namespace behind an emulated link (TUN devices and a
+user-space forwarder). Presets: tiny (seconds, 100 Mbit/s), quick (under 15 minutes), fig5
+(socket throughput per congestion control, 120 s per point), fig6 (the first 30 s), fig7
+(iSCSI writes against RTT: RFC and study parameters, kernel buffers, a socket), fig10 (Ta, Tb,
+Tc against RTT), fig14 (time series at 20, 32 and 50 ms: Figs. 11-19, 24, 25), fig23 (after the
+fix: fixed and grown send buffers, sluice's defaults), cc (iSCSI per congestion control), full
+(the study's grid and durations, hours). The link is 1 Gbit/s with jumbo frames and an 8 MiB
+queue each way unless --link changes it (keys as `sluice lab sweep --link`: rate, queue, mtu,
+jitter, loss, fwd.KEY, back.KEY; the delay is set per point). The output directory gets
+results.csv and results.json (one row per run: settings, what was negotiated, throughput
+beside the theoretical line, TCP_INFO's limited-by times, cwnd, send buffer, the write
+decomposition), traces/ (samples and PDU times of traced runs), PNG figures and report.md;
+--resume continues. Examples:
+  sluice lab wan --preset quick --out wan-quick
+  sluice lab wan --preset fig23 --link rate=500mbit --out fig23-500m
+  sluice lab wan --preset fig7 --libiscsi --out fig7";
+
+/// `sluice lab wan`.
+#[derive(Debug, Args)]
+pub struct WanArgs {
+    /// What to run (see below).
+    #[arg(long, default_value = "quick")]
+    pub preset: String,
+    /// Output directory.
+    #[arg(long, default_value = "wan")]
+    pub out: PathBuf,
+    /// Continue a run in --out: runs already in its results.csv are not made again.
+    #[arg(long)]
+    pub resume: bool,
+    /// Only redraw the figures and the report from --out's results.csv.
+    #[arg(long)]
+    pub report_only: bool,
+    /// Change the preset's link (rate, queue, MTU, jitter, loss, per direction with fwd. or
+    /// back.), e.g. `rate=500mbit` when the forwarder cannot carry 1 Gbit/s.
+    #[arg(long, value_name = "SPEC")]
+    pub link: Option<String>,
+    /// Runs per point.
+    #[arg(long)]
+    pub runs: Option<u32>,
+    /// Seconds measured per run, instead of the preset's.
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// Round-trip times to run (ms, comma-separated), instead of each experiment's.
+    #[arg(long, value_delimiter = ',', value_name = "MS,...")]
+    pub rtts: Option<Vec<f64>>,
+    /// TCP settings of every sluice and socket line, over the preset's: cc=reno|cubic|bbr,
+    /// sndbuf=kernel|grow|SIZE, rcvbuf=kernel|SIZE, lowat=none|SIZE, nodelay=on|off.
+    #[arg(long, value_name = "SPEC")]
+    pub tcp: Option<String>,
+    /// Commands in flight on every iSCSI line.
+    #[arg(long)]
+    pub qd: Option<u32>,
+    /// Bytes per command on every iSCSI line (e.g. 512K to 8M).
+    #[arg(long, value_parser = size_arg)]
+    pub block: Option<u64>,
+    /// TCP connections per session on every sluice line (MC/S).
+    #[arg(long)]
+    pub connections: Option<u16>,
+    /// Add libiscsi's initiator (`qemu-img bench -w`) beside sluice's on the throughput
+    /// figures.
+    #[arg(long)]
+    pub libiscsi: bool,
 }
 
 /// Text after `sluice lab pdu-cost --help`.

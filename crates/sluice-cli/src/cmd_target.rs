@@ -615,8 +615,8 @@ mod tests {
         let text = summary(&c);
         assert!(
             text.contains(
-                "session: MaxRecvDataSegmentLength 262144, MaxBurstLength 1048576, \
-                 FirstBurstLength 262144, MaxConnections 8, queue depth 128, ImmediateData Yes, \
+                "session: MaxRecvDataSegmentLength 262144, MaxBurstLength 16776192, \
+                 FirstBurstLength 16776192, MaxConnections 8, queue depth 128, ImmediateData Yes, \
                  InitialR2T No, ErrorRecoveryLevel 2, digests header Allow / data Allow\n"
             ),
             "{text}"

@@ -30,6 +30,7 @@ mod cmd_inquiry;
 mod cmd_lab;
 mod cmd_lab_crc;
 mod cmd_lab_pdu_cost;
+mod cmd_lab_wan;
 mod cmd_proxy;
 mod cmd_rw;
 mod cmd_sim;
@@ -94,6 +95,7 @@ fn main() -> ExitCode {
         Command::Lab(LabCommand::Loopback(args)) => cmd_lab::run_loopback(args),
         Command::Lab(LabCommand::Sim(args)) => cmd_sim::run(args),
         Command::Lab(LabCommand::Sweep(args)) => cmd_sweep::run(args),
+        Command::Lab(LabCommand::Wan(args)) => cmd_lab_wan::run(args),
         Command::Proxy(args) => cmd_proxy::run(args),
         Command::Ctl(args) => cmd_ctl::run(args),
         Command::Completions(args) => {

@@ -189,13 +189,21 @@ fn emulated_link_holds_its_rate() {
     }
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("rate=100mbit"), "the report names the link");
-    // The namespace is gone once the sweep ends.
-    let left = std::fs::read_dir("/var/run/netns")
+    // The sweep's namespace is gone once it ends: none is left whose process has exited.
+    let stale: Vec<String> = std::fs::read_dir("/var/run/netns")
         .map(|d| {
             d.flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with("sluice-lab-"))
-                .count()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| {
+                    n.strip_prefix("sluicelab-")
+                        .and_then(|rest| rest.split('-').next())
+                        .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+                })
+                .collect()
         })
-        .unwrap_or(0);
-    assert_eq!(left, 0, "network namespaces left behind");
+        .unwrap_or_default();
+    assert!(
+        stale.is_empty(),
+        "network namespaces left behind: {stale:?}"
+    );
 }

@@ -405,7 +405,13 @@ impl ConnectionTask {
                     }
                 }
                 Ev::Read(Err(e)) | Ev::Wrote(Err(e)) => return Err(self.t.io(e)),
-                Ev::Wrote(Ok(_)) | Ev::Wake => {}
+                Ev::Wrote(Ok(_)) => {
+                    if !self.t.wbuf.is_empty() {
+                        // The socket took less than we had: its send buffer is full.
+                        self.t.socket_full();
+                    }
+                }
+                Ev::Wake => {}
                 Ev::Timer => {
                     arm.fired();
                     let mut core = self.shared.lock();

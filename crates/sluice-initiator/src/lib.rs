@@ -58,10 +58,11 @@ pub use command::{Command, CommandOutcome, CommandStats, DataDirection};
 pub use counters::SessionCounters;
 pub use discovery::{discover, parse_send_targets, DiscoveredTarget};
 pub use error::{Error, ScsiFailure};
-pub use options::{Chap, ConnectOptions, Direction, PduTrace, DEFAULT_INITIATOR_NAME};
+pub use options::{Chap, ConnectOptions, Direction, PduTrace, SocketHook, DEFAULT_INITIATOR_NAME};
 pub use scsi::{Capacity, StandardInquiry};
 pub use session::{InFlight, Session, UNIT_ATTENTION_RETRIES};
 pub use sluice_proto::initiator::{ConnectionStats, Policy, TaskId};
+pub use sluice_tcp::{BufferPolicy, SocketOptions};
 pub use url::IscsiUrl;
 
 pub use sluice_proto::params::SessionParams;

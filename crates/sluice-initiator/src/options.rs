@@ -29,6 +29,10 @@ pub enum Direction {
 /// A PDU trace hook: called for every PDU sent or received, login and discovery included.
 pub type PduTrace = Arc<dyn Fn(Direction, &Pdu) + Send + Sync>;
 
+/// A socket hook: called with every connection's socket once it is connected, before login
+/// (measurement tools take a duplicate of it to sample TCP_INFO).
+pub type SocketHook = Arc<dyn Fn(&tokio::net::TcpStream) + Send + Sync>;
+
 /// CHAP settings (RFC 7143 section 12.1.3).
 #[derive(Clone, Eq, PartialEq)]
 pub struct Chap {
@@ -92,6 +96,12 @@ pub struct ConnectOptions {
     pub policy: Policy,
     /// Called for every PDU, for debugging.
     pub trace: Option<PduTrace>,
+    /// TCP settings of every connection: congestion control, buffers, `TCP_NODELAY`,
+    /// `TCP_NOTSENT_LOWAT`. By default the send buffer grows past the kernel's autotuning
+    /// ceiling while TCP_INFO says it limits the connection (a long fat path).
+    pub tcp: sluice_tcp::SocketOptions,
+    /// Called with each connection's socket once connected, for measurement.
+    pub socket_hook: Option<SocketHook>,
     /// Recovery timers: the command deadline, and the retry period of ErrorRecoveryLevel 1
     /// and above.
     pub recovery: RecoveryConfig,
@@ -108,12 +118,21 @@ impl Default for ConnectOptions {
         // are received in place (no copy either way), and fewer, larger PDUs cost the target
         // and us less per byte (against tgtd, 1 MiB reads went 1,374 -> 1,466 IOPS). A target
         // still sends at most its own MaxXmitDataSegmentLength.
+        //
+        // On a long path every round trip a write waits for is the cost (`sluice lab wan`):
+        // we offer to send a whole write unsolicited (FirstBurstLength as large as
+        // MaxBurstLength, where open-iscsi offers 256 KiB), and when a target asks for the
+        // data by R2T, to have several R2Ts of one write out at once (MaxOutstandingR2T 8,
+        // where RFC 7143 and open-iscsi say 1), so that a write beyond the first burst costs
+        // one round trip, not one per burst. Both keys are minimums (RFC 7143 sections
+        // 13.14, 13.17): a target that wants less answers less.
         let offer = OperationalOffer {
             initial_r2t: false,
             immediate_data: true,
             max_recv_data_segment_length: 1 << 20,
             max_burst_length: 16_776_192,
-            first_burst_length: 262_144,
+            first_burst_length: 16_776_192,
+            max_outstanding_r2t: 8,
             ..OperationalOffer::default()
         };
         Self {
@@ -133,6 +152,8 @@ impl Default for ConnectOptions {
             connections: 1,
             policy: Policy::RoundRobin,
             trace: None,
+            tcp: sluice_tcp::SocketOptions::default(),
+            socket_hook: None,
             recovery: RecoveryConfig::default(),
             fault_hook: None,
         }

@@ -3,13 +3,15 @@
 //! [`Transport::recv`]; the full-feature driver uses the buffers directly so that it can read
 //! and write at the same time.
 
+use std::time::{Duration, Instant};
+
 use bytes::BytesMut;
 use sluice_proto::framing::{encode, Digests, FrameError, Framer, LOGIN_MAX_DATA_SEGMENT};
 use sluice_proto::params::SessionParams;
 use sluice_proto::pdu::Pdu;
 use sluice_proto::text::Role;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 
 use crate::counters::Counters;
 use crate::error::Error;
@@ -18,6 +20,9 @@ use crate::placement::Placing;
 
 /// Bytes asked of the socket per read.
 const READ_CHUNK: usize = 64 * 1024;
+/// How often a connection whose socket is full looks at its send buffer: often enough to
+/// follow slow start over a long path (a few round trips), rarely enough to cost nothing.
+const TUNE_EVERY: Duration = Duration::from_millis(10);
 
 /// A connected socket with its framing state.
 pub(crate) struct Transport {
@@ -36,16 +41,20 @@ pub(crate) struct Transport {
     trace: Option<PduTrace>,
     /// The fault test hook of this connection (see `ConnectOptions::fault_hook`).
     pub(crate) faults: Option<Box<sluice_fault::DriverFaults>>,
+    /// Grows the send buffer past autotuning's ceiling when it limits (`BufferPolicy::Grow`).
+    tuner: Option<sluice_tcp::SendBufferTuner>,
+    /// When [`Self::socket_full`] may next look.
+    next_tune: Instant,
 }
 
 impl Transport {
-    /// Connects within the configured timeout.
+    /// Connects within the configured timeout, the socket set up as `opts.tcp` says.
     pub(crate) async fn connect(
         portal: &str,
         opts: &ConnectOptions,
         counters: Counters,
     ) -> Result<Self, Error> {
-        let connect = TcpStream::connect(portal);
+        let connect = open_socket(portal, &opts.tcp);
         let stream = match tokio::time::timeout(opts.connect_timeout, connect).await {
             Ok(Ok(s)) => s,
             Ok(Err(error)) => {
@@ -56,7 +65,15 @@ impl Transport {
             }
             Err(_) => return Err(Error::Timeout("TCP connect")),
         };
-        let _ = stream.set_nodelay(true);
+        if let Some(hook) = &opts.socket_hook {
+            hook(&stream);
+        }
+        let tuner = match opts.tcp.send_buffer {
+            sluice_tcp::BufferPolicy::Grow { ceiling } => {
+                Some(sluice_tcp::SendBufferTuner::new(ceiling))
+            }
+            _ => None,
+        };
         Ok(Self {
             portal: portal.to_owned(),
             stream,
@@ -69,7 +86,37 @@ impl Transport {
             header_reads: false,
             trace: opts.trace.clone(),
             faults: None,
+            tuner,
+            next_tune: Instant::now(),
         })
+    }
+
+    /// The socket took less than we had to write: if the send buffer is growable and it is
+    /// time to look again, asks TCP_INFO whether the buffer is what limits the connection
+    /// and grows it (see `sluice_tcp::SendBufferTuner`). At most once per [`TUNE_EVERY`],
+    /// so a busy connection pays one `getsockopt` per interval and an idle one nothing.
+    pub(crate) fn socket_full(&mut self) {
+        let Some(tuner) = &mut self.tuner else {
+            return;
+        };
+        let now = Instant::now();
+        if now < self.next_tune {
+            return;
+        }
+        self.next_tune = now + TUNE_EVERY;
+        let (Ok(info), Ok(current)) = (
+            sluice_tcp::tcp_info(&self.stream),
+            sluice_tcp::send_buffer_bytes(&self.stream),
+        ) else {
+            // A socket without TCP_INFO (never on Linux): nothing to tune by.
+            self.tuner = None;
+            return;
+        };
+        if let sluice_tcp::TunerDecision::Grow(bytes) = tuner.decide(&info, current) {
+            let after = sluice_tcp::set_send_buffer(&self.stream, bytes).unwrap_or(current);
+            tuner.applied(current, after);
+            tracing::debug!(portal = %self.portal, before = current, after, "send buffer grown");
+        }
     }
 
     /// Switches to the negotiated parameters (RFC 7143 section 13.1: digests start with the
@@ -198,4 +245,28 @@ impl Transport {
             error,
         }
     }
+}
+
+/// Resolves `portal` and connects to the first address that answers, each socket set up
+/// with `tcp` before its SYN (the receive buffer fixes the window scale there).
+async fn open_socket(portal: &str, tcp: &sluice_tcp::SocketOptions) -> std::io::Result<TcpStream> {
+    let mut last = None;
+    for addr in tokio::net::lookup_host(portal).await? {
+        let socket = if addr.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        tcp.apply(&socket)?;
+        match socket.connect(addr).await {
+            Ok(s) => return Ok(s),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("{portal} resolves to no address"),
+        )
+    }))
 }

@@ -21,7 +21,7 @@
 //! sluice's own data path); `study` (what
 //! every lab study shares: result rows as CSV, PNG charts); `sweep` (the
 //! parameter study: grids, runs, models, plots, report); `link` (an emulated link between
-//! network namespaces).
+//! network namespaces); `wan` (the WAN write study: monitors, decomposition, plots, report).
 
 // `unsafe` only in `alloc` (mallopt), `cpu` (getrusage, sysconf), `link` (TUN ioctl, setns,
 // poll/read/write on TUN devices, geteuid), `crc/sse42` (the SSE4.2 `crc32`
@@ -47,6 +47,7 @@ mod size_dist;
 pub mod study;
 pub mod sweep;
 mod trace;
+pub mod wan;
 mod worker;
 mod workload;
 

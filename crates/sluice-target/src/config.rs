@@ -238,8 +238,14 @@ impl Default for OperationalOffer {
     fn default() -> Self {
         Self {
             max_recv_data_segment_length: 262_144,
-            max_burst_length: 1_048_576,
-            first_burst_length: 262_144,
+            // Writes up to 16 MiB - 1 KiB may come unsolicited and be solicited in one R2T:
+            // on a long path each R2T round trip is the cost (`sluice lab wan`). Both are
+            // minimums of the two offers (RFC 7143 sections 13.13, 13.14), so initiators that
+            // offer less (open-iscsi 256 KiB of first burst, libiscsi 256 KiB) get what they
+            // asked for; the write data buffered per connection stays bounded by
+            // `Limits::max_outstanding_bytes_per_connection` whatever the bursts.
+            max_burst_length: 16_776_192,
+            first_burst_length: 16_776_192,
             immediate_data: true,
             initial_r2t: false,
             max_outstanding_r2t: 8,

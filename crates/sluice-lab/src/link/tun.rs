@@ -152,7 +152,7 @@ pub(super) fn dup(fd: &OwnedFd) -> io::Result<OwnedFd> {
 
 /// Asks for timer precision of about a microsecond on this thread (the default slack of
 /// 50 us would bunch a gigabit link's packets).
-pub(super) fn precise_timers() {
+pub(crate) fn precise_timers() {
     // SAFETY: PR_SET_TIMERSLACK takes an integer argument and affects only this thread.
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
