@@ -202,6 +202,9 @@ impl QueuePair {
 
     /// The byte stream delivered undecodable bytes: stop, and tell the peer why.
     pub fn handle_wire_error(&mut self) {
+        if self.state == QpState::Error {
+            return;
+        }
         self.enter_error(
             Some((None, TerminateCause::Protocol)),
             Blame::Async(WcStatus::Protocol),
@@ -210,6 +213,9 @@ impl QueuePair {
 
     /// The byte stream closed or failed.
     pub fn handle_transport_lost(&mut self) {
+        if self.state == QpState::Error {
+            return;
+        }
         self.enter_error(None, Blame::Async(WcStatus::TransportLost));
     }
 
