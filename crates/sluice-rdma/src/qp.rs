@@ -4,10 +4,12 @@
 
 use std::collections::VecDeque;
 
-use crate::access::Access;
 use crate::pd::ProtectionDomain;
 use crate::wire::{Message, TerminateCause, MAX_PAYLOAD_BYTES, WIRE_VERSION};
 use crate::work::{RecvWr, SendWr, WcOpcode, WcStatus, WorkCompletion};
+
+mod requester;
+mod responder;
 
 /// Limits of one queue pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -260,36 +262,13 @@ impl QueuePair {
                     payload,
                 },
             ) => {
-                if !self.accept_msn(msn) {
-                    return;
-                }
-                // RFC 5040 section 5.1 / 6.4: a tagged buffer is only placed after its STag,
-                // rights and bounds are validated; a failure is a remote access error.
-                match pd.write(stag, va, &payload, Access::REMOTE_WRITE) {
-                    Ok(()) => self.ack(msn),
-                    Err(_) => self.remote_access_error(msn),
+                if self.accept_msn(msn) {
+                    self.handle_write(pd, msn, stag, va, &payload);
                 }
             }
             (QpState::Ready, Message::ReadRequest { msn, stag, va, len }) => {
-                if !self.accept_msn(msn) {
-                    return;
-                }
-                if self.responses_queued >= self.config.ird || len > self.config.max_payload {
-                    self.enter_error(
-                        Some((Some(msn), TerminateCause::InvalidRequest)),
-                        Blame::Async(WcStatus::RemoteInvalidRequest),
-                    );
-                    return;
-                }
-                match pd.read(stag, va, u64::from(len), Access::REMOTE_READ) {
-                    Ok(data) => {
-                        self.responses_queued += 1;
-                        self.tx.push_back(Message::ReadResponse {
-                            msn,
-                            payload: data.into(),
-                        });
-                    }
-                    Err(_) => self.remote_access_error(msn),
+                if self.accept_msn(msn) {
+                    self.handle_read_request(pd, msn, stag, va, len);
                 }
             }
             (QpState::Ready, Message::ReadResponse { msn, payload }) => {
@@ -301,298 +280,11 @@ impl QueuePair {
         }
     }
 
-    fn handle_send(
-        &mut self,
-        pd: &mut ProtectionDomain,
-        msn: u32,
-        invalidate: Option<crate::access::STag>,
-        payload: &[u8],
-    ) {
-        let Some(recv) = self.recv_queue.front().copied() else {
-            // No retry: receiver not ready is final for both sides (see `WcStatus`).
-            self.enter_error(
-                Some((Some(msn), TerminateCause::ReceiverNotReady)),
-                Blame::Async(WcStatus::ReceiveQueueEmpty),
-            );
-            return;
-        };
-        let len = payload.len() as u32;
-        if len > recv.sge.len {
-            self.recv_queue.pop_front();
-            self.enter_error(
-                Some((Some(msn), TerminateCause::Length)),
-                Blame::Recv(recv, WcStatus::LocalLength, len),
-            );
-            return;
-        }
-        // RFC 5040 section 6.10: the STag of a Send with Invalidate must be valid in this
-        // side's protection domain; otherwise nothing is delivered.
-        if let Some(stag) = invalidate {
-            if !pd.describe(stag).is_some_and(|(_, valid)| valid) {
-                self.remote_access_error(msn);
-                return;
-            }
-        }
-        self.recv_queue.pop_front();
-        let sge = recv.sge;
-        if pd
-            .write(sge.stag, sge.va, payload, Access::LOCAL_WRITE)
-            .is_err()
-        {
-            self.enter_error(
-                Some((Some(msn), TerminateCause::RemoteOperation)),
-                Blame::Recv(recv, WcStatus::LocalProtection, 0),
-            );
-            return;
-        }
-        let mut wc = WorkCompletion::new(recv.wr_id, WcOpcode::Recv, WcStatus::Success, len);
-        if let Some(stag) = invalidate {
-            // Checked valid above.
-            let _ = pd.invalidate(stag);
-            wc.invalidated = Some(stag);
-        }
-        self.cq.push_back(wc);
-        self.ack(msn);
-    }
-
-    fn handle_read_response(&mut self, pd: &mut ProtectionDomain, msn: u32, payload: &[u8]) {
-        let Some(entry) = self
-            .in_flight
-            .iter_mut()
-            .find(|e| e.msn == msn && !e.done && matches!(e.wr, SendWr::Read { .. }))
-        else {
-            self.protocol_error();
-            return;
-        };
-        let SendWr::Read { sge, .. } = entry.wr else {
-            return;
-        };
-        if payload.len() as u64 != u64::from(sge.len) {
-            self.protocol_error();
-            return;
-        }
-        // The sink was checked at post time; it may have been invalidated since.
-        if pd
-            .write(sge.stag, sge.va, payload, Access::LOCAL_WRITE)
-            .is_err()
-        {
-            self.enter_error(
-                Some((None, TerminateCause::RemoteOperation)),
-                Blame::InFlight(msn, WcStatus::LocalProtection),
-            );
-            return;
-        }
-        entry.done = true;
-        self.reads_outstanding = self.reads_outstanding.saturating_sub(1);
-        self.complete_in_order();
-        self.pump(pd);
-    }
-
-    fn handle_ack(&mut self, pd: &mut ProtectionDomain, msn: u32) {
-        // Serial arithmetic: an Ack may only cover MSNs already sent.
-        if (msn.wrapping_sub(self.next_msn) as i32) >= 0 {
-            self.protocol_error();
-            return;
-        }
-        for entry in &mut self.in_flight {
-            if (msn.wrapping_sub(entry.msn) as i32) < 0 {
-                break;
-            }
-            match entry.wr {
-                // The responder answers a Read before it acknowledges anything after it.
-                SendWr::Read { .. } if !entry.done => {
-                    self.protocol_error();
-                    return;
-                }
-                _ => entry.done = true,
-            }
-        }
-        self.complete_in_order();
-        self.pump(pd);
-    }
-
-    fn handle_terminate(&mut self, msn: Option<u32>, cause: TerminateCause) {
-        let status = match cause {
-            TerminateCause::RemoteAccess => WcStatus::RemoteAccess,
-            TerminateCause::ReceiverNotReady => WcStatus::ReceiverNotReady,
-            TerminateCause::Length | TerminateCause::InvalidRequest => {
-                WcStatus::RemoteInvalidRequest
-            }
-            TerminateCause::RemoteOperation => WcStatus::RemoteOperation,
-            TerminateCause::Protocol => WcStatus::Protocol,
-        };
-        let blame = match msn {
-            Some(m) if self.in_flight.iter().any(|e| e.msn == m && !e.done) => {
-                Blame::InFlight(m, status)
-            }
-            _ => Blame::Async(status),
-        };
-        self.enter_error(None, blame);
-    }
-
-    /// Moves work requests from the send queue onto the wire, in order, while the peer's
-    /// IRD and this side's ORD allow.
-    fn pump(&mut self, pd: &mut ProtectionDomain) {
-        while self.state == QpState::Ready {
-            let Some(peer) = self.peer else { return };
-            let Some(wr) = self.send_queue.front().copied() else {
-                return;
-            };
-            let msn = self.next_msn;
-            let message = match wr {
-                SendWr::LocalInvalidate { stag, .. } => {
-                    // An implicit fence: the region may be an RDMA Read sink or a Send source
-                    // of an earlier work request, so it is invalidated only once every earlier
-                    // one has finished.
-                    if self.in_flight.iter().any(|e| !e.done) {
-                        return;
-                    }
-                    if pd.invalidate(stag).is_err() {
-                        self.fail_head(WcStatus::LocalProtection);
-                        return;
-                    }
-                    self.send_queue.pop_front();
-                    self.in_flight.push_back(InFlight {
-                        msn,
-                        wr,
-                        done: true,
-                    });
-                    self.complete_in_order();
-                    continue;
-                }
-                SendWr::Send {
-                    sge, invalidate, ..
-                } => {
-                    let Some(payload) = self.gather(pd, sge, peer) else {
-                        return;
-                    };
-                    Message::Send {
-                        msn,
-                        invalidate,
-                        payload: payload.into(),
-                    }
-                }
-                SendWr::Write { sge, remote, .. } => {
-                    let Some(payload) = self.gather(pd, sge, peer) else {
-                        return;
-                    };
-                    Message::Write {
-                        msn,
-                        stag: remote.stag,
-                        va: remote.va,
-                        payload: payload.into(),
-                    }
-                }
-                SendWr::Read { sge, remote, .. } => {
-                    if self.reads_outstanding >= self.config.ord.min(peer.ird) {
-                        return;
-                    }
-                    if sge.len > peer.max_payload {
-                        self.fail_head(WcStatus::LocalLength);
-                        return;
-                    }
-                    if pd
-                        .check(sge.stag, sge.va, u64::from(sge.len), Access::LOCAL_WRITE)
-                        .is_err()
-                    {
-                        self.fail_head(WcStatus::LocalProtection);
-                        return;
-                    }
-                    self.reads_outstanding += 1;
-                    Message::ReadRequest {
-                        msn,
-                        stag: remote.stag,
-                        va: remote.va,
-                        len: sge.len,
-                    }
-                }
-            };
-            self.send_queue.pop_front();
-            self.next_msn = msn.wrapping_add(1);
-            self.in_flight.push_back(InFlight {
-                msn,
-                wr,
-                done: false,
-            });
-            self.tx.push_back(message);
-        }
-    }
-
-    /// The bytes of a Send or Write, or `None` after failing the work request.
-    fn gather(
-        &mut self,
-        pd: &ProtectionDomain,
-        sge: crate::access::Sge,
-        peer: Peer,
-    ) -> Option<Vec<u8>> {
-        if sge.len > peer.max_payload {
-            self.fail_head(WcStatus::LocalLength);
-            return None;
-        }
-        match pd.read(sge.stag, sge.va, u64::from(sge.len), Access::NONE) {
-            Ok(data) => Some(data),
-            Err(_) => {
-                self.fail_head(WcStatus::LocalProtection);
-                None
-            }
-        }
-    }
-
-    fn fail_head(&mut self, status: WcStatus) {
-        self.enter_error(
-            Some((None, TerminateCause::RemoteOperation)),
-            Blame::SendHead(status),
-        );
-    }
-
-    fn accept_msn(&mut self, msn: u32) -> bool {
-        if msn != self.expected_msn {
-            self.protocol_error();
-            return false;
-        }
-        self.expected_msn = msn.wrapping_add(1);
-        true
-    }
-
-    fn ack(&mut self, msn: u32) {
-        // Coalesce with an Ack not yet sent; order with Read Responses is kept.
-        if let Some(Message::Ack { msn: last }) = self.tx.back_mut() {
-            *last = msn;
-        } else {
-            self.tx.push_back(Message::Ack { msn });
-        }
-    }
-
-    fn remote_access_error(&mut self, msn: u32) {
-        self.enter_error(
-            Some((Some(msn), TerminateCause::RemoteAccess)),
-            Blame::Async(WcStatus::RemoteAccess),
-        );
-    }
-
     fn protocol_error(&mut self) {
         self.enter_error(
             Some((None, TerminateCause::Protocol)),
             Blame::Async(WcStatus::Protocol),
         );
-    }
-
-    fn complete_in_order(&mut self) {
-        while self.in_flight.front().is_some_and(|e| e.done) {
-            if let Some(e) = self.in_flight.pop_front() {
-                self.cq.push_back(self.success(e.wr));
-            }
-        }
-    }
-
-    fn success(&self, wr: SendWr) -> WorkCompletion {
-        let len = match wr {
-            SendWr::Send { sge, .. } | SendWr::Write { sge, .. } | SendWr::Read { sge, .. } => {
-                sge.len
-            }
-            SendWr::LocalInvalidate { .. } => 0,
-        };
-        WorkCompletion::new(wr.wr_id(), wr.opcode(), WcStatus::Success, len)
     }
 
     /// Stops the queue pair: the blamed work request (or an asynchronous error) completes with
