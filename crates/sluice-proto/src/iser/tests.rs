@@ -49,6 +49,29 @@ proptest! {
         prop_assert_eq!(rest.len(), 52);
     }
 
+    /// The reply never promises more reads than the initiator serves, and either names a
+    /// version inside both ranges or rejects exactly when the ranges do not overlap.
+    #[test]
+    fn hello_reply_respects_both_sides(
+        (imin, imax) in (0u8..16, 0u8..16).prop_map(|(a, b)| (a.min(b), a.max(b))),
+        (tmin, tmax) in (0u8..16, 0u8..16).prop_map(|(a, b)| (a.min(b), a.max(b))),
+        ird in any::<u16>(),
+        ord in any::<u16>(),
+    ) {
+        let hello = Hello { max_version: imax, min_version: imin, ird };
+        let reply = hello.reply(tmin, tmax, ord);
+        prop_assert!(reply.ord <= ird && reply.ord <= ord);
+        let overlap = imin.max(tmin) <= imax.min(tmax);
+        prop_assert_eq!(reply.reject, !overlap);
+        if overlap {
+            let v = reply.current_version;
+            prop_assert!((imin..=imax).contains(&v) && (tmin..=tmax).contains(&v));
+            prop_assert_eq!(v, imax.min(tmax));
+        }
+        let wire = IserMessage::HelloReply(reply).emit();
+        prop_assert_eq!(IserMessage::parse(&wire).map(|(m, _)| m), Ok(IserMessage::HelloReply(reply)));
+    }
+
     /// Whatever parses re-emits to the same bytes, up to reserved fields.
     #[test]
     fn any_bytes_parse_or_fail_cleanly(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
