@@ -25,6 +25,8 @@
 //! - [`initiator`]: the initiator's full feature phase: an [`initiator::InitiatorSession`]
 //!   with its connections (CmdSN numbering, commands spread by a policy, task management,
 //!   pings, text, logout, ErrorRecoveryLevel 0 recovery).
+//! - [`iser`]: iSER's wire formats (RFC 7145): the iSER header of every RDMA Send, the
+//!   iWARP Hello and HelloReply, and the RDMA-CM private data header.
 //! - [`target`]: the target's full feature phase: a [`target::TargetSession`] with its
 //!   connections (command ordering across them, SCSI tasks, task management, text, logout,
 //!   keepalive), and the session table that binds logins to sessions.
@@ -33,6 +35,7 @@
 pub mod chap;
 pub mod framing;
 pub mod initiator;
+pub mod iser;
 pub mod keepalive;
 pub mod login;
 mod map;

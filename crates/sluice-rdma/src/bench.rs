@@ -1,0 +1,138 @@
+//! Raw throughput of the software provider: RDMA Writes or Reads of a fixed message size over
+//! loopback TCP, with a fixed number outstanding. This is the ceiling an iSER datamover on
+//! this provider can reach.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::access::{Access, RemoteAddr, Sge, VaMode};
+use crate::driver::SoftRdma;
+use crate::qp::QpConfig;
+use crate::work::{SendWr, WcStatus};
+
+/// Which operation to measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchOp {
+    /// RDMA Write: the requester's data into the responder's region.
+    Write,
+    /// RDMA Read: the responder's region into the requester's.
+    Read,
+}
+
+/// One measurement.
+#[derive(Clone, Copy, Debug)]
+pub struct BenchReport {
+    /// The operation.
+    pub op: BenchOp,
+    /// Payload bytes moved.
+    pub bytes: u64,
+    /// Bytes per work request.
+    pub message_bytes: u32,
+    /// Work requests outstanding at once.
+    pub depth: usize,
+    /// From the first post to the last completion.
+    pub elapsed: Duration,
+}
+
+impl BenchReport {
+    /// Payload throughput in Mbit/s.
+    pub fn mbit_per_s(&self) -> f64 {
+        self.bytes as f64 * 8.0 / self.elapsed.as_secs_f64().max(1e-9) / 1e6
+    }
+}
+
+/// Moves `total_bytes` (rounded up to whole messages) with `op` in messages of
+/// `message_bytes`, `depth` outstanding, between two endpoints connected over loopback TCP,
+/// and times it from the first post to the last completion. Every completion must succeed.
+pub async fn loopback(
+    op: BenchOp,
+    total_bytes: u64,
+    message_bytes: u32,
+    depth: usize,
+) -> io::Result<BenchReport> {
+    let depth = depth.max(1);
+    let message_bytes = message_bytes.max(1);
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
+    let (client, (server, _)) = (client?, accepted?);
+    client.set_nodelay(true)?;
+    server.set_nodelay(true)?;
+    let config = QpConfig {
+        ord: u16::try_from(depth).unwrap_or(u16::MAX),
+        ird: u16::try_from(depth).unwrap_or(u16::MAX),
+        max_payload: message_bytes,
+        ..QpConfig::default()
+    };
+    let requester = SoftRdma::spawn(client, config);
+    let responder = SoftRdma::spawn(server, config);
+    let span = u64::from(message_bytes) * depth as u64;
+    let to_io = |e: crate::pd::RegisterError| io::Error::other(e.to_string());
+    let local = requester
+        .register(span, Access::LOCAL_WRITE, VaMode::ZeroBased)
+        .map_err(to_io)?;
+    let remote = responder
+        .register(
+            span,
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+            VaMode::Based(0x7f00_0000_0000),
+        )
+        .map_err(to_io)?;
+    let messages = total_bytes.div_ceil(u64::from(message_bytes)).max(1);
+    let wr = |n: u64| {
+        let slot = n % depth as u64 * u64::from(message_bytes);
+        let sge = Sge {
+            stag: local.stag,
+            va: slot,
+            len: message_bytes,
+        };
+        let remote = RemoteAddr {
+            stag: remote.stag,
+            va: remote.base_va + slot,
+        };
+        match op {
+            BenchOp::Write => SendWr::Write {
+                wr_id: n,
+                sge,
+                remote,
+            },
+            BenchOp::Read => SendWr::Read {
+                wr_id: n,
+                sge,
+                remote,
+            },
+        }
+    };
+    let post = |n: u64| {
+        requester
+            .post_send(wr(n))
+            .map_err(|e| io::Error::other(e.to_string()))
+    };
+    let start = Instant::now();
+    let mut posted = 0;
+    while posted < messages.min(depth as u64) {
+        post(posted)?;
+        posted += 1;
+    }
+    let mut completed = 0;
+    while completed < messages {
+        let wc = requester.next_completion().await;
+        if wc.status != WcStatus::Success {
+            return Err(io::Error::other(format!("completion failed: {wc:?}")));
+        }
+        completed += 1;
+        if posted < messages {
+            post(posted)?;
+            posted += 1;
+        }
+    }
+    Ok(BenchReport {
+        op,
+        bytes: messages * u64::from(message_bytes),
+        message_bytes,
+        depth,
+        elapsed: start.elapsed(),
+    })
+}

@@ -1,0 +1,226 @@
+//! The tokio driver: an [`Endpoint`] over any `AsyncRead + AsyncWrite` byte stream (TCP, a
+//! Unix socket, an in-memory duplex). Two tasks move bytes; every decision is the
+//! endpoint's.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::access::{Access, STag, VaMode};
+use crate::endpoint::Endpoint;
+use crate::fault::FaultPlan;
+use crate::pd::{AccessError, MemoryRegion, RegisterError};
+use crate::qp::{PostError, QpConfig, QpState};
+use crate::work::{RecvWr, SendWr, WorkCompletion};
+
+/// Bytes the reader asks the stream for at a time (more when a frame's body is longer: the
+/// decoder reserves room for the whole body once its header is judged).
+const READ_CHUNK_BYTES: usize = 64 << 10;
+
+struct Shared {
+    endpoint: Mutex<Endpoint>,
+    /// A completion was queued.
+    completions: Notify,
+    /// A frame waits to be sent.
+    transmit: Notify,
+}
+
+/// A connected software RDMA endpoint: one protection domain, one reliable-connected queue
+/// pair and its completion queue, driven over a byte stream by two tasks that stop when it
+/// is dropped.
+pub struct SoftRdma {
+    shared: Arc<Shared>,
+    tasks: [JoinHandle<()>; 2],
+}
+
+impl SoftRdma {
+    /// Starts an endpoint on `stream` (inside a tokio runtime). The peer must run one too.
+    pub fn spawn<S>(stream: S, config: QpConfig) -> Self
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        Self::spawn_with_faults(stream, config, FaultPlan::default())
+    }
+
+    /// As [`spawn`](Self::spawn), with faults to inject from the first frame on.
+    pub fn spawn_with_faults<S>(stream: S, config: QpConfig, faults: FaultPlan) -> Self
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        let mut endpoint = Endpoint::new(config);
+        endpoint.set_faults(faults);
+        let shared = Arc::new(Shared {
+            endpoint: Mutex::new(endpoint),
+            completions: Notify::new(),
+            transmit: Notify::new(),
+        });
+        let (reader, writer) = tokio::io::split(stream);
+        let tasks = [
+            tokio::spawn(read_loop(reader, shared.clone())),
+            tokio::spawn(write_loop(writer, shared.clone())),
+        ];
+        shared.transmit.notify_one();
+        SoftRdma { shared, tasks }
+    }
+
+    fn endpoint(&self) -> MutexGuard<'_, Endpoint> {
+        lock(&self.shared)
+    }
+
+    /// Registers `len` zeroed bytes.
+    pub fn register(
+        &self,
+        len: u64,
+        access: Access,
+        va: VaMode,
+    ) -> Result<MemoryRegion, RegisterError> {
+        self.endpoint().register(len, access, va)
+    }
+
+    /// Deregisters a region.
+    pub fn deregister(&self, stag: STag) -> Result<(), AccessError> {
+        self.endpoint().pd.deregister(stag)
+    }
+
+    /// Stores `data` into this side's region (a CPU store: bounds checked, not rights).
+    pub fn fill(&self, stag: STag, va: u64, data: &[u8]) -> Result<(), AccessError> {
+        self.endpoint().pd.fill(stag, va, data)
+    }
+
+    /// Copies `len` bytes out of this side's region (a CPU load).
+    pub fn contents(&self, stag: STag, va: u64, len: u64) -> Result<Vec<u8>, AccessError> {
+        self.endpoint()
+            .pd
+            .contents(stag, va, len)
+            .map(<[u8]>::to_vec)
+    }
+
+    /// Replaces the fault plan.
+    pub fn set_faults(&self, plan: FaultPlan) {
+        self.endpoint().set_faults(plan);
+    }
+
+    /// The queue pair's state.
+    pub fn state(&self) -> QpState {
+        self.endpoint().state()
+    }
+
+    /// Posts a send work request.
+    pub fn post_send(&self, wr: SendWr) -> Result<(), PostError> {
+        let result = self.endpoint().post_send(wr);
+        self.kick();
+        result
+    }
+
+    /// Posts a receive.
+    pub fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
+        let result = self.endpoint().post_recv(wr);
+        self.kick();
+        result
+    }
+
+    /// The next completion, if one is queued.
+    pub fn poll_cq(&self) -> Option<WorkCompletion> {
+        self.endpoint().poll_completion()
+    }
+
+    /// Waits for the next completion.
+    pub async fn next_completion(&self) -> WorkCompletion {
+        loop {
+            let notified = self.shared.completions.notified();
+            if let Some(wc) = self.poll_cq() {
+                return wc;
+            }
+            notified.await;
+        }
+    }
+
+    fn kick(&self) {
+        // A post can complete work (a flush, a local invalidate) and queue frames.
+        self.shared.transmit.notify_one();
+        self.shared.completions.notify_one();
+    }
+}
+
+impl Drop for SoftRdma {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+fn lock(shared: &Shared) -> MutexGuard<'_, Endpoint> {
+    // A panic while holding the lock would be a bug in this crate; the endpoint's state is
+    // still consistent message by message, so keep serving rather than cascade the panic.
+    shared
+        .endpoint
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+async fn read_loop<R: AsyncRead>(reader: R, shared: Arc<Shared>) {
+    tokio::pin!(reader);
+    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    loop {
+        if buf.capacity() - buf.len() < READ_CHUNK_BYTES / 4 {
+            buf.reserve(READ_CHUNK_BYTES);
+        }
+        // A read error ends the stream just as end-of-file does.
+        let n: usize = reader.read_buf(&mut buf).await.unwrap_or_default();
+        {
+            let mut endpoint = lock(&shared);
+            if n == 0 {
+                endpoint.handle_transport_lost();
+            } else {
+                endpoint.handle_bytes(&mut buf);
+            }
+        }
+        shared.completions.notify_one();
+        shared.transmit.notify_one();
+        if n == 0 {
+            return;
+        }
+    }
+}
+
+async fn write_loop<W: AsyncWrite>(writer: W, shared: Arc<Shared>) {
+    let writer = BufWriter::with_capacity(READ_CHUNK_BYTES, writer);
+    tokio::pin!(writer);
+    loop {
+        let notified = shared.transmit.notified();
+        let batch: Vec<_> = {
+            let mut endpoint = lock(&shared);
+            std::iter::from_fn(|| endpoint.poll_transmit()).collect()
+        };
+        if batch.is_empty() {
+            notified.await;
+            continue;
+        }
+        for frame in batch {
+            if let Some(delay) = frame.delay {
+                if writer.flush().await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(delay).await;
+            }
+            let sent = async {
+                writer.write_all(&frame.head).await?;
+                writer.write_all(&frame.payload).await
+            };
+            if sent.await.is_err() {
+                lock(&shared).handle_transport_lost();
+                shared.completions.notify_one();
+                return;
+            }
+        }
+        if writer.flush().await.is_err() {
+            lock(&shared).handle_transport_lost();
+            shared.completions.notify_one();
+            return;
+        }
+    }
+}

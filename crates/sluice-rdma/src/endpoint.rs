@@ -1,0 +1,158 @@
+//! One side of a connection, sans-IO: a protection domain, a queue pair, the decoder and a
+//! fault plan. Drivers feed it received bytes and send what [`Endpoint::poll_transmit`] hands
+//! out; tests can connect two endpoints directly.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::access::{Access, VaMode};
+use crate::fault::{FaultAction, FaultPlan, FrameKind};
+use crate::pd::{MemoryRegion, ProtectionDomain, RegisterError};
+use crate::qp::{PostError, QpConfig, QpState, QueuePair};
+use crate::wire::Decoder;
+use crate::work::{RecvWr, SendWr, WorkCompletion};
+
+/// One encoded frame to send: its header (with the message's fixed part), its payload, and
+/// how long to hold it first (fault injection).
+#[derive(Debug)]
+pub struct Outgoing {
+    /// Frame header and fixed part.
+    pub head: BytesMut,
+    /// The payload, sent right after `head`.
+    pub payload: Bytes,
+    /// Wait this long before sending.
+    pub delay: Option<Duration>,
+}
+
+/// One side of a software RDMA connection.
+pub struct Endpoint {
+    /// The protection domain: the memory this side registered.
+    pub pd: ProtectionDomain,
+    qp: QueuePair,
+    decoder: Decoder,
+    faults: FaultPlan,
+    broken: bool,
+}
+
+impl Endpoint {
+    /// An endpoint with an empty protection domain and one queue pair.
+    pub fn new(config: QpConfig) -> Self {
+        let qp = QueuePair::new(config);
+        Endpoint {
+            decoder: Decoder::new(qp.config().max_payload),
+            pd: ProtectionDomain::new(),
+            qp,
+            faults: FaultPlan::default(),
+            broken: false,
+        }
+    }
+
+    /// Replaces the fault plan.
+    pub fn set_faults(&mut self, plan: FaultPlan) {
+        self.faults = plan;
+    }
+
+    /// Registers a memory region (subject to the fault plan).
+    pub fn register(
+        &mut self,
+        len: u64,
+        access: Access,
+        va: VaMode,
+    ) -> Result<MemoryRegion, RegisterError> {
+        if self.faults.take_registration_failure() {
+            return Err(RegisterError::Injected);
+        }
+        self.pd.register(len, access, va)
+    }
+
+    /// The queue pair's state.
+    pub fn state(&self) -> QpState {
+        self.qp.state()
+    }
+
+    /// Posts a send work request.
+    pub fn post_send(&mut self, wr: SendWr) -> Result<(), PostError> {
+        self.qp.post_send(&mut self.pd, wr)
+    }
+
+    /// Posts a receive.
+    pub fn post_recv(&mut self, wr: RecvWr) -> Result<(), PostError> {
+        self.qp.post_recv(wr)
+    }
+
+    /// The next work completion.
+    pub fn poll_completion(&mut self) -> Option<WorkCompletion> {
+        self.qp.poll_completion()
+    }
+
+    /// Decodes and handles every whole message at the front of `buf`. Undecodable bytes stop
+    /// the queue pair (the peer gets a Terminate) and everything after them is ignored.
+    pub fn handle_bytes(&mut self, buf: &mut BytesMut) {
+        while !self.broken {
+            match self.decoder.decode(buf) {
+                Ok(Some(msg)) => self.qp.handle_message(&mut self.pd, msg),
+                Ok(None) => return,
+                Err(_) => {
+                    self.broken = true;
+                    self.qp.handle_wire_error();
+                }
+            }
+        }
+        buf.clear();
+    }
+
+    /// The byte stream closed or failed.
+    pub fn handle_transport_lost(&mut self) {
+        self.qp.handle_transport_lost();
+    }
+
+    /// Whether frames wait to be sent.
+    pub fn wants_transmit(&self) -> bool {
+        self.qp.wants_transmit()
+    }
+
+    /// The next frame to send, after the fault plan had its say.
+    pub fn poll_transmit(&mut self) -> Option<Outgoing> {
+        loop {
+            let msg = self.qp.poll_transmit()?;
+            let kind = FrameKind::of(&msg);
+            let mut head = BytesMut::new();
+            msg.encode_head(&mut head);
+            let mut out = Outgoing {
+                head,
+                payload: match msg {
+                    crate::wire::Message::Send { payload, .. }
+                    | crate::wire::Message::Write { payload, .. }
+                    | crate::wire::Message::ReadResponse { payload, .. } => payload,
+                    _ => Bytes::new(),
+                },
+                delay: None,
+            };
+            let actions = self.faults.on_frame(kind);
+            let mut dropped = false;
+            for action in actions {
+                match action {
+                    FaultAction::Drop => dropped = true,
+                    FaultAction::Delay(d) => out.delay = Some(d),
+                    FaultAction::Corrupt { offset, xor } => corrupt(&mut out, offset, xor),
+                }
+            }
+            if !dropped {
+                return Some(out);
+            }
+        }
+    }
+}
+
+fn corrupt(out: &mut Outgoing, offset: usize, xor: u8) {
+    if let Some(b) = out.head.get_mut(offset) {
+        *b ^= xor;
+    } else if let Some(i) = offset.checked_sub(out.head.len()) {
+        if i < out.payload.len() {
+            let mut p = BytesMut::from(&out.payload[..]);
+            p[i] ^= xor;
+            out.payload = p.freeze();
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! Protection domains and the memory regions registered in them, with the checks every
+//! access goes through.
+
+use std::ops::Range;
+
+use rustc_hash::FxHashMap;
+
+use crate::access::{Access, STag, VaMode};
+
+/// Largest region one registration may create. Registration allocates the region's memory,
+/// so the bound keeps a caller's typo from asking for the machine.
+pub const MAX_REGION_BYTES: u64 = 1 << 32;
+
+/// Region indexes are 24 bits wide ([`STag`]); index 0 is never used, so an all-zero STag
+/// never names a region.
+const MAX_REGION_INDEX: u32 = 0x00ff_ffff;
+
+/// A registered memory region as its owner describes it to the peer: STag, base address
+/// (in the region's addressing) and length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryRegion {
+    /// The region's STag (lkey and rkey).
+    pub stag: STag,
+    /// The address of the region's first byte as the peer names it (0 when zero-based).
+    pub base_va: u64,
+    /// Bytes.
+    pub len: u64,
+    /// The rights granted.
+    pub access: Access,
+}
+
+/// Why a registration failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegisterError {
+    /// More than [`MAX_REGION_BYTES`], or a base address whose region would wrap.
+    #[error("region of {0} bytes is too large or wraps the address space")]
+    TooLarge(u64),
+    /// Remote write without local write, which verbs forbid.
+    #[error("remote write access requires local write access")]
+    InvalidAccess,
+    /// Every region index has been handed out.
+    #[error("no region index left in this protection domain")]
+    Exhausted,
+    /// A fault plan failed this registration on purpose.
+    #[error("registration failed by fault injection")]
+    Injected,
+}
+
+/// Why an access to a region was refused. Each one is what hardware reports as a protection
+/// (local) or access (remote) error; none of them ever reads or writes a byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AccessError {
+    /// No region of this protection domain has this STag (never registered, deregistered,
+    /// or a stale key).
+    #[error("STag {0} names no region")]
+    UnknownStag(STag),
+    /// The region was invalidated.
+    #[error("STag {0} was invalidated")]
+    Invalidated(STag),
+    /// The region lacks the right the access needs.
+    #[error("STag {0} lacks the access right")]
+    NoRight(STag),
+    /// The access leaves the region's `[base, base + len)`.
+    #[error("access of {len} bytes at {va:#x} leaves the region of STag {stag}")]
+    OutOfBounds {
+        /// The region.
+        stag: STag,
+        /// The first address.
+        va: u64,
+        /// Bytes.
+        len: u64,
+    },
+}
+
+struct Region {
+    stag: STag,
+    base_va: u64,
+    access: Access,
+    valid: bool,
+    bytes: Vec<u8>,
+}
+
+/// A protection domain: the regions one set of queue pairs may use. Its memory lives here,
+/// so every access — local or remote — goes through [`ProtectionDomain::check`].
+#[derive(Default)]
+pub struct ProtectionDomain {
+    regions: FxHashMap<u32, Region>,
+    next_index: u32,
+    next_key: u8,
+}
+
+impl ProtectionDomain {
+    /// An empty protection domain.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers `len` zeroed bytes with `access`, addressed as `va` says.
+    pub fn register(
+        &mut self,
+        len: u64,
+        access: Access,
+        va: VaMode,
+    ) -> Result<MemoryRegion, RegisterError> {
+        if access.contains(Access::REMOTE_WRITE) && !access.contains(Access::LOCAL_WRITE) {
+            return Err(RegisterError::InvalidAccess);
+        }
+        let base_va = match va {
+            VaMode::ZeroBased => 0,
+            VaMode::Based(base) => base,
+        };
+        if len > MAX_REGION_BYTES || base_va.checked_add(len).is_none() {
+            return Err(RegisterError::TooLarge(len));
+        }
+        let size = usize::try_from(len).map_err(|_| RegisterError::TooLarge(len))?;
+        if self.next_index >= MAX_REGION_INDEX {
+            return Err(RegisterError::Exhausted);
+        }
+        self.next_index += 1;
+        self.next_key = self.next_key.wrapping_add(1);
+        let stag = STag::new(self.next_index, self.next_key);
+        self.regions.insert(
+            stag.index(),
+            Region {
+                stag,
+                base_va,
+                access,
+                valid: true,
+                bytes: vec![0; size],
+            },
+        );
+        Ok(MemoryRegion {
+            stag,
+            base_va,
+            len,
+            access,
+        })
+    }
+
+    /// Removes a region; its STag names nothing afterwards.
+    pub fn deregister(&mut self, stag: STag) -> Result<(), AccessError> {
+        self.region(stag)?;
+        self.regions.remove(&stag.index());
+        Ok(())
+    }
+
+    /// Invalidates a region (local invalidate, or the target of a Send with Invalidate): every
+    /// later access through its STag fails, its memory stays for the owner to read.
+    pub fn invalidate(&mut self, stag: STag) -> Result<(), AccessError> {
+        let region = self.region_mut(stag)?;
+        if !region.valid {
+            return Err(AccessError::Invalidated(stag));
+        }
+        region.valid = false;
+        Ok(())
+    }
+
+    /// The region's description, if `stag` names one (valid or not).
+    pub fn describe(&self, stag: STag) -> Option<(MemoryRegion, bool)> {
+        let r = self.region(stag).ok()?;
+        Some((
+            MemoryRegion {
+                stag: r.stag,
+                base_va: r.base_va,
+                len: r.bytes.len() as u64,
+                access: r.access,
+            },
+            r.valid,
+        ))
+    }
+
+    /// Checks an access of `len` bytes at `va` through `stag` that needs `need`, and returns
+    /// the byte range it covers in the region. This is the one gate: an unknown or invalidated
+    /// STag, a missing right or any byte outside `[base, base + len)` is refused.
+    pub fn check(
+        &self,
+        stag: STag,
+        va: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<Range<usize>, AccessError> {
+        let region = self.region(stag)?;
+        if !region.valid {
+            return Err(AccessError::Invalidated(stag));
+        }
+        if !region.access.contains(need) {
+            return Err(AccessError::NoRight(stag));
+        }
+        region_range(region, va, len).ok_or(AccessError::OutOfBounds { stag, va, len })
+    }
+
+    /// Copies `len` bytes out of a region after [`check`](Self::check) with `need`.
+    pub fn read(
+        &self,
+        stag: STag,
+        va: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<Vec<u8>, AccessError> {
+        let range = self.check(stag, va, len, need)?;
+        Ok(self.region(stag)?.bytes[range].to_vec())
+    }
+
+    /// Copies `data` into a region after [`check`](Self::check) with `need`.
+    pub fn write(
+        &mut self,
+        stag: STag,
+        va: u64,
+        data: &[u8],
+        need: Access,
+    ) -> Result<(), AccessError> {
+        let range = self.check(stag, va, data.len() as u64, need)?;
+        self.region_mut(stag)?.bytes[range].copy_from_slice(data);
+        Ok(())
+    }
+
+    /// The owner's own view of its memory (a CPU load, not a verb): bounds are checked, rights
+    /// and validity are not.
+    pub fn contents(&self, stag: STag, va: u64, len: u64) -> Result<&[u8], AccessError> {
+        let region = self.region(stag)?;
+        let range =
+            region_range(region, va, len).ok_or(AccessError::OutOfBounds { stag, va, len })?;
+        Ok(&region.bytes[range])
+    }
+
+    /// The owner filling its own memory (a CPU store, not a verb): bounds are checked, rights
+    /// and validity are not.
+    pub fn fill(&mut self, stag: STag, va: u64, data: &[u8]) -> Result<(), AccessError> {
+        let region = self.region_mut(stag)?;
+        let len = data.len() as u64;
+        let range =
+            region_range(region, va, len).ok_or(AccessError::OutOfBounds { stag, va, len })?;
+        region.bytes[range].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn region(&self, stag: STag) -> Result<&Region, AccessError> {
+        match self.regions.get(&stag.index()) {
+            Some(r) if r.stag == stag => Ok(r),
+            _ => Err(AccessError::UnknownStag(stag)),
+        }
+    }
+
+    fn region_mut(&mut self, stag: STag) -> Result<&mut Region, AccessError> {
+        match self.regions.get_mut(&stag.index()) {
+            Some(r) if r.stag == stag => Ok(r),
+            _ => Err(AccessError::UnknownStag(stag)),
+        }
+    }
+}
+
+/// `[va, va + len)` as a range of the region's bytes, if it lies inside `[base, base + size)`.
+/// Checked arithmetic throughout: addresses come from the wire.
+fn region_range(region: &Region, va: u64, len: u64) -> Option<Range<usize>> {
+    let offset = va.checked_sub(region.base_va)?;
+    let end = offset.checked_add(len)?;
+    if end > region.bytes.len() as u64 {
+        return None;
+    }
+    Some(usize::try_from(offset).ok()?..usize::try_from(end).ok()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pd_with(len: u64, access: Access, va: VaMode) -> (ProtectionDomain, MemoryRegion) {
+        let mut pd = ProtectionDomain::new();
+        let mr = pd.register(len, access, va).expect("register");
+        (pd, mr)
+    }
+
+    #[test]
+    fn bounds_are_base_relative_and_exclusive_at_the_end() {
+        let (pd, mr) = pd_with(100, Access::REMOTE_READ, VaMode::Based(0x1000));
+        assert_eq!(
+            pd.check(mr.stag, 0x1000, 100, Access::REMOTE_READ),
+            Ok(0..100)
+        );
+        assert_eq!(
+            pd.check(mr.stag, 0x1063, 1, Access::REMOTE_READ),
+            Ok(99..100)
+        );
+        for (va, len) in [
+            (0x1000, 101),
+            (0x0fff, 1),
+            (0x1064, 1),
+            (0x1063, 2),
+            (u64::MAX, 2),
+        ] {
+            assert!(
+                matches!(
+                    pd.check(mr.stag, va, len, Access::REMOTE_READ),
+                    Err(AccessError::OutOfBounds { .. })
+                ),
+                "{va:#x}+{len}"
+            );
+        }
+    }
+
+    #[test]
+    fn zero_based_regions_start_at_zero() {
+        let (pd, mr) = pd_with(64, Access::REMOTE_READ, VaMode::ZeroBased);
+        assert_eq!(mr.base_va, 0);
+        assert_eq!(pd.check(mr.stag, 0, 64, Access::REMOTE_READ), Ok(0..64));
+        assert!(pd.check(mr.stag, 1, 64, Access::REMOTE_READ).is_err());
+    }
+
+    #[test]
+    fn rights_are_enforced() {
+        let (pd, mr) = pd_with(8, Access::REMOTE_READ, VaMode::ZeroBased);
+        assert_eq!(
+            pd.check(mr.stag, 0, 8, Access::REMOTE_WRITE),
+            Err(AccessError::NoRight(mr.stag))
+        );
+        assert_eq!(
+            pd.check(mr.stag, 0, 8, Access::LOCAL_WRITE),
+            Err(AccessError::NoRight(mr.stag))
+        );
+    }
+
+    #[test]
+    fn remote_write_needs_local_write() {
+        let mut pd = ProtectionDomain::new();
+        assert_eq!(
+            pd.register(8, Access::REMOTE_WRITE, VaMode::ZeroBased),
+            Err(RegisterError::InvalidAccess)
+        );
+    }
+
+    #[test]
+    fn oversized_and_wrapping_registrations_are_refused() {
+        let mut pd = ProtectionDomain::new();
+        assert!(pd
+            .register(MAX_REGION_BYTES + 1, Access::NONE, VaMode::ZeroBased)
+            .is_err());
+        assert!(pd
+            .register(16, Access::NONE, VaMode::Based(u64::MAX - 8))
+            .is_err());
+    }
+
+    #[test]
+    fn wrong_stale_and_invalidated_keys_are_refused() {
+        let (mut pd, mr) = pd_with(8, Access::REMOTE_READ, VaMode::ZeroBased);
+        let wrong_key = STag::new(mr.stag.index(), mr.stag.key().wrapping_add(1));
+        assert_eq!(
+            pd.check(wrong_key, 0, 8, Access::REMOTE_READ),
+            Err(AccessError::UnknownStag(wrong_key))
+        );
+        pd.invalidate(mr.stag).expect("invalidate");
+        assert_eq!(
+            pd.check(mr.stag, 0, 8, Access::REMOTE_READ),
+            Err(AccessError::Invalidated(mr.stag))
+        );
+        assert_eq!(
+            pd.invalidate(mr.stag),
+            Err(AccessError::Invalidated(mr.stag))
+        );
+        // The owner still sees its memory.
+        assert_eq!(pd.contents(mr.stag, 0, 8).map(<[u8]>::len), Ok(8));
+        pd.deregister(mr.stag).expect("deregister");
+        assert_eq!(
+            pd.check(mr.stag, 0, 8, Access::REMOTE_READ),
+            Err(AccessError::UnknownStag(mr.stag))
+        );
+    }
+
+    #[test]
+    fn stags_are_never_reused() {
+        let mut pd = ProtectionDomain::new();
+        let a = pd.register(8, Access::NONE, VaMode::ZeroBased).expect("a");
+        pd.deregister(a.stag).expect("dereg");
+        let b = pd.register(8, Access::NONE, VaMode::ZeroBased).expect("b");
+        assert_ne!(a.stag, b.stag);
+        assert!(pd.contents(a.stag, 0, 1).is_err());
+    }
+}

@@ -1,0 +1,202 @@
+//! The tokio driver over real byte streams: an in-memory duplex and loopback TCP.
+
+use std::time::{Duration, Instant};
+
+use sluice_rdma::bench::{loopback, BenchOp};
+use sluice_rdma::*;
+
+fn rw() -> Access {
+    Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ
+}
+
+fn pair() -> (SoftRdma, SoftRdma) {
+    let (x, y) = tokio::io::duplex(8 << 10);
+    (
+        SoftRdma::spawn(x, QpConfig::default()),
+        SoftRdma::spawn(y, QpConfig::default()),
+    )
+}
+
+async fn next(ep: &SoftRdma) -> WorkCompletion {
+    tokio::time::timeout(Duration::from_secs(10), ep.next_completion())
+        .await
+        .expect("a completion within 10 s")
+}
+
+#[tokio::test]
+async fn write_read_and_send_over_a_duplex_stream() {
+    let (a, b) = pair();
+    let local = a
+        .register(1 << 20, Access::LOCAL_WRITE, VaMode::ZeroBased)
+        .expect("local");
+    let data: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+    a.fill(local.stag, 0, &data).expect("fill");
+    let region = b
+        .register(1 << 20, rw(), VaMode::Based(0x4000_0000))
+        .expect("region");
+    let inbox = b
+        .register(64, Access::LOCAL_WRITE, VaMode::ZeroBased)
+        .expect("inbox");
+    b.post_recv(RecvWr {
+        wr_id: 100,
+        sge: Sge {
+            stag: inbox.stag,
+            va: 0,
+            len: 64,
+        },
+    })
+    .expect("recv");
+
+    // A 1 MiB RDMA Write (larger than the duplex buffer: the stream is really streamed).
+    a.post_send(SendWr::Write {
+        wr_id: 1,
+        sge: Sge {
+            stag: local.stag,
+            va: 0,
+            len: 1 << 20,
+        },
+        remote: RemoteAddr {
+            stag: region.stag,
+            va: region.base_va,
+        },
+    })
+    .expect("write");
+    let wc = next(&a).await;
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.byte_len),
+        (1, WcStatus::Success, 1 << 20)
+    );
+    assert_eq!(
+        b.contents(region.stag, region.base_va, 1 << 20).expect("c"),
+        data
+    );
+
+    // Read the second half back into the first half of the local buffer.
+    a.post_send(SendWr::Read {
+        wr_id: 2,
+        sge: Sge {
+            stag: local.stag,
+            va: 0,
+            len: 1 << 19,
+        },
+        remote: RemoteAddr {
+            stag: region.stag,
+            va: region.base_va + (1 << 19),
+        },
+    })
+    .expect("read");
+    let wc = next(&a).await;
+    assert_eq!(
+        (wc.wr_id, wc.opcode, wc.status),
+        (2, WcOpcode::RdmaRead, WcStatus::Success)
+    );
+    assert_eq!(
+        a.contents(local.stag, 0, 1 << 19).expect("c"),
+        &data[1 << 19..]
+    );
+
+    // A Send with Invalidate closes the region to further RDMA.
+    a.post_send(SendWr::Send {
+        wr_id: 3,
+        sge: Sge {
+            stag: local.stag,
+            va: 0,
+            len: 5,
+        },
+        invalidate: Some(region.stag),
+    })
+    .expect("send");
+    assert_eq!(next(&a).await.status, WcStatus::Success);
+    let wc = next(&b).await;
+    assert_eq!(
+        (wc.wr_id, wc.byte_len, wc.invalidated),
+        (100, 5, Some(region.stag))
+    );
+    a.post_send(SendWr::Read {
+        wr_id: 4,
+        sge: Sge {
+            stag: local.stag,
+            va: 0,
+            len: 8,
+        },
+        remote: RemoteAddr {
+            stag: region.stag,
+            va: region.base_va,
+        },
+    })
+    .expect("read");
+    assert_eq!(next(&a).await.status, WcStatus::RemoteAccess);
+    assert_eq!(next(&b).await.status, WcStatus::RemoteAccess);
+    assert_eq!(a.state(), QpState::Error);
+}
+
+#[tokio::test]
+async fn a_closed_peer_is_transport_lost_and_flushes_everything() {
+    let (a, b) = pair();
+    let local = a
+        .register(64, Access::LOCAL_WRITE, VaMode::ZeroBased)
+        .expect("local");
+    a.post_recv(RecvWr {
+        wr_id: 5,
+        sge: Sge {
+            stag: local.stag,
+            va: 0,
+            len: 64,
+        },
+    })
+    .expect("recv");
+    drop(b);
+    let wc = next(&a).await;
+    assert_eq!(
+        (wc.opcode, wc.status),
+        (WcOpcode::AsyncError, WcStatus::TransportLost)
+    );
+    let wc = next(&a).await;
+    assert_eq!((wc.wr_id, wc.status), (5, WcStatus::Flushed));
+}
+
+#[tokio::test]
+async fn a_delayed_frame_arrives_late_and_intact() {
+    let (x, y) = tokio::io::duplex(8 << 10);
+    let delay = Duration::from_millis(200);
+    let a = SoftRdma::spawn_with_faults(
+        x,
+        QpConfig::default(),
+        FaultPlan::rule(Some(FrameKind::Write), 0, FaultAction::Delay(delay)),
+    );
+    let b = SoftRdma::spawn(y, QpConfig::default());
+    let local = a
+        .register(16, Access::LOCAL_WRITE, VaMode::ZeroBased)
+        .expect("local");
+    a.fill(local.stag, 0, b"sixteen bytes!!!").expect("fill");
+    let region = b.register(16, rw(), VaMode::ZeroBased).expect("region");
+    let start = Instant::now();
+    a.post_send(SendWr::Write {
+        wr_id: 1,
+        sge: Sge {
+            stag: local.stag,
+            va: 0,
+            len: 16,
+        },
+        remote: RemoteAddr {
+            stag: region.stag,
+            va: 0,
+        },
+    })
+    .expect("write");
+    assert_eq!(next(&a).await.status, WcStatus::Success);
+    assert!(start.elapsed() >= delay, "the frame was held back");
+    assert_eq!(
+        b.contents(region.stag, 0, 16).expect("c"),
+        b"sixteen bytes!!!"
+    );
+}
+
+#[tokio::test]
+async fn the_loopback_benchmark_moves_every_byte() {
+    for op in [BenchOp::Write, BenchOp::Read] {
+        let r = loopback(op, 1 << 20, 64 << 10, 4).await.expect("bench");
+        assert_eq!(r.bytes, 1 << 20);
+        assert!(r.mbit_per_s() > 0.0);
+    }
+}
