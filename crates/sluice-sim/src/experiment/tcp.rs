@@ -9,9 +9,9 @@
 //! No SYN/FIN handshakes: the connection exists from time 0 (the study measures commands,
 //! not connection setup).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 
 /// TCP settings of both ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,8 +83,11 @@ pub struct TcpStats {
 #[derive(Debug)]
 pub(crate) struct Sender {
     cfg: TcpConfig,
-    /// Bytes from `snd_una` on: sent and unacknowledged, then not yet sent.
-    buf: BytesMut,
+    /// Bytes from `snd_una` on (sent and unacknowledged, then not yet sent), in the chunks
+    /// they were written in: acknowledging and writing never copy the stream.
+    buf: VecDeque<Bytes>,
+    /// Bytes in `buf`.
+    buffered: u64,
     snd_una: u64,
     snd_nxt: u64,
     /// The highest sequence number ever sent (after a timeout `snd_nxt` goes back).
@@ -110,7 +113,8 @@ impl Sender {
         let mss = cfg.mss as u64;
         Self {
             cfg,
-            buf: BytesMut::new(),
+            buf: VecDeque::new(),
+            buffered: 0,
             snd_una: 0,
             snd_nxt: 0,
             high_tx: 0,
@@ -129,12 +133,33 @@ impl Sender {
     }
 
     /// Appends application bytes to the stream.
-    pub(crate) fn write(&mut self, data: &[u8]) {
-        self.buf.extend_from_slice(data);
+    pub(crate) fn write(&mut self, data: Bytes) {
+        self.buffered += data.len() as u64;
+        if !data.is_empty() {
+            self.buf.push_back(data);
+        }
     }
 
     fn end(&self) -> u64 {
-        self.snd_una + self.buf.len() as u64
+        self.snd_una + self.buffered
+    }
+
+    /// Drops the first `n` bytes of the buffer (they were acknowledged).
+    fn release(&mut self, mut n: u64) {
+        self.buffered -= n;
+        while n > 0 {
+            let Some(front) = self.buf.front_mut() else {
+                return;
+            };
+            let len = front.len() as u64;
+            if len <= n {
+                n -= len;
+                self.buf.pop_front();
+            } else {
+                *front = front.slice(n as usize..);
+                n = 0;
+            }
+        }
     }
 
     fn flight(&self) -> u64 {
@@ -142,12 +167,33 @@ impl Sender {
     }
 
     fn segment_at(&self, seq: u64, limit: u64) -> Segment {
-        let off = (seq - self.snd_una) as usize;
+        let mut off = (seq - self.snd_una) as usize;
         let len = (self.cfg.mss as u64).min(limit - seq) as usize;
-        Segment {
-            seq,
-            data: Bytes::copy_from_slice(&self.buf[off..off + len]),
+        let mut pieces = Vec::new();
+        let mut need = len;
+        for chunk in &self.buf {
+            if off >= chunk.len() {
+                off -= chunk.len();
+                continue;
+            }
+            let take = (chunk.len() - off).min(need);
+            pieces.push(chunk.slice(off..off + take));
+            need -= take;
+            off = 0;
+            if need == 0 {
+                break;
+            }
         }
+        let data = if pieces.len() == 1 {
+            pieces.pop().unwrap_or_default()
+        } else {
+            let mut joined = BytesMut::with_capacity(len);
+            for p in &pieces {
+                joined.extend_from_slice(p);
+            }
+            joined.freeze()
+        };
+        Segment { seq, data }
     }
 
     fn arm(&mut self, now: u64) {
@@ -216,7 +262,7 @@ impl Sender {
         let mss = self.cfg.mss as u64;
         if ack > self.snd_una && ack <= self.high_tx {
             let acked = ack - self.snd_una;
-            self.buf.advance(acked as usize);
+            self.release(acked);
             self.snd_una = ack;
             self.snd_nxt = self.snd_nxt.max(ack);
             if let Some((end, sent)) = self.timed {
@@ -264,6 +310,21 @@ impl Sender {
             }
         }
         self.poll(now, out);
+    }
+
+    /// Its state in one line.
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "una {} nxt {} high {} end {} cwnd {} ssthresh {} rto {} ms deadline {:?}",
+            self.snd_una,
+            self.snd_nxt,
+            self.high_tx,
+            self.end(),
+            self.cwnd,
+            self.ssthresh,
+            self.rto / 1_000_000,
+            self.rto_deadline
+        )
     }
 
     /// When the retransmission timer fires.
@@ -374,7 +435,7 @@ mod tests {
     #[test]
     fn slow_start_doubles_the_window_every_round_trip() {
         let mut s = Sender::new(cfg());
-        s.write(&vec![0u8; 1_000_000]);
+        s.write(Bytes::from(vec![0u8; 1_000_000]));
         assert_eq!(rounds(&mut s, 6), [1, 2, 4, 8, 16, 32]);
     }
 
@@ -382,7 +443,7 @@ mod tests {
     fn congestion_avoidance_grows_one_segment_per_round_trip() {
         let mut s = Sender::new(cfg());
         s.ssthresh = 4000;
-        s.write(&vec![0u8; 1_000_000]);
+        s.write(Bytes::from(vec![0u8; 1_000_000]));
         assert_eq!(rounds(&mut s, 7), [1, 2, 4, 5, 6, 7, 8]);
     }
 
@@ -392,7 +453,7 @@ mod tests {
             initial_window: 10,
             ..cfg()
         });
-        s.write(&vec![0u8; 20_000]);
+        s.write(Bytes::from(vec![0u8; 20_000]));
         let mut out = Vec::new();
         s.poll(0, &mut out);
         assert_eq!(out.len(), 10);
@@ -425,7 +486,7 @@ mod tests {
             initial_window: 4,
             ..cfg()
         });
-        s.write(&vec![0u8; 8_000]);
+        s.write(Bytes::from(vec![0u8; 8_000]));
         let mut out = Vec::new();
         s.poll(0, &mut out);
         assert_eq!(out.len(), 4);

@@ -99,6 +99,10 @@ pub(super) struct ExpWorld<'a> {
     /// Statuses sent and not yet acknowledged: (StatSN, command).
     unacked_status: Vec<(SeqNum, usize)>,
     done: usize,
+    /// Why the connection was given up, if it was.
+    closed: Option<String>,
+    /// ExpCmdSN and MaxCmdSN of the last target PDU that carried them.
+    last_window_sent: Option<(SeqNum, SeqNum)>,
     pdus: u64,
     pdus_lost: u64,
 }
@@ -207,6 +211,8 @@ impl<'a> ExpWorld<'a> {
             submitted: VecDeque::new(),
             unacked_status: Vec::new(),
             done: 0,
+            closed: None,
+            last_window_sent: None,
             pdus: 0,
             pdus_lost: 0,
         })
@@ -230,10 +236,11 @@ impl<'a> ExpWorld<'a> {
             self.events += 1;
             if self.events > STEP_LIMIT || self.now > self.exp.time_limit_ns {
                 return Err(self.err(format!(
-                    "no end after {} events: {} of {} commands done",
+                    "no end after {} events: {} of {} commands done; {}",
                     self.events,
                     self.done,
-                    self.exp.workload.len()
+                    self.exp.workload.len(),
+                    self.describe()
                 )));
             }
             let Some(next) = self.next_time() else {
@@ -245,8 +252,38 @@ impl<'a> ExpWorld<'a> {
             };
             self.now = self.now.max(next);
             self.step()?;
+            if let Some(why) = &self.closed {
+                return Err(self.err(format!(
+                    "connection given up with {} of {} commands done: {why}",
+                    self.done,
+                    self.exp.workload.len()
+                )));
+            }
         }
         Ok(self.outcome(wall.elapsed()))
+    }
+
+    /// The state of both sessions and both TCP senders, for a run that did not end.
+    fn describe(&self) -> String {
+        let tcp = |e: &End| {
+            e.sender
+                .as_ref()
+                .map_or_else(|| "udp".to_owned(), Sender::describe)
+        };
+        format!(
+            "initiator: window (CmdSN, ExpCmdSN, MaxCmdSN) {:?}, {} in flight, {} waiting, \
+             requests {}, tcp {}; target: window (ExpCmdSN, MaxCmdSN) {:?}, {} tasks, last \
+             (ExpCmdSN, MaxCmdSN) it sent {:?}, tcp {}",
+            self.isession.command_window(),
+            self.isession.in_flight(),
+            self.isession.waiting(),
+            self.isession.describe_requests(),
+            tcp(&self.i_end),
+            self.tsession.command_window(),
+            self.tsession.task_count(),
+            self.last_window_sent,
+            tcp(&self.t_end)
+        )
     }
 
     fn next_time(&self) -> Option<u64> {
@@ -516,11 +553,17 @@ impl<'a> ExpWorld<'a> {
                     self.done += 1;
                 }
             }
-            while self.isession.poll_event().is_some() {
+            // One connection and no reconnection here: a session core that gives the
+            // connection up (or asks for reinstatement) ends the run, with its reason.
+            while let Some(e) = self.isession.poll_event() {
                 moved = true;
+                self.closed
+                    .get_or_insert_with(|| format!("the initiator's session core: {e:?}"));
             }
-            while self.tsession.poll_event(self.tconn).is_some() {
+            while let Some(e) = self.tsession.poll_event(self.tconn) {
                 moved = true;
+                self.closed
+                    .get_or_insert_with(|| format!("the target's session core: {e:?}"));
             }
             if !moved {
                 return Ok(());
@@ -557,6 +600,13 @@ impl<'a> ExpWorld<'a> {
     }
 
     fn target_sent(&mut self, pdu: &Pdu) {
+        self.last_window_sent = match pdu {
+            Pdu::ScsiResponse(r) => Some((r.exp_cmd_sn, r.max_cmd_sn)),
+            Pdu::DataIn(d) => Some((d.exp_cmd_sn, d.max_cmd_sn)),
+            Pdu::R2t(r) => Some((r.exp_cmd_sn, r.max_cmd_sn)),
+            Pdu::NopIn(n) => Some((n.exp_cmd_sn, n.max_cmd_sn)),
+            _ => self.last_window_sent,
+        };
         let status = match pdu {
             Pdu::ScsiResponse(r) => Some((r.itt, r.stat_sn)),
             Pdu::DataIn(d) if d.status_present => Some((d.itt, d.stat_sn)),
@@ -590,7 +640,7 @@ impl<'a> ExpWorld<'a> {
                 };
                 let mut segs = Vec::new();
                 if let Some(s) = end.sender.as_mut() {
-                    s.write(out);
+                    s.write(out.split().freeze());
                     s.poll(self.now, &mut segs);
                 }
                 self.offer_segments(to_target, segs);
