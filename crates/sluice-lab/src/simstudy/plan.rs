@@ -539,7 +539,8 @@ fn figure(fig: &'static str, scale: Scale) -> Vec<SimPoint> {
                         tcp_of(setup),
                         WorkloadSpec::Burst {
                             count: n,
-                            bytes: total / n,
+                            // Whole blocks: the total is split as evenly as blocks allow.
+                            bytes: total / n / 512 * 512,
                             write: true,
                         },
                     ));
@@ -742,6 +743,16 @@ mod tests {
         for (name, _) in PRESETS {
             let plan = preset(name).unwrap();
             assert!(!plan.points.is_empty(), "{name}");
+            for p in &plan.points {
+                let work = p.workload.commands(1);
+                assert!(
+                    work.iter().all(|io| io.bytes > 0 && io.bytes % 512 == 0),
+                    "{name}: {} {} {}",
+                    p.figure,
+                    p.series,
+                    p.x
+                );
+            }
             let mut keys: Vec<String> = plan.points.iter().map(SimPoint::key).collect();
             let n = keys.len();
             keys.sort();

@@ -32,7 +32,7 @@ const STEP_LIMIT: u64 = 200_000_000;
 #[derive(Debug)]
 enum Packet {
     Data(Segment),
-    Ack(u64),
+    Ack(u64, Vec<(u64, u64)>),
     Fragment {
         datagram: u64,
         index: u32,
@@ -387,18 +387,23 @@ impl<'a> ExpWorld<'a> {
                 };
                 let mut delivered = Vec::new();
                 let ack = end.receiver.on_segment(seg, &mut delivered);
-                let header = self.tcp_header();
+                let sack = match self.exp.transport {
+                    Transport::Tcp(c) if c.sack => end.receiver.sack_blocks(),
+                    _ => Vec::new(),
+                };
+                // Each SACK block is 8 bytes of TCP options.
+                let header = self.tcp_header() + 8 * sack.len();
                 let reverse = if to_target {
                     &mut self.down
                 } else {
                     &mut self.up
                 };
-                reverse.offer(self.now, header, Packet::Ack(ack), &mut self.rng);
+                reverse.offer(self.now, header, Packet::Ack(ack, sack), &mut self.rng);
                 for b in delivered {
                     self.bytes_in(to_target, &b)?;
                 }
             }
-            Packet::Ack(ack) => {
+            Packet::Ack(ack, sack) => {
                 let end = if to_target {
                     &mut self.t_end
                 } else {
@@ -406,7 +411,7 @@ impl<'a> ExpWorld<'a> {
                 };
                 let mut out = Vec::new();
                 if let Some(s) = end.sender.as_mut() {
-                    s.on_ack(self.now, ack, &mut out);
+                    s.on_ack(self.now, ack, &sack, &mut out);
                 }
                 // The target's sender is acknowledged by packets going to the target.
                 self.offer_segments(!to_target, out);
