@@ -42,7 +42,9 @@ pub fn run(args: &SimstudyArgs) -> Result<()> {
             threads,
             &|| stop.load(Ordering::Relaxed),
             &mut |e| match e {
-                Event::Started(p) => bar.set_message(format!("{} {} x={}", p.figure, p.series, p.x)),
+                Event::Started(p) => {
+                    bar.set_message(format!("{} {} x={}", p.figure, p.series, p.x))
+                }
                 Event::Done(r) => {
                     bar.inc(1);
                     if let Err(e) = csv.append(&*r) {
@@ -72,7 +74,12 @@ pub fn run(args: &SimstudyArgs) -> Result<()> {
     }
     // Rows in plan order, so that the report reads the same however the threads finished.
     let order: Vec<String> = plan.points.iter().map(simstudy::SimPoint::key).collect();
-    rows.sort_by_key(|r| order.iter().position(|k| *k == r.key()).unwrap_or(usize::MAX));
+    rows.sort_by_key(|r| {
+        order
+            .iter()
+            .position(|k| *k == r.key())
+            .unwrap_or(usize::MAX)
+    });
     let machine = vec![
         machine_line(),
         format!(

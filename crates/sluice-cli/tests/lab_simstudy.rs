@@ -40,7 +40,11 @@ fn tiny_simulation_study_writes_results_figures_and_report_and_resumes() {
     let got = rows(&out);
     assert_eq!(got.len(), plan.points.len(), "one row per point: {stderr}");
     for r in &got {
-        assert_eq!(r.failed, 0, "{} {} {}: {}", r.figure, r.series, r.x, r.failure);
+        assert_eq!(
+            r.failed, 0,
+            "{} {} {}: {}",
+            r.figure, r.series, r.x, r.failure
+        );
         assert!(r.response_s > 0.0 && r.interval_s > 0.0, "{}", r.key());
         assert!(r.utilisation > 0.0 && r.utilisation <= 1.0, "{}", r.key());
     }

@@ -675,7 +675,7 @@ fn figure(fig: &'static str, scale: Scale) -> Vec<SimPoint> {
                     // The study's KB: 1000 bytes, rounded up to whole blocks.
                     let bytes = (k * 1000).div_ceil(512) * 512;
                     v.push(base.point(
-                        format!("{name} write, TransferContext {ctx} s"),
+                        format!("{name} write (TransferContext {ctx} s)"),
                         Setup::Study,
                         f64::from(k),
                         params,
@@ -753,6 +753,8 @@ mod tests {
                     p.x
                 );
             }
+            // Keys are read back from CSV cells, which cannot hold commas.
+            assert!(plan.points.iter().all(|p| !p.series.contains(',')), "{name}");
             let mut keys: Vec<String> = plan.points.iter().map(SimPoint::key).collect();
             let n = keys.len();
             keys.sort();
