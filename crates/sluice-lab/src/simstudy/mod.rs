@@ -6,7 +6,7 @@
 //! a [`sluice_sim::experiment`] run: the real initiator and target session cores, framer and
 //! SCSI layer over a memory LU, joined by a modelled link (bandwidth, propagation delay,
 //! drop-tail queue, bit errors) carrying a TCP model or UDP datagrams. [`plan`] lists each
-//! preset's points (one preset per figure 5.3-5.11, `quick`, `tiny`, `speed`), [`run`] runs
+//! preset's points (one preset per figure 5.3-5.11, `quick`, `tiny`, `speed`), [`run()`] runs
 //! them on a few threads, [`row::SimRun`] is one CSV/JSON row per run, [`fit`] fits the
 //! study's T(S) = k S^α, and [`writeup`] draws the figures and writes the report.
 //!
