@@ -754,7 +754,10 @@ mod tests {
                 );
             }
             // Keys are read back from CSV cells, which cannot hold commas.
-            assert!(plan.points.iter().all(|p| !p.series.contains(',')), "{name}");
+            assert!(
+                plan.points.iter().all(|p| !p.series.contains(',')),
+                "{name}"
+            );
             let mut keys: Vec<String> = plan.points.iter().map(SimPoint::key).collect();
             let n = keys.len();
             keys.sort();
