@@ -126,6 +126,12 @@ pub enum LabCommand {
     /// invariants checked after every event.
     #[command(after_help = SIM_AFTER_HELP)]
     Sim(SimArgs),
+    /// The iSCSI simulation study (Hussain), chapter 5: sluice's initiator and target session
+    /// cores in virtual time over a modelled link (drop-tail queue, bit errors, a TCP model or
+    /// UDP datagrams); response time and its decomposition, T(S)=kS^alpha, command window,
+    /// BER and TCP-against-UDP figures.
+    #[command(name = "simstudy", after_help = SIMSTUDY_AFTER_HELP)]
+    Simstudy(SimstudyArgs),
     /// The iSCSI parameter study (Shastry, Klotz and Russell): every negotiated parameter
     /// swept, the paper's figures, equations (1)-(3) and Table 2 checked on this machine.
     #[command(after_help = SWEEP_AFTER_HELP)]
@@ -230,6 +236,38 @@ pub struct PduCostArgs {
     /// Only redraw the figures and the report from --out's results.csv.
     #[arg(long)]
     pub report_only: bool,
+}
+
+/// Text after `sluice lab simstudy --help`.
+const SIMSTUDY_AFTER_HELP: &str = "\
+Every point runs sluice's own session cores, framer and SCSI layer in virtual time (no root,
+no network). Presets: tiny (seconds), quick (every chapter-5 figure and the simulation speed,
+minutes), fig5.3 fig5.4 fig5.5 fig5.7 fig5.8 fig5.9 fig5.10 fig5.11 (one figure each, in
+more detail), speed (simulated I/Os per wall-clock second). The output directory gets
+results.csv and results.json (one row per run: negotiated values, link, response time and
+its t1..t5 parts, the study's equations 5.3-5.6, drops, retransmissions), one PNG per figure
+and report.md; --resume continues an interrupted run. Examples:
+  sluice lab simstudy --preset quick --out simstudy-quick
+  sluice lab simstudy --preset fig5.3 --out fig5.3 --threads 1";
+
+/// `sluice lab simstudy`.
+#[derive(Debug, Args)]
+pub struct SimstudyArgs {
+    /// What to run (see below).
+    #[arg(long, default_value = "quick")]
+    pub preset: String,
+    /// Output directory.
+    #[arg(long, default_value = "simstudy")]
+    pub out: PathBuf,
+    /// Continue a run in --out: points already in its results.csv are not run again.
+    #[arg(long)]
+    pub resume: bool,
+    /// Only redraw the figures and the report from --out's results.csv.
+    #[arg(long)]
+    pub report_only: bool,
+    /// Simulations run at once (default: the CPUs, at most 2).
+    #[arg(long)]
+    pub threads: Option<usize>,
 }
 
 /// Text after `sluice lab crc --help`.

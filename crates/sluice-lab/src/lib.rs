@@ -43,6 +43,7 @@ mod progress;
 mod region;
 mod report;
 mod runner;
+pub mod simstudy;
 mod size_dist;
 pub mod study;
 pub mod sweep;

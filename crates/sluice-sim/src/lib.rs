@@ -30,6 +30,7 @@
 //! A failing seed is reported with the one command that replays it
 //! ([`Violation::replay_command`]).
 
+pub mod experiment;
 mod faults;
 mod model;
 mod monitor;

@@ -26,7 +26,7 @@ use crate::offers::random_offer;
 use crate::workload::{Workload, LUN_BLOCKS};
 use crate::{FaultChoice, SimConfig, Summary, Violation};
 
-mod env;
+pub(crate) mod env;
 mod links;
 mod login;
 mod trace;

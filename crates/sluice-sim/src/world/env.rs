@@ -21,7 +21,7 @@ use sluice_storage::MemoryDevice;
 use super::{NEXUS, TARGET};
 
 /// Runs a command on the SCSI layer.
-pub(super) fn execute(scsi: &ScsiTarget, work: &ScsiWork) -> ScsiCompletion {
+pub(crate) fn execute(scsi: &ScsiTarget, work: &ScsiWork) -> ScsiCompletion {
     let mut buf = BytesMut::new();
     let mut shared = None;
     let result = scsi.execute_shared(
@@ -40,8 +40,8 @@ pub(super) fn execute(scsi: &ScsiTarget, work: &ScsiWork) -> ScsiCompletion {
 }
 
 /// The target session's view of the SCSI layer.
-pub(super) struct ScsiEnv<'a> {
-    pub(super) scsi: &'a ScsiTarget,
+pub(crate) struct ScsiEnv<'a> {
+    pub(crate) scsi: &'a ScsiTarget,
 }
 
 impl TargetSessionEnv for ScsiEnv<'_> {
@@ -144,7 +144,7 @@ fn key(binding: &SessionBinding) -> NexusKey {
     )
 }
 
-pub(super) fn lu_config(n: u16, device: Arc<MemoryDevice>) -> LuConfig {
+pub(crate) fn lu_config(n: u16, device: Arc<MemoryDevice>) -> LuConfig {
     LuConfig {
         device,
         read_only: false,
@@ -156,5 +156,26 @@ pub(super) fn lu_config(n: u16, device: Arc<MemoryDevice>) -> LuConfig {
         write_cache: true,
         removable: false,
         options: sluice_scsi::LuOptions::default(),
+    }
+}
+
+/// Takes the unit attention a new I_T nexus meets first (SPC-4 section 6.37: POWER ON
+/// OCCURRED), as an initiator's first TEST UNIT READY does, so that measured commands
+/// start GOOD.
+pub(crate) fn clear_unit_attention(scsi: &ScsiTarget, lun: u64) {
+    let (mut buf, mut shared) = (BytesMut::new(), None);
+    let tur = [0u8; 6];
+    for _ in 0..4 {
+        let r = scsi.execute_shared(
+            NEXUS,
+            lun,
+            &tur,
+            DataOut::Segments(&[]),
+            &mut buf,
+            &mut shared,
+        );
+        if ScsiStatus::from(r.status) == ScsiStatus::Good {
+            return;
+        }
     }
 }

@@ -1,0 +1,141 @@
+//! `sluice lab simstudy`: the simulation study's chapter-5 figures on sluice's protocol code
+//! in virtual time (sluice-lab `simstudy`), written as CSV, JSON, PNG figures and a Markdown
+//! report.
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+
+use anyhow::{Context as _, Result};
+use sluice_lab::simstudy::writeup::{analyse, SimContext};
+use sluice_lab::simstudy::{self, Event, SimRun};
+
+use crate::cli::SimstudyArgs;
+use crate::lab_files::{interrupt_flag, machine_line, progress_bar, StudyDir};
+
+/// `sluice lab simstudy`.
+pub fn run(args: &SimstudyArgs) -> Result<()> {
+    let plan = simstudy::preset(&args.preset).with_context(|| {
+        let names: Vec<&str> = simstudy::PRESETS.iter().map(|p| p.0).collect();
+        format!(
+            "unknown preset {:?}; presets: {}",
+            args.preset,
+            names.join(", ")
+        )
+    })?;
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map_or(1, std::num::NonZeroUsize::get)
+            .min(2)
+    });
+    let (files, mut rows) = StudyDir::open::<SimRun>(&args.out, args.resume, args.report_only)?;
+    let mut errors = Vec::new();
+    let started = std::time::Instant::now();
+    if !args.report_only {
+        let done: HashSet<String> = rows.iter().map(SimRun::key).collect();
+        let mut csv = files.appender(&SimRun::example())?;
+        let bar = progress_bar(plan.points.len() as u64);
+        let stop = interrupt_flag();
+        let mut write_error = None;
+        simstudy::run(
+            &plan,
+            &done,
+            threads,
+            &|| stop.load(Ordering::Relaxed),
+            &mut |e| match e {
+                Event::Started(p) => {
+                    bar.set_message(format!("{} {} x={}", p.figure, p.series, p.x))
+                }
+                Event::Done(r) => {
+                    bar.inc(1);
+                    if let Err(e) = csv.append(&*r) {
+                        write_error.get_or_insert(e);
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                    rows.push(*r);
+                }
+                Event::Error(p, why) => {
+                    bar.inc(1);
+                    errors.push(format!("{} {} x = {}: {why}", p.figure, p.series, p.x));
+                }
+                Event::Skipped(_) => bar.inc(1),
+            },
+        );
+        bar.finish_and_clear();
+        if let Some(e) = write_error {
+            return Err(e);
+        }
+        if stop.load(Ordering::Relaxed) {
+            eprintln!(
+                "interrupted: {} runs kept in {}; continue with --resume",
+                rows.len(),
+                files.dir().join("results.csv").display()
+            );
+        }
+    }
+    // Rows in plan order, so that the report reads the same however the threads finished.
+    let order: Vec<String> = plan.points.iter().map(simstudy::SimPoint::key).collect();
+    rows.sort_by_key(|r| {
+        order
+            .iter()
+            .position(|k| *k == r.key())
+            .unwrap_or(usize::MAX)
+    });
+    let machine = vec![
+        machine_line(),
+        format!(
+            "{threads} simulation(s) at once; this run took {:.0} s of wall-clock time.",
+            started.elapsed().as_secs_f64()
+        ),
+    ];
+    let ctx = SimContext {
+        command: command_line(args),
+        machine,
+        preset: plan.name.to_owned(),
+        errors,
+        extra_sections: Vec::new(),
+    };
+    let mut about = serde_json::Map::new();
+    about.insert("preset".into(), plan.name.into());
+    about.insert("machine".into(), ctx.machine.clone().into());
+    about.insert("errors".into(), ctx.errors.clone().into());
+    files.write_json(about, &rows)?;
+    let analysis = analyse(&rows, &ctx, files.dir()).map_err(anyhow::Error::msg)?;
+    let fits: Vec<serde_json::Value> = analysis
+        .fits
+        .iter()
+        .map(|(name, f)| {
+            serde_json::json!({
+                "series": name, "n": f.n, "k": f.k, "k_low": f.k_low, "k_high": f.k_high,
+                "alpha": f.alpha, "alpha_ci95": f.alpha_ci, "r_squared": f.r_squared,
+            })
+        })
+        .collect();
+    std::fs::write(
+        files.dir().join("fits.json"),
+        serde_json::to_string_pretty(&fits)?,
+    )
+    .context("writing fits.json")?;
+    let report = files.write_report(&analysis.report)?;
+    eprintln!(
+        "{} runs ({} did not finish); report {} with {} figures",
+        rows.len(),
+        ctx.errors.len(),
+        report.display(),
+        analysis.figures.len()
+    );
+    if !ctx.errors.is_empty() {
+        for e in &ctx.errors {
+            eprintln!("  {e}");
+        }
+    }
+    Ok(())
+}
+
+fn command_line(args: &SimstudyArgs) -> String {
+    format!(
+        "sluice lab simstudy --preset {} --out {}{}",
+        args.preset,
+        args.out.display(),
+        if args.resume { " --resume" } else { "" }
+    )
+}
