@@ -293,6 +293,16 @@ pub fn framer_measurement(plan: &Plan, progress: &dyn Fn(&str), out: &mut Result
                 events: caught,
                 ..base.clone()
             });
+            let (lo, hi) = wilson(c.digest_caught_all, c.trials);
+            out.rows.push(AliasRow {
+                quantity: "crc32c-catch-share-all".into(),
+                value: c.digest_caught_all as f64 / c.trials as f64,
+                low: lo,
+                high: hi,
+                trials: c.trials,
+                events: c.digest_caught_all,
+                ..base.clone()
+            });
             let (lo, hi) = wilson(c.undetected, c.trials);
             out.rows.push(AliasRow {
                 quantity: "undetected-by-both-share".into(),

@@ -122,9 +122,10 @@ pub fn markdown(res: &Results, scale: &str, pngs: &[String]) -> String {
     }
     o.push_str(
         "\nWith independent bit errors a maximal-length 16-bit code detects every 1- and \
-         2-bit error in packets shorter than 65,535 bits, so aliasing needs at least 3 errors \
-         and its probability given an error scales as (L p)^2 at small L p: the curves \
-         separate by about two decades per decade of BER and approach 2^-16 from below.\n\n",
+         2-bit error in packets shorter than 65,535 bits, so aliasing needs at least d >= 3 \
+         errors (d the smallest codeword weight at that length) and its probability given an \
+         error scales as (L p)^(d-1) at small L p: the curves separate by d-1 decades per \
+         decade of BER and approach 2^-16 from below.\n\n",
     );
 
     let _ = writeln!(
@@ -289,7 +290,7 @@ pub fn markdown(res: &Results, scale: &str, pngs: &[String]) -> String {
 
     o.push_str("### sluice's framer: corrupted Data-In PDUs (8 KiB data, CRC32C header and data digests, 1448-byte segments)\n\n");
     o.push_str(
-        "| data | flips | corruptions | passed TCP | share [95 % CI] | predicted | caught by CRC32C (header / data) | undetected by both |\n|---|---|---|---|---|---|---|---|\n",
+        "| data | flips | corruptions | passed TCP | share [95 % CI] | predicted | of those, caught by CRC32C (header / data) | undetected by both | all corruptions caught by CRC32C |\n|---|---|---|---|---|---|---|---|---|\n",
     );
     for (payload, c) in &res.framer {
         framer_line(&mut o, payload.name(), c);
@@ -308,7 +309,7 @@ fn framer_line(o: &mut String, data: &str, c: &FramerCounts) {
     let (_, undet_hi) = super::montecarlo::wilson(c.undetected, c.trials);
     let _ = writeln!(
         o,
-        "| {data} | {} | {} | {} | {:.4e} [{:.4e}, {:.4e}] | {:.4e} | {} ({} / {}) | {} (95 % upper {:.1e}) |",
+        "| {data} | {} | {} | {} | {:.4e} [{:.4e}, {:.4e}] | {:.4e} | {} ({} / {}) | {} (95 % upper {:.1e}) | {} |",
         c.w,
         c.trials,
         c.tcp_passed,
@@ -320,6 +321,7 @@ fn framer_line(o: &mut String, data: &str, c: &FramerCounts) {
         c.header_caught,
         c.data_caught,
         c.undetected,
-        undet_hi
+        undet_hi,
+        c.digest_caught_all
     );
 }
