@@ -125,6 +125,19 @@ pub fn draw_all(res: &Results, dir: &Path) -> Result<Vec<PathBuf>, String> {
             ));
         }
     }
+    for g in [CRC32_IEEE, CRC32C] {
+        let pts: Vec<(f64, f64)> = res
+            .select("crc32", g.name, "reduced-w6")
+            .map(|r| (r.bits as f64, r.value))
+            .collect();
+        if !pts.is_empty() {
+            lines.push(Line::new(
+                format!("{} at 64 B, weights <= 6 exact", g.name),
+                pts,
+                Style::Markers,
+            ));
+        }
+    }
     let all = curve(res, "crc32", CRC32C.name, "reduced", CRC32_BERS[0]);
     lines.push(asymptote(&CRC32C, &all));
     draw(

@@ -11,7 +11,8 @@
 //!
 //! Module map: [`poly`] (generator polynomials, residues), [`markov`] (the transition matrix,
 //! exact counts, the chain in `f64`), [`binomial`] (error counts), [`weights`] (the reduced
-//! model for 32-bit CRCs: exact low-weight codeword counts), [`montecarlo`] (plain
+//! model for 32-bit CRCs: exact low-weight codeword counts), [`heavy`] (weights 5 and 6 at one
+//! short length), [`montecarlo`] (plain
 //! simulation, intervals), [`tcp`] (the ones'-complement checksum and its stratified
 //! estimate), [`framer`] (the measurement on sluice's framer), [`plan`] (scales), [`study`]
 //! (the experiments), [`rows`] (CSV and JSON), [`plot`] and [`figures`] (PNGs), [`writeup`]
@@ -20,6 +21,7 @@
 pub mod binomial;
 pub mod figures;
 pub mod framer;
+pub mod heavy;
 pub mod markov;
 pub mod montecarlo;
 pub mod plan;

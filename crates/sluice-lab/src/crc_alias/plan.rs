@@ -25,6 +25,8 @@ pub struct Plan {
     pub chain20_bits: usize,
     /// Longest packet for the reduced model (weights up to 4 counted exactly), bits.
     pub reduced_bits: usize,
+    /// Length at which the 32-bit CRCs' 5- and 6-bit codewords are counted (0: not counted).
+    pub heavy_bits: usize,
     /// Packets per point of the CRC-8 Monte Carlo check.
     pub mc_packets: u64,
     /// Patterns per point of the CRC-16 weight-4 Monte Carlo check.
@@ -45,6 +47,7 @@ impl Plan {
                 bers: vec![1e-4, 1e-7],
                 chain20_bits: 0,
                 reduced_bits: 512,
+                heavy_bits: 0,
                 mc_packets: 20_000,
                 mc_patterns: 0,
                 tcp_trials: 2_000,
@@ -55,6 +58,7 @@ impl Plan {
                 bers: FIG_6_7_BERS.to_vec(),
                 chain20_bits: 12_288,
                 reduced_bits: 12_288,
+                heavy_bits: 512,
                 mc_packets: 1_000_000,
                 mc_patterns: 4_000_000,
                 tcp_trials: 200_000,
@@ -65,6 +69,7 @@ impl Plan {
                 bers: FIG_6_7_BERS.to_vec(),
                 chain20_bits: 16_384,
                 reduced_bits: 16_384,
+                heavy_bits: 512,
                 mc_packets: 10_000_000,
                 mc_patterns: 40_000_000,
                 tcp_trials: 2_000_000,

@@ -4,6 +4,7 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
 use super::framer::{self, FramerCounts, Payload};
+use super::heavy::{count_heavy, HeavyWeights};
 use super::markov::alias_curve;
 use super::montecarlo::{self, wilson};
 use super::plan::Plan;
@@ -36,6 +37,8 @@ pub struct Results {
     pub tcp: Vec<TcpAlias>,
     /// The framer measurement, per payload and stratum.
     pub framer: Vec<(Payload, FramerCounts)>,
+    /// Codewords of weight 5 and 6 of the 32-bit CRCs at one short length.
+    pub heavy: Vec<(&'static str, HeavyWeights)>,
 }
 
 impl Results {
@@ -66,12 +69,18 @@ fn reduced_rows(
     lw: &LowWeights,
     p: f64,
     lengths: &[usize],
+    heavy: Option<&HeavyWeights>,
 ) -> Vec<AliasRow> {
+    let method = if heavy.is_some() {
+        "reduced-w6"
+    } else {
+        "reduced"
+    };
     lengths
         .iter()
         .filter_map(|&l| {
-            let r = reduced_alias(g, lw, l, p)?;
-            let mut row = AliasRow::exact(figure, g.name, "reduced", p, l as u64, r.estimate);
+            let r = reduced_alias(g, lw, l, p, heavy)?;
+            let mut row = AliasRow::exact(figure, g.name, method, p, l as u64, r.estimate);
             row.low = r.low;
             row.high = r.high;
             Some(row)
@@ -116,9 +125,24 @@ pub fn crc_figures(plan: &Plan, progress: &dyn Fn(&str), out: &mut Results) {
         ));
         let lw = LowWeights::count(&g, plan.reduced_bits, plan.reduced_bits);
         out.rows
-            .extend(reduced_rows("fig6_8", &g, &lw, FIG_6_8_BER, &reduced));
+            .extend(reduced_rows("fig6_8", &g, &lw, FIG_6_8_BER, &reduced, None));
         for p in CRC32_BERS {
-            out.rows.extend(reduced_rows("crc32", &g, &lw, p, &reduced));
+            out.rows
+                .extend(reduced_rows("crc32", &g, &lw, p, &reduced, None));
+        }
+        if plan.heavy_bits > 0 {
+            progress(&format!(
+                "crc-alias: 5- and 6-bit codewords of {} at {} bits",
+                g.name, plan.heavy_bits
+            ));
+            let lw = LowWeights::count(&g, plan.heavy_bits, plan.heavy_bits);
+            if let Some(h) = count_heavy(&g, &lw, plan.heavy_bits) {
+                for p in CRC32_BERS {
+                    out.rows
+                        .extend(reduced_rows("crc32", &g, &lw, p, &[h.len], Some(&h)));
+                }
+                out.heavy.push((g.name, h));
+            }
         }
     }
     crosschecks(plan, progress, &lengths, out);
@@ -137,7 +161,7 @@ fn crosschecks(plan: &Plan, progress: &dyn Fn(&str), lengths: &[usize], out: &mu
         for p in bers {
             out.rows.extend(chain_rows("crosscheck", &g, p, &reduced));
             out.rows
-                .extend(reduced_rows("crosscheck", &g, &lw, p, &reduced));
+                .extend(reduced_rows("crosscheck", &g, &lw, p, &reduced, None));
         }
     }
     let mut rng = SmallRng::seed_from_u64(0x5eed);

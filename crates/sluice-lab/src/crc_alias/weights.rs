@@ -12,6 +12,7 @@
 //! method.
 
 use super::binomial::conditional_weights;
+use super::heavy::HeavyWeights;
 use super::poly::Generator;
 
 /// The heaviest weight counted exactly.
@@ -157,14 +158,27 @@ pub struct ReducedAlias {
 }
 
 /// P(aliasing | error) for `len` bits at bit error rate `p` by the reduced model, or `None`
-/// when `len` is beyond the counted weights.
+/// when `len` is beyond the counted weights. With `heavy` counted at this length, weights 5
+/// and 6 are exact too.
 #[must_use]
-pub fn reduced_alias(g: &Generator, lw: &LowWeights, len: usize, p: f64) -> Option<ReducedAlias> {
-    let (head, tail) = conditional_weights(len as u64, p, EXACT_WEIGHTS as u64);
+pub fn reduced_alias(
+    g: &Generator,
+    lw: &LowWeights,
+    len: usize,
+    p: f64,
+    heavy: Option<&HeavyWeights>,
+) -> Option<ReducedAlias> {
+    let heavy = heavy.filter(|h| h.len == len);
+    let exact = if heavy.is_some() { 6 } else { EXACT_WEIGHTS };
+    let (head, tail) = conditional_weights(len as u64, p, exact as u64);
     let mut low = 0.0;
     for (i, pi) in head.iter().enumerate() {
         let w = i + 1;
-        let a = lw.codewords(w, len)? as f64;
+        let a = match (w, heavy) {
+            (5, Some(h)) => h.a5,
+            (6, Some(h)) => h.a6,
+            _ => lw.codewords(w, len)?,
+        } as f64;
         if a > 0.0 {
             low += pi * a / choose(len as u64, w as u64);
         }
@@ -236,7 +250,7 @@ mod tests {
             let chain = alias_curve(&g, p, lengths);
             let lw = LowWeights::count(&g, 2048, 2048);
             for (len, want) in lengths.iter().zip(chain) {
-                let r = reduced_alias(&g, &lw, *len, p).unwrap();
+                let r = reduced_alias(&g, &lw, *len, p, None).unwrap();
                 assert!(r.low <= want * (1.0 + 1e-9) && want <= r.high * (1.0 + 1e-9));
                 // Where heavy patterns matter the 2^-n share is an approximation; the test
                 // holds the agreement the report quotes (within 10 %).

@@ -203,6 +203,28 @@ pub fn markdown(res: &Results, scale: &str, pngs: &[String]) -> String {
             );
         }
     }
+    for (name, h) in &res.heavy {
+        let _ = writeln!(
+            o,
+            "\n{name} at {} bits: A_5 = {}, A_6 = {} (counted exactly); with weights up to 6 \
+             exact: {}.",
+            h.len,
+            h.a5,
+            h.a6,
+            CRC32_BERS
+                .iter()
+                .map(|&p| {
+                    let r = res.select("crc32", name, "reduced-w6").find(|r| r.ber == p);
+                    format!(
+                        "{} at BER {p:e} (exact share {:.2})",
+                        sci(r.map(|r| r.value)),
+                        r.map_or(0.0, |r| r.low / r.value)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     o.push_str("\n### Cross-checks\n\n| check | CRC | BER | bits | value | against | value |\n|---|---|---|---|---|---|---|\n");
     for r in res
         .rows
