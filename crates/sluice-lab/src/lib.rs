@@ -17,7 +17,8 @@
 //! (addresses), `trace` (SPC trace files), `pattern` (verify data), `workload` (the spec),
 //! `latency` (histograms), `progress` (live counters), `pdus` (PDU counts), `cpu`
 //! (getrusage), `alloc` (allocator tuning), `worker` (one in-flight slot), `runner` (the run), `report`, `error`;
-//! `crc` (the CRC32C algorithms of the fast-path study and their timing); `pdu_cost` (the fast-path study's per-PDU cost split of
+//! `crc` (the CRC32C algorithms of the fast-path study and their timing); `crc_alias` (the
+//! simulation study's CRC and TCP checksum aliasing: Markov model, reduced model, measurement); `pdu_cost` (the fast-path study's per-PDU cost split of
 //! sluice's own data path); `study` (what
 //! every lab study shares: result rows as CSV, PNG charts); `sweep` (the
 //! parameter study: grids, runs, models, plots, report); `link` (an emulated link between
@@ -32,6 +33,7 @@ mod alloc;
 mod arrival;
 mod cpu;
 pub mod crc;
+pub mod crc_alias;
 mod error;
 mod latency;
 pub mod link;
