@@ -3,14 +3,16 @@
 //! report.
 
 use std::collections::HashSet;
+use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use anyhow::{Context as _, Result};
+use sluice_lab::crc_alias;
 use sluice_lab::simstudy::writeup::{analyse, SimContext};
 use sluice_lab::simstudy::{self, Event, SimRun};
 
 use crate::cli::SimstudyArgs;
-use crate::lab_files::{interrupt_flag, machine_line, progress_bar, StudyDir};
+use crate::lab_files::{interrupt_flag, machine_line, progress_bar, spinner, StudyDir};
 
 /// `sluice lab simstudy`.
 pub fn run(args: &SimstudyArgs) -> Result<()> {
@@ -30,11 +32,11 @@ pub fn run(args: &SimstudyArgs) -> Result<()> {
     let (files, mut rows) = StudyDir::open::<SimRun>(&args.out, args.resume, args.report_only)?;
     let mut errors = Vec::new();
     let started = std::time::Instant::now();
+    let stop = interrupt_flag();
     if !args.report_only {
         let done: HashSet<String> = rows.iter().map(SimRun::key).collect();
         let mut csv = files.appender(&SimRun::example())?;
         let bar = progress_bar(plan.points.len() as u64);
-        let stop = interrupt_flag();
         let mut write_error = None;
         simstudy::run(
             &plan,
@@ -87,12 +89,17 @@ pub fn run(args: &SimstudyArgs) -> Result<()> {
             started.elapsed().as_secs_f64()
         ),
     ];
+    let extra_sections = if stop.load(Ordering::Relaxed) {
+        Vec::new()
+    } else {
+        companion_sections(plan.name, files.dir(), args)?
+    };
     let ctx = SimContext {
         command: command_line(args),
         machine,
         preset: plan.name.to_owned(),
         errors,
-        extra_sections: Vec::new(),
+        extra_sections,
     };
     let mut about = serde_json::Map::new();
     about.insert("preset".into(), plan.name.into());
@@ -129,6 +136,34 @@ pub fn run(args: &SimstudyArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The report sections of the preset's companion studies (the chapter-6 aliasing study):
+/// run now, or read back when resuming or redrawing, since a companion's Markdown file is
+/// written last and so marks it complete.
+fn companion_sections(preset: &str, dir: &Path, args: &SimstudyArgs) -> Result<Vec<String>> {
+    let mut sections = Vec::new();
+    if let Some(scale) = simstudy::companions(preset).crc_alias {
+        let done = dir.join(crc_alias::MARKDOWN_FILE);
+        if (args.resume || args.report_only) && done.exists() {
+            sections.push(
+                std::fs::read_to_string(&done)
+                    .with_context(|| format!("reading {}", done.display()))?,
+            );
+        } else if args.report_only {
+            eprintln!(
+                "{} is missing: the report has no chapter-6 section; run without --report-only",
+                done.display()
+            );
+        } else {
+            let bar = spinner();
+            let report = crc_alias::run(scale, dir, &|line| bar.set_message(line.to_owned()))
+                .map_err(|e| anyhow::anyhow!("chapter 6 (CRC aliasing): {e}"))?;
+            bar.finish_and_clear();
+            sections.push(report.markdown);
+        }
+    }
+    Ok(sections)
 }
 
 fn command_line(args: &SimstudyArgs) -> String {

@@ -186,6 +186,17 @@ pub fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     flag
 }
 
+/// A progress line for work whose length is not known ahead: a spinner, the time spent
+/// and the latest message.
+pub fn spinner() -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}").expect("valid template"),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
+}
+
 /// A progress bar on standard error for `total` runs (hidden when it is not a terminal).
 pub fn progress_bar(total: u64) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());

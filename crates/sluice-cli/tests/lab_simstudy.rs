@@ -84,6 +84,7 @@ fn tiny_simulation_study_writes_results_figures_and_report_and_resumes() {
         "T(S) = k S^α",
         "## Fig. 5.10",
         "## Simulation speed",
+        "## CRC and TCP checksum aliasing",
     ] {
         assert!(report.contains(needle), "report lacks {needle}");
     }
@@ -97,6 +98,8 @@ fn tiny_simulation_study_writes_results_figures_and_report_and_resumes() {
         "fig5_9.png",
         "fig5_10.png",
         "fig5_11.png",
+        "fig6_6_crc3_markov.png",
+        "fig6_9_tcp_checksum.png",
     ] {
         let bytes = std::fs::read(out.join(png)).unwrap_or_default();
         assert_eq!(bytes.get(1..4), Some(&b"PNG"[..]), "{png}");
@@ -104,8 +107,13 @@ fn tiny_simulation_study_writes_results_figures_and_report_and_resumes() {
 
     // A second run without --resume refuses to mix with the first.
     assert!(!simstudy(&out, &[]).status.success());
-    // With it, nothing is run again.
+    // The chapter-6 rows are written beside chapter 5's.
+    let crc_rows = std::fs::read_to_string(out.join("crc-alias.csv")).unwrap();
+    assert!(crc_rows.lines().count() > 1);
+    // With it, nothing is run again, and the report keeps the chapter-6 section.
     let again = simstudy(&out, &["--resume"]);
     assert!(again.status.success());
     assert_eq!(rows(&out).len(), got.len());
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("## CRC and TCP checksum aliasing"));
 }

@@ -11,15 +11,17 @@
 //! study's T(S) = k S^α, and [`writeup`] draws the figures and writes the report.
 //!
 //! Other halves of the same study (the chapter-6 CRC aliasing model, iSCSI over a real UDP
-//! socket) are separate modules; their sections join this report through
-//! [`writeup::SimContext::extra_sections`].
+//! socket) are separate modules; [`companions()`] says which of them a preset runs, and
+//! their sections join this report through [`writeup::SimContext::extra_sections`].
 
+pub mod companions;
 pub mod fit;
 pub mod plan;
 pub mod row;
 pub mod run;
 pub mod writeup;
 
+pub use companions::{companions, Companions};
 pub use plan::{preset, SimPlan, SimPoint, FIGURES, PRESETS};
 pub use row::SimRun;
 pub use run::{run, Event};

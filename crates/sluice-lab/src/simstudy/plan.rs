@@ -262,6 +262,10 @@ pub const PRESETS: &[(&str, &str)] = &[
         "speed",
         "simulated I/Os per wall-clock second, 4 KiB and 1 MiB",
     ),
+    (
+        "fig6",
+        "chapter 6: CRC and TCP checksum aliasing, modelled and measured on sluice's framer",
+    ),
 ];
 
 /// The chapter-5 figures in order (each also a preset).
@@ -276,6 +280,8 @@ pub fn preset(name: &str) -> Option<SimPlan> {
     let points = match *name {
         "tiny" => all(Scale::Tiny),
         "quick" => all(Scale::Quick),
+        // Only a companion study (see `companions`): no chapter-5 points.
+        "fig6" => Vec::new(),
         fig => figure(fig, Scale::Full),
     };
     Some(SimPlan { name, points })
@@ -742,7 +748,8 @@ mod tests {
     fn every_preset_has_points_with_distinct_keys() {
         for (name, _) in PRESETS {
             let plan = preset(name).unwrap();
-            assert!(!plan.points.is_empty(), "{name}");
+            let companion_only = super::super::companions::companions(name).runs_only_companions;
+            assert_eq!(plan.points.is_empty(), companion_only, "{name}");
             for p in &plan.points {
                 let work = p.workload.commands(1);
                 assert!(
