@@ -1,0 +1,191 @@
+//! [`RbdDevice`]: an RBD image behind the [`BlockDevice`] trait.
+
+use std::io;
+
+use super::librbd::{self, Cluster, ConnectArgs, Image, Pool};
+use super::RbdImage;
+use crate::{check_range, checked_size, read_only_error, BlockDevice, StorageError};
+
+/// An RBD image, served through librbd.
+///
+/// Its size is the image's, asked of librbd on every call, so a resize (`rbd resize`) shows in
+/// the next READ CAPACITY; blocks past the last whole logical block are not exported. FUA
+/// writes and SYNCHRONIZE CACHE flush librbd's cache (`rbd_aio_flush`); without a client-side
+/// cache (or in its default write-through mode until the first flush) a completed write is
+/// already on the OSDs. A discarded range reads as zeros where it covered whole RADOS objects
+/// and may keep its old data elsewhere (librbd skips partial-object discards unless
+/// `rbd_skip_partial_discard` is off), as [`BlockDevice::discard`] allows.
+#[derive(Debug)]
+pub struct RbdDevice {
+    image: Image,
+    block_size: u32,
+    read_only: bool,
+    /// The size at open, used when librbd cannot say (it always can while the image is open).
+    size_at_open: u64,
+    object_size: u64,
+}
+
+impl RbdDevice {
+    /// Connects to the cluster as the configured client, opens the pool and the image
+    /// (read-only when `read_only`), and checks that the image holds at least one block of
+    /// `block_size` bytes.
+    ///
+    /// Fails within about ten seconds when no monitor answers, with an error that names the
+    /// configuration file and client; errors for a missing pool or image name them.
+    pub fn open(spec: &RbdImage, block_size: u32, read_only: bool) -> io::Result<Self> {
+        spec.check_names()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        checked_size(block_size, 0)?;
+        let cluster = Cluster::connect(&ConnectArgs {
+            conf_file: spec.conf_file.as_deref(),
+            client_id: spec.client_id(),
+            keyring: spec.keyring.as_deref(),
+        })?;
+        let pool = Pool::open(&cluster, &spec.pool)?;
+        let image = Image::open(&pool, &spec.image, read_only)?;
+        drop((pool, cluster));
+        let info = image.stat()?;
+        if info.size < u64::from(block_size) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "the RBD image {} holds {} bytes, less than one {block_size}-byte block",
+                    image.name(),
+                    info.size
+                ),
+            ));
+        }
+        tracing::info!(
+            image = image.name(),
+            size = info.size,
+            object_size = info.object_size,
+            librbd = librbd::version(),
+            read_only,
+            "RBD image open"
+        );
+        Ok(Self {
+            image,
+            block_size,
+            read_only,
+            size_at_open: info.size,
+            object_size: info.object_size,
+        })
+    }
+
+    /// `POOL/IMAGE`.
+    pub fn name(&self) -> &str {
+        self.image.name()
+    }
+
+    /// Bytes per RADOS object the image is striped over (4 MiB by default): the granularity
+    /// at which discards free space.
+    pub fn object_size(&self) -> u64 {
+        self.object_size
+    }
+
+    fn size_now(&self) -> u64 {
+        self.image.size().unwrap_or(self.size_at_open)
+    }
+
+    /// Checks a range against the whole blocks of the image now.
+    fn check(&self, offset: u64, len: u64) -> Result<(), StorageError> {
+        check_range(offset, len, self.size_bytes())
+    }
+
+    fn check_writable(&self) -> Result<(), StorageError> {
+        if self.read_only {
+            Err(read_only_error())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl BlockDevice for RbdDevice {
+    fn block_size(&self) -> u32 {
+        self.block_size
+    }
+
+    fn num_blocks(&self) -> u64 {
+        self.size_now() / u64::from(self.block_size)
+    }
+
+    fn blocks(&self) -> bool {
+        true
+    }
+
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        self.check(offset, buf.len() as u64)?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        Ok(self.image.read(offset, buf)?)
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8], fua: bool) -> Result<(), StorageError> {
+        self.check_writable()?;
+        self.check(offset, data.len() as u64)?;
+        if !data.is_empty() {
+            self.image.write(offset, data)?;
+        }
+        if fua {
+            self.image.flush()?;
+        }
+        Ok(())
+    }
+
+    /// One `rbd_aio_writev` for the whole write, whatever the segments' lengths.
+    fn write_vectored_at(
+        &self,
+        offset: u64,
+        segments: &[&[u8]],
+        fua: bool,
+    ) -> Result<(), StorageError> {
+        self.check_writable()?;
+        let total: u64 = segments.iter().map(|s| s.len() as u64).sum();
+        self.check(offset, total)?;
+        match segments {
+            [] => {}
+            [one] => self.image.write(offset, one)?,
+            _ if total > 0 => self.image.write_vectored(offset, segments)?,
+            _ => {}
+        }
+        if fua {
+            self.image.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<(), StorageError> {
+        if self.read_only {
+            return Ok(());
+        }
+        Ok(self.image.flush()?)
+    }
+
+    /// `rbd_aio_write_zeroes`: librbd zeroes whole objects by discarding them.
+    fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> Result<(), StorageError> {
+        self.check_writable()?;
+        self.check(offset, len)?;
+        if len > 0 {
+            self.image.write_zeroes(offset, len)?;
+        }
+        if fua {
+            self.image.flush()?;
+        }
+        Ok(())
+    }
+
+    fn discard(&self, offset: u64, len: u64) -> Result<(), StorageError> {
+        self.check_writable()?;
+        self.check(offset, len)?;
+        if len > 0 {
+            self.image.discard(offset, len)?;
+        }
+        Ok(())
+    }
+}
