@@ -62,6 +62,7 @@ fn rbd_device_against_a_real_cluster() {
     access_outside_the_image_is_out_of_range(&c);
     read_only_opens_refuse_writes(&c);
     concurrent_writers_all_land(&c);
+    a_broken_lock_fences_its_owner(&c);
     missing_pool_image_and_key_are_named(&c);
 }
 
@@ -223,6 +224,43 @@ fn concurrent_writers_all_land(c: &CephCluster) {
             assert_eq!(read(&*dev, offset, 8192), pattern(t * 100 + i, 8192));
         }
     }
+}
+
+/// Two clients on one image, as two gateways would be: the one holding the exclusive lock
+/// writes; the other sees it as the owner; once the other breaks the lock, the first one's
+/// writes fail (it is fenced) and the second one takes the lock and writes.
+fn a_broken_lock_fences_its_owner(c: &CephCluster) {
+    let a = open(c, "locked", 16);
+    assert!(
+        a.lock_owners().unwrap().is_empty(),
+        "nobody holds a new image's lock"
+    );
+    a.lock_exclusive().unwrap();
+    assert!(a.holds_lock().unwrap());
+    a.write_at(0, &pattern(50, 4096), true).unwrap();
+
+    let b = RbdDevice::open(&spec(c, "locked"), 512, false).unwrap();
+    assert!(!b.holds_lock().unwrap());
+    let owners = b.lock_owners().unwrap();
+    assert_eq!(owners.len(), 1, "{owners:?}");
+    assert_eq!(read(&b, 0, 4096), pattern(50, 4096), "reads need no lock");
+
+    b.break_lock(&owners[0]).unwrap();
+    let e = a.write_at(4096, &pattern(51, 4096), true).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("fenced"),
+        "the old owner's write failed otherwise: {text}"
+    );
+
+    b.lock_exclusive().unwrap();
+    assert!(b.holds_lock().unwrap());
+    b.write_at(8192, &pattern(52, 4096), true).unwrap();
+    assert_eq!(read(&b, 8192, 4096), pattern(52, 4096));
+    // The fenced write never landed.
+    assert_eq!(read(&b, 4096, 4096), vec![0; 4096]);
+    b.release_lock().unwrap();
+    assert!(!b.holds_lock().unwrap());
 }
 
 fn missing_pool_image_and_key_are_named(c: &CephCluster) {

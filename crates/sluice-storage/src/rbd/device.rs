@@ -83,6 +83,34 @@ impl RbdDevice {
         self.object_size
     }
 
+    /// Takes the image's exclusive lock (the image needs the `exclusive-lock` feature, on by
+    /// default) and keeps it against other clients' requests: this is how one gateway owns
+    /// an image that several export.
+    pub fn lock_exclusive(&self) -> io::Result<()> {
+        self.image.lock_acquire()
+    }
+
+    /// Releases the exclusive lock.
+    pub fn release_lock(&self) -> io::Result<()> {
+        self.image.lock_release()
+    }
+
+    /// Whether this client holds the exclusive lock.
+    pub fn holds_lock(&self) -> io::Result<bool> {
+        self.image.is_lock_owner()
+    }
+
+    /// Who holds the exclusive lock (librbd's owner names); empty when nobody does.
+    pub fn lock_owners(&self) -> io::Result<Vec<String>> {
+        self.image.lock_owners()
+    }
+
+    /// Breaks `owner`'s exclusive lock and fences it: the cluster refuses that client's
+    /// writes from then on, so a gateway that lost its lock cannot acknowledge another write.
+    pub fn break_lock(&self, owner: &str) -> io::Result<()> {
+        self.image.lock_break(owner)
+    }
+
     fn size_now(&self) -> u64 {
         self.image.size().unwrap_or(self.size_at_open)
     }

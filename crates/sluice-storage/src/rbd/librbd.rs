@@ -387,6 +387,85 @@ impl Image {
         .map(drop)
     }
 
+    /// Takes the image's exclusive lock and keeps it: while this client holds a lock it
+    /// asked for, librbd refuses other clients' requests to hand it over, so another client
+    /// can only write after [`lock_break`](Self::lock_break).
+    pub(super) fn lock_acquire(&self) -> io::Result<()> {
+        // SAFETY: the image is open.
+        let r = unsafe { sys::rbd_lock_acquire(self.handle, sys::RBD_LOCK_MODE_EXCLUSIVE) };
+        check(r, || {
+            format!("{}: cannot take the exclusive lock", self.name)
+        })
+    }
+
+    /// Gives the exclusive lock back.
+    pub(super) fn lock_release(&self) -> io::Result<()> {
+        // SAFETY: the image is open.
+        let r = unsafe { sys::rbd_lock_release(self.handle) };
+        check(r, || {
+            format!("{}: cannot release the exclusive lock", self.name)
+        })
+    }
+
+    /// Whether this client holds the exclusive lock.
+    pub(super) fn is_lock_owner(&self) -> io::Result<bool> {
+        let mut owner: c_int = 0;
+        // SAFETY: the image is open; `owner` is a valid place for the answer.
+        let r = unsafe { sys::rbd_is_exclusive_lock_owner(self.handle, &mut owner) };
+        check(r, || format!("{}: rbd_is_exclusive_lock_owner", self.name))?;
+        Ok(owner != 0)
+    }
+
+    /// The clients holding the lock (librbd's owner strings, as
+    /// [`lock_break`](Self::lock_break) takes them); empty when nobody does.
+    pub(super) fn lock_owners(&self) -> io::Result<Vec<String>> {
+        // Room for a few owners; librbd says how many more it needs (-ERANGE).
+        let mut room: usize = 4;
+        loop {
+            let mut owners: Vec<*mut c_char> = vec![ptr::null_mut(); room];
+            let mut count = room;
+            let mut mode: sys::rbd_lock_mode_t = 0;
+            // SAFETY: the image is open; `owners` has room for `count` pointers, which librbd
+            // fills with strings it allocated (freed below by rbd_lock_get_owners_cleanup).
+            let r = unsafe {
+                sys::rbd_lock_get_owners(self.handle, &mut mode, owners.as_mut_ptr(), &mut count)
+            };
+            if r == -libc::ERANGE && count > room {
+                room = count;
+                continue;
+            }
+            if r == -libc::ENOENT {
+                return Ok(Vec::new());
+            }
+            check(r, || format!("{}: rbd_lock_get_owners", self.name))?;
+            let count = count.min(room);
+            let names = owners[..count]
+                .iter()
+                .map(|&p| {
+                    // SAFETY: librbd filled the first `count` entries with NUL-terminated
+                    // strings, alive until the cleanup call below.
+                    unsafe { std::ffi::CStr::from_ptr(p) }
+                        .to_string_lossy()
+                        .into_owned()
+                })
+                .collect();
+            // SAFETY: the `count` strings librbd returned, freed once.
+            unsafe { sys::rbd_lock_get_owners_cleanup(owners.as_mut_ptr(), count) };
+            return Ok(names);
+        }
+    }
+
+    /// Breaks `owner`'s exclusive lock; librbd blocklists that client, so none of its writes
+    /// can land afterwards (they fail with `ESHUTDOWN`).
+    pub(super) fn lock_break(&self, owner: &str) -> io::Result<()> {
+        let c_owner = c_string("lock owner", owner)?;
+        // SAFETY: the image is open; the owner string is NUL-terminated and outlives the call.
+        let r = unsafe {
+            sys::rbd_lock_break(self.handle, sys::RBD_LOCK_MODE_EXCLUSIVE, c_owner.as_ptr())
+        };
+        check(r, || format!("{}: cannot break {owner}'s lock", self.name))
+    }
+
     /// Submits one asynchronous operation through `submit` (which gets the completion and
     /// returns what the `rbd_aio_*` call returned) and waits for it; returns its non-negative
     /// result (a byte count for reads).
