@@ -158,6 +158,41 @@ pub trait BlockDevice: Send + Sync + std::fmt::Debug {
     /// Makes every completed write durable (SYNCHRONIZE CACHE).
     fn flush(&self) -> Result<(), StorageError>;
 
+    /// Writes `data`, which is one `unit`-byte block repeated (WRITE SAME with a pattern), at
+    /// byte `offset`. With `fua`, returns only once it is durable.
+    ///
+    /// The default writes `data` through [`write_at`](Self::write_at). A backend that can
+    /// repeat a block itself (RBD's write-same) sends the block once.
+    fn write_repeated(
+        &self,
+        offset: u64,
+        data: &[u8],
+        unit: usize,
+        fua: bool,
+    ) -> Result<(), StorageError> {
+        let _ = unit;
+        self.write_at(offset, data, fua)
+    }
+
+    /// Writes `data` at byte `offset` only if the device holds `compare` there (as long as
+    /// `data`), as one atomic operation of the backing store: COMPARE AND WRITE done where
+    /// every client of a shared store sees it (SBC-4 5.3). `Some(Ok(None))`: written;
+    /// `Some(Ok(Some(at)))`: nothing written, byte `at` of the range is the first that
+    /// differs; `None`: the backend has no such operation for this range, and the caller
+    /// compares and writes under its own lock.
+    ///
+    /// The default is `None`.
+    fn compare_and_write(
+        &self,
+        offset: u64,
+        compare: &[u8],
+        data: &[u8],
+        fua: bool,
+    ) -> Option<Result<Option<u64>, StorageError>> {
+        let _ = (offset, compare, data, fua);
+        None
+    }
+
     /// Size in bytes.
     fn size_bytes(&self) -> u64 {
         self.num_blocks() * u64::from(self.block_size())

@@ -59,6 +59,7 @@ fn rbd_device_against_a_real_cluster() {
     vectored_writes_land_back_to_back(&c);
     completed_writes_are_seen_by_another_client(&c);
     zeroes_and_discards_clear_their_range(&c);
+    write_same_and_compare_and_write_go_to_librbd(&c);
     access_outside_the_image_is_out_of_range(&c);
     read_only_opens_refuse_writes(&c);
     concurrent_writers_all_land(&c);
@@ -161,13 +162,51 @@ fn zeroes_and_discards_clear_their_range(c: &CephCluster) {
         &vec![0u8; OBJECT as usize][..]
     );
     assert_eq!(&back[2 * OBJECT as usize..], &data[2 * OBJECT as usize..]);
-    // A partial-object discard may keep old data or zeros; either way nothing else changes.
+    // A partial-object discard zeroes its range (the device deallocates: thin LUs promise
+    // zeros), and nothing else changes.
+    assert!(dev.deallocates());
+    assert_eq!(dev.deallocation_granularity(), OBJECT);
     dev.discard(2 * OBJECT + 4096, 4096).unwrap();
     let tail = read(&dev, 2 * OBJECT, 3 * 4096);
     let o = 2 * OBJECT as usize;
     assert_eq!(&tail[..4096], &data[o..o + 4096]);
-    assert!(tail[4096..8192] == data[o + 4096..o + 8192] || tail[4096..8192] == [0u8; 4096]);
+    assert_eq!(&tail[4096..8192], &[0u8; 4096][..]);
     assert_eq!(&tail[8192..], &data[o + 8192..o + 12288]);
+}
+
+fn write_same_and_compare_and_write_go_to_librbd(c: &CephCluster) {
+    let dev = open(c, "caw", 16);
+    let data = pattern(50, 2 * OBJECT as usize);
+    dev.write_at(0, &data, false).unwrap();
+    // One block repeated over 64 KiB across an object's end.
+    let block = pattern(51, 512);
+    let at = OBJECT - 32 * 1024;
+    let repeated = block.repeat(128);
+    dev.write_repeated(at, &repeated, 512, true).unwrap();
+    assert_eq!(read(&dev, at, repeated.len()), repeated);
+    assert_eq!(
+        read(&dev, at - 512, 512),
+        data[at as usize - 512..at as usize]
+    );
+    // Compare and write of one 512-byte sector: a match writes.
+    let at = 8192u64;
+    let old = data[8192..8192 + 512].to_vec();
+    let new = pattern(52, 512);
+    let r = dev
+        .compare_and_write(at, &old, &new, false)
+        .expect("librbd's compare and write");
+    assert_eq!(r.unwrap(), None);
+    assert_eq!(read(&dev, at, 512), new);
+    // A miscompare at byte 300 of the range: that offset, counted from the range, and
+    // nothing written.
+    let mut wrong = new.clone();
+    wrong[300] ^= 1;
+    let r = dev.compare_and_write(at, &wrong, &pattern(53, 512), false);
+    assert_eq!(r.expect("librbd's compare and write").unwrap(), Some(300));
+    assert_eq!(read(&dev, at, 512), new);
+    // A longer range is not librbd's to take: the caller compares under its own lock.
+    let two = new.repeat(2);
+    assert!(dev.compare_and_write(at, &two, &two, false).is_none());
 }
 
 fn access_outside_the_image_is_out_of_range(c: &CephCluster) {

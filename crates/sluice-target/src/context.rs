@@ -33,6 +33,8 @@ pub(crate) struct LunRuntime {
     /// Whether its backend may block the thread (file I/O): commands then run on the
     /// blocking pool.
     pub blocking: bool,
+    /// Whether its size may change outside sluice (RBD images): `capacity_watch` looks.
+    pub external_size: bool,
 }
 
 /// One configured target at run time.
@@ -206,6 +208,7 @@ pub(crate) fn open_lun(
         lu: Arc::new(lu),
         metrics: LuMetrics::default(),
         blocking,
+        external_size: matches!(l.backend, Backend::Rbd { .. }),
     }))
 }
 
@@ -246,28 +249,9 @@ pub(crate) fn open_backend(l: &LunDef) -> io::Result<Backing> {
 /// Opens an RBD LUN (connecting to its cluster) with the LUN's block size and access.
 #[cfg(feature = "rbd")]
 fn open_rbd(l: &LunDef, image: &sluice_storage::RbdImage) -> io::Result<Backing> {
-    refuse_thin_rbd(l, image)?;
     let dev = sluice_storage::RbdDevice::open(image, l.block_size, l.read_only)
         .map_err(|e| io::Error::new(e.kind(), format!("LUN {}: {e}", l.number)))?;
     Ok(Backing::Other(Arc::new(dev)))
-}
-
-/// RBD LUNs do not report themselves thin yet: librbd may leave a partial-object discard's
-/// old data in place (`rbd_skip_partial_discard`), so unmapped blocks would not read as zeros
-/// as LBPRZ=1 promises.
-#[cfg(feature = "rbd")]
-fn refuse_thin_rbd(l: &LunDef, image: &sluice_storage::RbdImage) -> io::Result<()> {
-    if l.options.thin {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!(
-                "LUN {}: rbd {}: provisioning = \"thin\" is not offered for RBD LUNs yet",
-                l.number,
-                image.spec()
-            ),
-        ));
-    }
-    Ok(())
 }
 
 /// Without the `rbd` feature there is no librbd to open an RBD LUN with.

@@ -6,15 +6,20 @@ use super::librbd::{self, Cluster, ConnectArgs, Image, Pool};
 use super::RbdImage;
 use crate::{check_range, checked_size, read_only_error, BlockDevice, StorageError};
 
+/// The range librbd's compare-and-write takes: inside one sector of this size.
+const LIBRBD_CAW_SECTOR: u64 = 512;
+
 /// An RBD image, served through librbd.
 ///
-/// Its size is the image's, asked of librbd on every call, so a resize (`rbd resize`) shows in
-/// the next READ CAPACITY; blocks past the last whole logical block are not exported. FUA
+/// Its size is the image's, asked of librbd on every call (sluice-target looks every second
+/// and tells initiators when it changed); blocks past the last whole logical block are not
+/// exported. FUA
 /// writes and SYNCHRONIZE CACHE flush librbd's cache (`rbd_aio_flush`); without a client-side
 /// cache (or in its default write-through mode until the first flush) a completed write is
-/// already on the OSDs. A discarded range reads as zeros where it covered whole RADOS objects
-/// and may keep its old data elsewhere (librbd skips partial-object discards unless
-/// `rbd_skip_partial_discard` is off), as [`BlockDevice::discard`] allows.
+/// already on the OSDs. A discarded range reads as zeros: whole RADOS objects are removed and
+/// the parts of others zeroed (the client runs with `rbd_skip_partial_discard` off). GET LBA
+/// STATUS reports every block mapped ("mapped or unknown", SBC-4 5.8): librbd's allocation
+/// map is not asked.
 #[derive(Debug)]
 pub struct RbdDevice {
     image: Image,
@@ -206,6 +211,68 @@ impl BlockDevice for RbdDevice {
             self.image.flush()?;
         }
         Ok(())
+    }
+
+    /// `rbd_aio_writesame`: the block goes to librbd once, however long the range.
+    fn write_repeated(
+        &self,
+        offset: u64,
+        data: &[u8],
+        unit: usize,
+        fua: bool,
+    ) -> Result<(), StorageError> {
+        self.check_writable()?;
+        self.check(offset, data.len() as u64)?;
+        if unit == 0 || data.len() % unit != 0 {
+            return self.write_at(offset, data, fua);
+        }
+        if !data.is_empty() {
+            self.image
+                .write_same(offset, data.len() as u64, &data[..unit])?;
+        }
+        if fua {
+            self.image.flush()?;
+        }
+        Ok(())
+    }
+
+    /// `rbd_aio_compare_and_write`: the OSD compares and writes as one operation, so a write
+    /// through another gateway cannot land in between. librbd takes only ranges inside one
+    /// 512-byte sector (what VMware's ATS locking sends: one 512-byte block); a longer range
+    /// falls back to the caller's lock (`None`), atomic among this process's initiators only.
+    fn compare_and_write(
+        &self,
+        offset: u64,
+        compare: &[u8],
+        data: &[u8],
+        fua: bool,
+    ) -> Option<Result<Option<u64>, StorageError>> {
+        let len = data.len() as u64;
+        if len == 0 || offset % LIBRBD_CAW_SECTOR + len > LIBRBD_CAW_SECTOR {
+            return None;
+        }
+        let done = (|| {
+            self.check_writable()?;
+            self.check(offset, len)?;
+            let r = self.image.compare_and_write(offset, compare, data)?;
+            if r.is_none() && fua {
+                self.image.flush()?;
+            }
+            Ok(r)
+        })();
+        Some(done)
+    }
+
+    /// Thin LUs: a discard frees whole objects and zeroes the rest of its range (the
+    /// cluster handle is opened with `rbd_skip_partial_discard = false`), so a discarded
+    /// range reads zeros.
+    fn deallocates(&self) -> bool {
+        true
+    }
+
+    /// Space comes back a RADOS object at a time.
+    fn deallocation_granularity(&self) -> u64 {
+        self.object_size.max(u64::from(self.block_size))
     }
 
     fn discard(&self, offset: u64, len: u64) -> Result<(), StorageError> {

@@ -107,6 +107,9 @@ impl Cluster {
         cluster.set("client_mount_timeout", &CONNECT_TIMEOUT_SECS.to_string())?;
         cluster.set("rados_mon_op_timeout", &CONNECT_TIMEOUT_SECS.to_string())?;
         cluster.set("rados_osd_op_timeout", &OSD_OP_TIMEOUT_SECS.to_string())?;
+        // A discard that covers part of an object zeroes that part instead of leaving it: a
+        // discarded range then always reads as zeros, which thin LUs promise (LBPRZ=1).
+        cluster.set("rbd_skip_partial_discard", "false")?;
         let conf = args
             .conf_file
             .map(|p| c_path("Ceph configuration file", p))
@@ -369,6 +372,70 @@ impl Image {
         .map(drop)
     }
 
+    /// Writes `len` bytes from byte `offset` as copies of `pattern` (`len` a multiple of
+    /// its length).
+    pub(super) fn write_same(&self, offset: u64, len: u64, pattern: &[u8]) -> io::Result<()> {
+        let len = usize::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "write-same too long"))?;
+        let (ptr, unit) = (pattern.as_ptr().cast::<c_char>(), pattern.len());
+        self.run("write same", |c| {
+            // SAFETY: `ptr` is valid for `unit` bytes (borrowed from `pattern`) until `run`
+            // returns, after the operation completed.
+            unsafe { sys::rbd_aio_writesame(self.handle, offset, len, ptr, unit, c, 0) }
+        })
+        .map(drop)
+    }
+
+    /// Writes `data` at byte `offset` if the image holds `compare` there (the same length),
+    /// as one operation of the OSD. `Ok(None)`: written; `Ok(Some(at))`: not written, byte
+    /// `at` of the range differs first; `Err` with `InvalidInput` when librbd refuses the
+    /// range (one that crosses an object boundary).
+    pub(super) fn compare_and_write(
+        &self,
+        offset: u64,
+        compare: &[u8],
+        data: &[u8],
+    ) -> io::Result<Option<u64>> {
+        if compare.len() != data.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "compare and write halves differ in length",
+            ));
+        }
+        let len = data.len();
+        let (cmp, buf) = (
+            compare.as_ptr().cast::<c_char>(),
+            data.as_ptr().cast::<c_char>(),
+        );
+        let mut mismatch = 0u64;
+        let at: *mut u64 = &mut mismatch;
+        let r = self.run_raw("compare and write", |c| {
+            // SAFETY: `cmp` and `buf` are valid for `len` bytes (borrowed from `compare` and
+            // `data`), and `at` points at `mismatch`, all until `run_raw` returns, after the
+            // operation completed. The submission's `ssize_t` result is 0 or a negative errno.
+            let r = unsafe {
+                sys::rbd_aio_compare_and_write(self.handle, offset, len, cmp, buf, c, at, 0)
+            };
+            c_int::try_from(r).unwrap_or(-libc::EINVAL)
+        })?;
+        match r {
+            0.. => Ok(None),
+            // The first differing byte: librbd up to 16.2 (Debian 12) reports it counted from
+            // the range, as the OSD's compare does; later releases count it from the start of
+            // the image. Callers keep `offset` at 0 or at least `len` (whole 512-byte blocks
+            // inside one sector), where the two cannot be confused.
+            r if r == -(libc::EILSEQ as isize) => {
+                let at = if mismatch >= offset && offset >= len as u64 {
+                    mismatch - offset
+                } else {
+                    mismatch
+                };
+                Ok(Some(at.min(len.saturating_sub(1) as u64)))
+            }
+            r => Err(self.op_error("compare and write", r)),
+        }
+    }
+
     /// Deallocates `len` bytes from byte `offset`.
     pub(super) fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
         self.run("discard", |c| {
@@ -474,6 +541,17 @@ impl Image {
         what: &str,
         submit: impl FnOnce(sys::rbd_completion_t) -> c_int,
     ) -> io::Result<usize> {
+        let result = self.run_raw(what, submit)?;
+        usize::try_from(result).map_err(|_| self.op_error(what, result))
+    }
+
+    /// [`run`](Self::run), returning the operation's result as librbd gave it (a negative
+    /// errno when it failed); `Err` only when librbd refused the submission.
+    fn run_raw(
+        &self,
+        what: &str,
+        submit: impl FnOnce(sys::rbd_completion_t) -> c_int,
+    ) -> io::Result<isize> {
         let waiter = Arc::new(Waiter::default());
         let completion = Completion::new(&waiter)?;
         let r = submit(completion.raw);
@@ -484,15 +562,18 @@ impl Image {
         }
         let result = waiter.wait();
         drop(completion);
-        usize::try_from(result).map_err(|_| {
-            let errno = c_int::try_from(result).unwrap_or(-libc::EIO);
-            let mut e = errno_error(errno, format!("{}: {what}", self.name));
-            if errno == -libc::ESHUTDOWN {
-                // librados answers ESHUTDOWN once this client was blocklisted (fenced).
-                e = io::Error::new(e.kind(), format!("{e} (this client was fenced)"));
-            }
-            e
-        })
+        Ok(result)
+    }
+
+    /// The error of an operation that ended with `result` (a negative errno).
+    fn op_error(&self, what: &str, result: isize) -> io::Error {
+        let errno = c_int::try_from(result).unwrap_or(-libc::EIO);
+        let e = errno_error(errno, format!("{}: {what}", self.name));
+        if errno == -libc::ESHUTDOWN {
+            // librados answers ESHUTDOWN once this client was blocklisted (fenced).
+            return io::Error::new(e.kind(), format!("{e} (this client was fenced)"));
+        }
+        e
     }
 }
 
