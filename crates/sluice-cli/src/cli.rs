@@ -563,9 +563,9 @@ pub struct TargetArgs {
     #[arg(long)]
     pub removable: bool,
 
-    /// Thin-provision every LUN (memory and regular files): UNMAP and WRITE SAME with UNMAP
-    /// give space back (a file gets holes punched), GET LBA STATUS reports it. See
-    /// docs/configuration.md.
+    /// Thin-provision every LUN (memory, regular files, RBD images): UNMAP and WRITE SAME with
+    /// UNMAP give space back (a file gets holes punched, an image discards), GET LBA STATUS
+    /// reports it. See docs/configuration.md.
     #[arg(long)]
     pub thin: bool,
 

@@ -2,8 +2,9 @@
 //! (`sluice_proto::target::TargetSession`), which decides every protocol rule.
 //!
 //! The loop reads PDUs and hands them to the core, runs the SCSI work the core asks for
-//! (inline for memory, null and tmpfs LUNs, on tokio's blocking pool for disk files; commands
-//! that run long, in the background: `long_running`), writes what the core stamped for this
+//! (inline for memory, null and tmpfs LUNs; for LUs whose backend waits, disk files and RBD
+//! images, and for commands that run long, concurrently on tokio's blocking pool, each in a
+//! task of its own: `long_running`), writes what the core stamped for this
 //! connection, sleeps until the core's next deadline, and wakes
 //! the tasks of the session's other connections when the core queued something for them. The
 //! core sits behind a lock shared by the session's connections; it is never held across an
