@@ -96,7 +96,7 @@ pub(crate) fn spawn(
             let ((completion, aborts), _) =
                 run(&scsi, nexus, &work, BytesMut::new(), abort.as_ref());
             if let Some(c) = counters {
-                c.record(&Finished {
+                c.record_shared(&Finished {
                     cdb: work.cdb.as_bytes(),
                     read_bytes: (completion.data.len() as u64).min(u64::from(work.data_in_len)),
                     write_bytes: work.data_out.len() as u64,
