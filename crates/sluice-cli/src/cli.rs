@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 use sluice_fault::{DropEvery, PduKind, Rate};
 use sluice_proto::text::{KeyId, KeyValueError};
+use sluice_target::config::RbdImage;
 
 use crate::size::parse_size;
 
@@ -519,6 +520,25 @@ pub struct TargetArgs {
     #[arg(long, value_name = "SIZE", value_parser = size_arg)]
     pub null: Vec<u64>,
 
+    /// Add a LUN backed by a Ceph RBD image (repeatable), as POOL/IMAGE; its size is the
+    /// image's. Needs a build with the `rbd` feature. The cluster is reached as --ceph-id
+    /// with --ceph-conf and --ceph-keyring.
+    #[arg(long, value_name = "POOL/IMAGE", value_parser = rbd_arg)]
+    pub rbd: Vec<RbdImage>,
+
+    /// Ceph configuration file for the --rbd LUNs. Default: what the ceph tool reads
+    /// ($CEPH_CONF, /etc/ceph/ceph.conf).
+    #[arg(long, value_name = "FILE", requires = "rbd")]
+    pub ceph_conf: Option<PathBuf>,
+
+    /// Ceph client id (the ID of client.ID) for the --rbd LUNs. Default: admin.
+    #[arg(long, value_name = "ID", requires = "rbd")]
+    pub ceph_id: Option<String>,
+
+    /// Keyring with the client's key for the --rbd LUNs. Default: the configuration's.
+    #[arg(long, value_name = "FILE", requires = "rbd")]
+    pub ceph_keyring: Option<PathBuf>,
+
     /// Logical block size of every LUN. Default: 512 (what ESXi and Windows expect).
     #[arg(long, value_name = "BYTES", value_parser = block_size_arg)]
     pub block_size: Option<u32>,
@@ -543,9 +563,9 @@ pub struct TargetArgs {
     #[arg(long)]
     pub removable: bool,
 
-    /// Thin-provision every LUN (memory and regular files): UNMAP and WRITE SAME with UNMAP
-    /// give space back (a file gets holes punched), GET LBA STATUS reports it. See
-    /// docs/configuration.md.
+    /// Thin-provision every LUN (memory, regular files, RBD images): UNMAP and WRITE SAME with
+    /// UNMAP give space back (a file gets holes punched, an image discards), GET LBA STATUS
+    /// reports it. See docs/configuration.md.
     #[arg(long)]
     pub thin: bool,
 
@@ -692,6 +712,11 @@ fn drop_arg(s: &str) -> Result<DropEvery, String> {
 /// clap value parser for sizes.
 fn size_arg(s: &str) -> Result<u64, String> {
     parse_size(s).map_err(|e| e.to_string())
+}
+
+/// clap value parser for `--rbd`: POOL/IMAGE.
+fn rbd_arg(s: &str) -> Result<RbdImage, String> {
+    RbdImage::parse(s)
 }
 
 /// clap value parser for `--block-size`: 512 or 4096 (also `4K`).

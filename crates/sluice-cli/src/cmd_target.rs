@@ -12,7 +12,7 @@ use sluice_proto::text::keys::format_bool;
 use sluice_proto::text::KeyId;
 use sluice_target::config::{
     Acl, Backend, ChapCredentials, DigestPolicy, Keepalive, Limits, LuOptions, LunDef,
-    OperationalOffer, SanitizeOptions, TargetConfig, TargetDef, MAX_LUN_NUMBER,
+    OperationalOffer, RbdImage, SanitizeOptions, TargetConfig, TargetDef, MAX_LUN_NUMBER,
 };
 
 use crate::cli::{Cli, DigestArg, TargetArgs, DEFAULT_PORT};
@@ -36,9 +36,11 @@ pub enum LunFlag {
     File(PathBuf, Option<u64>),
     /// `--null SIZE`
     Null(u64),
+    /// `--rbd POOL/IMAGE` (the cluster settings come from `--ceph-*`).
+    Rbd(RbdImage),
 }
 
-/// Collects `--memory`, `--file` (with the `--size` that follows it) and `--null` in argv order,
+/// Collects `--memory`, `--file` (with the `--size` that follows it), `--null` and `--rbd` in argv order,
 /// so that LUN numbers follow the order the user typed.
 pub fn lun_flags_in_order(m: &ArgMatches) -> anyhow::Result<Vec<LunFlag>> {
     fn indexed<T: Clone + Send + Sync + 'static>(m: &ArgMatches, id: &str) -> Vec<(usize, T)> {
@@ -62,6 +64,11 @@ pub fn lun_flags_in_order(m: &ArgMatches) -> anyhow::Result<Vec<LunFlag>> {
         indexed::<u64>(m, "null")
             .into_iter()
             .map(|(i, s)| (i, LunFlag::Null(s))),
+    );
+    luns.extend(
+        indexed::<RbdImage>(m, "rbd")
+            .into_iter()
+            .map(|(i, r)| (i, LunFlag::Rbd(r))),
     );
     luns.sort_by_key(|(i, _)| *i);
     for (size_index, size) in indexed::<u64>(m, "size") {
@@ -165,6 +172,18 @@ pub fn config_from_flags(args: &TargetArgs, luns: Vec<LunFlag>) -> anyhow::Resul
                     direct: false,
                     huge_pages: !args.no_huge_pages,
                 }
+            }
+            LunFlag::Rbd(image) => {
+                let image = RbdImage {
+                    conf_file: args.ceph_conf.clone(),
+                    client_id: args.ceph_id.clone(),
+                    keyring: args.ceph_keyring.clone(),
+                    ..image
+                };
+                if let Err(e) = image.check_names() {
+                    bail!("--rbd {}: {e}", image.spec());
+                }
+                Backend::Rbd { image }
             }
         };
         defs.push(LunDef {
@@ -280,6 +299,7 @@ fn describe_backend(b: &Backend) -> String {
             }
             s
         }
+        Backend::Rbd { image } => format!("rbd {} as client.{}", image.spec(), image.client_id()),
     }
 }
 
@@ -666,6 +686,50 @@ mod tests {
                 (4, Backend::Memory { size: 1 << 30 }),
             ]
         );
+    }
+
+    #[test]
+    fn rbd_luns_take_the_ceph_flags() {
+        let c = parse(&[
+            "--memory",
+            "1G",
+            "--rbd",
+            "rbd/a",
+            "--ceph-conf",
+            "/etc/ceph/x.conf",
+            "--ceph-id",
+            "sluice",
+            "--rbd",
+            "pool2/b",
+            "--ceph-keyring",
+            "/k",
+        ])
+        .unwrap();
+        let luns = &c.targets[0].luns;
+        assert_eq!(luns.len(), 3);
+        let expected = |pool: &str, image: &str| Backend::Rbd {
+            image: RbdImage {
+                pool: pool.into(),
+                image: image.into(),
+                conf_file: Some("/etc/ceph/x.conf".into()),
+                client_id: Some("sluice".into()),
+                keyring: Some("/k".into()),
+            },
+        };
+        assert_eq!(luns[1].backend, expected("rbd", "a"));
+        assert_eq!(luns[2].backend, expected("pool2", "b"));
+        assert!(
+            summary(&c).contains("rbd pool2/b as client.sluice"),
+            "{}",
+            summary(&c)
+        );
+
+        let e = parse(&["--rbd", "just-an-image"]).unwrap_err();
+        assert!(format!("{e:#}").contains("is not POOL/IMAGE"), "{e:#}");
+        let e = parse(&["--rbd", "rbd/a", "--ceph-id", "client.admin"]).unwrap_err();
+        assert!(format!("{e:#}").contains("the ID of client.ID"), "{e:#}");
+        // The cluster flags mean nothing without an --rbd LUN.
+        assert!(parse(&["--ceph-id", "sluice"]).is_err());
     }
 
     #[test]

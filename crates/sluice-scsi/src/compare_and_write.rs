@@ -7,6 +7,9 @@
 //! land between the comparison and the write, and no read sees half of it. On a mismatch
 //! nothing is written and the command ends with MISCOMPARE / MISCOMPARE DURING VERIFY
 //! OPERATION, the INFORMATION field holding the offset of the first byte that differs.
+//! A backend whose store other clients share (an RBD image several gateways export) does the
+//! comparison and the write as one operation of the store
+//! (`BlockDevice::compare_and_write`), so that no other client's write lands in between.
 
 use crate::field::u8_at;
 use crate::lu::{storage_sense, Cmd, CmdResult};
@@ -46,6 +49,21 @@ pub(crate) fn compare_and_write(cmd: &mut Cmd<'_>) -> CmdResult {
     }
     let data = cmd.data_out.contiguous(2 * half);
     let (expected, new) = data.split_at(half);
+    let fua = fua(cmd.cdb, &b) || !lu.write_cache_enabled();
+    // A store shared by several clients (RBD) compares and writes itself, atomically for
+    // all of them; this LU's lock only keeps its own initiators apart.
+    if let Some(done) = lu
+        .device()
+        .compare_and_write(offset(lu, lba), expected, new, fua)
+    {
+        return match done.map_err(|e| storage_sense(&e, true))? {
+            None => {
+                lu.wrote(half as u64);
+                Ok(())
+            }
+            Some(at) => Err(miscompare(at)),
+        };
+    }
     let mut medium = vec![0u8; half];
     lu.device()
         .read_at(offset(lu, lba), &mut medium)
@@ -53,7 +71,6 @@ pub(crate) fn compare_and_write(cmd: &mut Cmd<'_>) -> CmdResult {
     if let Some(at) = expected.iter().zip(&medium).position(|(e, m)| e != m) {
         return Err(miscompare(at as u64));
     }
-    let fua = fua(cmd.cdb, &b) || !lu.write_cache_enabled();
     write_blocks(lu, lba, &[new], fua)
 }
 

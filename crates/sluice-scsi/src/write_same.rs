@@ -115,10 +115,13 @@ fn write_pattern(
         }
         let n = (blocks - done).min(per_piece);
         let last = done + n == blocks;
+        // The piece is the block repeated: a backend that repeats a block itself (RBD's
+        // write-same) sends one block, not the piece.
         lu.device()
-            .write_at(
+            .write_repeated(
                 offset(lu, lba + done),
                 &piece[..(n * bs) as usize],
+                bs as usize,
                 fua && last,
             )
             .map_err(|e| storage_sense(&e, true))?;

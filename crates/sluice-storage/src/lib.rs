@@ -14,6 +14,9 @@
 //! * [`FileDevice`]: a regular file or a block device, through `pread`/`pwrite`, optionally with
 //!   `O_DIRECT`; FUA and flush go through `fdatasync`. A thin one punches holes on discard and
 //!   reports them.
+//! * `RbdDevice` (with the `rbd` feature): an image of a Ceph cluster, through librbd's
+//!   asynchronous API; FUA and flush go through `rbd_aio_flush`. [`RbdImage`], which names an
+//!   image and its cluster, is in every build.
 //!
 //! Thin provisioning rests on three calls: [`BlockDevice::deallocates`] (discard frees space
 //! and the range reads zeros), [`BlockDevice::discard`] and [`BlockDevice::provisioning`] (which
@@ -29,8 +32,10 @@
 //! (`file/mapping.rs`, which lets reads hand out the page-cache bytes without copying and writes
 //! copy straight into them), asking the kernel to back that mapping with huge pages
 //! (`file/huge_pages.rs`: `MADV_COLLAPSE`, and `setpriority` for the thread that does it) and
-//! `pread` into a buffer's spare capacity (`file.rs`: no zero-fill before a read). The
-//! `O_DIRECT` bounce buffer needs none (it is aligned by slicing a slightly larger `Vec`).
+//! `pread` into a buffer's spare capacity (`file.rs`: no zero-fill before a read); with the
+//! `rbd` feature, a fourth: the calls into librados and librbd (`rbd/librbd.rs`: handles owned
+//! and freed once, buffers borrowed until librbd's completion callback ran). The `O_DIRECT`
+//! bounce buffer needs none (it is aligned by slicing a slightly larger `Vec`).
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -41,6 +46,7 @@ use bytes::{Bytes, BytesMut};
 mod file;
 mod memory;
 mod null;
+mod rbd;
 mod state_file;
 
 #[cfg(test)]
@@ -49,6 +55,9 @@ mod conformance;
 pub use file::{cached_crc32c, FileDevice, FileOptions, HugePageStatus};
 pub use memory::MemoryDevice;
 pub use null::NullDevice;
+#[cfg(feature = "rbd")]
+pub use rbd::RbdDevice;
+pub use rbd::{RbdImage, DEFAULT_CLIENT_ID as DEFAULT_RBD_CLIENT_ID};
 pub use state_file::{StateFile, StateStore, MAX_STATE_FILE_BYTES};
 
 /// Why a block operation failed.
@@ -148,6 +157,41 @@ pub trait BlockDevice: Send + Sync + std::fmt::Debug {
 
     /// Makes every completed write durable (SYNCHRONIZE CACHE).
     fn flush(&self) -> Result<(), StorageError>;
+
+    /// Writes `data`, which is one `unit`-byte block repeated (WRITE SAME with a pattern), at
+    /// byte `offset`. With `fua`, returns only once it is durable.
+    ///
+    /// The default writes `data` through [`write_at`](Self::write_at). A backend that can
+    /// repeat a block itself (RBD's write-same) sends the block once.
+    fn write_repeated(
+        &self,
+        offset: u64,
+        data: &[u8],
+        unit: usize,
+        fua: bool,
+    ) -> Result<(), StorageError> {
+        let _ = unit;
+        self.write_at(offset, data, fua)
+    }
+
+    /// Writes `data` at byte `offset` only if the device holds `compare` there (as long as
+    /// `data`), as one atomic operation of the backing store: COMPARE AND WRITE done where
+    /// every client of a shared store sees it (SBC-4 5.3). `Some(Ok(None))`: written;
+    /// `Some(Ok(Some(at)))`: nothing written, byte `at` of the range is the first that
+    /// differs; `None`: the backend has no such operation for this range, and the caller
+    /// compares and writes under its own lock.
+    ///
+    /// The default is `None`.
+    fn compare_and_write(
+        &self,
+        offset: u64,
+        compare: &[u8],
+        data: &[u8],
+        fua: bool,
+    ) -> Option<Result<Option<u64>, StorageError>> {
+        let _ = (offset, compare, data, fua);
+        None
+    }
 
     /// Size in bytes.
     fn size_bytes(&self) -> u64 {

@@ -4,6 +4,7 @@
 //! saving it gives a file that serves the same), and every change is checked as a whole
 //! configuration would be.
 
+use std::io;
 use std::sync::Arc;
 
 use sluice_proto::target::CloseReason;
@@ -148,6 +149,20 @@ impl Target {
             match &mut l.backend {
                 Backend::Memory { size: s } | Backend::Null { size: s } => *s = size,
                 Backend::File { size: s, .. } => *s = Some(size),
+                Backend::Rbd { image } => {
+                    return Err(ChangeError::Open {
+                        target: t.iqn.clone(),
+                        lun: number,
+                        error: io::Error::new(
+                            io::ErrorKind::Unsupported,
+                            format!(
+                                "an RBD LUN is as large as its image: resize {} with `rbd \
+                                 resize`, and the LUN follows",
+                                image.spec()
+                            ),
+                        ),
+                    })
+                }
             }
             Ok(())
         })

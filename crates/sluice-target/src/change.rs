@@ -427,6 +427,7 @@ fn grows_only(old: &LunDef, new: &LunDef) -> bool {
                 size: Some(_),
             },
         ) => p1 == p2 && d1 == d2 && h1 == h2,
+        // An RBD LUN's size is its image's: nothing in its definition grows it.
         _ => false,
     };
     same_rest && same_kind
@@ -437,6 +438,7 @@ fn size_of_def(l: &LunDef) -> Option<u64> {
     match &l.backend {
         Backend::Memory { size } | Backend::Null { size } => Some(*size),
         Backend::File { size, .. } => *size,
+        Backend::Rbd { .. } => None,
     }
 }
 

@@ -12,6 +12,7 @@ use std::time::Duration;
 use sluice_proto::params::IMPLEMENTED_ERROR_RECOVERY_LEVEL;
 use sluice_proto::text::{KeyId, KeyValueError};
 pub use sluice_scsi::AccessState;
+pub use sluice_storage::RbdImage;
 
 pub use sluice_scsi::{LuOptions, SanitizeOptions};
 
@@ -177,6 +178,12 @@ pub enum Backend {
     Null {
         /// Size in bytes.
         size: u64,
+    },
+    /// An image of a Ceph cluster, through librbd; its size is the image's. Serving one needs
+    /// a build with the `rbd` feature; other builds refuse to open it, saying so.
+    Rbd {
+        /// The pool, the image and how to reach the cluster.
+        image: RbdImage,
     },
 }
 

@@ -33,6 +33,8 @@ pub(crate) struct LunRuntime {
     /// Whether its backend may block the thread (file I/O): commands then run on the
     /// blocking pool.
     pub blocking: bool,
+    /// Whether its size may change outside sluice (RBD images): `capacity_watch` looks.
+    pub external_size: bool,
 }
 
 /// One configured target at run time.
@@ -206,6 +208,7 @@ pub(crate) fn open_lun(
         lu: Arc::new(lu),
         metrics: LuMetrics::default(),
         blocking,
+        external_size: matches!(l.backend, Backend::Rbd { .. }),
     }))
 }
 
@@ -239,7 +242,30 @@ pub(crate) fn open_backend(l: &LunDef) -> io::Result<Backing> {
             })?;
             Backing::Other(Arc::new(dev))
         }
+        Backend::Rbd { image } => open_rbd(l, image)?,
     })
+}
+
+/// Opens an RBD LUN (connecting to its cluster) with the LUN's block size and access.
+#[cfg(feature = "rbd")]
+fn open_rbd(l: &LunDef, image: &sluice_storage::RbdImage) -> io::Result<Backing> {
+    let dev = sluice_storage::RbdDevice::open(image, l.block_size, l.read_only)
+        .map_err(|e| io::Error::new(e.kind(), format!("LUN {}: {e}", l.number)))?;
+    Ok(Backing::Other(Arc::new(dev)))
+}
+
+/// Without the `rbd` feature there is no librbd to open an RBD LUN with.
+#[cfg(not(feature = "rbd"))]
+fn open_rbd(l: &LunDef, image: &sluice_storage::RbdImage) -> io::Result<Backing> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!(
+            "LUN {}: rbd {}: this sluice was built without RBD support (build it with the \
+             `rbd` feature; it needs librbd-dev and librados-dev)",
+            l.number,
+            image.spec()
+        ),
+    ))
 }
 
 /// The SCSI identity of a LUN. Serial and NAA identifier derive from the target name and LUN
@@ -253,6 +279,7 @@ fn lu_config(t: &TargetDef, l: &LunDef, device: Arc<dyn BlockDevice>) -> LuConfi
         Backend::Memory { .. } => "sluice memory",
         Backend::File { .. } => "sluice file",
         Backend::Null { .. } => "sluice null",
+        Backend::Rbd { .. } => "sluice rbd",
     };
     LuConfig {
         device,
@@ -282,4 +309,49 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rbd_lun() -> LunDef {
+        LunDef {
+            number: 3,
+            backend: Backend::Rbd {
+                image: sluice_storage::RbdImage::parse("rbd/disk").unwrap(),
+            },
+            block_size: 512,
+            read_only: false,
+            removable: false,
+            serial: None,
+            options: Default::default(),
+        }
+    }
+
+    /// Without librbd an RBD LUN cannot open, and the error says why and how to get it.
+    #[cfg(not(feature = "rbd"))]
+    #[test]
+    fn rbd_luns_need_the_rbd_feature() {
+        let e = open_backend(&rbd_lun()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::Unsupported);
+        let text = e.to_string();
+        assert!(text.starts_with("LUN 3: rbd rbd/disk: "), "{text}");
+        assert!(text.contains("`rbd` feature"), "{text}");
+    }
+
+    /// With librbd, opening connects: a configuration naming no reachable monitor fails
+    /// naming the LUN (the cluster-backed cases are in sluice-storage's rbd_cluster test).
+    #[cfg(feature = "rbd")]
+    #[test]
+    fn rbd_luns_name_the_lun_when_they_cannot_open() {
+        let mut l = rbd_lun();
+        if let Backend::Rbd { image } = &mut l.backend {
+            image.conf_file = Some("/nonexistent/ceph.conf".into());
+        }
+        let e = open_backend(&l).unwrap_err();
+        let text = e.to_string();
+        assert!(text.starts_with("LUN 3: "), "{text}");
+        assert!(text.contains("/nonexistent/ceph.conf"), "{text}");
+    }
 }

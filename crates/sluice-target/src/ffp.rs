@@ -2,8 +2,9 @@
 //! (`sluice_proto::target::TargetSession`), which decides every protocol rule.
 //!
 //! The loop reads PDUs and hands them to the core, runs the SCSI work the core asks for
-//! (inline for memory, null and tmpfs LUNs, on tokio's blocking pool for disk files; commands
-//! that run long, in the background: `long_running`), writes what the core stamped for this
+//! (inline for memory, null and tmpfs LUNs; for LUs whose backend waits, disk files and RBD
+//! images, and for commands that run long, concurrently on tokio's blocking pool, each in a
+//! task of its own: `long_running`), writes what the core stamped for this
 //! connection, sleeps until the core's next deadline, and wakes
 //! the tasks of the session's other connections when the core queued something for them. The
 //! core sits behind a lock shared by the session's connections; it is never held across an
@@ -52,8 +53,6 @@ pub(crate) enum End {
     Io,
     /// The byte stream could not be framed.
     Framing,
-    /// The SCSI layer's worker thread panicked.
-    Internal,
     /// The fault test hook reset the connection.
     FaultReset,
 }
@@ -65,7 +64,6 @@ impl std::fmt::Display for End {
             End::PeerClosed => f.write_str("initiator closed the connection"),
             End::Io => f.write_str("socket error"),
             End::Framing => f.write_str("unrecoverable framing error"),
-            End::Internal => f.write_str("internal error"),
             End::FaultReset => f.write_str("reset by the fault test hook"),
         }
     }
@@ -258,23 +256,28 @@ impl<'a> Connection<'a> {
             let Some(work) = work else {
                 break;
             };
-            if sluice_scsi::runs_long(&work.cdb) {
-                if let Some(target) = self.target {
-                    let counters = self
-                        .lu_slot(target, work.lun.0)
-                        .map(|i| Arc::clone(&self.lu_slots[i].counters));
+            let slot = match self.target {
+                Some(target) => self.lu_slot(target, work.lun.0),
+                None => None,
+            };
+            let runs_long = sluice_scsi::runs_long(&work.cdb);
+            if let Some(target) = self.target {
+                if runs_long || self.runs_off_task(&work, slot) {
+                    let counters = slot.map(|i| Arc::clone(&self.lu_slots[i].counters));
                     crate::long_running::spawn(
                         Arc::clone(self.ctx),
                         Arc::clone(&self.session),
                         Arc::clone(&target.scsi),
                         work,
                         counters,
+                        runs_long,
                     );
                     continue;
                 }
             }
             let (ticket, lun) = (work.ticket, work.lun);
-            let (completion, aborts) = self.execute(work).await?;
+            let (completion, aborts) = self.execute(&work, slot);
+            drop(work);
             if !aborts.is_empty() {
                 abort_other_tasks(self.ctx, &self.session, &aborts, lun, ticket);
             }
@@ -312,8 +315,20 @@ impl<'a> Connection<'a> {
         Ok(())
     }
 
-    /// Runs one command on the SCSI layer.
-    async fn execute(&mut self, work: ScsiWork) -> Result<(ScsiCompletion, Vec<u64>), End> {
+    /// Whether `work` runs on the blocking pool beside the connection rather than on its
+    /// task: every command of a LU whose backend waits (so that a deep queue keeps the disk
+    /// or the cluster busy), and PERSISTENT RESERVE OUT when it may write and fsync the
+    /// reservation state file (APTPL). Memory, null and tmpfs LUs answer on the task.
+    #[inline]
+    fn runs_off_task(&self, work: &ScsiWork, slot: Option<usize>) -> bool {
+        slot.is_some_and(|i| self.lu_slots[i].lun.blocking)
+            || (work.cdb.first() == Some(&sluice_scsi::cdb::opcode::PERSISTENT_RESERVE_OUT)
+                && self.ctx.config().state_dir.is_some())
+    }
+
+    /// Runs one command on the SCSI layer, on this task (see `runs_off_task`).
+    #[inline]
+    fn execute(&mut self, work: &ScsiWork, slot: Option<usize>) -> (ScsiCompletion, Vec<u64>) {
         let Some(target) = self.target else {
             // Discovery sessions have no LUNs; the core never asks them to run a command.
             let done = ScsiCompletion {
@@ -321,14 +336,8 @@ impl<'a> Connection<'a> {
                 sense: Bytes::new(),
                 data: Bytes::new(),
             };
-            return Ok((done, Vec::new()));
+            return (done, Vec::new());
         };
-        let slot = self.lu_slot(target, work.lun.0);
-        // PERSISTENT RESERVE OUT may write and fsync the reservation state file (APTPL):
-        // never on the network thread.
-        let blocking = slot.is_some_and(|i| self.lu_slots[i].lun.blocking)
-            || (work.cdb.first() == Some(&sluice_scsi::cdb::opcode::PERSISTENT_RESERVE_OUT)
-                && self.ctx.config().state_dir.is_some());
         let mut buf = std::mem::take(&mut self.data_in_buf);
         let want = work.data_in_len as usize;
         if want > 0 && want <= DATA_IN_REFILL && buf.capacity() < want {
@@ -338,23 +347,9 @@ impl<'a> Connection<'a> {
             buf = BytesMut::with_capacity(DATA_IN_REFILL);
         }
         let nexus = self.session.nexus;
-        let ((completion, aborts), buf, work) = if blocking {
-            let scsi = Arc::clone(&target.scsi);
-            let ran = tokio::task::spawn_blocking(move || {
-                let (c, b) = run(&scsi, nexus, &work, buf, None);
-                (c, b, work)
-            });
-            match ran.await {
-                Ok(r) => r,
-                Err(e) => {
-                    warn!(error = %e, "command execution panicked");
-                    return Err(End::Internal);
-                }
-            }
-        } else {
+        let ((completion, aborts), buf) = {
             let _probe = sluice_probe::span(sluice_probe::Stage::Scsi);
-            let (c, b) = run(&target.scsi, nexus, &work, buf, None);
-            (c, b, work)
+            run(&target.scsi, nexus, work, buf, None)
         };
         self.data_in_buf = buf;
         if let Some(i) = slot {
@@ -369,7 +364,7 @@ impl<'a> Connection<'a> {
                     .saturating_duration_since(work.arrived),
             });
         }
-        Ok((completion, aborts))
+        (completion, aborts)
     }
 
     /// This connection's counter slot for the LU at `raw`, made on the LU's first command;

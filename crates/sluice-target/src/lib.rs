@@ -12,11 +12,13 @@
 //! `context` (shared state and LUN construction), `faults` (the fault test hook). Operating
 //! a running target: `change` (applying a new configuration: [`Target::apply`]), `admin`
 //! (the operator's changes and [`Target::status`]), `status` (what it reports), `metrics`
-//! (the counters connections keep), `swap_device` (a LUN's device, swapped when it grows).
+//! (the counters connections keep), `swap_device` (a LUN's device, swapped when it grows),
+//! `capacity_watch` (LUs resized outside sluice, such as RBD images).
 
 #![forbid(unsafe_code)]
 
 mod admin;
+mod capacity_watch;
 mod change;
 pub mod config;
 mod connection;

@@ -1,15 +1,21 @@
-//! Commands that run for as long as their data takes (`sluice_scsi::runs_long`: EXTENDED
-//! COPY, WRITE SAME, UNMAP, SANITIZE): they run on the blocking pool while their connection
-//! goes on reading and answering, and can be aborted.
+//! Commands that run off their connection's task, on the blocking pool, while the
+//! connection goes on reading and answering: every command of a LU whose backend waits (disk
+//! files, block devices, RBD images), and on any LU the commands that run for as long as
+//! their data takes (`sluice_scsi::runs_long`: EXTENDED COPY, WRITE SAME, UNMAP, SANITIZE),
+//! which can be aborted.
 //!
-//! Run inline, a 1 GiB EXTENDED COPY would hold its connection's task, and the connection's
-//! tokio worker, for the whole copy: no other command, no NOP-In, no ABORT TASK on that
-//! connection until it ends. Here the connection hands the work to a task of its own, which
-//! runs it on the blocking pool with an `AbortSignal` and gives the result back to the session
-//! core (which answers on the command's connection, or drops the answer of an aborted task)
-//! whenever it comes. The signal is raised when the core says the work is abandoned: ABORT
-//! TASK, a task-set function or a reset that covers it, or the loss of its connection. Like
-//! any SIMPLE task, such a command may complete after commands sent later (SAM-5 8.6).
+//! Run on the connection's task, a command on a disk file held the connection for its whole
+//! I/O: one command at a time per connection, however deep the initiator's queue. Here each
+//! gets a task of its own and gives its result back to the session core (which answers on the
+//! command's connection, or drops the answer of an aborted task) whenever it comes; the
+//! connection's CmdSN window bounds how many run at once. The core hands out only work that
+//! may start under its task attribute (SAM-5 8.6: ORDERED and HEAD OF QUEUE tasks are held
+//! there), so SIMPLE tasks complete in any order and the rest as the attributes require.
+//! Task management finds such a task in the core as running: ABORT TASK and the task-set
+//! functions answer once its result is back. A long-running command also gets an
+//! `AbortSignal`, raised when the core says the work is abandoned (ABORT TASK, a task-set
+//! function or a reset that covers it, PREEMPT AND ABORT, the loss of its connection), so it
+//! stops early.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -68,26 +74,31 @@ impl LongRunning {
 
 /// Runs `work` on the blocking pool, counts it in `counters` (its LU's, for this
 /// connection), hands its result to the session core when it ends, and wakes the session's
-/// connections to send what that produced.
+/// connections to send what that produced. `abortable`: the command runs long, and is told
+/// to stop when the core abandons it.
 pub(crate) fn spawn(
     ctx: Arc<Context>,
     session: Arc<SharedSession>,
     scsi: Arc<ScsiTarget>,
     work: ScsiWork,
     counters: Option<Arc<LuCounters>>,
+    abortable: bool,
 ) {
-    let abort = AbortSignal::new();
+    let abort = abortable.then(AbortSignal::new);
     let ticket = work.ticket;
-    session.long_running.track(ticket, abort.clone());
+    if let Some(abort) = &abort {
+        session.long_running.track(ticket, abort.clone());
+    }
     let nexus = session.nexus;
     tokio::spawn(async move {
         let lun = work.lun;
         let result = tokio::task::spawn_blocking(move || {
-            let ((completion, aborts), _) = run(&scsi, nexus, &work, BytesMut::new(), Some(&abort));
+            let ((completion, aborts), _) =
+                run(&scsi, nexus, &work, BytesMut::new(), abort.as_ref());
             if let Some(c) = counters {
-                c.record(&Finished {
+                c.record_shared(&Finished {
                     cdb: work.cdb.as_bytes(),
-                    read_bytes: 0,
+                    read_bytes: (completion.data.len() as u64).min(u64::from(work.data_in_len)),
                     write_bytes: work.data_out.len() as u64,
                     status: completion.status,
                     sense: &completion.sense,
@@ -97,13 +108,15 @@ pub(crate) fn spawn(
             (completion, aborts)
         })
         .await;
-        session.long_running.untrack(ticket);
+        if abortable {
+            session.long_running.untrack(ticket);
+        }
         let (completion, aborts) = result.unwrap_or_else(|e| {
-            warn!(error = %e, "long-running command panicked");
+            warn!(error = %e, "command panicked");
             (internal_failure(), Vec::new())
         });
-        // Only PERSISTENT RESERVE OUT names I_T nexuses to abort, and it never runs long; the
-        // rule holds here all the same.
+        // PREEMPT AND ABORT (on a LU whose backend waits, or with a state directory): the
+        // preempted tasks end before this command's status goes out (SPC-4 5.12.11.2.5).
         if !aborts.is_empty() {
             abort_other_tasks(&ctx, &session, &aborts, lun, ticket);
         }
@@ -111,6 +124,7 @@ pub(crate) fn spawn(
             let mut env = DriverEnv::new(&ctx, &session);
             let mut core = session.lock();
             core.handle_completion(ticket, completion, &mut env);
+            session.long_running.abort_abandoned(&core);
         }
         session.wake_all();
     });

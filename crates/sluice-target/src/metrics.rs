@@ -22,7 +22,8 @@ use crate::status::{
     LATENCY_BOUNDS_NS,
 };
 
-/// A counter with one writer (the task that owns it) and any number of readers.
+/// A counter with one writer (the task that owns it) and any number of readers; or, through
+/// [`add_shared`](Self::add_shared), several writers.
 #[derive(Debug, Default)]
 pub(crate) struct Counter(AtomicU64);
 
@@ -34,6 +35,23 @@ impl Counter {
             self.0.load(Ordering::Relaxed).wrapping_add(n),
             Ordering::Relaxed,
         );
+    }
+
+    /// Adds `n` when other threads may add at the same time (commands of one connection
+    /// finishing concurrently on the blocking pool): a locked add, so none is lost.
+    #[inline]
+    pub(crate) fn add_shared(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// [`add`](Self::add), or [`add_shared`](Self::add_shared) when `SHARED`.
+    #[inline]
+    fn add_by<const SHARED: bool>(&self, n: u64) {
+        if SHARED {
+            self.add_shared(n);
+        } else {
+            self.add(n);
+        }
     }
 
     #[inline]
@@ -59,13 +77,14 @@ pub(crate) struct Histogram {
 }
 
 impl Histogram {
+    /// Counts one latency; `SHARED`: other threads may count at the same time.
     #[inline]
-    pub(crate) fn record(&self, latency: Duration) {
+    fn record_by<const SHARED: bool>(&self, latency: Duration) {
         let ns = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
         // A bucket holds latencies up to and including its bound (Prometheus' `le`).
         let i = LATENCY_BOUNDS_NS.partition_point(|&b| b < ns);
-        self.buckets[i].inc();
-        self.sum_ns.add(ns);
+        self.buckets[i].add_by::<SHARED>(1);
+        self.sum_ns.add_by::<SHARED>(ns);
     }
 
     pub(crate) fn counts(&self) -> HistogramCounts {
@@ -99,22 +118,34 @@ pub(crate) struct Finished<'a> {
 }
 
 impl LuCounters {
+    /// Counts a command the connection's own task ran.
     #[inline]
     pub(crate) fn record(&self, f: &Finished<'_>) {
+        self.record_by::<false>(f);
+    }
+
+    /// Counts a command that ran beside the connection's task, maybe at the same time as
+    /// others of the connection (`long_running`).
+    pub(crate) fn record_shared(&self, f: &Finished<'_>) {
+        self.record_by::<true>(f);
+    }
+
+    #[inline]
+    fn record_by<const SHARED: bool>(&self, f: &Finished<'_>) {
         let op = Op::of_cdb(f.cdb);
-        self.commands[op as usize].inc();
-        self.latency[op as usize].record(f.latency);
+        self.commands[op as usize].add_by::<SHARED>(1);
+        self.latency[op as usize].record_by::<SHARED>(f.latency);
         // Bytes of READ and WRITE commands only: what an operator calls throughput, not the
         // few bytes of INQUIRY or MODE SENSE.
         match op {
-            Op::Read => self.read_bytes.add(f.read_bytes),
-            Op::Write => self.write_bytes.add(f.write_bytes),
+            Op::Read => self.read_bytes.add_by::<SHARED>(f.read_bytes),
+            Op::Write => self.write_bytes.add_by::<SHARED>(f.write_bytes),
             Op::Other => {}
         }
-        self.status[StatusKind::of(f.status) as usize].inc();
+        self.status[StatusKind::of(f.status) as usize].add_by::<SHARED>(1);
         if f.status == ScsiStatus::CheckCondition {
             if let Some(key) = sense_key(f.sense) {
-                self.sense_keys[usize::from(key)].inc();
+                self.sense_keys[usize::from(key)].add_by::<SHARED>(1);
             }
         }
     }
@@ -356,9 +387,9 @@ mod tests {
     #[test]
     fn histogram_buckets_hold_up_to_their_bound() {
         let h = Histogram::default();
-        h.record(Duration::from_nanos(LATENCY_BOUNDS_NS[0]));
-        h.record(Duration::from_nanos(LATENCY_BOUNDS_NS[0] + 1));
-        h.record(Duration::from_secs(3600));
+        h.record_by::<false>(Duration::from_nanos(LATENCY_BOUNDS_NS[0]));
+        h.record_by::<false>(Duration::from_nanos(LATENCY_BOUNDS_NS[0] + 1));
+        h.record_by::<false>(Duration::from_secs(3600));
         let c = h.counts();
         assert_eq!(c.buckets[0], 1);
         assert_eq!(c.buckets[1], 1);
@@ -405,6 +436,35 @@ mod tests {
         assert_eq!(t.latency[Op::Read as usize].count(), 3);
         assert_eq!(t.status[StatusKind::CheckCondition as usize], 1);
         assert_eq!(t.sense_keys[6], 1);
+    }
+
+    /// Commands of one connection finishing on several threads at once lose no count.
+    #[test]
+    fn shared_records_from_many_threads_all_count() {
+        let lu = LuMetrics::default();
+        let c = lu.register();
+        let write10 = [0x2a, 0, 0, 0, 0, 0, 0, 0, 8, 0];
+        let f = Finished {
+            cdb: &write10,
+            read_bytes: 0,
+            write_bytes: 4096,
+            status: ScsiStatus::Good,
+            sense: &[],
+            latency: Duration::from_micros(100),
+        };
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..10_000 {
+                        c.record_shared(&f);
+                    }
+                });
+            }
+        });
+        let t = lu.totals();
+        assert_eq!(t.commands[Op::Write as usize], 40_000);
+        assert_eq!(t.write_bytes, 40_000 * 4096);
+        assert_eq!(t.latency[Op::Write as usize].count(), 40_000);
     }
 
     #[test]

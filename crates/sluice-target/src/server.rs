@@ -102,8 +102,13 @@ impl Target {
             self.start_portal(b);
         }
         on_listening(&self.portals());
+        let watch = tokio::spawn(crate::capacity_watch::run(
+            Arc::clone(&self.ctx),
+            self.stop_tx.subscribe(),
+        ));
 
         shutdown.await;
+        watch.abort();
         info!("shutting down: asking initiators to log out");
         self.shutdown();
         let loops: Vec<_> = lock(&self.portals).drain(..).map(|p| p.task).collect();

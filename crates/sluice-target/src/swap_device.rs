@@ -89,6 +89,15 @@ impl SwapDevice {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Takes the size the device reports now, for a backend whose size changes outside
+    /// sluice (an RBD image resized with `rbd resize`). Returns the new number of blocks when
+    /// it changed.
+    pub(crate) fn refresh_size(&self) -> Option<u64> {
+        let now = self.read().device().num_blocks();
+        let before = self.num_blocks.swap(now, Ordering::AcqRel);
+        (before != now).then_some(now)
+    }
+
     /// Replaces the device by what `grow` makes of it, with every access held off meanwhile.
     /// The new device must have the same block size and kind.
     pub(crate) fn replace(
@@ -169,6 +178,28 @@ impl BlockDevice for SwapDevice {
 
     fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> Result<(), StorageError> {
         self.read().device().write_zeroes(offset, len, fua)
+    }
+
+    fn write_repeated(
+        &self,
+        offset: u64,
+        data: &[u8],
+        unit: usize,
+        fua: bool,
+    ) -> Result<(), StorageError> {
+        self.read().device().write_repeated(offset, data, unit, fua)
+    }
+
+    fn compare_and_write(
+        &self,
+        offset: u64,
+        compare: &[u8],
+        data: &[u8],
+        fua: bool,
+    ) -> Option<Result<Option<u64>, StorageError>> {
+        self.read()
+            .device()
+            .compare_and_write(offset, compare, data, fua)
     }
 
     fn discard(&self, offset: u64, len: u64) -> Result<(), StorageError> {

@@ -68,6 +68,7 @@ impl TargetConfig {
                 let size = match &l.backend {
                     Backend::Memory { size } | Backend::Null { size } => Some(*size),
                     Backend::File { size, .. } => *size,
+                    Backend::Rbd { .. } => None,
                 };
                 if let Some(size) = size {
                     if size == 0 || size % u64::from(l.block_size) != 0 {

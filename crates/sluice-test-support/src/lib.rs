@@ -1,7 +1,12 @@
 //! Helpers shared by the end-to-end tests of several crates: a `sluice target` served
-//! in-process on 127.0.0.1:0 and torn down on drop.
+//! in-process on 127.0.0.1:0 and torn down on drop, Debian's tgtd, and a single-node Ceph
+//! cluster (`CephCluster`, from `scripts/ceph-cluster`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a failure is a test failure
 #![forbid(unsafe_code)]
+
+mod ceph;
+
+pub use ceph::{CephCluster, POOL as CEPH_POOL};
 
 use std::net::SocketAddr;
 use std::sync::mpsc;

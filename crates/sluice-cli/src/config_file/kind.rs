@@ -69,16 +69,42 @@ pub enum ErrorKind {
     },
     /// An alias that is too long or not printable.
     BadAlias(TargetRef),
-    /// A key of file LUNs on a LUN of another backend.
+    /// A key of one backend's LUNs on a LUN of another backend.
     NotForBackend {
         /// The target.
         target: TargetRef,
         /// The LUN.
         lun: LunRef,
-        /// The key (`path`, `direct`, `huge_pages`).
+        /// The key (`path`, `direct`, `huge_pages` of file LUNs; `image`, `ceph_conf`,
+        /// `ceph_id`, `ceph_keyring` of RBD LUNs).
         key: FileKey,
+        /// The backend the key belongs to.
+        only: BackendKind,
         /// The LUN's backend.
         backend: BackendKind,
+    },
+    /// `size` on an RBD LUN, whose size is its image's.
+    RbdSize {
+        /// The target.
+        target: TargetRef,
+        /// The LUN.
+        lun: LunRef,
+    },
+    /// An RBD LUN without `image`.
+    NoImage {
+        /// The target.
+        target: TargetRef,
+        /// The LUN.
+        lun: LunRef,
+    },
+    /// An `image` that is not POOL/IMAGE, or a `ceph_id` that is not a client id.
+    BadRbd {
+        /// The target.
+        target: TargetRef,
+        /// The LUN.
+        lun: LunRef,
+        /// What is wrong.
+        message: String,
     },
     /// A memory or null LUN without `size`.
     NoSize {
@@ -191,6 +217,14 @@ pub enum FileKey {
     HugePages,
     /// `[[target.lun]] soft_threshold`.
     SoftThreshold,
+    /// `[[target.lun]] image`.
+    Image,
+    /// `[[target.lun]] ceph_conf`.
+    CephConf,
+    /// `[[target.lun]] ceph_id`.
+    CephId,
+    /// `[[target.lun]] ceph_keyring`.
+    CephKeyring,
     /// `[[portal_group]] tag`.
     PortalGroupTag,
     /// `[[portal_group]] alua_group`.
@@ -220,6 +254,10 @@ impl fmt::Display for FileKey {
             FileKey::Direct => "direct",
             FileKey::HugePages => "huge_pages",
             FileKey::SoftThreshold => "soft_threshold",
+            FileKey::Image => "image",
+            FileKey::CephConf => "ceph_conf",
+            FileKey::CephId => "ceph_id",
+            FileKey::CephKeyring => "ceph_keyring",
             FileKey::PortalGroupTag => "portal_group tag",
             FileKey::AluaGroup => "alua_group",
         })
@@ -296,10 +334,22 @@ impl fmt::Display for ErrorKind {
             ErrorKind::SanitizeRate { .. } => f.write_str(
                 "sanitize_rate (bytes per second, above zero) only applies with sanitize = true",
             ),
-            ErrorKind::NotForBackend { key, backend, .. } => write!(
+            ErrorKind::NotForBackend {
+                key, only, backend, ..
+            } => write!(
                 f,
-                "`{key}` only applies to backend = \"file\", not \"{backend}\""
+                "`{key}` only applies to backend = \"{only}\", not \"{backend}\""
             ),
+            ErrorKind::RbdSize { lun, .. } => write!(
+                f,
+                "{lun}: an rbd LUN is as large as its image: drop `size` (resize the image \
+                 with `rbd resize`)"
+            ),
+            ErrorKind::NoImage { lun, .. } => write!(
+                f,
+                "{lun}: backend = \"rbd\" needs an `image`, e.g. image = \"rbd/disk1\""
+            ),
+            ErrorKind::BadRbd { lun, message, .. } => write!(f, "{lun}: {message}"),
             ErrorKind::NoSize { lun, backend, .. } => write!(
                 f,
                 "{lun}: backend = \"{backend}\" needs a `size`, e.g. size = \"1G\""

@@ -4,7 +4,8 @@
 use std::path::Path;
 
 use sluice_target::config::{
-    Backend, LuOptions, LunDef, LunRef, SanitizeOptions, TargetConfig, TargetRef, MAX_LUN_NUMBER,
+    Backend, LuOptions, LunDef, LunRef, RbdImage, SanitizeOptions, TargetConfig, TargetRef,
+    MAX_LUN_NUMBER,
 };
 use toml::Spanned;
 
@@ -37,24 +38,55 @@ pub(super) fn convert_lun(
     };
     let this = LunRef { index, number };
     let backend = *lun.backend.get_ref();
-    if backend != BackendKind::File {
-        let file_only = [
-            (FileKey::Path, lun.path.as_ref().map(Spanned::span)),
-            (FileKey::Direct, lun.direct.as_ref().map(Spanned::span)),
-            (
-                FileKey::HugePages,
-                lun.huge_pages.as_ref().map(Spanned::span),
-            ),
-        ];
-        if let Some((key, Some(span))) = file_only.into_iter().find(|(_, s)| s.is_some()) {
-            let kind = ErrorKind::NotForBackend {
-                target: target.clone(),
-                lun: this,
-                key,
-                backend,
-            };
-            return Err(at(span, kind));
-        }
+    let owned_keys = [
+        (
+            BackendKind::File,
+            FileKey::Path,
+            lun.path.as_ref().map(Spanned::span),
+        ),
+        (
+            BackendKind::File,
+            FileKey::Direct,
+            lun.direct.as_ref().map(Spanned::span),
+        ),
+        (
+            BackendKind::File,
+            FileKey::HugePages,
+            lun.huge_pages.as_ref().map(Spanned::span),
+        ),
+        (
+            BackendKind::Rbd,
+            FileKey::Image,
+            lun.image.as_ref().map(Spanned::span),
+        ),
+        (
+            BackendKind::Rbd,
+            FileKey::CephConf,
+            lun.ceph_conf.as_ref().map(Spanned::span),
+        ),
+        (
+            BackendKind::Rbd,
+            FileKey::CephId,
+            lun.ceph_id.as_ref().map(Spanned::span),
+        ),
+        (
+            BackendKind::Rbd,
+            FileKey::CephKeyring,
+            lun.ceph_keyring.as_ref().map(Spanned::span),
+        ),
+    ];
+    let misplaced = owned_keys
+        .into_iter()
+        .find(|(only, _, span)| *only != backend && span.is_some());
+    if let Some((only, key, Some(span))) = misplaced {
+        let kind = ErrorKind::NotForBackend {
+            target: target.clone(),
+            lun: this,
+            key,
+            only,
+            backend,
+        };
+        return Err(at(span, kind));
     }
     let size = lun.size.as_ref().map(|s| s.get_ref().0);
     let no_size = || {
@@ -87,6 +119,7 @@ pub(super) fn convert_lun(
                 huge_pages: lun.huge_pages.as_ref().is_none_or(|h| *h.get_ref()),
             }
         }
+        BackendKind::Rbd => convert_rbd(target, this, l, base)?,
     };
     let block_size = match &lun.block_size {
         Some(b) => int_in(b, FileKey::BlockSize, 0, u32::MAX.into())?,
@@ -151,6 +184,48 @@ pub(super) fn convert_lun(
         path: lun.path.as_ref().map(Spanned::span),
     };
     Ok((def, spans))
+}
+
+/// The backend of an RBD LUN: `image = "POOL/IMAGE"` and the optional `ceph_conf`, `ceph_id`
+/// and `ceph_keyring` (paths relative to the file's directory); `size` is refused, the image
+/// has one.
+fn convert_rbd(
+    target: &TargetRef,
+    this: LunRef,
+    l: &Spanned<LunToml>,
+    base: &Path,
+) -> Result<Backend, Located> {
+    let lun = l.get_ref();
+    if let Some(s) = &lun.size {
+        let kind = ErrorKind::RbdSize {
+            target: target.clone(),
+            lun: this,
+        };
+        return Err(at(s.span(), kind));
+    }
+    let Some(spec) = &lun.image else {
+        let kind = ErrorKind::NoImage {
+            target: target.clone(),
+            lun: this,
+        };
+        return Err(at(lun.backend.span(), kind));
+    };
+    let bad = |span, message| {
+        let kind = ErrorKind::BadRbd {
+            target: target.clone(),
+            lun: this,
+            message,
+        };
+        at(span, kind)
+    };
+    let mut image = RbdImage::parse(spec.get_ref()).map_err(|m| bad(spec.span(), m))?;
+    image.conf_file = lun.ceph_conf.as_ref().map(|p| base.join(p.get_ref()));
+    image.keyring = lun.ceph_keyring.as_ref().map(|p| base.join(p.get_ref()));
+    if let Some(id) = &lun.ceph_id {
+        image.client_id = Some(id.get_ref().clone());
+        image.check_names().map_err(|m| bad(id.span(), m))?;
+    }
+    Ok(Backend::Rbd { image })
 }
 
 /// Checks that file LUNs can be opened or created: the directory exists, and a file given

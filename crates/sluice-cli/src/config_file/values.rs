@@ -180,6 +180,8 @@ pub enum BackendKind {
     File,
     /// `"null"`
     Null,
+    /// `"rbd"`
+    Rbd,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -198,6 +200,7 @@ impl fmt::Display for BackendKind {
             BackendKind::Memory => "memory",
             BackendKind::File => "file",
             BackendKind::Null => "null",
+            BackendKind::Rbd => "rbd",
         })
     }
 }

@@ -183,6 +183,19 @@ fn target(w: &mut String, t: &TargetDef) {
                 kv(w, "direct", *direct);
                 kv(w, "huge_pages", *huge_pages);
             }
+            Backend::Rbd { image } => {
+                kv(w, "backend", quote("rbd"));
+                kv(w, "image", quote(&image.spec()));
+                if let Some(conf) = &image.conf_file {
+                    kv(w, "ceph_conf", quote_path(conf));
+                }
+                if let Some(id) = &image.client_id {
+                    kv(w, "ceph_id", quote(id));
+                }
+                if let Some(keyring) = &image.keyring {
+                    kv(w, "ceph_keyring", quote_path(keyring));
+                }
+            }
         }
         kv(w, "block_size", l.block_size);
         kv(w, "read_only", l.read_only);

@@ -173,6 +173,10 @@ fn lun_def(s: LunSpec) -> anyhow::Result<LunDef> {
                 huge_pages: true,
             }
         }
+        "rbd" => bail!(
+            "backend \"rbd\": add RBD LUNs to the configuration file and reload (its \
+             [[target.lun]] names the image and the cluster)"
+        ),
         other => bail!("backend {other:?}: use memory, file or null"),
     };
     Ok(LunDef {

@@ -66,6 +66,10 @@ pub fn backend(b: &Backend) -> Value {
         } => json!({
             "kind": "file", "path": path, "size": size, "direct": direct, "huge_pages": huge_pages,
         }),
+        Backend::Rbd { image } => json!({
+            "kind": "rbd", "image": image.spec(), "ceph_conf": image.conf_file,
+            "ceph_id": image.client_id, "ceph_keyring": image.keyring,
+        }),
     }
 }
 

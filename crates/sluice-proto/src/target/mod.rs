@@ -34,6 +34,7 @@
 mod command;
 mod connection;
 mod logout;
+mod ordering;
 mod preempt;
 mod reassign;
 mod recovery;
@@ -302,6 +303,8 @@ pub struct TargetSession {
     ttts: SequentialTtts,
     conns: Vec<Connection>,
     work: VecDeque<ScsiWork>,
+    /// Work held back by task attributes (`ordering`).
+    ordering: ordering::Ordering,
     tmfs: VecDeque<PendingTmf>,
     next_conn: u32,
     /// ITTs of tasks ended by task management, so that their late Data-Out is dropped
@@ -346,6 +349,7 @@ impl TargetSession {
             ttts: SequentialTtts::starting_at(1),
             conns: Vec::new(),
             work: VecDeque::new(),
+            ordering: ordering::Ordering::default(),
             tmfs: VecDeque::new(),
             next_conn: 0,
             recently_aborted: VecDeque::new(),
@@ -778,6 +782,7 @@ impl TargetSession {
                 self.deliver(held, Some(slot), env);
                 moved = true;
             }
+            moved |= self.release_held();
             moved |= self.progress_tmfs(env);
             if !moved {
                 break;

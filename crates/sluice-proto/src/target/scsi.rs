@@ -27,7 +27,7 @@ pub(super) struct Task {
     /// Its place in the CmdSN window; `None` for an immediate command.
     pub(super) slot: Option<Slot>,
     /// Tells this task's work apart from an earlier task's with the same ITT.
-    serial: u64,
+    pub(super) serial: u64,
     /// Set when the task was ended while its work was running: the result is dropped.
     pub(super) ended: Option<EndedBy>,
     /// SNACK Tag of the last R-Data SNACK accepted for it (0: none), copied into its final
@@ -41,6 +41,8 @@ pub(super) struct Task {
     pub(super) timeouts: u8,
     /// When its SCSI Command PDU arrived.
     pub(super) arrived: Instant,
+    /// How its task attribute orders it (`super::ordering`).
+    pub(super) kind: super::ordering::Kind,
     pub(super) state: TaskState,
 }
 
@@ -187,8 +189,10 @@ impl TargetSession {
             deadline: None,
             timeouts: 0,
             arrived: self.now,
+            kind: super::ordering::Kind::of(cmd.attr),
             state: TaskState::Running { write: None, info },
         };
+        self.ordering.arrived(task.kind);
         if !cmd.write {
             self.run(cmd.itt, task, WriteData::default());
             return;
@@ -348,7 +352,13 @@ impl TargetSession {
         let TaskState::Running { info, write } = &task.state else {
             return;
         };
-        self.work.push_back(ScsiWork {
+        // Built in its queue's slot (not moved there): this is every command's path.
+        let queue = if self.may_start(&task) {
+            &mut self.work
+        } else {
+            self.ordering.held_mut()
+        };
+        queue.push_back(ScsiWork {
             ticket: Ticket {
                 itt,
                 serial: task.serial,

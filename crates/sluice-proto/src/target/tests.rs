@@ -818,6 +818,9 @@ mod recovery;
 #[path = "reassign_tests.rs"]
 mod reassign;
 
+#[path = "ordering_tests.rs"]
+mod ordering;
+
 #[test]
 fn work_carries_the_data_out_length_the_initiator_announced() {
     let mut r = Rig::new(&[1]);

@@ -3,6 +3,7 @@
 
 mod errors;
 mod portal_groups;
+mod rbd;
 mod roundtrip;
 mod target_errors;
 
@@ -74,6 +75,7 @@ fn example_file_is_valid() {
             Backend::Memory { .. } => "memory",
             Backend::File { .. } => "file",
             Backend::Null { .. } => "null",
+            Backend::Rbd { .. } => "rbd",
         })
         .collect();
     for k in ["memory", "file", "null"] {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sluice_target::config::{
     AccessState, Acl, Backend, ChapCredentials, DigestPolicy, Keepalive, LunDef, PortalGroup,
-    TargetConfig, TargetDef,
+    RbdImage, TargetConfig, TargetDef,
 };
 
 use super::super::*;
@@ -131,6 +131,23 @@ size = "1G"
                 number: 300,
                 backend: Backend::Null { size: 1 << 40 },
                 block_size: 512,
+                read_only: false,
+                removable: false,
+                serial: None,
+                options: Default::default(),
+            },
+            LunDef {
+                number: 301,
+                backend: Backend::Rbd {
+                    image: RbdImage {
+                        pool: "pool-a".into(),
+                        image: "disk \"1\"".into(),
+                        conf_file: Some("/etc/ceph/cluster b.conf".into()),
+                        client_id: Some("sluice.gw1".into()),
+                        keyring: Some("/etc/ceph/ceph.client.sluice.gw1.keyring".into()),
+                    },
+                },
+                block_size: 4096,
                 read_only: false,
                 removable: false,
                 serial: None,

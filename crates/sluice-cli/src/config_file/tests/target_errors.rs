@@ -103,6 +103,7 @@ fn lun_errors_name_target_and_lun() {
             target: target_a(),
             lun: lun0,
             key: FileKey::Path,
+            only: BackendKind::File,
             backend: BackendKind::Memory
         }
     );
