@@ -2,6 +2,7 @@
 //! carries whole PDUs; see the [crate docs](crate).
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
@@ -27,8 +28,9 @@ pub enum Role {
 /// Where the association's datagrams come from.
 #[derive(Debug)]
 pub enum Source {
-    /// A dispatcher that owns an unconnected socket hands them over (the target's side).
-    Channel(mpsc::Receiver<Bytes>),
+    /// A dispatcher that owns an unconnected socket hands them over (the target's side),
+    /// counting the bytes queued in the shared counter, which this side counts down.
+    Channel(mpsc::Receiver<Bytes>, Arc<AtomicUsize>),
     /// A socket connected to the peer (the initiator's side).
     Socket(Arc<UdpSocket>),
 }
@@ -177,8 +179,11 @@ async fn inbound<W: AsyncWrite + Unpin>(
     let mut rbuf = vec![0u8; 65_536];
     loop {
         let received = match &mut source {
-            Source::Channel(rx) => match rx.recv().await {
-                Some(d) => reassembler.push(&d, Instant::now()),
+            Source::Channel(rx, queued) => match rx.recv().await {
+                Some(d) => {
+                    queued.fetch_sub(d.len(), Ordering::Relaxed);
+                    reassembler.push(&d, Instant::now())
+                }
                 None => break,
             },
             Source::Socket(s) => match s.recv(&mut rbuf).await {

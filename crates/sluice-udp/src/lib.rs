@@ -54,6 +54,8 @@ pub struct UdpConfig {
     /// Datagrams queued for one association before more are dropped (the target's
     /// dispatcher never waits for a slow association).
     pub inbound_queue: usize,
+    /// Bytes of datagrams queued for one association before more are dropped.
+    pub inbound_queue_bytes: usize,
 }
 
 /// The MaxRecvDataSegmentLength sluice declares over UDP unless told otherwise: a PDU is lost
@@ -85,6 +87,8 @@ impl Default for UdpConfig {
             login_retries: 20,
             socket_buffer_bytes: 4 << 20,
             inbound_queue: 4096,
+            // A 1 MiB write's datagrams twice over.
+            inbound_queue_bytes: 4 << 20,
         }
     }
 }

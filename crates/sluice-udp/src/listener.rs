@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -18,6 +19,12 @@ use crate::UdpConfig;
 /// target's connection.
 const STREAM_BUFFER: usize = 1 << 20;
 
+/// The way into one association: its channel and the bytes waiting in it.
+struct Queue {
+    tx: mpsc::Sender<Bytes>,
+    queued: Arc<AtomicUsize>,
+}
+
 /// What a listener dropped, for its log line at the end.
 #[derive(Clone, Copy, Debug, Default, Eq, PartialEq)]
 pub struct ListenerStats {
@@ -31,7 +38,10 @@ pub struct ListenerStats {
     pub refused: u64,
 }
 
-/// Serves `socket` until `stop` turns true. A datagram from an address and port not seen
+/// Serves `socket` until `stop` turns true. Memory per association is bounded by its queue
+/// ([`UdpConfig::inbound_queue`] datagrams, [`UdpConfig::inbound_queue_bytes`] bytes), its
+/// reassembly budget and the stream's buffers; the number of associations by
+/// `max_associations`. A datagram from an address and port not seen
 /// before opens an association if it is a well-formed segment (anything else is dropped
 /// without one) and fewer than `max_associations` are open; `accept` gets the stream to
 /// serve as one iSCSI connection, the peer and the local address.
@@ -50,7 +60,7 @@ where
     let local = socket
         .local_addr()
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-    let mut associations: HashMap<SocketAddr, mpsc::Sender<Bytes>> = HashMap::new();
+    let mut associations: HashMap<SocketAddr, Queue> = HashMap::new();
     let mut stats = ListenerStats::default();
     let mut buf = vec![0u8; 65_536];
     loop {
@@ -65,9 +75,16 @@ where
             },
         };
         let datagram = &buf[..n];
-        if let Some(tx) = associations.get(&peer) {
-            match tx.try_send(Bytes::copy_from_slice(datagram)) {
-                Ok(()) => continue,
+        if let Some(q) = associations.get(&peer) {
+            if q.queued.load(Ordering::Relaxed) + n > cfg.inbound_queue_bytes {
+                stats.overflowed += 1;
+                continue;
+            }
+            match q.tx.try_send(Bytes::copy_from_slice(datagram)) {
+                Ok(()) => {
+                    q.queued.fetch_add(n, Ordering::Relaxed);
+                    continue;
+                }
                 Err(mpsc::error::TrySendError::Full(_)) => {
                     stats.overflowed += 1;
                     continue;
@@ -82,27 +99,30 @@ where
             stats.malformed += 1;
             continue;
         }
-        associations.retain(|_, tx| !tx.is_closed());
+        associations.retain(|_, q| !q.tx.is_closed());
         if associations.len() >= max_associations {
             stats.refused += 1;
             tracing::warn!(%peer, "UDP association refused: {max_associations} are open");
             continue;
         }
         let (tx, rx) = mpsc::channel(cfg.inbound_queue.max(1));
-        let _ = tx.try_send(Bytes::copy_from_slice(datagram));
+        let queued = Arc::new(AtomicUsize::new(0));
+        if tx.try_send(Bytes::copy_from_slice(datagram)).is_ok() {
+            queued.fetch_add(n, Ordering::Relaxed);
+        }
         let (ours, theirs) = tokio::io::duplex(STREAM_BUFFER);
         tokio::spawn(association::run(
             ours,
             Arc::clone(&socket),
             peer,
-            Source::Channel(rx),
+            Source::Channel(rx, Arc::clone(&queued)),
             Role::Target,
             cfg,
         ));
         stats.associations += 1;
         tracing::debug!(%peer, "UDP association opened");
         accept(theirs, peer, local);
-        associations.insert(peer, tx);
+        associations.insert(peer, Queue { tx, queued });
     }
     stats
 }

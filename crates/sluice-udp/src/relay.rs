@@ -2,6 +2,7 @@
 //! upstream address, dropping each with a fixed probability drawn from a seeded ChaCha8
 //! stream.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -112,7 +113,7 @@ async fn front_loop(
         let Ok((n, client)) = front.recv_from(&mut buf).await else {
             continue;
         };
-        if !clients.contains_key(&client) {
+        if let Entry::Vacant(slot) = clients.entry(client) {
             let Ok(back) = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).await else {
                 continue;
             };
@@ -129,7 +130,7 @@ async fn front_loop(
                 Arc::clone(&rng),
                 Arc::clone(&counters),
             ));
-            clients.insert(client, (back, Aborting(task)));
+            slot.insert((back, Aborting(task)));
         }
         if lost(&rng, loss, &counters) {
             continue;
