@@ -159,7 +159,7 @@ fn config() -> TargetConfig {
 }
 
 /// Measures every point, one target per timeout; stops early (keeping what was measured)
-/// when `progress` is stopped.
+/// when `progress` is stopped (checked between points).
 pub(super) fn measure_all(
     points: &[Point],
     progress: &Arc<Progress>,
@@ -183,7 +183,7 @@ pub(super) fn measure_all(
             if progress.stopped() {
                 return Ok(rows);
             }
-            let row = rt.block_on(measure(p, target.addr, i as u64, progress))?;
+            let row = rt.block_on(measure(p, target.addr, i as u64))?;
             rows.push(row);
         }
     }
@@ -192,12 +192,7 @@ pub(super) fn measure_all(
     Ok(rows)
 }
 
-async fn measure(
-    p: &Point,
-    target: SocketAddr,
-    seed: u64,
-    progress: &Arc<Progress>,
-) -> Result<Row, LabError> {
+async fn measure(p: &Point, target: SocketAddr, seed: u64) -> Result<Row, LabError> {
     let relay = match p.transport {
         Transport::Udp if p.loss > 0.0 => Some(
             LossyRelay::start(target, p.loss, seed)
@@ -231,7 +226,9 @@ async fn measure(
         seed,
         ..Workload::default()
     };
-    let report = crate::run(&workload, &device, Arc::clone(progress)).await;
+    // A progress of its own: the runner stops it when the point's time is up, and the
+    // caller's must stay running for the next point.
+    let report = crate::run(&workload, &device, Arc::new(Progress::new())).await;
     let _ = session.logout().await;
     let report = report?;
     let (forwarded, dropped) = relay.as_ref().map_or((0, 0), LossyRelay::counts);
