@@ -635,6 +635,26 @@ pub struct TargetArgs {
     #[arg(long, value_name = "LEVEL", value_parser = key_number::<u8>(KeyId::ErrorRecoveryLevel))]
     pub erl: Option<u8>,
 
+    /// ErrorRecoveryLevel 1 and 2: seconds a write waits for the Data-Out it expects before
+    /// asking again with a recovery R2T (the sequence reception timeout of RFC 7143 section
+    /// 7.1.4.1). Default 1.
+    #[arg(long, value_name = "SECONDS", value_parser = crate::client_args::parse_positive_seconds)]
+    pub sequence_timeout: Option<f64>,
+
+    /// EXPERIMENTAL: also serve iSCSI over UDP, on the same port numbers as the TCP portals
+    /// (iscsi+udp:// URLs; only sluice's initiator speaks it). Lost datagrams are recovered
+    /// by ErrorRecoveryLevel 1, so --erl 0 is refused; with flags, MaxRecvDataSegmentLength
+    /// is declared as 8192 so that a lost datagram costs a small PDU. See
+    /// docs/udp-transport.md.
+    #[arg(long)]
+    pub udp: bool,
+
+    /// With --udp: the largest datagram sent, in bytes (the path MTU less the IP and UDP
+    /// headers: 1472 on Ethernet).
+    #[arg(long, value_name = "BYTES", default_value_t = 1472, requires = "udp",
+          value_parser = clap::value_parser!(u32).range(512..=65507))]
+    pub udp_datagram: u32,
+
     /// Metrics, control socket and admin API.
     #[command(flatten)]
     pub ops: crate::cli_ops::OpsArgs,

@@ -64,6 +64,10 @@ pub struct ConnArgs {
     /// the lower of this and what the target accepts.
     #[arg(long, value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(0..=2))]
     pub erl: Option<u8>,
+    /// ErrorRecoveryLevel 1 and 2: seconds a command may go without progress before it is
+    /// retried or its missing data asked for again (the retry period). Default 1.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_positive_seconds)]
+    pub retry_timeout: Option<f64>,
     /// Seconds a command may take before it is aborted and fails (0: no deadline).
     #[arg(long, value_name = "SECONDS", default_value_t = 120.0, value_parser = parse_seconds)]
     pub command_timeout: f64,
@@ -247,5 +251,13 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
         _ => Err(format!("{s:?} is not a number of seconds")),
+    }
+}
+
+/// A positive number of seconds.
+pub fn parse_positive_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() && v <= 86_400.0 => Ok(v),
+        _ => Err(format!("{s:?}: expected seconds above 0 (e.g. 0.1)")),
     }
 }

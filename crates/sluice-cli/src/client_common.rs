@@ -34,6 +34,9 @@ pub fn options(url: &IscsiUrl, args: &ConnArgs) -> Result<ConnectOptions> {
     if let Some(level) = args.erl {
         o.apply("ErrorRecoveryLevel", &level.to_string())?;
     }
+    if let Some(secs) = args.retry_timeout {
+        o.recovery.retry_timeout = std::time::Duration::from_secs_f64(secs);
+    }
     o.recovery.command_timeout = (args.command_timeout > 0.0)
         .then(|| std::time::Duration::from_secs_f64(args.command_timeout));
     for kv in &args.opts {
@@ -51,7 +54,7 @@ pub fn lun_url(text: &str) -> Result<(IscsiUrl, u16)> {
     let lun = match (&url.target, url.lun) {
         (Some(_), Some(lun)) => lun,
         _ => {
-            bail!("{url}: the URL must name a target and a LUN: iscsi://host[:port]/target-iqn/lun")
+            bail!("{url}: the URL must name a target and a LUN: iscsi://host[:port]/target-iqn/lun (or iscsi+udp://, experimental)")
         }
     };
     Ok((url, lun))

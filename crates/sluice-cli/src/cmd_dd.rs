@@ -31,7 +31,7 @@ enum End {
 
 impl End {
     async fn open(spec: &str, conn: &ConnArgs) -> Result<Self> {
-        if !spec.starts_with("iscsi://") {
+        if !sluice_initiator::is_iscsi_url(spec) {
             return Ok(End::File(spec.into()));
         }
         let (url, lun) = lun_url(spec)?;

@@ -229,8 +229,18 @@ pub fn config_from_flags(args: &TargetArgs, luns: Vec<LunFlag>) -> anyhow::Resul
         error_recovery_level: args
             .erl
             .unwrap_or(OperationalOffer::default().error_recovery_level),
+        // Over UDP a PDU is lost whole when one of its datagrams is: keep Data-Out small.
+        max_recv_data_segment_length: if args.udp {
+            sluice_udp::DEFAULT_UDP_MAX_RECV_DATA_SEGMENT
+        } else {
+            OperationalOffer::default().max_recv_data_segment_length
+        },
         ..OperationalOffer::default()
     };
+    let mut recovery = sluice_proto::target::RecoveryConfig::default();
+    if let Some(secs) = args.sequence_timeout {
+        recovery.sequence_timeout = Duration::from_secs_f64(secs);
+    }
     let config = TargetConfig {
         portals,
         portal_groups,
@@ -246,7 +256,7 @@ pub fn config_from_flags(args: &TargetArgs, luns: Vec<LunFlag>) -> anyhow::Resul
         offer,
         limits: Limits::default(),
         keepalive: Some(Keepalive::default()),
-        recovery: Default::default(),
+        recovery,
         fault_hook: None,
     };
     config.validate().context("invalid target flags")?;
@@ -425,7 +435,14 @@ pub fn urls(config: &[TargetDef], bound: &[SocketAddr]) -> Vec<String> {
 
 /// Arguments that may accompany `--config` and `--check-config` (besides those of
 /// [`crate::cli_ops::OpsArgs`]).
-const FILE_MODE_ARGS: &[&str] = &["config", "check_config", "verbose", "log_format"];
+const FILE_MODE_ARGS: &[&str] = &[
+    "config",
+    "check_config",
+    "verbose",
+    "log_format",
+    "udp",
+    "udp_datagram",
+];
 
 /// Refuses target flags next to `--config`/`--check-config`, naming the ones given.
 pub fn check_file_mode(matches: &ArgMatches) -> anyhow::Result<()> {
@@ -478,12 +495,73 @@ pub fn run(args: &TargetArgs, matches: &ArgMatches) -> anyhow::Result<()> {
     for w in exposure_warnings(&config) {
         eprintln!("warning: {w}");
     }
+    let udp = udp_config(args, &config)?;
     let service = Service {
         effective: crate::ops::serve::with_flags(&file_service, &args.ops),
         file: file_service,
         config_path: args.config.clone(),
     };
-    serve(config, args.threads, service)
+    serve(config, args.threads, service, udp)
+}
+
+/// The UDP transport's settings when `--udp` is given; refused below ErrorRecoveryLevel 1,
+/// where nothing would recover a lost datagram.
+fn udp_config(
+    args: &TargetArgs,
+    config: &TargetConfig,
+) -> anyhow::Result<Option<sluice_udp::UdpConfig>> {
+    if !args.udp {
+        return Ok(None);
+    }
+    if config.offer.error_recovery_level < 1 {
+        bail!(
+            "--udp needs ErrorRecoveryLevel 1 or 2 (--erl, or error_recovery_level in the file): \
+             lost datagrams are recovered by SNACK, recovery R2T and command retry"
+        );
+    }
+    Ok(Some(sluice_udp::UdpConfig {
+        max_datagram: args.udp_datagram as usize,
+        ..sluice_udp::UdpConfig::default()
+    }))
+}
+
+/// Binds a UDP socket on the port number of each bound TCP portal and serves iSCSI over UDP
+/// there until the target shuts down; prints the `iscsi+udp://` URLs. A port that cannot be
+/// bound ends the process: the operator asked for UDP.
+fn start_udp(
+    target: &std::sync::Arc<sluice_target::Target>,
+    targets: &[TargetDef],
+    bound: &[SocketAddr],
+    udp: sluice_udp::UdpConfig,
+) {
+    let mut served = Vec::new();
+    for addr in bound {
+        let socket = std::net::UdpSocket::bind(addr)
+            .and_then(|s| s.set_nonblocking(true).map(|()| s))
+            .and_then(tokio::net::UdpSocket::from_std);
+        match socket {
+            Ok(socket) => {
+                let t = std::sync::Arc::clone(target);
+                tokio::spawn(async move {
+                    let stats = t.serve_udp(socket, udp).await;
+                    tracing::info!(?stats, "UDP portal closed");
+                });
+                served.push(*addr);
+            }
+            Err(e) => {
+                eprintln!("error: cannot serve iSCSI over UDP on {addr}: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
+    let list: Vec<String> = served.iter().map(ToString::to_string).collect();
+    eprintln!(
+        "EXPERIMENTAL: also serving iSCSI over UDP on {} (only sluice's initiator speaks it)",
+        list.join(", ")
+    );
+    for url in urls(targets, &served) {
+        outln!("{}", url.replacen("iscsi://", "iscsi+udp://", 1));
+    }
 }
 
 /// How the process is operated: `[metrics]`/`[control]` as the file has them, and with the
@@ -500,7 +578,12 @@ struct Service {
 /// single-threaded runtimes on their own OS threads serve the connections (each connection
 /// stays on one), and a small current-thread runtime on the calling thread accepts them and
 /// handles signals.
-fn serve(config: TargetConfig, threads: Option<u16>, service: Service) -> anyhow::Result<()> {
+fn serve(
+    config: TargetConfig,
+    threads: Option<u16>,
+    service: Service,
+    udp: Option<sluice_udp::UdpConfig>,
+) -> anyhow::Result<()> {
     let mut workers = Vec::new();
     let mut worker_threads = Vec::new();
     let (stop_workers, _) = tokio::sync::watch::channel(false);
@@ -545,11 +628,15 @@ fn serve(config: TargetConfig, threads: Option<u16>, service: Service) -> anyhow
             service.file,
         ));
         let ops = crate::ops::serve::start(&service.effective, &operator).await?;
+        let udp_target = std::sync::Arc::clone(&target);
         let served = target
             .serve(
                 workers,
                 move |bound| {
                     announce(&targets, bound);
+                    if let Some(udp) = udp {
+                        start_udp(&udp_target, &targets, bound, udp);
+                    }
                     crate::ops::service::ready("serving");
                 },
                 shutdown,

@@ -63,7 +63,7 @@ pub use scsi::{Capacity, StandardInquiry};
 pub use session::{InFlight, Session, UNIT_ATTENTION_RETRIES};
 pub use sluice_proto::initiator::{ConnectionStats, Policy, TaskId};
 pub use sluice_tcp::{BufferPolicy, SocketOptions};
-pub use url::IscsiUrl;
+pub use url::{is_iscsi_url, IscsiUrl};
 
 pub use sluice_proto::params::SessionParams;
 pub use sluice_proto::pdu::codes::{

@@ -125,6 +125,15 @@ async fn login_once(
         match login.handle_response(&rsp, &mut random) {
             InitiatorStep::Send(next) => req = next,
             InitiatorStep::Complete(outcome) => {
+                if opts.udp.is_some()
+                    && target.is_some()
+                    && outcome.params.error_recovery_level == 0
+                {
+                    return Err(Error::Protocol(format!(
+                        "{portal_addr}: iSCSI over UDP needs ErrorRecoveryLevel 1 or more to \
+                         recover lost datagrams; the session settled on 0"
+                    )));
+                }
                 let hook = opts.fault_hook.as_deref().filter(|_| target.is_some());
                 t.enter_full_feature(&outcome.params, hook);
                 return Ok(Attempt::Done(Box::new(LoggedIn {

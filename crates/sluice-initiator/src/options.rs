@@ -109,6 +109,9 @@ pub struct ConnectOptions {
     /// its own connections' PDUs, on send and on receive, from full feature phase on. `None`
     /// in production; tests of error recovery set it.
     pub fault_hook: Option<std::sync::Arc<sluice_fault::FaultHook>>,
+    /// Experimental: carry the session over UDP (`iscsi+udp://`, only sluice's target speaks
+    /// it) with these settings, instead of TCP. See [`ConnectOptions::use_udp`].
+    pub udp: Option<sluice_udp::UdpConfig>,
 }
 
 impl Default for ConnectOptions {
@@ -156,6 +159,7 @@ impl Default for ConnectOptions {
             socket_hook: None,
             recovery: RecoveryConfig::default(),
             fault_hook: None,
+            udp: None,
         }
     }
 }
@@ -172,9 +176,13 @@ impl fmt::Debug for ConnectOptions {
 }
 
 impl ConnectOptions {
-    /// Options for `url`: its CHAP user/secret and query arguments applied to the defaults.
+    /// Options for `url`: its CHAP user/secret and query arguments applied to the defaults
+    /// (for `iscsi+udp://`, to the defaults of [`ConnectOptions::use_udp`]).
     pub fn from_url(url: &IscsiUrl) -> Result<Self, Error> {
         let mut o = Self::default();
+        if url.udp {
+            o.use_udp(sluice_udp::UdpConfig::default());
+        }
         if let (Some(user), Some(secret)) = (&url.user, &url.password) {
             o.set_chap(user, secret);
         } else if url.user.is_some() {
@@ -186,6 +194,22 @@ impl ConnectOptions {
             o.apply(k, v)?;
         }
         Ok(o)
+    }
+
+    /// Carries the session over the experimental UDP transport with `udp`. Losses there are
+    /// repaired by ErrorRecoveryLevel 1 (RFC 7143 section 7), so at least 1 is offered, and a
+    /// login that settles on 0 fails: nothing short of the command timeout would recover a
+    /// lost PDU. A PDU is lost whole when one of its datagrams is, so the Data-In segments
+    /// asked for are made small (`sluice_udp::DEFAULT_UDP_MAX_RECV_DATA_SEGMENT`, set again
+    /// afterwards to choose another).
+    pub fn use_udp(&mut self, udp: sluice_udp::UdpConfig) -> &mut Self {
+        self.udp = Some(udp);
+        self.offer.error_recovery_level = self.offer.error_recovery_level.max(1);
+        self.offer.max_recv_data_segment_length = self
+            .offer
+            .max_recv_data_segment_length
+            .min(sluice_udp::DEFAULT_UDP_MAX_RECV_DATA_SEGMENT);
+        self
     }
 
     /// One-way CHAP with MD5 (add algorithms to [`Chap::algorithms`] to offer more).

@@ -100,6 +100,10 @@ impl Session {
             .target
             .as_deref()
             .ok_or_else(|| Error::Option(format!("{url}: the URL names no target IQN")))?;
+        let mut opts = opts;
+        if url.udp && opts.udp.is_none() {
+            opts.use_udp(sluice_udp::UdpConfig::default());
+        }
         Self::connect(&url.portal(), target, opts).await
     }
 

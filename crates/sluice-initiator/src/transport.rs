@@ -54,7 +54,23 @@ impl Transport {
         opts: &ConnectOptions,
         counters: Counters,
     ) -> Result<Self, Error> {
-        let connect = open_socket(portal, &opts.tcp);
+        // Over UDP the driver's stream is a loopback connection to the association, which
+        // speaks UDP to the target (`sluice_udp::bridge`).
+        let bridged;
+        let stream_to = match opts.udp {
+            None => portal,
+            Some(udp) => {
+                let local = sluice_udp::bridge::connect(portal, udp)
+                    .await
+                    .map_err(|error| Error::Connect {
+                        portal: portal.to_owned(),
+                        error,
+                    })?;
+                bridged = local.to_string();
+                &bridged
+            }
+        };
+        let connect = open_socket(stream_to, &opts.tcp);
         let stream = match tokio::time::timeout(opts.connect_timeout, connect).await {
             Ok(Ok(s)) => s,
             Ok(Err(error)) => {

@@ -4,6 +4,9 @@
 //! iscsi://[<user>[%<password>]@]<host>[:<port>][/<target-iqn>[/<lun>]][?<key>=<value>[&...]]
 //! ```
 //!
+//! `iscsi+udp://` (same grammar) names a target served by `sluice target --udp`: iSCSI over
+//! the experimental UDP transport (`sluice_udp`), which only sluice speaks.
+//!
 //! As in libiscsi (`iscsi_parse_full_url`), the first `%` in the part before `@` separates
 //! the CHAP user from the secret; no percent-decoding is applied anywhere (an IQN never needs
 //! it, and libiscsi does not decode either), so a secret may itself contain `%`, `:` or `/`
@@ -38,6 +41,18 @@ pub struct IscsiUrl {
     pub lun: Option<u16>,
     /// Query arguments, in order.
     pub options: Vec<(String, String)>,
+    /// `iscsi+udp://`: the experimental UDP transport instead of TCP.
+    pub udp: bool,
+}
+
+/// The scheme of iSCSI over TCP.
+const TCP_SCHEME: &str = "iscsi://";
+/// The scheme of iSCSI over sluice's experimental UDP transport.
+const UDP_SCHEME: &str = "iscsi+udp://";
+
+/// Whether `input` starts with one of the two schemes.
+pub fn is_iscsi_url(input: &str) -> bool {
+    input.starts_with(TCP_SCHEME) || input.starts_with(UDP_SCHEME)
 }
 
 /// Why a URL was refused.
@@ -57,9 +72,15 @@ impl IscsiUrl {
             url: mask(input),
             reason,
         };
-        let rest = input
-            .strip_prefix("iscsi://")
-            .ok_or_else(|| err("must start with iscsi://"))?;
+        let (rest, udp) = match input.strip_prefix(UDP_SCHEME) {
+            Some(rest) => (rest, true),
+            None => (
+                input
+                    .strip_prefix(TCP_SCHEME)
+                    .ok_or_else(|| err("must start with iscsi:// (or iscsi+udp://)"))?,
+                false,
+            ),
+        };
         let (rest, query) = match rest.split_once('?') {
             Some((r, q)) => (r, Some(q)),
             None => (rest, None),
@@ -111,12 +132,13 @@ impl IscsiUrl {
             target,
             lun,
             options,
+            udp,
         })
     }
 
     /// Parses either a URL or a bare `HOST[:PORT]` (for discovery and `ls`).
     pub fn parse_portal_or_url(input: &str) -> Result<Self, UrlError> {
-        if input.starts_with("iscsi://") {
+        if is_iscsi_url(input) {
             return Self::parse(input);
         }
         let (host, port) = split_host_port(input).ok_or(UrlError {
@@ -131,6 +153,7 @@ impl IscsiUrl {
             target: None,
             lun: None,
             options: Vec::new(),
+            udp: false,
         })
     }
 
@@ -193,7 +216,7 @@ impl fmt::Debug for IscsiUrl {
 impl fmt::Display for IscsiUrl {
     /// Prints the URL with the secret masked.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "iscsi://")?;
+        write!(f, "{}", if self.udp { UDP_SCHEME } else { TCP_SCHEME })?;
         if let Some(u) = &self.user {
             write!(f, "{u}")?;
             if self.password.is_some() {
@@ -242,6 +265,17 @@ mod tests {
         assert_eq!((u.target, u.lun), (None, None));
         let u = IscsiUrl::parse_portal_or_url("10.0.0.1:3300").unwrap();
         assert_eq!(u.portal(), "10.0.0.1:3300");
+    }
+
+    #[test]
+    fn udp_urls_parse_and_print_their_scheme() {
+        let u = IscsiUrl::parse("iscsi+udp://h:3270/iqn.a:b/2").unwrap();
+        assert!(u.udp);
+        assert_eq!((u.portal().as_str(), u.lun), ("h:3270", Some(2)));
+        assert_eq!(u.to_string(), "iscsi+udp://h:3270/iqn.a:b/2");
+        assert!(!IscsiUrl::parse("iscsi://h/iqn.a:b/2").unwrap().udp);
+        assert!(IscsiUrl::parse_portal_or_url("iscsi+udp://h").unwrap().udp);
+        assert!(IscsiUrl::parse("iscsi+tcp://h/iqn/0").is_err());
     }
 
     #[test]

@@ -22,7 +22,9 @@
 //! sluice's own data path); `study` (what
 //! every lab study shares: result rows as CSV, PNG charts); `sweep` (the
 //! parameter study: grids, runs, models, plots, report); `link` (an emulated link between
-//! network namespaces); `wan` (the WAN write study: monitors, decomposition, plots, report).
+//! network namespaces); `wan` (the WAN write study: monitors, decomposition, plots, report);
+//! `udp_vs_tcp` (iSCSI over UDP against TCP on loopback: response time against EDTL, with and
+//! without datagram loss, for two TransferContext timeouts).
 
 // `unsafe` only in `alloc` (mallopt), `cpu` (getrusage, sysconf), `link` (TUN ioctl, setns,
 // poll/read/write on TUN devices, geteuid), `crc/sse42` (the SSE4.2 `crc32`
@@ -50,6 +52,7 @@ mod size_dist;
 pub mod study;
 pub mod sweep;
 mod trace;
+pub mod udp_vs_tcp;
 pub mod wan;
 mod worker;
 mod workload;

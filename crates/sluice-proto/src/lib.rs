@@ -17,6 +17,8 @@
 //!   negotiator of operational parameters.
 //! - [`login`]: the sans-IO login state machines, target side and initiator side.
 //! - [`chap`]: CHAP authentication (RFC 1994, RFC 7143 section 12.1.3), one-way and mutual.
+//! - [`datagram`]: PDUs in UDP datagrams (the experimental UDP transport): segmentation to
+//!   the path MTU and bounded reassembly.
 //! - [`window`]: the command window: CmdSN ordering on the target, CmdSN allocation on the
 //!   initiator (RFC 7143 section 4.2.2.1).
 //! - [`task`]: per-task data transfer: R2T issuance and Data-Out collection, Data-In
@@ -33,6 +35,7 @@
 #![forbid(unsafe_code)]
 
 pub mod chap;
+pub mod datagram;
 pub mod framing;
 pub mod initiator;
 pub mod iser;

@@ -601,3 +601,29 @@ fn a_lost_tail_of_a_read_is_recovered_through_the_status() {
 
 #[path = "pair_reassign_tests.rs"]
 mod reassign;
+
+/// A read's one Data-In, which carries its status and with it the only acknowledgement of its
+/// CmdSN, is lost. The initiator cannot tell the command from a lost one and retries it; the
+/// target ignores the retry as a duplicate CmdSN (section 4.2.2.1). The probe sent with the
+/// retry brings ExpCmdSN and the next StatSN back: the command is known received, the status
+/// missing, and a Status SNACK brings the Data-In back. (Without the probe, every retry was
+/// ignored until the command failed with too many retries.)
+#[test]
+fn a_lost_lone_data_in_with_status_is_recovered_after_an_ignored_retry() {
+    let filter: Filter = Box::new(|dir, pdu, n| {
+        if dir == Dir::ToInitiator && n == 1 && is_data_in(pdu, 0) {
+            Fate::Drop
+        } else {
+            Fate::Deliver
+        }
+    });
+    let mut p = Pair::new(params(), target::RecoveryConfig::default(), filter);
+    p.i.submit(read(3, 1), p.now);
+    p.run();
+    assert_eq!(&p.result().data[..], &p.disk.bytes[3 * BLOCK..4 * BLOCK]);
+    assert!(p
+        .log
+        .iter()
+        .any(|(d, pdu)| *d == Dir::ToTarget && matches!(pdu, Pdu::NopOut(_))));
+    assert_eq!(p.snacks(), vec![(SnackType::Status, 1000, 1)]);
+}

@@ -185,6 +185,37 @@ impl Target {
         .await;
     }
 
+    /// Serves iSCSI over UDP (experimental; see `sluice_udp`) on `socket` until
+    /// [`Target::shutdown`]: one association, and one iSCSI connection, per initiator address
+    /// and port, within the configured connection limit (shared with TCP). Datagrams that are
+    /// not well-formed segments are dropped without opening anything. Returns what the
+    /// listener dropped.
+    pub async fn serve_udp(
+        &self,
+        socket: tokio::net::UdpSocket,
+        udp: sluice_udp::UdpConfig,
+    ) -> sluice_udp::listener::ListenerStats {
+        let ctx = Arc::clone(&self.ctx);
+        let stop = self.stop_tx.subscribe();
+        let connection_stop = stop.clone();
+        let limit = ctx.config().limits.max_connections;
+        sluice_udp::listener::serve(socket, udp, limit, stop, move |stream, peer, local| {
+            if ctx.connections.fetch_add(1, Ordering::AcqRel) >= limit {
+                ctx.connections.fetch_sub(1, Ordering::AcqRel);
+                warn!(%peer, limit, "connection limit reached; refusing a UDP association");
+                return;
+            }
+            let c = Arc::clone(&ctx);
+            let s = connection_stop.clone();
+            tokio::spawn(async move {
+                let (rd, wr) = tokio::io::split(stream);
+                connection::serve(Arc::clone(&c), Box::new(rd), Box::new(wr), peer, local, s).await;
+                c.connections.fetch_sub(1, Ordering::AcqRel);
+            });
+        })
+        .await
+    }
+
     /// Asks every connection to log out (Async Message) and end within the grace period.
     pub fn shutdown(&self) {
         let _ = self.stop_tx.send(true);

@@ -219,6 +219,16 @@ impl Connection {
         self.missing_statuses()
     }
 
+    /// The status gap a probe asks for at `now` (see [`Self::missing_statuses`]), noted as
+    /// asked so that [`Self::stale_status_gap`] does not ask for it again within the period.
+    pub(super) fn probe_status_gap(&mut self, now: Instant) -> Option<(SeqNum, u32)> {
+        let missing = self.missing_statuses()?;
+        if let Some(t) = self.status.as_mut() {
+            t.gap_asked_at = Some(now);
+        }
+        Some(missing)
+    }
+
     /// Under recovery: a status gap is open (statuses received past a missing one).
     pub(super) fn status_gap_open(&self) -> bool {
         self.status.as_ref().is_some_and(|t| !t.ahead.is_empty())

@@ -653,6 +653,16 @@ impl InitiatorSession {
                 // Section 7.1.4.2 a: "Requests not acknowledged for a long time ... The
                 // initiator MAY retry non-acknowledged commands".
                 self.retry_command(itt);
+                // The acknowledgement may have been lost with the only PDU that answered
+                // the command (a Data-In carrying its status): the target then ignores the
+                // retry as a duplicate CmdSN (section 4.2.2.1), and only the probe's NOP-In
+                // (ExpCmdSN, the next StatSN) shows the command received and its status
+                // missing, which a Status SNACK then asks for.
+                if let Some(t) = self.tasks.get(&itt) {
+                    if !probe.contains(&t.conn) {
+                        probe.push(t.conn);
+                    }
+                }
                 continue;
             }
             self.stall_tag = self.stall_tag.wrapping_add(1).max(1);
@@ -698,7 +708,7 @@ impl InitiatorSession {
             return;
         }
         c.probed_at = Some(now);
-        let missing = c.missing_statuses();
+        let missing = c.probe_status_gap(now);
         let ping = nop_out(itt, cmd_sn);
         c.queue(ping.clone());
         self.requests.insert(
