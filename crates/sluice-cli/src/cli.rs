@@ -245,8 +245,10 @@ Every point runs sluice's own session cores, framer and SCSI layer in virtual ti
 no network). Presets: tiny (seconds), quick (every chapter-5 figure and the simulation speed,
 minutes), fig5.3 fig5.4 fig5.5 fig5.7 fig5.8 fig5.9 fig5.10 fig5.11 (one figure each, in
 more detail), speed (simulated I/Os per wall-clock second), fig6 (chapter 6: CRC and TCP
-checksum aliasing, modelled and measured on sluice's framer; tiny and quick run it too, at
-their scale). The output directory gets
+checksum aliasing, modelled and measured on sluice's framer), udp-sockets (Figs. 5.10 and
+5.11 over real loopback sockets: the experimental UDP transport against TCP, with datagram
+loss from a seeded relay); tiny and quick run those two as well, at their scale. The output
+directory gets
 results.csv and results.json (one row per run: negotiated values, link, response time and
 its t1..t5 parts, the study's equations 5.3-5.6, drops, retransmissions), one PNG per figure
 and report.md; --resume continues an interrupted run. Examples:

@@ -5,11 +5,12 @@
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
-use sluice_lab::crc_alias;
 use sluice_lab::simstudy::writeup::{analyse, SimContext};
 use sluice_lab::simstudy::{self, Event, SimRun};
+use sluice_lab::{crc_alias, udp_vs_tcp, Progress};
 
 use crate::cli::SimstudyArgs;
 use crate::lab_files::{interrupt_flag, machine_line, progress_bar, spinner, StudyDir};
@@ -138,7 +139,8 @@ pub fn run(args: &SimstudyArgs) -> Result<()> {
     Ok(())
 }
 
-/// The report sections of the preset's companion studies (the chapter-6 aliasing study):
+/// The report sections of the preset's companion studies (the chapter-6 aliasing study, UDP
+/// against TCP over real sockets):
 /// run now, or read back when resuming or redrawing, since a companion's Markdown file is
 /// written last and so marks it complete.
 fn companion_sections(preset: &str, dir: &Path, args: &SimstudyArgs) -> Result<Vec<String>> {
@@ -159,6 +161,27 @@ fn companion_sections(preset: &str, dir: &Path, args: &SimstudyArgs) -> Result<V
             let bar = spinner();
             let report = crc_alias::run(scale, dir, &|line| bar.set_message(line.to_owned()))
                 .map_err(|e| anyhow::anyhow!("chapter 6 (CRC aliasing): {e}"))?;
+            bar.finish_and_clear();
+            sections.push(report.markdown);
+        }
+    }
+    if let Some(scale) = simstudy::companions(preset).udp_sockets {
+        let done = dir.join(udp_vs_tcp::MARKDOWN_FILE);
+        if (args.resume || args.report_only) && done.exists() {
+            sections.push(
+                std::fs::read_to_string(&done)
+                    .with_context(|| format!("reading {}", done.display()))?,
+            );
+        } else if args.report_only {
+            eprintln!(
+                "{} is missing: the report has no section over real sockets; run without --report-only",
+                done.display()
+            );
+        } else {
+            let bar = spinner();
+            bar.set_message("Figs. 5.10 and 5.11 over real sockets (UDP against TCP)");
+            let report = udp_vs_tcp::run_udp_vs_tcp(scale, dir, Arc::new(Progress::new()))
+                .map_err(|e| anyhow::anyhow!("UDP against TCP over sockets: {e}"))?;
             bar.finish_and_clear();
             sections.push(report.markdown);
         }

@@ -85,6 +85,7 @@ fn tiny_simulation_study_writes_results_figures_and_report_and_resumes() {
         "## Fig. 5.10",
         "## Simulation speed",
         "## CRC and TCP checksum aliasing",
+        "## iSCSI over UDP against TCP",
     ] {
         assert!(report.contains(needle), "report lacks {needle}");
     }
@@ -100,6 +101,7 @@ fn tiny_simulation_study_writes_results_figures_and_report_and_resumes() {
         "fig5_11.png",
         "fig6_6_crc3_markov.png",
         "fig6_9_tcp_checksum.png",
+        "fig5_10_sockets.png",
     ] {
         let bytes = std::fs::read(out.join(png)).unwrap_or_default();
         assert_eq!(bytes.get(1..4), Some(&b"PNG"[..]), "{png}");

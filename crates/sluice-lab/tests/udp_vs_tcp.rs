@@ -23,16 +23,16 @@ fn the_tiny_preset_measures_both_figures_and_writes_its_files() {
     let dropped: u64 = report.rows.iter().map(|r| r.dropped).sum();
     assert!(dropped > 0, "the lossy points lost nothing");
     for name in [
-        "results.csv",
-        "results.json",
-        "fig5_10.png",
-        "fig5_11.png",
-        "report.md",
+        "udp-vs-tcp.csv",
+        "udp-vs-tcp.json",
+        "fig5_10_sockets.png",
+        "fig5_11_sockets.png",
+        "udp-vs-tcp.md",
     ] {
         let len = std::fs::metadata(dir.path().join(name)).unwrap().len();
         assert!(len > 100, "{name}: {len} bytes");
     }
-    let csv = std::fs::read_to_string(dir.path().join("results.csv")).unwrap();
+    let csv = std::fs::read_to_string(dir.path().join("udp-vs-tcp.csv")).unwrap();
     assert_eq!(csv.lines().count(), points.len() + 1);
     assert!(report.markdown.contains("### Fig. 5.10") && report.markdown.contains("### Fig. 5.11"));
 }

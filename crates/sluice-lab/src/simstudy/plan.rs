@@ -266,6 +266,10 @@ pub const PRESETS: &[(&str, &str)] = &[
         "fig6",
         "chapter 6: CRC and TCP checksum aliasing, modelled and measured on sluice's framer",
     ),
+    (
+        "udp-sockets",
+        "Figs. 5.10 and 5.11 over real loopback sockets: the experimental UDP transport against TCP",
+    ),
 ];
 
 /// The chapter-5 figures in order (each also a preset).
@@ -281,7 +285,7 @@ pub fn preset(name: &str) -> Option<SimPlan> {
         "tiny" => all(Scale::Tiny),
         "quick" => all(Scale::Quick),
         // Only a companion study (see `companions`): no chapter-5 points.
-        "fig6" => Vec::new(),
+        "fig6" | "udp-sockets" => Vec::new(),
         fig => figure(fig, Scale::Full),
     };
     Some(SimPlan { name, points })

@@ -17,8 +17,9 @@
 //! (`sluice_udp::relay`); loopback TCP loses nothing, so TCP runs lossless (say so in any
 //! comparison: TCP's own retransmission would cost an RTO, about 200 ms, per loss).
 //!
-//! [`run_udp_vs_tcp`] writes `results.csv`, `results.json`, `fig5_10.png`, `fig5_11.png` and
-//! `report.md` into its output directory.
+//! [`run_udp_vs_tcp`] writes `udp-vs-tcp.csv`, `udp-vs-tcp.json`, `fig5_10_sockets.png`,
+//! `fig5_11_sockets.png` and, last, `udp-vs-tcp.md` into its output directory: names that
+//! do not collide with `sluice lab simstudy`'s own, which runs it beside chapter 5.
 
 mod plan;
 mod run;
@@ -39,9 +40,12 @@ pub struct UdpVsTcpReport {
     pub rows: Vec<Row>,
     /// Files written (CSV, JSON, PNGs, Markdown).
     pub files: Vec<PathBuf>,
-    /// The Markdown section (also in `report.md`).
+    /// The Markdown section (also in [`MARKDOWN_FILE`]).
     pub markdown: String,
 }
+
+/// The Markdown section's file, written last: its presence marks a finished run.
+pub const MARKDOWN_FILE: &str = "udp-vs-tcp.md";
 
 /// Runs the `scale` preset and writes its results, figures and report into `out_dir`
 /// (created if missing). `progress` stops the run early when stopped (the rows measured so
@@ -55,10 +59,10 @@ pub fn run_udp_vs_tcp(
     let points = plan(scale);
     let rows = run::measure_all(&points, &progress)?;
     let mut files = Vec::new();
-    let csv = out_dir.join("results.csv");
+    let csv = out_dir.join("udp-vs-tcp.csv");
     std::fs::write(&csv, writeup::csv(&rows)).map_err(|e| io_error(&csv, e))?;
     files.push(csv);
-    let json = out_dir.join("results.json");
+    let json = out_dir.join("udp-vs-tcp.json");
     std::fs::write(&json, writeup::json(&rows)).map_err(|e| io_error(&json, e))?;
     files.push(json);
     for (name, chart) in writeup::figures(&rows) {
@@ -67,7 +71,7 @@ pub fn run_udp_vs_tcp(
         files.push(path);
     }
     let markdown = writeup::markdown(scale, &rows);
-    let md = out_dir.join("report.md");
+    let md = out_dir.join(MARKDOWN_FILE);
     std::fs::write(&md, &markdown).map_err(|e| io_error(&md, e))?;
     files.push(md);
     Ok(UdpVsTcpReport {

@@ -96,7 +96,7 @@ fn series(name: String, rows: &[&Row]) -> Series {
     }
 }
 
-/// `fig5_10.png` and `fig5_11.png`.
+/// `fig5_10_sockets.png` and `fig5_11_sockets.png`.
 pub(super) fn figures(rows: &[Row]) -> Vec<(&'static str, Chart)> {
     let pick = |f: &dyn Fn(&Row) -> bool| -> Vec<&Row> { rows.iter().filter(|r| f(r)).collect() };
     let mut fig10 = Vec::new();
@@ -151,14 +151,14 @@ pub(super) fn figures(rows: &[Row]) -> Vec<(&'static str, Chart)> {
     };
     vec![
         (
-            "fig5_10.png",
+            "fig5_10_sockets.png",
             chart(
                 "Fig. 5.10: TCP vs UDP response time, loopback, no loss",
                 fig10,
             ),
         ),
         (
-            "fig5_11.png",
+            "fig5_11_sockets.png",
             chart(
                 "Fig. 5.11: UDP with datagram loss, TransferContext 0.1 s vs 1 s",
                 fig11,
@@ -185,6 +185,8 @@ pub(super) fn markdown(scale: Scale, rows: &[Row]) -> String {
     );
     for figure in ["5.10", "5.11"] {
         let _ = writeln!(md, "### Fig. {figure}\n");
+        let png = format!("fig{}_sockets.png", figure.replace('.', "_"));
+        let _ = writeln!(md, "![Fig. {figure} over real sockets]({png})\n");
         let _ = writeln!(
             md,
             "| transport | dir | EDTL | loss | timeout | ios | mean | p50 | p99 | SNACKs | retried | dropped |"
