@@ -140,53 +140,68 @@ pub fn run(args: &SimstudyArgs) -> Result<()> {
 }
 
 /// The report sections of the preset's companion studies (the chapter-6 aliasing study, UDP
-/// against TCP over real sockets):
-/// run now, or read back when resuming or redrawing, since a companion's Markdown file is
-/// written last and so marks it complete.
+/// against TCP over real sockets).
 fn companion_sections(preset: &str, dir: &Path, args: &SimstudyArgs) -> Result<Vec<String>> {
+    let companions = simstudy::companions(preset);
     let mut sections = Vec::new();
-    if let Some(scale) = simstudy::companions(preset).crc_alias {
-        let done = dir.join(crc_alias::MARKDOWN_FILE);
-        if (args.resume || args.report_only) && done.exists() {
-            sections.push(
-                std::fs::read_to_string(&done)
-                    .with_context(|| format!("reading {}", done.display()))?,
-            );
-        } else if args.report_only {
-            eprintln!(
-                "{} is missing: the report has no chapter-6 section; run without --report-only",
-                done.display()
-            );
-        } else {
-            let bar = spinner();
-            let report = crc_alias::run(scale, dir, &|line| bar.set_message(line.to_owned()))
-                .map_err(|e| anyhow::anyhow!("chapter 6 (CRC aliasing): {e}"))?;
-            bar.finish_and_clear();
-            sections.push(report.markdown);
-        }
+    if let Some(scale) = companions.crc_alias {
+        let section = companion(
+            dir,
+            args,
+            crc_alias::MARKDOWN_FILE,
+            "chapter 6 (CRC aliasing)",
+            |bar| {
+                crc_alias::run(scale, dir, &|line| bar.set_message(line.to_owned()))
+                    .map(|r| r.markdown)
+                    .map_err(|e| e.to_string())
+            },
+        )?;
+        sections.extend(section);
     }
-    if let Some(scale) = simstudy::companions(preset).udp_sockets {
-        let done = dir.join(udp_vs_tcp::MARKDOWN_FILE);
-        if (args.resume || args.report_only) && done.exists() {
-            sections.push(
-                std::fs::read_to_string(&done)
-                    .with_context(|| format!("reading {}", done.display()))?,
-            );
-        } else if args.report_only {
-            eprintln!(
-                "{} is missing: the report has no section over real sockets; run without --report-only",
-                done.display()
-            );
-        } else {
-            let bar = spinner();
-            bar.set_message("Figs. 5.10 and 5.11 over real sockets (UDP against TCP)");
-            let report = udp_vs_tcp::run_udp_vs_tcp(scale, dir, Arc::new(Progress::new()))
-                .map_err(|e| anyhow::anyhow!("UDP against TCP over sockets: {e}"))?;
-            bar.finish_and_clear();
-            sections.push(report.markdown);
-        }
+    if let Some(scale) = companions.udp_sockets {
+        let section = companion(
+            dir,
+            args,
+            udp_vs_tcp::MARKDOWN_FILE,
+            "UDP against TCP over real sockets",
+            |bar| {
+                bar.set_message("Figs. 5.10 and 5.11 over real sockets (UDP against TCP)");
+                udp_vs_tcp::run_udp_vs_tcp(scale, dir, Arc::new(Progress::new()))
+                    .map(|r| r.markdown)
+                    .map_err(|e| e.to_string())
+            },
+        )?;
+        sections.extend(section);
     }
     Ok(sections)
+}
+
+/// One companion's section: run now, or read back when resuming or redrawing, since a
+/// companion writes its Markdown file (`done`) last and so marks itself complete.
+fn companion(
+    dir: &Path,
+    args: &SimstudyArgs,
+    done: &str,
+    what: &str,
+    run: impl FnOnce(&indicatif::ProgressBar) -> std::result::Result<String, String>,
+) -> Result<Option<String>> {
+    let done = dir.join(done);
+    if (args.resume || args.report_only) && done.exists() {
+        let text = std::fs::read_to_string(&done)
+            .with_context(|| format!("reading {}", done.display()))?;
+        return Ok(Some(text));
+    }
+    if args.report_only {
+        eprintln!(
+            "{} is missing: the report has no section for {what}; run without --report-only",
+            done.display()
+        );
+        return Ok(None);
+    }
+    let bar = spinner();
+    let section = run(&bar).map_err(|e| anyhow::anyhow!("{what}: {e}"))?;
+    bar.finish_and_clear();
+    Ok(Some(section))
 }
 
 fn command_line(args: &SimstudyArgs) -> String {

@@ -3,7 +3,6 @@
 //! shared line chart allows, so this module draws its own.
 
 use std::path::Path;
-use std::sync::OnceLock;
 
 use plotters::coord::combinators::IntoLogRange;
 
@@ -67,7 +66,7 @@ pub fn draw(
     y_label: &str,
     lines: &[Line],
 ) -> Result<(), String> {
-    font()?;
+    crate::study::plot::font()?;
     let pos = |v: f64| v.is_finite() && v > 0.0;
     let lg = |v: f64| v.log10();
     let xs = lines.iter().flat_map(|l| {
@@ -165,32 +164,6 @@ fn decade_label(v: f64, step: usize) -> String {
         return String::new();
     }
     format!("1e{}", k as i64)
-}
-
-/// Fonts searched for the chart text (Debian: fonts-dejavu-core), as the lab's shared charts.
-const FONTS: [&str; 3] = [
-    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/TTF/DejaVuSans.ttf",
-];
-
-/// Registers a TrueType font as "sans-serif" once per process (plotters keeps a `'static`
-/// reference to the bytes).
-fn font() -> Result<(), String> {
-    static LOADED: OnceLock<Result<(), String>> = OnceLock::new();
-    LOADED
-        .get_or_init(|| {
-            let bytes = FONTS
-                .iter()
-                .find_map(|p| std::fs::read(p).ok())
-                .ok_or_else(|| {
-                    format!("plots need a TrueType font: none of {}", FONTS.join(", "))
-                })?;
-            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-            plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
-                .map_err(|_| "the font file is not a usable TrueType font".to_string())
-        })
-        .clone()
 }
 
 fn span(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {

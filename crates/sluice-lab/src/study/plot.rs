@@ -58,8 +58,9 @@ const FONTS: [&str; 3] = [
     "/usr/share/fonts/TTF/DejaVuSans.ttf",
 ];
 
-/// Registers a TrueType font as "sans-serif" once per process.
-fn font() -> Result<(), String> {
+/// Registers a TrueType font as "sans-serif" once per process (plotters keeps a `'static`
+/// reference to the bytes); every chart the lab draws calls it first.
+pub(crate) fn font() -> Result<(), String> {
     static LOADED: OnceLock<Result<(), String>> = OnceLock::new();
     LOADED
         .get_or_init(|| {
