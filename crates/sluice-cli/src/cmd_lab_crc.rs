@@ -63,17 +63,13 @@ pub fn run(args: &CrcArgs) -> Result<()> {
                 Event::Skipped(_) => bar.inc(1),
             },
         );
-        bar.finish_and_clear();
-        if let Some(e) = write_error {
-            return Err(e);
-        }
-        if stop.load(Ordering::Relaxed) {
-            eprintln!(
-                "interrupted: {} measurements kept in {}; continue with --resume",
-                rows.len(),
-                files.dir().join("results.csv").display()
-            );
-        }
+        files.end_runs(
+            &bar,
+            write_error,
+            stop.load(Ordering::Relaxed),
+            rows.len(),
+            "measurements",
+        )?;
     }
     let mut machine = vec![machine_line()];
     let caches = cache_line();

@@ -93,17 +93,7 @@ pub fn run(args: &PduCostArgs) -> Result<()> {
             ctrl_c.abort();
         });
         launcher.stop();
-        bar.finish_and_clear();
-        if let Some(e) = write_error {
-            return Err(e);
-        }
-        if progress.stopped() {
-            eprintln!(
-                "interrupted: {} points kept in {}; continue with --resume",
-                rows.len(),
-                files.dir().join("results.csv").display()
-            );
-        }
+        files.end_runs(&bar, write_error, progress.stopped(), rows.len(), "points")?;
     }
     let mut machine = vec![machine_line()];
     let caches = cache_line();

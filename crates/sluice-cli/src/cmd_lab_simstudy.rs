@@ -63,17 +63,13 @@ pub fn run(args: &SimstudyArgs) -> Result<()> {
                 Event::Skipped(_) => bar.inc(1),
             },
         );
-        bar.finish_and_clear();
-        if let Some(e) = write_error {
-            return Err(e);
-        }
-        if stop.load(Ordering::Relaxed) {
-            eprintln!(
-                "interrupted: {} runs kept in {}; continue with --resume",
-                rows.len(),
-                files.dir().join("results.csv").display()
-            );
-        }
+        files.end_runs(
+            &bar,
+            write_error,
+            stop.load(Ordering::Relaxed),
+            rows.len(),
+            "runs",
+        )?;
     }
     // Rows in plan order, so that the report reads the same however the threads finished.
     let order: Vec<String> = plan.points.iter().map(simstudy::SimPoint::key).collect();

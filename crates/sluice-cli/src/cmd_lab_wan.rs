@@ -96,17 +96,7 @@ pub fn run(args: &WanArgs) -> Result<()> {
             }
         });
         ctrl_c.abort();
-        bar.finish_and_clear();
-        if let Some(e) = write_error {
-            return Err(e);
-        }
-        if progress.stopped() {
-            eprintln!(
-                "interrupted: {} runs kept in {}; continue with --resume",
-                rows.len(),
-                files.dir().join("results.csv").display()
-            );
-        }
+        files.end_runs(&bar, write_error, progress.stopped(), rows.len(), "runs")?;
     } else {
         accuracy = read_accuracy(files.dir());
     }

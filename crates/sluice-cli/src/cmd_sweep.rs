@@ -122,17 +122,7 @@ pub fn run(args: &SweepArgs) -> Result<()> {
             .await;
             ctrl_c.abort();
         });
-        bar.finish_and_clear();
-        if let Some(e) = write_error {
-            return Err(e);
-        }
-        if progress.stopped() {
-            eprintln!(
-                "interrupted: {} runs kept in {}; continue with --resume",
-                records.len(),
-                files.dir().join("results.csv").display()
-            );
-        }
+        files.end_runs(&bar, write_error, progress.stopped(), records.len(), "runs")?;
     }
     let ctx = Context {
         command,

@@ -53,6 +53,30 @@ impl StudyDir {
         &self.dir
     }
 
+    /// Ends a study's run loop: clears its progress bar, fails with the error that stopped
+    /// writing results if there was one, and when the run was interrupted says how many
+    /// `what` (runs, points, measurements) are kept and how to continue.
+    pub fn end_runs(
+        &self,
+        bar: &ProgressBar,
+        write_error: Option<anyhow::Error>,
+        interrupted: bool,
+        kept: usize,
+        what: &str,
+    ) -> Result<()> {
+        bar.finish_and_clear();
+        if let Some(e) = write_error {
+            return Err(e);
+        }
+        if interrupted {
+            eprintln!(
+                "interrupted: {kept} {what} kept in {}; continue with --resume",
+                self.csv.display()
+            );
+        }
+        Ok(())
+    }
+
     /// `results.csv`, opened for appending rows like `example` (its header written first if
     /// the file is new).
     pub fn appender<R: Row>(&self, example: &R) -> Result<Appender> {
