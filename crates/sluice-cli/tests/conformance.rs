@@ -11,11 +11,9 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::process::Command;
-use std::time::Instant;
 
-use support::cunit::{parse, Outcome, TestResult};
-use support::{require_tool, TargetProcess};
+use support::cunit::{self, Outcome, TestResult};
+use support::TargetProcess;
 
 /// The Sanitize suite needs `-S` (--allow-sanitize); it runs in its own test below, against
 /// a LUN that allows SANITIZE.
@@ -36,32 +34,9 @@ const NO_CRYPTO_ERASE: &str = "SANITIZE CRYPTO_ERASE is not implemented";
 /// the Block Limits atomic fields say so.
 const NO_ATOMIC_WRITES: &str = "WRITEATOMIC16 is not implemented";
 
-/// Runs `iscsi-test-cu -d -v [EXTRA...] -t TESTS URL...`: one URL, or two naming the same LU
-/// through two portals (the multipath pair).
+/// `iscsi-test-cu -t TESTS` against `urls`: one portal, or two (the multipath pair).
 fn run_suite(urls: &[&str], tests: &str) -> Vec<TestResult> {
-    run_suite_with(urls, tests, &[])
-}
-
-fn run_suite_with(urls: &[&str], tests: &str, extra: &[&str]) -> Vec<TestResult> {
-    let tool = require_tool("iscsi-test-cu", "libiscsi-bin");
-    let started = Instant::now();
-    let out = Command::new(tool)
-        .args(["-d", "-v"])
-        .args(extra)
-        .args(["-t", tests])
-        .args(urls)
-        .output()
-        .expect("run iscsi-test-cu");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    let results = parse(&text);
-    eprintln!(
-        "iscsi-test-cu -t {tests}: {} tests in {:.0?}",
-        results.len(),
-        started.elapsed()
-    );
-    assert!(!results.is_empty(), "iscsi-test-cu ran no test:\n{text}");
-    results
+    cunit::run_suite(urls, tests, &[])
 }
 
 /// Fails with a readable list unless every test passed or skipped for an accepted reason.
@@ -271,7 +246,7 @@ fn sanitize_suite_against_a_lun_that_allows_it() {
         "--sanitize-rate",
         "8M",
     ]);
-    let results = run_suite_with(&[&target.url], "ALL.Sanitize", &["-S"]);
+    let results = cunit::run_suite(&[&target.url], "ALL.Sanitize", &["-S"]);
     check(&results, |_, reason| reason.contains(NO_CRYPTO_ERASE));
     assert_eq!(results.len(), 11);
     for name in [

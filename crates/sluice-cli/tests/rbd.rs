@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sluice_test_support::CephCluster;
-use support::cunit::{parse, Outcome, TestResult};
+use support::cunit::{self, Outcome};
 use support::{require_tool, TargetProcess};
 
 const MIB: usize = 1 << 20;
@@ -335,12 +335,12 @@ fn bench_verify_and_conformance(c: &CephCluster) {
     assert!(r["verify"]["checked"].as_u64().unwrap() > 0, "{r}");
     assert_eq!(r["verify"]["errors"], 0, "{r}");
 
-    let results = run_suite(&paths, "ALL");
+    let results = cunit::run_suite(&paths, "ALL", &[]);
     assert!(results.len() >= 230, "{} tests ran", results.len());
     // The same score as a memory LU seen the same way: each test ends the same way on both,
     // except where the RBD LU lacks a capability the memory LU has (below).
     let memory = TargetProcess::start_multipath(&["--memory", "1G"]);
-    let on_memory = run_suite(&[&memory.urls[0], &memory.urls[1]], "ALL");
+    let on_memory = cunit::run_suite(&[&memory.urls[0], &memory.urls[1]], "ALL", &[]);
     let mut problems = Vec::new();
     for r in &results {
         let reference = on_memory.iter().find(|m| m.name == r.name);
@@ -384,27 +384,6 @@ const RBD_LACKS: &[&str] = &[
     "Logical unit is fully provisioned",
     "LBPPB < 2",
 ];
-
-/// Runs `iscsi-test-cu -d -v -t TESTS URL...` and parses its verdicts.
-fn run_suite(urls: &[&str], tests: &str) -> Vec<TestResult> {
-    let tool = require_tool("iscsi-test-cu", "libiscsi-bin");
-    let started = Instant::now();
-    let out = Command::new(tool)
-        .args(["-d", "-v", "-t", tests])
-        .args(urls)
-        .output()
-        .expect("run iscsi-test-cu");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    let results = parse(&text);
-    eprintln!(
-        "iscsi-test-cu -t {tests}: {} tests in {:.0?}",
-        results.len(),
-        started.elapsed()
-    );
-    assert!(!results.is_empty(), "iscsi-test-cu ran no test:\n{text}");
-    results
-}
 
 fn unreachable_cluster_and_missing_image_are_reported(c: &CephCluster, dir: &Path) {
     // The image is missing: the target says which, and exits.

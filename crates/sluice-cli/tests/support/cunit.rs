@@ -5,6 +5,35 @@
 //! verdict; suite clean-up may print `[SKIPPED]`/`[FAILED]` lines *after* the verdict, which
 //! belong to no test.
 
+use std::process::Command;
+use std::time::Instant;
+
+use super::require_tool;
+
+/// Runs `iscsi-test-cu -d -v [EXTRA...] -t TESTS URL...` (a second URL adds the multipath
+/// tests) and parses its verdicts; fails if it ran no test at all.
+pub fn run_suite(urls: &[&str], tests: &str, extra: &[&str]) -> Vec<TestResult> {
+    let tool = require_tool("iscsi-test-cu", "libiscsi-bin");
+    let started = Instant::now();
+    let out = Command::new(tool)
+        .args(["-d", "-v"])
+        .args(extra)
+        .args(["-t", tests])
+        .args(urls)
+        .output()
+        .expect("run iscsi-test-cu");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let results = parse(&text);
+    eprintln!(
+        "iscsi-test-cu -t {tests}: {} tests in {:.0?}",
+        results.len(),
+        started.elapsed()
+    );
+    assert!(!results.is_empty(), "iscsi-test-cu ran no test:\n{text}");
+    results
+}
+
 /// How one test ended.
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub enum Outcome {
