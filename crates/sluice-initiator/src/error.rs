@@ -93,6 +93,27 @@ pub enum Error {
     /// The session was logged out or its driver stopped.
     #[error("session closed")]
     Closed,
+    /// Multipath: a command that is not safe to run twice was in flight on a path that
+    /// failed. It may or may not have run at the target, so it was not resent on another
+    /// path; the caller must find out (read the data, READ KEYS) and decide.
+    #[error(
+        "command {opcode:#04x} was in flight on path {portal} when it failed ({error}); it \
+         may have run, and it is not safe to run twice, so it was not resent on another path"
+    )]
+    NotResent {
+        /// The command's operation code.
+        opcode: u8,
+        /// The portal of the path that failed.
+        portal: String,
+        /// How the path failed.
+        error: String,
+    },
+    /// Multipath: no path could serve I/O within the wait allowed.
+    #[error("{0}")]
+    NoPath(String),
+    /// Multipath: a path reaches a different logical unit than the others.
+    #[error("{0}")]
+    PathIdentity(String),
 }
 
 impl Error {

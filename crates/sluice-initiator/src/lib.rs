@@ -14,6 +14,8 @@
 //! - [`SessionCounters`]: commands, PDUs by opcode, bytes, digest errors and a latency
 //!   histogram per session; [`CommandStats`]: the PDUs of one command.
 //! - [`blocking`]: the same API for code without an async runtime.
+//! - [`multipath::Multipath`]: one LU through several portals, ALUA-aware, failing over
+//!   between paths without resending a command the caller has seen complete.
 //!
 //! ```no_run
 //! use sluice_initiator::{Command, IscsiUrl, Session};
@@ -35,7 +37,8 @@
 //! Module map: `url` (URL grammar), `options`, `error`, `transport` (socket + framer),
 //! `login` (login driver, redirects), `discovery` (SendTargets), `driver` + `inbound` +
 //! `tasks` + `placement` (the full-feature driver), `session` (the handle), `scsi` (data-in decoders),
-//! `counters`, `blocking`.
+//! `counters`, `blocking`, `multipath` (path selection and retry policy sans-IO in
+//! `multipath/policy.rs`, VPD and REPORT TARGET PORT GROUPS decoding, the failover driver).
 
 #![forbid(unsafe_code)]
 
@@ -46,6 +49,7 @@ mod discovery;
 mod driver;
 mod error;
 mod login;
+pub mod multipath;
 mod options;
 mod placement;
 pub mod scsi;
