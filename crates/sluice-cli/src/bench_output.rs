@@ -1,6 +1,8 @@
 //! `sluice bench`'s final report: a text summary or a JSON document (`--json`).
 
 use anyhow::Result;
+use std::time::Duration;
+
 use serde_json::{json, Value};
 use sluice_lab::{Arrival, DirectionStats, LatencySummary, Report, RwMode, Workload};
 
@@ -87,6 +89,9 @@ pub fn report_json(w: &Workload, r: &Report) -> Value {
             "bytes": v.bytes,
             "errors": v.errors,
             "first_error": v.first_error,
+            "final_checked": v.final_checked,
+            "final_errors": v.final_errors,
+            "final_first_error": v.final_first_error,
         })),
         "negotiated": r.negotiated.map(|n| json!({
             "header_digest": n.header_digest,
@@ -157,6 +162,22 @@ pub fn report_json(w: &Workload, r: &Report) -> Value {
             "ok": l.result.is_ok(),
             "error": l.result.as_ref().err(),
         })).collect::<Vec<_>>(),
+        "paths": r.paths.iter().map(|p| json!({
+            "portal": p.portal,
+            "up": p.up,
+            "alua_state": p.state.name(),
+            "target_port_group": p.port_group,
+            "relative_target_port": p.relative_port,
+            "commands": p.commands,
+            "bytes": p.bytes,
+            "errors": p.errors,
+            "retries": p.retries,
+            "failovers": p.failovers,
+            "reconnects": p.reconnects,
+            "last_error": p.last_error,
+        })).collect::<Vec<_>>(),
+        "failover_times_s": r.failover_times.iter().map(Duration::as_secs_f64).collect::<Vec<_>>(),
+        "longest_pause_s": r.longest_pause.map(|d| d.as_secs_f64()),
     })
 }
 
@@ -191,12 +212,21 @@ pub fn print_text(w: &Workload, r: &Report) {
     } else {
         format!("{} bs={}", rw_name(w.rw), sizes.join(","))
     };
-    outln!(
-        "sluice bench: {what}, {} session(s) x qd {}, {:.2} s",
-        r.sessions,
-        r.queue_depth,
-        r.elapsed.as_secs_f64()
-    );
+    if r.paths.is_empty() {
+        outln!(
+            "sluice bench: {what}, {} session(s) x qd {}, {:.2} s",
+            r.sessions,
+            r.queue_depth,
+            r.elapsed.as_secs_f64()
+        );
+    } else {
+        outln!(
+            "sluice bench: {what}, multipath over {} paths x qd {}, {:.2} s",
+            r.paths.len(),
+            r.queue_depth,
+            r.elapsed.as_secs_f64()
+        );
+    }
     outln!(
         "  total: {} ios, {:.0} IOPS, {:.2} MiB/s ({:.2} MB/s), {} errors",
         r.ios(),
@@ -219,14 +249,17 @@ pub fn print_text(w: &Workload, r: &Report) {
     }
     outln!("{}", latency_line("all", &r.latency));
     let p = &r.pdus;
-    outln!(
-        "  pdus: {} sent, {} received; per command: Data-In {:.2}, Data-Out {:.2}, R2T {:.2}",
-        p.sent,
-        p.received,
-        p.per_command(p.data_in),
-        p.per_command(p.data_out),
-        p.per_command(p.r2t)
-    );
+    // A multipath run's sessions come and go with its paths: no PDU totals.
+    if r.paths.is_empty() {
+        outln!(
+            "  pdus: {} sent, {} received; per command: Data-In {:.2}, Data-Out {:.2}, R2T {:.2}",
+            p.sent,
+            p.received,
+            p.per_command(p.data_in),
+            p.per_command(p.data_out),
+            p.per_command(p.r2t)
+        );
+    }
     let rc = &p.recovery;
     if rc.any() {
         outln!(
@@ -250,10 +283,13 @@ pub fn print_text(w: &Workload, r: &Report) {
     );
     if let Some(v) = &r.verify {
         outln!(
-            "  verify: {} read-backs, {} bytes, {} mismatches",
+            "  verify: {} read-backs, {} bytes, {} mismatches; after the run {} acknowledged \
+             writes read back, {} lost",
             v.checked,
             v.bytes,
-            v.errors
+            v.errors,
+            v.final_checked,
+            v.final_errors
         );
     }
     if r.connections.iter().any(|c| c.cid != 0) {
@@ -288,7 +324,42 @@ pub fn print_text(w: &Workload, r: &Report) {
             ),
         }
     }
+    print_paths(r);
     if let Some(e) = &r.first_error {
         outln!("  first error: {e}");
+    }
+}
+
+/// The paths of a multipath run, one line each, and the failovers.
+fn print_paths(r: &Report) {
+    for p in &r.paths {
+        let group = p
+            .port_group
+            .map_or_else(String::new, |g| format!(" group {g}"));
+        outln!(
+            "  path {}{group}: {} {}, {} commands, {:.2} MiB, {} errors, {} retries, {} failovers, {} reconnects",
+            p.portal,
+            if p.up { "up" } else { "down" },
+            p.state.name(),
+            p.commands,
+            p.bytes as f64 / 1048576.0,
+            p.errors,
+            p.retries,
+            p.failovers,
+            p.reconnects
+        );
+    }
+    if let Some(pause) = r.longest_pause {
+        outln!(
+            "  longest pause between two completions: {:.3} s",
+            pause.as_secs_f64()
+        );
+    }
+    for (i, t) in r.failover_times.iter().enumerate() {
+        outln!(
+            "  failover {}: I/O resumed on another path {:.3} s after the path failed",
+            i + 1,
+            t.as_secs_f64()
+        );
     }
 }

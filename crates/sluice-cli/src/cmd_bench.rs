@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use sluice_initiator::{Policy, Session};
+use sluice_initiator::multipath::{Multipath, MultipathOptions};
+use sluice_initiator::{ConnectOptions, IscsiUrl, Policy, Session};
 use sluice_lab::{parse_trace, Arrival, Device, Progress, RwMode, SizeDist, Workload};
 
 use crate::bench_output;
@@ -25,6 +26,7 @@ Examples:
   sluice bench URL --rw randrw --mix 70 --bs 8k:0.1,16k:0.2,32k:0.3,64k:0.4 --rate 2000 --poisson
   sluice bench URL --rw randwrite --verify --count 10000 --json
   sluice bench URL --trace Financial1.spc --speed 10
+  sluice bench iscsi://10.0.0.1/iqn.2026-11.io.sluice:default/0 --paths 10.0.0.2:3260 --verify --time 60s
 
 A trace is SPC format, one record per line: ASU,LBA,SIZE,OPCODE,TIMESTAMP[,...] with the LBA
 in 512-byte sectors, SIZE in bytes, OPCODE R or W and TIMESTAMP in seconds. Every ASU goes to
@@ -142,6 +144,17 @@ pub struct BenchArgs {
     /// No live progress line.
     #[arg(long)]
     pub quiet: bool,
+    /// Multipath: more portals of the same target and LUN (HOST:PORT, comma-separated),
+    /// used beside the URL's. Each path is its own session; commands go to the paths whose
+    /// ALUA state is active/optimized (else active/non-optimized), and when a path fails
+    /// they move to the others. The report shows each path's counters.
+    #[arg(long, value_name = "HOST:PORT,...", value_delimiter = ',',
+          conflicts_with_all = ["sessions", "luns", "logout_connection_after"])]
+    pub paths: Vec<String>,
+    /// Multipath: also use every portal SendTargets at the URL's portal lists for the
+    /// target (its TargetAddress values).
+    #[arg(long, conflicts_with_all = ["sessions", "luns", "logout_connection_after"])]
+    pub discover_paths: bool,
     /// Login options.
     #[command(flatten)]
     pub conn: ConnArgs,
@@ -177,6 +190,14 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         bench_output::print_text(&workload, &report);
     }
     if let Some(v) = &report.verify {
+        if v.final_errors > 0 {
+            bail!(
+                "{} of {} acknowledged writes were not there after the run: {}",
+                v.final_errors,
+                v.final_checked,
+                v.final_first_error.as_deref().unwrap_or("")
+            );
+        }
         if v.errors > 0 {
             bail!(
                 "{} of {} read-backs differed: {}",
@@ -263,6 +284,10 @@ async fn bench(args: &BenchArgs, workload: &Workload) -> Result<sluice_lab::Repo
     let mut opts = options(&url, &args.conn)?;
     opts.connections = args.connections;
     opts.policy = args.policy.policy();
+    if !args.paths.is_empty() || args.discover_paths {
+        let device = multipath_device(args, &url, lun, opts).await?;
+        return run_device(args, workload, device).await;
+    }
     let mut sessions = Vec::new();
     for i in 0..args.sessions {
         let s = Session::connect_url_with(&url, opts.clone())
@@ -306,7 +331,60 @@ async fn bench(args: &BenchArgs, workload: &Workload) -> Result<sluice_lab::Repo
         luns,
         block_size,
         capacity,
+        multipath: None,
     };
+    run_device(args, workload, device).await
+}
+
+/// Logs in through the URL's portal, the `--paths` portals and, with `--discover-paths`,
+/// those SendTargets lists, as one multipath device.
+async fn multipath_device(
+    args: &BenchArgs,
+    url: &IscsiUrl,
+    lun: u16,
+    opts: ConnectOptions,
+) -> Result<Device> {
+    let target = url.target.clone().context("the URL names no target")?;
+    let mut portals = vec![url.portal()];
+    if args.discover_paths {
+        let found = Multipath::discover_portals(&url.portal(), &target, &opts)
+            .await
+            .with_context(|| format!("SendTargets at {}", url.portal()))?;
+        portals.extend(found);
+    }
+    portals.extend(args.paths.iter().map(|p| p.trim().to_owned()));
+    let mut unique: Vec<String> = Vec::new();
+    for p in portals {
+        if !unique.contains(&p) {
+            unique.push(p);
+        }
+    }
+    let mp_opts = MultipathOptions {
+        connect: opts,
+        ..MultipathOptions::default()
+    };
+    let mp = Multipath::connect(&unique, &target, lun, mp_opts)
+        .await
+        .with_context(|| format!("multipath to {target} through {}", unique.join(", ")))?;
+    let cap = mp
+        .read_capacity()
+        .await
+        .with_context(|| format!("READ CAPACITY of LUN {lun} of {target}"))?;
+    Ok(Device {
+        sessions: Vec::new(),
+        luns: vec![lun],
+        block_size: cap.block_size,
+        capacity: cap.bytes(),
+        multipath: Some(mp),
+    })
+}
+
+/// Runs the workload on the device with a live progress line, then logs out.
+async fn run_device(
+    args: &BenchArgs,
+    workload: &Workload,
+    device: Device,
+) -> Result<sluice_lab::Report> {
     let progress = Arc::new(Progress::new());
     let live = (!args.quiet).then(|| spawn_progress(Arc::clone(&progress)));
     let ctrl_c = {
@@ -325,6 +403,9 @@ async fn bench(args: &BenchArgs, workload: &Workload) -> Result<sluice_lab::Repo
     }
     for s in &device.sessions {
         let _ = s.logout().await;
+    }
+    if let Some(m) = &device.multipath {
+        m.close().await;
     }
     Ok(result?)
 }

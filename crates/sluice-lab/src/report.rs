@@ -28,6 +28,12 @@ pub struct VerifyStats {
     pub errors: u64,
     /// The first difference, described.
     pub first_error: Option<String>,
+    /// Acknowledged writes (the last to each place) read back once more after the run.
+    pub final_checked: u64,
+    /// Of those, the ones whose data was not there: acknowledged writes lost.
+    pub final_errors: u64,
+    /// The first of them, described.
+    pub final_first_error: Option<String>,
 }
 
 /// What a run measured.
@@ -64,6 +70,14 @@ pub struct Report {
     pub logouts: Vec<ConnectionLogout>,
     /// What the first session's leading login negotiated (RFC 7143 section 13).
     pub negotiated: Option<sluice_proto::params::SessionParams>,
+    /// A multipath run: each path's state and counters at the end.
+    pub paths: Vec<sluice_initiator::multipath::PathStats>,
+    /// A multipath run: for each failover, from the path found failed to the next command
+    /// completed on another path.
+    pub failover_times: Vec<Duration>,
+    /// A multipath run: the longest time between two command completions (how long I/O
+    /// stood still around a failover).
+    pub longest_pause: Option<Duration>,
 }
 
 /// What one connection of a session carried.

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
+use sluice_initiator::multipath::Multipath;
 use sluice_initiator::{Session, SessionCounters};
 
 use crate::arrival::{exponential, Arrival};
@@ -18,7 +19,7 @@ use crate::pdus::PduCounts;
 use crate::progress::Progress;
 use crate::region::Region;
 use crate::report::{ConnectionCommands, ConnectionLogout, DirectionStats, Report, VerifyStats};
-use crate::worker::{Latencies, Shared, Worker, WorkerResult};
+use crate::worker::{final_check, Issuer, Latencies, Shared, Worker, WorkerResult};
 use crate::workload::Workload;
 
 /// The LUN a run talks to, through one or more logged-in sessions.
@@ -33,6 +34,9 @@ pub struct Device {
     pub block_size: u32,
     /// Capacity in bytes.
     pub capacity: u64,
+    /// A multipath device to run through instead of (or, with sessions, beside) sessions:
+    /// it gets `queue_depth` workers of its own, and the report its paths' counters.
+    pub multipath: Option<Multipath>,
 }
 
 /// Runs `workload` on `device`. `progress` shows live totals and stops the run early when
@@ -45,7 +49,14 @@ pub async fn run(
 ) -> Result<Report, LabError> {
     let w = workload;
     let bad = |why: String| Err(LabError::Workload(why));
-    if device.sessions.is_empty() || w.queue_depth == 0 || device.luns.is_empty() {
+    let mut lanes: Vec<Issuer> = device
+        .sessions
+        .iter()
+        .cloned()
+        .map(Issuer::Session)
+        .collect();
+    lanes.extend(device.multipath.iter().cloned().map(Issuer::Multipath));
+    if lanes.is_empty() || w.queue_depth == 0 || device.luns.is_empty() {
         return bad("at least one session, one LUN and a queue depth of 1 are needed".into());
     }
     if w.verify && w.trace.is_some() {
@@ -64,7 +75,7 @@ pub async fn run(
         .size
         .unwrap_or_else(|| device.capacity.saturating_sub(w.offset));
     let region = Region::new(w.offset, size, block, device.capacity)?;
-    let workers = device.sessions.len() * w.queue_depth;
+    let workers = lanes.len() * w.queue_depth;
     let regions = if w.verify {
         region.split(workers)
     } else {
@@ -119,14 +130,13 @@ pub async fn run(
         verify: w.verify,
     });
     let per_worker = w.arrival.split(workers);
-    let latencies: Vec<Arc<Mutex<Latencies>>> = device
-        .sessions
+    let latencies: Vec<Arc<Mutex<Latencies>>> = lanes
         .iter()
         .map(|_| Arc::new(Mutex::new(Latencies::new())))
         .collect();
     let mut handles = Vec::with_capacity(workers);
     for (i, region) in regions.into_iter().enumerate() {
-        let session = device.sessions[i / w.queue_depth].clone();
+        let session = lanes[i / w.queue_depth].clone();
         let mut rng = SmallRng::seed_from_u64(seeder.next_u64());
         let first_due = match w.arrival {
             Arrival::Closed => None,
@@ -186,21 +196,61 @@ pub async fn run(
         Some(task) => task.await.unwrap_or_default(),
         None => Vec::new(),
     };
+    // The run's PDUs, before the read-back below adds its own.
     let mut pdus = PduCounts::default();
     for (s, b) in device.sessions.iter().zip(&before) {
         pdus.add(&PduCounts::delta(b, &s.counters()));
     }
+    let finals = if w.verify {
+        let checks: Vec<_> = results
+            .iter_mut()
+            .map(|r| {
+                let written = std::mem::take(&mut r.written);
+                let issuer = lanes[r.session].clone();
+                tokio::spawn(final_check(issuer, r.lun, block, written))
+            })
+            .collect();
+        let mut all = Vec::with_capacity(checks.len());
+        for c in checks {
+            match c.await {
+                Ok(f) => all.push(f),
+                Err(e) => return bad(format!("a read-back task failed: {e}")),
+            }
+        }
+        all
+    } else {
+        Vec::new()
+    };
     let trace_records = w.trace.as_ref().map(|t| {
         let n = shared.trace_next.load(std::sync::atomic::Ordering::Relaxed);
         n.min(t.len()) as u64
     });
     let mut report = merge(results, &latencies, w.verify);
+    for f in finals {
+        report.errors += f.failed;
+        report.first_error = report.first_error.take().or(f.first_failure);
+        if let Some(v) = report.verify.as_mut() {
+            v.final_checked += f.checked;
+            v.final_errors += f.errors;
+            v.final_first_error = v.final_first_error.take().or(f.first_error);
+        }
+    }
     report.logouts = logouts;
     report.elapsed = elapsed;
-    report.sessions = device.sessions.len();
+    report.sessions = lanes.len();
     report.queue_depth = w.queue_depth;
     report.pdus = pdus;
-    report.negotiated = device.sessions.first().map(|s| s.params());
+    report.negotiated = device
+        .sessions
+        .first()
+        .cloned()
+        .or_else(|| device.multipath.as_ref().and_then(Multipath::any_session))
+        .map(|s| s.params());
+    if let Some(m) = &device.multipath {
+        report.paths = m.path_stats();
+        report.failover_times = m.failover_times();
+        report.longest_pause = Some(m.longest_pause());
+    }
     report.cpu = cpu;
     report.trace_records = trace_records;
     Ok(report)

@@ -1,6 +1,7 @@
 //! One in-flight slot: a task that issues a command, waits for it, records it and issues the
 //! next, reusing its write buffer and histograms. A session gets `queue_depth` of them.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -9,7 +10,8 @@ use bytes::{Bytes, BytesMut};
 use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
 use rand::Rng;
-use sluice_initiator::{Command, Session};
+use sluice_initiator::multipath::Multipath;
+use sluice_initiator::{Command, CommandOutcome, Error, Session};
 use sluice_scsi::{cdb, SenseKey};
 
 use crate::arrival::Arrival;
@@ -23,6 +25,23 @@ use crate::workload::RwMode;
 
 /// Times a command answered with a unit attention is sent again.
 const UNIT_ATTENTION_RETRIES: u32 = 3;
+
+/// What a worker sends its commands through: one session, or a multipath device that picks
+/// a path per command and fails over.
+#[derive(Clone, Debug)]
+pub(crate) enum Issuer {
+    Session(Session),
+    Multipath(Multipath),
+}
+
+impl Issuer {
+    async fn execute(&self, cmd: Command) -> Result<CommandOutcome, Error> {
+        match self {
+            Issuer::Session(s) => s.execute(cmd).await,
+            Issuer::Multipath(m) => m.execute(cmd).await,
+        }
+    }
+}
 
 /// State every worker of a run shares.
 pub(crate) struct Shared {
@@ -73,6 +92,11 @@ pub(crate) struct WorkerResult {
     pub verified_bytes: u64,
     pub verify_errors: u64,
     pub first_mismatch: Option<String>,
+    /// With verify: the acknowledged writes not overwritten since, by offset: (length,
+    /// pattern tag). Read back once more after the run ([`final_check`]).
+    pub written: BTreeMap<u64, (u32, u64)>,
+    /// The LUN the worker addressed.
+    pub lun: u16,
 }
 
 /// One command to issue.
@@ -88,7 +112,7 @@ pub(crate) struct Worker {
     pub id: u64,
     /// The LUN this worker's commands address.
     pub lun: u16,
-    pub session: Session,
+    pub session: Issuer,
     pub shared: Arc<Shared>,
     pub region: Region,
     /// Own sequential cursor (verify mode: each worker walks its own stripe).
@@ -110,7 +134,7 @@ impl Worker {
         id: u64,
         session_index: usize,
         lun: u16,
-        session: Session,
+        session: Issuer,
         shared: Arc<Shared>,
         region: Region,
         rng: SmallRng,
@@ -144,6 +168,8 @@ impl Worker {
                 verified_bytes: 0,
                 verify_errors: 0,
                 first_mismatch: None,
+                written: BTreeMap::new(),
+                lun,
             },
             seq: 0,
         }
@@ -306,6 +332,23 @@ impl Worker {
         }
     }
 
+    /// Records an acknowledged write, forgetting those it overwrote (wholly or in part).
+    fn remember_write(&mut self, offset: u64, len: u32, tag: u64) {
+        let end = offset + u64::from(len);
+        let overlapped: Vec<u64> = self
+            .out
+            .written
+            .range(..end)
+            .rev()
+            .take_while(|(o, (l, _))| **o + u64::from(*l) > offset)
+            .map(|(o, _)| *o)
+            .collect();
+        for o in overlapped {
+            self.out.written.remove(&o);
+        }
+        self.out.written.insert(offset, (len, tag));
+    }
+
     /// Writes a pattern unique to this write, reads it back and compares. Returns whether the
     /// session is still usable.
     async fn verify(&mut self, offset: u64, len: u32) -> bool {
@@ -314,7 +357,7 @@ impl Worker {
         let mut buf = BytesMut::zeroed(len as usize);
         fill_pattern(&mut buf, offset, tag);
         match self.command(true, offset, len, buf.freeze()).await {
-            Ok(_) => {}
+            Ok(_) => self.remember_write(offset, len, tag),
             Err(fatal) => return !fatal,
         }
         let data = match self.command(false, offset, len, Bytes::new()).await {
@@ -338,4 +381,67 @@ impl Worker {
         }
         true
     }
+}
+
+/// What the read-back of a run's acknowledged writes after the run found.
+#[derive(Default)]
+pub(crate) struct FinalCheck {
+    /// Writes read back and compared.
+    pub checked: u64,
+    /// Of those, the ones whose data was not there.
+    pub errors: u64,
+    pub first_error: Option<String>,
+    /// Reads that failed (counted with the run's failed commands, not as lost writes).
+    pub failed: u64,
+    pub first_failure: Option<String>,
+}
+
+/// Reads back every write in `written` (acknowledged, not overwritten since) and compares it
+/// with its pattern: an acknowledged write that a later one did not replace must still be
+/// there, whatever happened to the paths in between.
+pub(crate) async fn final_check(
+    issuer: Issuer,
+    lun: u16,
+    block: u32,
+    written: BTreeMap<u64, (u32, u64)>,
+) -> FinalCheck {
+    let mut out = FinalCheck::default();
+    for (offset, (len, tag)) in written {
+        let lba = offset / u64::from(block);
+        let cmd = Command::read(lun, &cdb::read16(lba, len / block, false), len);
+        let mut result = issuer.execute(cmd.clone()).await;
+        for _ in 0..UNIT_ATTENTION_RETRIES {
+            let ua = matches!(&result, Ok(o)
+                if o.sense.as_ref().is_some_and(|d| d.key == SenseKey::UNIT_ATTENTION));
+            if !ua {
+                break;
+            }
+            result = issuer.execute(cmd.clone()).await;
+        }
+        let out_data = match result.and_then(CommandOutcome::check) {
+            Ok(o) => o.data,
+            Err(e) => {
+                out.failed += 1;
+                out.first_failure.get_or_insert_with(|| {
+                    format!("read-back after the run of {len} bytes at {offset}: {e}")
+                });
+                continue;
+            }
+        };
+        out.checked += 1;
+        let bad = if out_data.len() != len as usize {
+            Some(format!("{} bytes instead of {len}", out_data.len()))
+        } else {
+            first_mismatch(&out_data, offset, tag).map(|i| format!("first difference at byte {i}"))
+        };
+        if let Some(why) = bad {
+            out.errors += 1;
+            out.first_error.get_or_insert_with(|| {
+                format!(
+                    "acknowledged write of {len} bytes at {offset} not found after the run: {why}"
+                )
+            });
+        }
+    }
+    out
 }

@@ -100,6 +100,16 @@ impl Default for MultipathOptions {
     }
 }
 
+/// When commands completed, for the failover measurements.
+#[derive(Debug, Default)]
+struct Timing {
+    last_completion: Option<Instant>,
+    longest_pause: Duration,
+    /// When a path last failed, while no command has completed since.
+    failed_at: Option<Instant>,
+    failover_times: Vec<Duration>,
+}
+
 /// A logical unit reached through several paths. Cheap to clone: every clone drives the
 /// same paths, from any number of tasks at once.
 #[derive(Clone, Debug)]
@@ -122,10 +132,8 @@ struct Inner {
     reread_lock: tokio::sync::Mutex<()>,
     /// Re-reads done, so that a caller skips one that ran while it waited for the lock.
     rereads: AtomicU64,
-    /// When a path last failed and no command has completed since; each failover's time
-    /// to the next completion is kept in `failover_times`.
-    failed_at: Mutex<Option<Instant>>,
-    failover_times: Mutex<Vec<Duration>>,
+    /// Completion timing: failovers and the longest pause.
+    timing: Mutex<Timing>,
     closed: AtomicBool,
 }
 
@@ -154,8 +162,7 @@ impl Multipath {
             changed: Notify::new(),
             reread_lock: tokio::sync::Mutex::new(()),
             rereads: AtomicU64::new(0),
-            failed_at: Mutex::new(None),
-            failover_times: Mutex::new(Vec::new()),
+            timing: Mutex::new(Timing::default()),
             closed: AtomicBool::new(false),
         });
         let mut first_error = None;
@@ -226,11 +233,14 @@ impl Multipath {
     /// For each failover so far: from the moment a path was found failed to the next command
     /// completing on another path.
     pub fn failover_times(&self) -> Vec<Duration> {
-        self.inner
-            .failover_times
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.inner.timing().failover_times.clone()
+    }
+
+    /// The longest time between two consecutive command completions so far: with a steady
+    /// load, how long I/O stood still around a failover, the time to notice the failure
+    /// included.
+    pub fn longest_pause(&self) -> Duration {
+        self.inner.timing().longest_pause
     }
 
     /// The session of the first path that is up (for its negotiated parameters).
@@ -438,14 +448,19 @@ impl Inner {
         Some((i, s.session.clone()?, s.generation))
     }
 
+    fn timing(&self) -> std::sync::MutexGuard<'_, Timing> {
+        self.timing.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// A command completed: closes the measurement of a pending failover.
     fn completed(&self) {
-        let mut f = self.failed_at.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(at) = f.take() {
-            self.failover_times
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(at.elapsed());
+        let now = Instant::now();
+        let mut t = self.timing();
+        if let Some(last) = t.last_completion.replace(now) {
+            t.longest_pause = t.longest_pause.max(now - last);
+        }
+        if let Some(at) = t.failed_at.take() {
+            t.failover_times.push(now - at);
         }
     }
 
@@ -463,10 +478,7 @@ impl Inner {
         };
         Path::add(&path.failovers, 1);
         tracing::warn!(portal = %path.portal, error = %e, "path failed; its I/O moves to the others");
-        {
-            let mut f = this.failed_at.lock().unwrap_or_else(|p| p.into_inner());
-            f.get_or_insert_with(Instant::now);
-        }
+        this.timing().failed_at.get_or_insert_with(Instant::now);
         drop(session);
         Self::spawn_reconnect(this, i);
         this.changed.notify_waiters();

@@ -156,6 +156,7 @@ async fn measure(
             luns: vec![lun],
             block_size: cap.block_size,
             capacity: cap.bytes(),
+            multipath: None,
         };
         let warm = Workload {
             count: Some((p.commands / 4).max(50)),

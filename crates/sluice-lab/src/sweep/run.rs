@@ -191,6 +191,7 @@ async fn run_point(
             luns: luns.clone(),
             block_size,
             capacity,
+            multipath: None,
         };
         // One unrecorded pass first (up to WARM_UP bytes): TCP's window, the target's
         // buffers and the RAM LUN's pages settle before anything is measured.

@@ -216,6 +216,7 @@ async fn measure(p: &Point, target: SocketAddr, seed: u64) -> Result<Row, LabErr
         luns: vec![0],
         block_size: 512,
         capacity: LUN_BYTES,
+        multipath: None,
     };
     let workload = Workload {
         rw: if p.read { RwMode::Read } else { RwMode::Write },

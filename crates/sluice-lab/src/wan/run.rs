@@ -413,6 +413,7 @@ impl PointRun<'_> {
                 luns: vec![lun],
                 block_size: cap.block_size,
                 capacity: cap.bytes(),
+                multipath: None,
             };
             if !self.e.warmup.is_zero() {
                 let warm = Workload {
