@@ -165,7 +165,7 @@ pub fn report_json(w: &Workload, r: &Report) -> Value {
         "paths": r.paths.iter().map(|p| json!({
             "portal": p.portal,
             "up": p.up,
-            "alua_state": p.state.name(),
+            "alua_state": p.state.map(|s| s.name()),
             "target_port_group": p.port_group,
             "relative_target_port": p.relative_port,
             "commands": p.commands,
@@ -340,7 +340,7 @@ fn print_paths(r: &Report) {
             "  path {}{group}: {} {}, {} commands, {:.2} MiB, {} errors, {} retries, {} failovers, {} reconnects",
             p.portal,
             if p.up { "up" } else { "down" },
-            p.state.name(),
+            p.state.map_or("state unknown", |s| s.name()),
             p.commands,
             p.bytes as f64 / 1048576.0,
             p.errors,

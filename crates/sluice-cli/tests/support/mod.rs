@@ -27,6 +27,11 @@ impl TargetProcess {
         Self::spawn(&all, "warn", Stdio::inherit())
     }
 
+    /// Starts `sluice target ARGS...` (which name the listen address) and waits for its URL.
+    pub fn start_exact(args: &[&str]) -> Self {
+        Self::spawn(args, "warn", Stdio::inherit())
+    }
+
     /// Starts `sluice target ARGS...` with two portal groups, 127.0.0.1 (TPGT 1) and
     /// 127.0.0.2 (TPGT 2), on ports of the kernel's choosing: one LU seen through two paths.
     /// [`urls`](Self::urls) holds LUN 0 through each (for a one-LUN target).

@@ -25,7 +25,7 @@
 //!     MultipathOptions::default()).await?;
 //! let block = mp.read_capacity().await?.block_size;
 //! let data = mp.read(0, 1, block).await?;
-//! for p in mp.path_stats() { println!("{} {} {}", p.portal, p.state.name(), p.commands); }
+//! for p in mp.path_stats() { println!("{} {} {}", p.portal, p.state.map_or("unknown", |s| s.name()), p.commands); }
 //! # Ok(()) }
 //! ```
 
@@ -414,7 +414,7 @@ impl Inner {
                             } else {
                                 "down, "
                             },
-                            s.state.name()
+                            s.state.map_or("state unknown", AluaState::name)
                         )
                     })
                     .collect();
@@ -435,7 +435,7 @@ impl Inner {
                 let s = p.lock();
                 PathView {
                     up: s.session.is_some(),
-                    state: s.state,
+                    state: s.state.unwrap_or(AluaState::Unavailable),
                 }
             })
             .collect();
@@ -543,7 +543,7 @@ impl Inner {
         s.generation += 1;
         s.session = Some(session);
         s.identity = Some(identity);
-        s.state = state;
+        s.state = Some(state);
         s.last_error = None;
         Ok(())
     }
@@ -600,7 +600,7 @@ impl Inner {
                 }
             };
             match read_state(&session, self.lun, &identity).await {
-                Ok(state) => path.lock().state = state,
+                Ok(state) => path.lock().state = Some(state),
                 Err(e) => {
                     tracing::debug!(portal = %path.portal, error = %e, "ALUA re-read failed");
                 }

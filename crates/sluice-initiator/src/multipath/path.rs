@@ -15,8 +15,9 @@ pub struct PathStats {
     pub portal: String,
     /// Logged in and serving.
     pub up: bool,
-    /// Its target port group's access state as last read (kept while the path is down).
-    pub state: AluaState,
+    /// Its target port group's access state as last read (kept while the path is down);
+    /// `None` until the path first logged in.
+    pub state: Option<AluaState>,
     /// Its target port group (Device Identification VPD page), if reported.
     pub port_group: Option<u16>,
     /// Its relative target port identifier, if reported.
@@ -46,7 +47,7 @@ pub(crate) struct PathState {
     /// Bumped at every login, so that a failure seen through an old session cannot take a
     /// newer one down.
     pub generation: u64,
-    pub state: AluaState,
+    pub state: Option<AluaState>,
     pub identity: Option<PathIdentity>,
     /// A background task is logging the path in again.
     pub reconnecting: bool,
@@ -73,7 +74,7 @@ impl Path {
             inner: Mutex::new(PathState {
                 session: None,
                 generation: 0,
-                state: AluaState::Unavailable,
+                state: None,
                 identity: None,
                 reconnecting: false,
                 last_error: None,
