@@ -203,3 +203,166 @@ fn free_port_on_both() -> u16 {
     }
     panic!("no port free on both 127.0.0.1 and 127.0.0.2");
 }
+
+/// An explicit ALUA change (SET TARGET PORT GROUPS making the optimized group standby and the
+/// other optimized) moves the library's I/O: the next command on the now-standby path is
+/// refused (NOT READY, TARGET PORT IN STANDBY STATE), the states are read again, and the
+/// command is sent again on the newly optimized path, so the caller sees only GOOD.
+#[test]
+fn an_alua_change_moves_the_io() {
+    use sluice_initiator::multipath::policy::AluaState;
+    use sluice_initiator::multipath::{Multipath, MultipathOptions};
+    use sluice_initiator::Command as ScsiCommand;
+
+    let t = TargetProcess::start_multipath(&[
+        "--memory",
+        "16M",
+        "--alua-state",
+        "1=active-optimized",
+        "--alua-state",
+        "2=active-non-optimized",
+    ]);
+    let portals = vec![portal(&t.urls[0]), portal(&t.urls[1])];
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let mp = Multipath::connect(
+            &portals,
+            "iqn.2026-11.io.sluice:default",
+            0,
+            MultipathOptions::default(),
+        )
+        .await
+        .expect("multipath login");
+        let block = mp.read_capacity().await.expect("capacity").block_size;
+        let data = bytes::Bytes::from(vec![0x5a; block as usize * 8]);
+        mp.write(0, data.clone(), block).await.expect("write");
+        let s = mp.path_stats();
+        assert_eq!(s[0].state, Some(AluaState::ActiveOptimized), "{s:?}");
+        assert_eq!(s[1].state, Some(AluaState::ActiveNonOptimized), "{s:?}");
+        assert_eq!(
+            s[1].commands, 0,
+            "I/O went to the non-optimized path: {s:?}"
+        );
+
+        // SET TARGET PORT GROUPS (SPC-4 6.44): group 1 standby, group 2 active/optimized.
+        let list = [0u8, 0, 0, 0, 0x02, 0, 0, 1, 0x00, 0, 0, 2];
+        let mut cdb = [0u8; 12];
+        cdb[0] = 0xa4;
+        cdb[1] = 0x0a;
+        cdb[6..10].copy_from_slice(&(list.len() as u32).to_be_bytes());
+        mp.execute_good(ScsiCommand::write(0, &cdb, list.to_vec()))
+            .await
+            .expect("SET TARGET PORT GROUPS");
+
+        let before = mp.path_stats();
+        for lba in 0..16 {
+            mp.write(lba * 8, data.clone(), block)
+                .await
+                .expect("write after the change");
+        }
+        let read = mp.read(8, 8, block).await.expect("read after the change");
+        assert_eq!(read, data);
+        let s = mp.path_stats();
+        assert_eq!(s[0].state, Some(AluaState::Standby), "{s:?}");
+        assert_eq!(s[1].state, Some(AluaState::ActiveOptimized), "{s:?}");
+        assert!(s[1].commands >= 17, "{s:?}");
+        assert!(s[1].retries >= 1, "the refused command was resent: {s:?}");
+        assert!(
+            s[0].commands <= before[0].commands + 1,
+            "at most the refused command reached the standby path: {s:?}"
+        );
+        assert!(s.iter().all(|p| p.failovers == 0 && p.errors == 0), "{s:?}");
+        mp.close().await;
+    });
+}
+
+/// COMPARE AND WRITE is not idempotent: the ones in flight on the killed path fail with
+/// `Error::NotResent` instead of being sent again (a resend of one that ran would fail with
+/// MISCOMPARE, or apply twice); the caller reads the block to learn its fate. Those issued
+/// after the failure run on the other path.
+#[test]
+fn compare_and_write_in_flight_is_not_resent() {
+    use sluice_initiator::multipath::{Multipath, MultipathOptions};
+    use sluice_initiator::{Command as ScsiCommand, Error};
+    use sluice_scsi::cdb;
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("lu.img");
+    let file = file.to_str().expect("utf-8 path");
+    let a = gateway(file, "127.0.0.1:0", 1, "active-optimized");
+    let b = gateway(file, "127.0.0.1:0", 2, "active-non-optimized");
+    let portals = vec![portal(&a.url), portal(&b.url)];
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut a = Some(a);
+    rt.block_on(async {
+        let mp = Multipath::connect(&portals, IQN, 0, MultipathOptions::default())
+            .await
+            .expect("multipath login");
+        let block = mp.read_capacity().await.expect("capacity").block_size as usize;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut tasks = Vec::new();
+        for lba in 0..8u64 {
+            let (mp, stop) = (mp.clone(), stop.clone());
+            tasks.push(tokio::spawn(async move {
+                let zero = bytes::Bytes::from(vec![0u8; block]);
+                mp.write(lba, zero.clone(), block as u32)
+                    .await
+                    .expect("first write");
+                let (mut cur, mut n, mut not_resent, mut good) = (zero, 0u8, 0u32, 0u32);
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    n = n.wrapping_add(1);
+                    let next = bytes::Bytes::from(vec![n; block]);
+                    let mut data = cur.to_vec();
+                    data.extend_from_slice(&next);
+                    let cmd = ScsiCommand::write(0, &cdb::compare_and_write(lba, 1, false), data);
+                    match mp.execute(cmd).await {
+                        Ok(out) => {
+                            out.check().expect("COMPARE AND WRITE is GOOD");
+                            cur = next;
+                            good += 1;
+                        }
+                        Err(Error::NotResent { opcode, .. }) => {
+                            assert_eq!(opcode, 0x89);
+                            not_resent += 1;
+                            // Its fate is unknown: the medium tells.
+                            let now = mp.read(lba, 1, block as u32).await.expect("read");
+                            assert!(now == cur || now == next, "block {lba} holds neither");
+                            cur = now;
+                        }
+                        Err(e) => panic!("COMPARE AND WRITE failed: {e}"),
+                    }
+                }
+                (not_resent, good)
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        drop(a.take()); // SIGKILL with the COMPARE AND WRITEs in flight.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let good_before_stop: u64 = mp.path_stats()[1].commands;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut not_resent = 0;
+        for t in tasks {
+            let (n, good) = t.await.expect("task");
+            not_resent += n;
+            assert!(good > 0);
+        }
+        let s = mp.path_stats();
+        assert!(
+            not_resent >= 1,
+            "no COMPARE AND WRITE was in flight at the kill? {s:?}"
+        );
+        assert_eq!(s[1].retries, 0, "nothing was resent: {s:?}");
+        assert!(
+            good_before_stop > 8,
+            "the other path took the new commands: {s:?}"
+        );
+        mp.close().await;
+    });
+    drop(b);
+}
