@@ -359,11 +359,7 @@ async fn multipath_device(
             unique.push(p);
         }
     }
-    let mp_opts = MultipathOptions {
-        connect: opts,
-        ..MultipathOptions::default()
-    };
-    let mp = Multipath::connect(&unique, &target, lun, mp_opts)
+    let mp = Multipath::connect(&unique, &target, lun, MultipathOptions::for_paths(opts))
         .await
         .with_context(|| format!("multipath to {target} through {}", unique.join(", ")))?;
     let cap = mp

@@ -80,17 +80,26 @@ pub struct MultipathOptions {
 
 impl Default for MultipathOptions {
     fn default() -> Self {
-        // A path that stops answering without closing (a cable pulled, a host frozen) is
-        // found by keepalive pings: 5 s idle, 5 s unanswered, where a single-path session
-        // waits 30 s + 15 s (dm-multipath's users likewise shorten open-iscsi's noop
-        // timeouts to 5 s so that a path fails before the I/O above it times out).
-        let mut connect = ConnectOptions {
+        Self::for_paths(ConnectOptions::default())
+    }
+}
+
+impl MultipathOptions {
+    /// Options whose paths log in with `connect` (CHAP, digests, offers...), with the
+    /// timers that find a failed path made shorter: a path that stops answering without
+    /// closing (a cable pulled, a host frozen) is found by keepalive pings after 5 s idle and
+    /// 5 s unanswered, where a single-path session waits 30 s + 15 s (dm-multipath's users
+    /// likewise shorten open-iscsi's NOP-Out timeouts to 5 s so that a path fails before the
+    /// I/O above it times out); connecting and logging in get 5 s each.
+    pub fn for_paths(connect: ConnectOptions) -> Self {
+        let connect = ConnectOptions {
             keepalive_interval: Some(Duration::from_secs(5)),
             keepalive_timeout: Duration::from_secs(5),
-            ..ConnectOptions::default()
+            connect_timeout: Duration::from_secs(5),
+            login_timeout: Duration::from_secs(5),
+            max_reconnects: 0,
+            ..connect
         };
-        connect.connect_timeout = Duration::from_secs(5);
-        connect.login_timeout = Duration::from_secs(5);
         Self {
             connect,
             reconnect_interval: Duration::from_secs(1),
