@@ -366,3 +366,41 @@ fn compare_and_write_in_flight_is_not_resent() {
     });
     drop(b);
 }
+
+/// The other gateway is standby: when the optimized one dies, no path serves I/O until the
+/// initiator asks the standby group to become active/optimized (SET TARGET PORT GROUPS), as
+/// Linux's ALUA device handler does; the run then goes on there with nothing lost.
+#[test]
+fn failover_to_a_standby_path_activates_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("lu.img");
+    let file = file.to_str().expect("utf-8 path");
+    let a = gateway(file, "127.0.0.1:0", 1, "active-optimized");
+    let b = gateway(file, "127.0.0.1:0", 2, "standby");
+    let b_portal = portal(&b.url);
+    let bench = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["bench", &a.url, "--paths", &b_portal])
+        .args(["--verify", "--rw", "randwrite", "--qd", "8"])
+        .args(["--time", "5s", "--json", "--quiet"])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start sluice bench");
+    std::thread::sleep(Duration::from_secs(2));
+    drop(a);
+    let out = bench.wait_with_output().expect("sluice bench ran");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "sluice bench failed:\n{text}");
+    let r: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    drop(b);
+    assert_eq!(u(&r["errors"]), 0, "{r:#}");
+    assert_eq!(u(&r["verify"]["errors"]), 0, "{r:#}");
+    assert_eq!(u(&r["verify"]["final_errors"]), 0, "{r:#}");
+    let pb = &r["paths"][1];
+    assert_eq!(pb["alua_state"], "active-optimized", "{r:#}");
+    assert!(u(&pb["commands"]) > 0 && u(&pb["retries"]) > 0, "{r:#}");
+    let pause = r["longest_pause_s"].as_f64().expect("longest pause");
+    eprintln!("failover to a standby path: longest pause {pause:.3} s");
+    assert!(pause < 10.0, "{r:#}");
+}

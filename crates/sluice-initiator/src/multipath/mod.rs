@@ -9,6 +9,8 @@
 //!   active/optimized, else active/non-optimized ([`policy::Selector`]).
 //! - ASYMMETRIC ACCESS STATE CHANGED, a transitioning group or a port in standby/unavailable
 //!   (sense in [`policy::classify`]) makes it re-read the states and send the command again.
+//!   While paths are up but none serves I/O, the states are polled, and a standby group is
+//!   asked to become active/optimized ([`MultipathOptions::activate_standby`]).
 //! - A path that fails (connection lost: its session does not reconnect by itself, so the
 //!   failure shows at once; a command timeout) is taken out; the commands it had in flight
 //!   are resent on another path if they are idempotent ([`policy::retry_safe`]), and fail
@@ -56,6 +58,10 @@ use path::Path;
 pub use path::PathStats;
 use policy::{classify, retry_safe, AluaState, PathView, Selector, Verdict};
 
+/// How often the ALUA states are read again while no path serves I/O.
+const STATE_POLL: Duration = Duration::from_millis(500);
+/// The least time between two attempts to activate a standby group.
+const ACTIVATE_INTERVAL: Duration = Duration::from_secs(2);
 /// ALUA re-reads one command may cause before its outcome goes to the caller as it is.
 const MAX_ALUA_RETRIES: u32 = 8;
 /// How long a command waits before resending to a transitioning group (SPC-4 5.15.2.7 leaves
@@ -76,6 +82,10 @@ pub struct MultipathOptions {
     pub path_wait: Duration,
     /// Most paths one command is sent on after path failures.
     pub max_attempts: u32,
+    /// When every path that is up is in standby, ask the target to make one of their groups
+    /// active/optimized (SET TARGET PORT GROUPS, explicit ALUA), as Linux's ALUA device
+    /// handler does. It changes the state for every initiator of the LU.
+    pub activate_standby: bool,
 }
 
 impl Default for MultipathOptions {
@@ -105,6 +115,7 @@ impl MultipathOptions {
             reconnect_interval: Duration::from_secs(1),
             path_wait: Duration::from_secs(30),
             max_attempts: 8,
+            activate_standby: true,
         }
     }
 }
@@ -141,6 +152,10 @@ struct Inner {
     reread_lock: tokio::sync::Mutex<()>,
     /// Re-reads done, so that a caller skips one that ran while it waited for the lock.
     rereads: AtomicU64,
+    /// Serialises state polls and activations while no path serves.
+    poll_lock: tokio::sync::Mutex<()>,
+    last_poll: Mutex<Option<Instant>>,
+    last_activation: Mutex<Option<Instant>>,
     /// Completion timing: failovers and the longest pause.
     timing: Mutex<Timing>,
     closed: AtomicBool,
@@ -172,6 +187,9 @@ impl Multipath {
             reread_lock: tokio::sync::Mutex::new(()),
             rereads: AtomicU64::new(0),
             timing: Mutex::new(Timing::default()),
+            poll_lock: tokio::sync::Mutex::new(()),
+            last_poll: Mutex::new(None),
+            last_activation: Mutex::new(None),
             closed: AtomicBool::new(false),
         });
         let mut first_error = None;
@@ -409,29 +427,96 @@ impl Inner {
             if let Some(found) = self.try_pick() {
                 return Ok(found);
             }
-            if tokio::time::timeout_at(deadline, changed).await.is_err() {
-                let why: Vec<String> = self
-                    .paths
-                    .iter()
-                    .map(|p| {
-                        let s = p.lock();
-                        format!(
-                            "{} ({}{})",
-                            p.portal,
-                            if s.session.is_some() {
-                                "up, "
-                            } else {
-                                "down, "
-                            },
-                            s.state.map_or("state unknown", AluaState::name)
-                        )
-                    })
-                    .collect();
-                return Err(Error::NoPath(format!(
-                    "no path could serve I/O for {:?}: {}",
-                    self.opts.path_wait,
-                    why.join(", ")
-                )));
+            // Paths are up but none serves I/O (standby, unavailable, transitioning): a
+            // group's state can change without this nexus being told (SPC-4 5.15.2.3 raises
+            // the unit attention only when a command reaches it, and none is sent to such a
+            // path), so the states are polled, and a standby group activated.
+            if self.paths.iter().any(|p| p.lock().session.is_some()) {
+                self.poll_or_activate().await;
+                if let Some(found) = self.try_pick() {
+                    return Ok(found);
+                }
+            }
+            let wake = deadline.min(tokio::time::Instant::now() + STATE_POLL);
+            if tokio::time::timeout_at(wake, changed).await.is_err()
+                && tokio::time::Instant::now() >= deadline
+            {
+                return Err(Error::NoPath(self.no_path_message()));
+            }
+        }
+    }
+
+    fn no_path_message(&self) -> String {
+        let why: Vec<String> = self
+            .paths
+            .iter()
+            .map(|p| {
+                let s = p.lock();
+                let up = if s.session.is_some() { "up" } else { "down" };
+                let state = s.state.map_or("state unknown", AluaState::name);
+                format!("{} ({up}, {state})", p.portal)
+            })
+            .collect();
+        format!(
+            "no path could serve I/O for {:?}: {}",
+            self.opts.path_wait,
+            why.join(", ")
+        )
+    }
+
+    /// With no path serving: reads the states again (at most every [`STATE_POLL`]) and, if
+    /// allowed and still none serves, asks one standby group whose port takes explicit ALUA
+    /// to become active/optimized with SET TARGET PORT GROUPS (SPC-4 6.44), at most every
+    /// [`ACTIVATE_INTERVAL`], as Linux's ALUA device handler activates a standby path.
+    async fn poll_or_activate(&self) {
+        let _one_at_a_time = self.poll_lock.lock().await;
+        let now = Instant::now();
+        {
+            let mut last = self.last_poll.lock().unwrap_or_else(|p| p.into_inner());
+            if last.is_some_and(|t| now - t < STATE_POLL) {
+                return;
+            }
+            *last = Some(now);
+        }
+        self.reread_alua().await;
+        if !self.opts.activate_standby || self.try_pick().is_some() {
+            return;
+        }
+        {
+            let mut last = self
+                .last_activation
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if last.is_some_and(|t| now - t < ACTIVATE_INTERVAL) {
+                return;
+            }
+            *last = Some(now);
+        }
+        let candidate = self.paths.iter().find_map(|p| {
+            let s = p.lock();
+            let group = s.identity.as_ref().and_then(|i| i.port_group)?;
+            (s.state == Some(AluaState::Standby) && s.explicit_alua)
+                .then(|| (p, s.session.clone(), group))
+        });
+        let Some((path, Some(session), group)) = candidate else {
+            return;
+        };
+        let [hi, lo] = group.to_be_bytes();
+        let list = vec![0u8, 0, 0, 0, 0x00, 0, hi, lo];
+        let mut cdb = [0u8; 12];
+        cdb[0] = 0xa4;
+        cdb[1] = 0x0a;
+        cdb[6..10].copy_from_slice(&(list.len() as u32).to_be_bytes());
+        match session
+            .execute_good(Command::write(self.lun, &cdb, list))
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(portal = %path.portal, group, "activated a standby target port group");
+                self.reread_alua().await;
+            }
+            Err(e) => {
+                tracing::warn!(portal = %path.portal, group, error = %e, "SET TARGET PORT GROUPS failed");
             }
         }
     }
@@ -544,6 +629,12 @@ impl Inner {
                 _ => Err(e),
             }
         })?;
+        // Standard INQUIRY byte 5, TPGS (SPC-4 6.6.2): 10b or 11b, explicit ALUA (SET TARGET
+        // PORT GROUPS) is supported.
+        let inquiry = session
+            .execute_good(Command::read(self.lun, &cdb::inquiry(None, 36), 36))
+            .await?;
+        let explicit_alua = inquiry.data.get(5).is_some_and(|b| b & 0x20 != 0);
         let page = session.vpd(self.lun, 0x83).await?;
         let identity = parse_device_identification(&page)?;
         self.check_identity(&path.portal, &identity)?;
@@ -553,6 +644,7 @@ impl Inner {
         s.session = Some(session);
         s.identity = Some(identity);
         s.state = Some(state);
+        s.explicit_alua = explicit_alua;
         s.last_error = None;
         Ok(())
     }

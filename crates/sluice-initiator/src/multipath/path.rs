@@ -49,6 +49,8 @@ pub(crate) struct PathState {
     pub generation: u64,
     pub state: Option<AluaState>,
     pub identity: Option<PathIdentity>,
+    /// The port takes SET TARGET PORT GROUPS (INQUIRY TPGS explicit).
+    pub explicit_alua: bool,
     /// A background task is logging the path in again.
     pub reconnecting: bool,
     pub last_error: Option<String>,
@@ -76,6 +78,7 @@ impl Path {
                 generation: 0,
                 state: None,
                 identity: None,
+                explicit_alua: false,
                 reconnecting: false,
                 last_error: None,
             }),
