@@ -404,3 +404,56 @@ fn failover_to_a_standby_path_activates_it() {
     eprintln!("failover to a standby path: longest pause {pause:.3} s");
     assert!(pause < 10.0, "{r:#}");
 }
+
+/// A gateway that stops answering without closing its connections (SIGSTOP: a frozen host)
+/// is found by the paths' keepalive pings and its I/O moves to the other path within 10 s;
+/// when it resumes (SIGCONT), the commands it had received before it froze must not land
+/// over newer writes: no acknowledged write lost, and it rejoins.
+#[test]
+fn a_frozen_gateway_is_failed_over_within_ten_seconds() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("lu.img");
+    let file = file.to_str().expect("utf-8 path");
+    let a = gateway(file, "127.0.0.1:0", 1, "active-optimized");
+    let b = gateway(file, "127.0.0.1:0", 2, "active-non-optimized");
+    let b_portal = portal(&b.url);
+    // A small LU, so that the writes after the failover land again on blocks the frozen
+    // gateway's stale commands address.
+    let bench = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["bench", &a.url, "--paths", &b_portal, "--size", "2M"])
+        .args(["--verify", "--rw", "randwrite", "--qd", "8"])
+        .args(["--time", "16s", "--json", "--quiet"])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start sluice bench");
+    std::thread::sleep(Duration::from_secs(2));
+    let signal = |sig: &str| {
+        let ok = Command::new("kill")
+            .args([sig, &a.pid().to_string()])
+            .status()
+            .expect("run kill")
+            .success();
+        assert!(ok, "kill {sig} failed");
+    };
+    signal("-STOP");
+    std::thread::sleep(Duration::from_secs(11));
+    signal("-CONT");
+    let out = bench.wait_with_output().expect("sluice bench ran");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "sluice bench failed:\n{text}");
+    let r: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    drop((a, b));
+    assert_eq!(u(&r["errors"]), 0, "{r:#}");
+    assert_eq!(u(&r["verify"]["errors"]), 0, "{r:#}");
+    assert!(u(&r["verify"]["final_checked"]) > 0, "{r:#}");
+    assert_eq!(u(&r["verify"]["final_errors"]), 0, "{r:#}");
+    let (pa, pb) = (&r["paths"][0], &r["paths"][1]);
+    assert_eq!(u(&pa["failovers"]), 1, "{r:#}");
+    assert_eq!(u(&pa["reconnects"]), 1, "{r:#}");
+    assert!(u(&pb["retries"]) > 0, "{r:#}");
+    let pause = r["longest_pause_s"].as_f64().expect("longest pause");
+    eprintln!("frozen gateway: longest pause {pause:.3} s");
+    assert!(pause < 10.0, "I/O stood still for {pause} s: {r:#}");
+}

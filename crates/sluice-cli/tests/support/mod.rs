@@ -27,6 +27,11 @@ impl TargetProcess {
         Self::spawn(&all, "warn", Stdio::inherit())
     }
 
+    /// The process id, for signals.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Starts `sluice target ARGS...` (which name the listen address) and waits for its URL.
     pub fn start_exact(args: &[&str]) -> Self {
         Self::spawn(args, "warn", Stdio::inherit())

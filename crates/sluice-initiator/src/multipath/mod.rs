@@ -97,14 +97,15 @@ impl Default for MultipathOptions {
 impl MultipathOptions {
     /// Options whose paths log in with `connect` (CHAP, digests, offers...), with the
     /// timers that find a failed path made shorter: a path that stops answering without
-    /// closing (a cable pulled, a host frozen) is found by keepalive pings after 5 s idle and
-    /// 5 s unanswered, where a single-path session waits 30 s + 15 s (dm-multipath's users
-    /// likewise shorten open-iscsi's NOP-Out timeouts to 5 s so that a path fails before the
-    /// I/O above it times out); connecting and logging in get 5 s each.
+    /// closing (a cable pulled, a host frozen) is found by keepalive pings after 4 s without
+    /// a PDU from the target and 4 s more unanswered, so within 8 s, where a single-path
+    /// session waits 30 s + 15 s (dm-multipath's users likewise shorten open-iscsi's NOP-Out
+    /// timeouts to about 5 s so that a path fails well before the I/O above it times out);
+    /// connecting and logging in get 5 s each.
     pub fn for_paths(connect: ConnectOptions) -> Self {
         let connect = ConnectOptions {
-            keepalive_interval: Some(Duration::from_secs(5)),
-            keepalive_timeout: Duration::from_secs(5),
+            keepalive_interval: Some(Duration::from_secs(4)),
+            keepalive_timeout: Duration::from_secs(4),
             connect_timeout: Duration::from_secs(5),
             login_timeout: Duration::from_secs(5),
             max_reconnects: 0,
