@@ -457,3 +457,20 @@ fn a_frozen_gateway_is_failed_over_within_ten_seconds() {
     eprintln!("frozen gateway: longest pause {pause:.3} s");
     assert!(pause < 10.0, "I/O stood still for {pause} s: {r:#}");
 }
+
+/// `--paths` makes one multipath device: flags that spread a run over several sessions or
+/// LUNs cannot go with it, and say so.
+#[test]
+fn paths_refuse_session_and_lun_spreading_flags() {
+    for extra in [["--sessions", "2"], ["--luns", "0,1"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["bench", "iscsi://127.0.0.1:1/iqn.2026-11.io.sluice:x/0"])
+            .args(["--paths", "127.0.0.1:2"])
+            .args(extra)
+            .output()
+            .expect("run sluice bench");
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("cannot be used with"), "{extra:?}: {err}");
+    }
+}
