@@ -170,11 +170,14 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             .build()
     }
     .context("starting the I/O runtime")?;
-    let report = rt.block_on(bench(args, &workload))?;
+    let (report, iser) = rt.block_on(bench(args, &workload))?;
     if args.conn.json {
         bench_output::print_json(&workload, &report)?;
     } else {
         bench_output::print_text(&workload, &report);
+        if let Some(iser) = &iser {
+            bench_output::print_iser(&report, iser);
+        }
     }
     if let Some(v) = &report.verify {
         if v.errors > 0 {
@@ -253,7 +256,13 @@ fn workload(args: &BenchArgs) -> Result<Workload> {
 }
 
 /// Logs in, runs the workload with a live progress line, logs out.
-async fn bench(args: &BenchArgs, workload: &Workload) -> Result<sluice_lab::Report> {
+async fn bench(
+    args: &BenchArgs,
+    workload: &Workload,
+) -> Result<(
+    sluice_lab::Report,
+    Option<sluice_proto::iser::InitiatorMoverStats>,
+)> {
     let (url, lun) = lun_url(&args.url)?;
     let luns = if args.luns.is_empty() {
         vec![lun]
@@ -326,7 +335,8 @@ async fn bench(args: &BenchArgs, workload: &Workload) -> Result<sluice_lab::Repo
     for s in &device.sessions {
         let _ = s.logout().await;
     }
-    Ok(result?)
+    let iser = opts.iser.is_some().then(|| opts.iser_stats.snapshot());
+    Ok((result?, iser))
 }
 
 /// A progress line on stderr (only when it is a terminal), refreshed every second with the

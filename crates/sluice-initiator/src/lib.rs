@@ -45,6 +45,7 @@ mod counters;
 mod discovery;
 mod driver;
 mod error;
+pub mod iser;
 mod login;
 mod options;
 mod placement;

@@ -112,6 +112,11 @@ pub struct ConnectOptions {
     /// Experimental: carry the session over UDP (`iscsi+udp://`, only sluice's target speaks
     /// it) with these settings, instead of TCP. See [`ConnectOptions::use_udp`].
     pub udp: Option<sluice_udp::UdpConfig>,
+    /// Carry the session over iSER (RFC 7145, `iser://`) on the software RDMA provider with
+    /// these settings, instead of iSCSI over TCP. See [`ConnectOptions::use_iser`].
+    pub iser: Option<crate::iser::IserOptions>,
+    /// What the iSER datamovers of this session's connections did.
+    pub iser_stats: crate::iser::IserStats,
 }
 
 impl Default for ConnectOptions {
@@ -160,6 +165,8 @@ impl Default for ConnectOptions {
             recovery: RecoveryConfig::default(),
             fault_hook: None,
             udp: None,
+            iser: None,
+            iser_stats: crate::iser::IserStats::default(),
         }
     }
 }
@@ -182,6 +189,9 @@ impl ConnectOptions {
         let mut o = Self::default();
         if url.udp {
             o.use_udp(sluice_udp::UdpConfig::default());
+        }
+        if url.iser {
+            o.use_iser(crate::iser::IserOptions::default());
         }
         if let (Some(user), Some(secret)) = (&url.user, &url.password) {
             o.set_chap(user, secret);
@@ -209,6 +219,17 @@ impl ConnectOptions {
             .offer
             .max_recv_data_segment_length
             .min(sluice_udp::DEFAULT_UDP_MAX_RECV_DATA_SEGMENT);
+        self
+    }
+
+    /// Carries the session over iSER with `iser`. Data beyond a write's immediate data is
+    /// fetched by the target's RDMA Reads, never sent unsolicited (RFC 7145 section 7.3.4:
+    /// unsolicited data would need receive buffers for whole bursts), so InitialR2T=Yes is
+    /// offered; digests are off (section 6.3: the RDMA layer's CRC protects the data).
+    pub fn use_iser(&mut self, iser: crate::iser::IserOptions) -> &mut Self {
+        self.iser = Some(iser);
+        self.offer.initial_r2t = true;
+        self.set_digests(false, false);
         self
     }
 
