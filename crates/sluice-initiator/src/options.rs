@@ -272,6 +272,7 @@ impl ConnectOptions {
 
     /// Applies one option: a libiscsi URL argument (`header_digest`, `data_digest`,
     /// `target_user`, `target_password`, `initiator_name`, `chap_algorithms`), sluice's
+    /// `iser_fallback` (`tcp` or `none`, for `iser://` URLs),
     /// `connections` (MC/S) and `policy` (`round-robin`, `lu-affinity`, `least-commands`,
     /// `least-bytes`), or any RFC 7143 operational key by its name (`InitialR2T=No`,
     /// `MaxBurstLength=65536`, ...). A key's value is checked against its type and range in
@@ -299,6 +300,19 @@ impl ConnectOptions {
                 self.set_mutual_chap(&user.unwrap_or_default(), value)?;
             }
             "chap_algorithms" => self.set_chap_algorithms(value).ok_or_else(bad)?,
+            // With iser:// URLs: what to do when the target does not answer
+            // RDMAExtensions=Yes: `tcp` goes on as iSCSI over TCP, `none` (the default)
+            // fails the login.
+            "iser_fallback" => {
+                let iser = self.iser.as_mut().ok_or_else(|| {
+                    Error::Option("iser_fallback applies to iser:// URLs only".into())
+                })?;
+                iser.fallback_to_tcp = match value {
+                    "tcp" => true,
+                    "none" => false,
+                    _ => return Err(bad()),
+                };
+            }
             "connections" => self.connections = connections(value)?,
             "policy" => self.policy = Policy::from_name(value).ok_or_else(bad)?,
             _ => self.apply_key(key, value)?,

@@ -44,7 +44,10 @@ async fn write_read_verify(s: &Session, lba: u64, len: usize, seed: u8) {
     let data = pattern(len, seed);
     s.write(0, lba, data.clone(), 512).await.unwrap();
     let back = s.read(0, lba, (len / 512) as u32, 512).await.unwrap();
-    assert!(back == data, "{len} bytes at LBA {lba} read back differently");
+    assert!(
+        back == data,
+        "{len} bytes at LBA {lba} read back differently"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -63,8 +66,14 @@ async fn data_moves_by_rdma_write_and_read() {
     assert_eq!(c.errors, 0, "{c:?}");
     // Every read's data went by RDMA Write, every write's data beyond the immediate data
     // by RDMA Read; the rest in Sends.
-    assert!(c.rdma_writes >= 4 && c.rdma_write_bytes >= (4096 + 65536 + (9 << 20)), "{c:?}");
-    assert!(c.rdma_reads >= 3 && c.rdma_read_bytes > (9 << 20) - 65536, "{c:?}");
+    assert!(
+        c.rdma_writes >= 4 && c.rdma_write_bytes >= (4096 + 65536 + (9 << 20)),
+        "{c:?}"
+    );
+    assert!(
+        c.rdma_reads >= 3 && c.rdma_read_bytes > (9 << 20) - 65536,
+        "{c:?}"
+    );
     assert!(c.sends >= 8 && c.sends_received >= 8, "{c:?}");
     let i = stats.snapshot();
     assert_eq!(i.placed_bytes, c.rdma_write_bytes, "{i:?} {c:?}");
@@ -90,7 +99,10 @@ async fn a_buffer_advertised_outside_its_region_is_a_remote_access_error() {
     // The target dropped that connection and serves everyone else.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     while target.iser_counters().status().errors == 0 {
-        assert!(tokio::time::Instant::now() < deadline, "the target saw no error");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the target saw no error"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let good = Session::connect(&portal, IQN, iser_options(IserOptions::default()))
@@ -117,7 +129,10 @@ async fn a_lost_hello_times_out_with_a_clear_error() {
     assert!(text.contains("HelloReply"), "{text}");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     while target.iser_counters().status().errors == 0 {
-        assert!(tokio::time::Instant::now() < deadline, "the target did not give up");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the target did not give up"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // Nothing lingers: the next initiator gets in.
@@ -136,9 +151,13 @@ fn plain_target() -> sluice_test_support::TestTarget {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_target_that_refuses_rdma_extensions_fails_the_login_clearly() {
     let t = plain_target();
-    let err = Session::connect(&t.addr.to_string(), IQN, iser_options(IserOptions::default()))
-        .await
-        .unwrap_err();
+    let err = Session::connect(
+        &t.addr.to_string(),
+        IQN,
+        iser_options(IserOptions::default()),
+    )
+    .await
+    .unwrap_err();
     let text = err.to_string();
     assert!(text.contains("refused iSER"), "{text}");
     assert!(text.contains("NotUnderstood"), "{text}");
@@ -152,7 +171,9 @@ async fn a_target_that_refuses_rdma_extensions_is_used_over_tcp_when_allowed() {
         ..IserOptions::default()
     });
     let stats = opts.iser_stats.clone();
-    let s = Session::connect(&t.addr.to_string(), IQN, opts).await.unwrap();
+    let s = Session::connect(&t.addr.to_string(), IQN, opts)
+        .await
+        .unwrap();
     write_read_verify(&s, 0, 1 << 20, 5).await;
     s.logout().await.unwrap();
     assert_eq!(stats.snapshot().sends, 0, "nothing went by RDMA");

@@ -19,6 +19,8 @@ mod header;
 mod initiator_mover;
 pub mod keys;
 pub mod login;
+#[cfg(test)]
+mod mover_tests;
 mod target_mover;
 #[cfg(test)]
 mod tests;
