@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use sluice_proto::framing::{encode, Digests, Framer, LOGIN_MAX_DATA_SEGMENT};
 use sluice_proto::iser::login::{LoginEnd, TargetLoginShim};
 use sluice_proto::iser::{
@@ -316,34 +316,17 @@ async fn bridge(
         buf: BytesMut::new(),
     };
     let mut shim = TargetLoginShim::new(true, TARGET_RECV_DSL);
-    let end = loop {
-        let Some(mut pdu) = read_login_pdu(&mut tcp).await? else {
-            return Ok(());
-        };
-        if let Pdu::LoginRequest(req) = &mut pdu {
-            shim.handle_request(req)
-                .map_err(|e| IserFailure::Login(e.to_string()))?;
-        }
-        let mut out = BytesMut::new();
-        encode(&pdu, Digests::NONE, &mut out);
-        core_wr.write_all(&out).await?;
-        let Some(mut rsp) = core.next().await? else {
-            return Ok(());
-        };
-        let end = match &mut rsp {
-            Pdu::LoginResponse(r) => shim.handle_response(r),
-            _ => LoginEnd::Pending,
-        };
-        out.clear();
-        encode(&rsp, Digests::NONE, &mut out);
-        tcp.write_all(&out).await?;
-        if end != LoginEnd::Pending {
-            break end;
-        }
+    // The connection task times the login out on its side; this side stops waiting then too
+    // (an initiator that connects and says nothing must not hold the bridge).
+    let login_timeout = ctx.config().limits.login_timeout;
+    let relay = relay_login(&mut tcp, &mut core, &mut core_wr, &mut shim);
+    let end = match tokio::time::timeout(login_timeout, relay).await {
+        Ok(Ok(Some(end))) => end,
+        Ok(Ok(None)) | Err(_) => return Ok(()),
+        Ok(Err(e)) => return Err(e),
     };
     match end {
         LoginEnd::Rdma {
-            initiator_recv_dsl,
             target_recv_dsl,
             target_core_max_recv,
             ..
@@ -355,7 +338,6 @@ async fn bridge(
                 target_core_max_recv,
                 opts.send_with_invalidate,
             );
-            let _ = initiator_recv_dsl;
             rdma_mode(tcp, &mut core, &core_tx, &mut mover, opts, &ctx.iser).await
         }
         LoginEnd::Tcp => {
@@ -369,6 +351,41 @@ async fn bridge(
             Ok(())
         }
         LoginEnd::Failed | LoginEnd::Pending => Ok(()),
+    }
+}
+
+/// Carries the login between the socket and the connection task, a request and its response
+/// at a time, through the shim; `None` when either side closed.
+async fn relay_login<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    tcp: &mut TcpStream,
+    core: &mut CoreReader<R>,
+    core_wr: &mut W,
+    shim: &mut TargetLoginShim,
+) -> Result<Option<LoginEnd>, IserFailure> {
+    loop {
+        let Some(mut pdu) = read_login_pdu(tcp).await? else {
+            return Ok(None);
+        };
+        if let Pdu::LoginRequest(req) = &mut pdu {
+            shim.handle_request(req)
+                .map_err(|e| IserFailure::Login(e.to_string()))?;
+        }
+        let mut out = BytesMut::new();
+        encode(&pdu, Digests::NONE, &mut out);
+        core_wr.write_all(&out).await?;
+        let Some(mut rsp) = core.next().await? else {
+            return Ok(None);
+        };
+        let end = match &mut rsp {
+            Pdu::LoginResponse(r) => shim.handle_response(r),
+            _ => LoginEnd::Pending,
+        };
+        out.clear();
+        encode(&rsp, Digests::NONE, &mut out);
+        tcp.write_all(&out).await?;
+        if end != LoginEnd::Pending {
+            return Ok(Some(end));
+        }
     }
 }
 
@@ -486,6 +503,5 @@ async fn rdma_loop<R: AsyncRead + Unpin>(
         }
     };
     let _ = tokio::time::timeout(Duration::from_secs(2), drain).await;
-    let _ = Bytes::new();
     Ok(())
 }

@@ -172,7 +172,9 @@ impl InitiatorDatamover {
             task.write = Some(buf);
         }
         let itt = cmd.itt;
-        if let Some((old, _)) = self.tasks.insert(itt, task).map(|t| (t, ())) {
+        // An ITT still on record belongs to a task that ended without a response reaching
+        // the datamover (aborted): its buffers go now.
+        if let Some(old) = self.tasks.insert(itt, task) {
             release(regions, &old);
         }
         self.ask_or_send(cmd, immediate, out);

@@ -235,3 +235,136 @@ impl InitiatorLoginShim {
 
 /// The key name, for messages.
 pub const RDMA_EXTENSIONS_KEY: &str = RDMA_EXTENSIONS;
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::seq::{Isid, Itt, SeqNum, Tsih};
+
+    fn request(csg: u8, nsg: u8, transit: bool, text: &'static [u8]) -> LoginRequest {
+        LoginRequest {
+            transit,
+            cont: false,
+            csg,
+            nsg,
+            version_max: 0,
+            version_min: 0,
+            isid: Isid::default(),
+            tsih: Tsih::default(),
+            itt: Itt(0),
+            cid: 0,
+            cmd_sn: SeqNum::new(1),
+            exp_stat_sn: SeqNum::new(0),
+            data: Bytes::from_static(text),
+        }
+    }
+
+    fn response(req: &LoginRequest, text: &'static [u8]) -> LoginResponse {
+        LoginResponse {
+            transit: req.transit,
+            cont: false,
+            csg: req.csg,
+            nsg: req.nsg,
+            version_max: 0,
+            version_active: 0,
+            isid: req.isid,
+            tsih: Tsih::default(),
+            itt: req.itt,
+            stat_sn: SeqNum::new(0),
+            exp_cmd_sn: SeqNum::new(1),
+            max_cmd_sn: SeqNum::new(1),
+            status: LoginStatus::SUCCESS,
+            data: Bytes::from_static(text),
+        }
+    }
+
+    #[test]
+    fn both_shims_agree_on_rdma_mode_and_the_cores_never_see_iser_keys() {
+        let mut ini = InitiatorLoginShim::new(8192);
+        let mut tgt = TargetLoginShim::new(true, 16384);
+        let mut req = request(
+            OPERATIONAL,
+            FULL_FEATURE_PHASE,
+            true,
+            b"HeaderDigest=CRC32C,None\0MaxRecvDataSegmentLength=1048576\0",
+        );
+        ini.handle_request(&mut req);
+        assert_eq!(find_key(&req.data, RDMA_EXTENSIONS).as_deref(), Some("Yes"));
+        tgt.handle_request(&mut req).unwrap();
+        // What the target's login core sees: no iSER key, no digest offered.
+        assert_eq!(find_key(&req.data, RDMA_EXTENSIONS), None);
+        assert_eq!(find_key(&req.data, "HeaderDigest").as_deref(), Some("None"));
+        let mut rsp = response(
+            &req,
+            b"HeaderDigest=None\0MaxRecvDataSegmentLength=262144\0MaxBurstLength=262144\0",
+        );
+        let t_end = tgt.handle_response(&mut rsp);
+        assert_eq!(
+            find_key(&rsp.data, "MaxRecvDataSegmentLength").as_deref(),
+            Some("16384"),
+            "capped at the target's receive buffers"
+        );
+        let i_end = ini.handle_response(&mut rsp).unwrap();
+        assert_eq!(
+            find_key(&rsp.data, RDMA_EXTENSIONS),
+            None,
+            "stripped for the core"
+        );
+        let LoginEnd::Rdma {
+            target_recv_dsl,
+            initiator_core_max_recv,
+            max_burst,
+            ..
+        } = i_end
+        else {
+            panic!("{i_end:?}")
+        };
+        assert_eq!(
+            (target_recv_dsl, initiator_core_max_recv, max_burst),
+            (16384, 1_048_576, 262_144)
+        );
+        assert!(
+            matches!(
+                t_end,
+                LoginEnd::Rdma {
+                    target_core_max_recv: 262_144,
+                    ..
+                }
+            ),
+            "{t_end:?}"
+        );
+    }
+
+    #[test]
+    fn a_target_without_iser_leaves_the_connection_on_tcp() {
+        let mut ini = InitiatorLoginShim::new(8192);
+        let mut req = request(OPERATIONAL, FULL_FEATURE_PHASE, true, b"");
+        ini.handle_request(&mut req);
+        // A plain iSCSI target does not know the keys.
+        let mut rsp = response(
+            &req,
+            b"RDMAExtensions=NotUnderstood\0InitiatorRecvDataSegmentLength=NotUnderstood\0",
+        );
+        assert_eq!(ini.handle_response(&mut rsp).unwrap(), LoginEnd::Tcp);
+        assert_eq!(ini.rdma_answer(), Some("NotUnderstood"));
+        assert!(rsp.data.is_empty());
+        // An iSER listener serving an initiator that did not ask stays on TCP too.
+        let mut tgt = TargetLoginShim::new(true, 16384);
+        let mut plain = request(
+            OPERATIONAL,
+            FULL_FEATURE_PHASE,
+            true,
+            b"HeaderDigest=CRC32C\0",
+        );
+        tgt.handle_request(&mut plain).unwrap();
+        assert_eq!(
+            &plain.data[..],
+            b"HeaderDigest=CRC32C\0",
+            "digests are the core's"
+        );
+        let mut rsp = response(&plain, b"HeaderDigest=CRC32C\0");
+        assert_eq!(tgt.handle_response(&mut rsp), LoginEnd::Tcp);
+    }
+}
