@@ -363,3 +363,24 @@ fn print_paths(r: &Report) {
         );
     }
 }
+
+/// Over iSER: what crossed the wire. The PDU line above counts what the session core saw;
+/// over iSER its Data-In, Data-Out and R2T PDUs never leave the host (the target RDMA-Writes
+/// read data into the buffers advertised and RDMA-Reads write data out of them; the
+/// target's metrics count those operations, `sluice_iser_operations`).
+pub fn print_iser(r: &Report, s: &sluice_proto::iser::InitiatorMoverStats) {
+    let per = |n: u64| n as f64 / (r.pdus.commands.max(1) as f64);
+    outln!(
+        "  iser: {} Sends sent, {} received ({:.2} and {:.2} per command); {} read buffers \
+         advertised, {:.1} MiB placed by RDMA Write; {} write buffers advertised, {:.1} MiB \
+         for RDMA Read; no Data-In, Data-Out or R2T PDU on the wire",
+        s.sends,
+        s.sends_received,
+        per(s.sends),
+        per(s.sends_received),
+        s.read_buffers,
+        s.placed_bytes as f64 / 1048576.0,
+        s.write_buffers,
+        s.readable_bytes as f64 / 1048576.0,
+    );
+}

@@ -657,6 +657,19 @@ pub struct TargetArgs {
           value_parser = clap::value_parser!(u32).range(512..=65507))]
     pub udp_datagram: u32,
 
+    /// Also serve iSER (RFC 7145, iser:// URLs) over sluice's software RDMA provider, on
+    /// --iser-port of each TCP portal's address. Connections log in as iSCSI over TCP and
+    /// switch to RDMA mode after the final Login Response; one that does not ask for
+    /// RDMAExtensions stays plain iSCSI. See docs/iser.md.
+    #[arg(long)]
+    pub iser: bool,
+
+    /// With --iser: the TCP port the software RDMA provider listens on. iSER over an RNIC
+    /// uses 3260 in the RDMA-CM port space beside iSCSI's TCP 3260; the software provider
+    /// runs over TCP itself, so it takes the next port.
+    #[arg(long, value_name = "PORT", default_value_t = sluice_target::DEFAULT_ISER_PORT, requires = "iser")]
+    pub iser_port: u16,
+
     /// Metrics, control socket and admin API.
     #[command(flatten)]
     pub ops: crate::cli_ops::OpsArgs,

@@ -54,7 +54,7 @@ pub fn lun_url(text: &str) -> Result<(IscsiUrl, u16)> {
     let lun = match (&url.target, url.lun) {
         (Some(_), Some(lun)) => lun,
         _ => {
-            bail!("{url}: the URL must name a target and a LUN: iscsi://host[:port]/target-iqn/lun (or iscsi+udp://, experimental)")
+            bail!("{url}: the URL must name a target and a LUN: iscsi://host[:port]/target-iqn/lun (or iser://, or iscsi+udp://, experimental)")
         }
     };
     Ok((url, lun))

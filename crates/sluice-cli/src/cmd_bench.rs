@@ -183,11 +183,14 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             .build()
     }
     .context("starting the I/O runtime")?;
-    let report = rt.block_on(bench(args, &workload))?;
+    let (report, iser) = rt.block_on(bench(args, &workload))?;
     if args.conn.json {
         bench_output::print_json(&workload, &report)?;
     } else {
         bench_output::print_text(&workload, &report);
+        if let Some(iser) = &iser {
+            bench_output::print_iser(&report, iser);
+        }
     }
     if let Some(v) = &report.verify {
         if v.final_errors > 0 {
@@ -274,7 +277,13 @@ fn workload(args: &BenchArgs) -> Result<Workload> {
 }
 
 /// Logs in, runs the workload with a live progress line, logs out.
-async fn bench(args: &BenchArgs, workload: &Workload) -> Result<sluice_lab::Report> {
+async fn bench(
+    args: &BenchArgs,
+    workload: &Workload,
+) -> Result<(
+    sluice_lab::Report,
+    Option<sluice_proto::iser::InitiatorMoverStats>,
+)> {
     let (url, lun) = lun_url(&args.url)?;
     let luns = if args.luns.is_empty() {
         vec![lun]
@@ -285,8 +294,11 @@ async fn bench(args: &BenchArgs, workload: &Workload) -> Result<sluice_lab::Repo
     opts.connections = args.connections;
     opts.policy = args.policy.policy();
     if !args.paths.is_empty() || args.discover_paths {
+        if opts.iser.is_some() || opts.udp.is_some() {
+            bail!("--paths and --discover-paths take iscsi:// URLs only (multipath runs over TCP)");
+        }
         let device = multipath_device(args, &url, lun, opts).await?;
-        return run_device(args, workload, device).await;
+        return Ok((run_device(args, workload, device).await?, None));
     }
     let mut sessions = Vec::new();
     for i in 0..args.sessions {
@@ -333,7 +345,9 @@ async fn bench(args: &BenchArgs, workload: &Workload) -> Result<sluice_lab::Repo
         capacity,
         multipath: None,
     };
-    run_device(args, workload, device).await
+    let report = run_device(args, workload, device).await?;
+    let iser = opts.iser.is_some().then(|| opts.iser_stats.snapshot());
+    Ok((report, iser))
 }
 
 /// Logs in through the URL's portal, the `--paths` portals and, with `--discover-paths`,

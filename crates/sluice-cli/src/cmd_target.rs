@@ -442,6 +442,8 @@ const FILE_MODE_ARGS: &[&str] = &[
     "log_format",
     "udp",
     "udp_datagram",
+    "iser",
+    "iser_port",
 ];
 
 /// Refuses target flags next to `--config`/`--check-config`, naming the ones given.
@@ -501,7 +503,8 @@ pub fn run(args: &TargetArgs, matches: &ArgMatches) -> anyhow::Result<()> {
         file: file_service,
         config_path: args.config.clone(),
     };
-    serve(config, args.threads, service, udp)
+    let iser = args.iser.then_some(args.iser_port);
+    serve(config, args.threads, service, udp, iser)
 }
 
 /// The UDP transport's settings when `--udp` is given; refused below ErrorRecoveryLevel 1,
@@ -564,6 +567,47 @@ fn start_udp(
     }
 }
 
+/// Listens for iSER on `port` of each bound TCP portal's address and serves it until the
+/// target shuts down; prints the `iser://` URLs. A port that cannot be bound ends the
+/// process: the operator asked for iSER.
+fn start_iser(
+    target: &std::sync::Arc<sluice_target::Target>,
+    targets: &[TargetDef],
+    bound: &[SocketAddr],
+    port: u16,
+) {
+    let mut served = Vec::new();
+    for addr in bound {
+        let at = SocketAddr::new(addr.ip(), port);
+        let listener = std::net::TcpListener::bind(at)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .and_then(tokio::net::TcpListener::from_std);
+        match listener {
+            Ok(listener) => {
+                let bound_at = listener.local_addr().unwrap_or(at);
+                let t = std::sync::Arc::clone(target);
+                tokio::spawn(async move {
+                    t.serve_iser(listener, sluice_target::IserServeOptions::default())
+                        .await;
+                });
+                served.push(bound_at);
+            }
+            Err(e) => {
+                eprintln!("error: cannot serve iSER on {at}: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
+    let list: Vec<String> = served.iter().map(ToString::to_string).collect();
+    eprintln!(
+        "also serving iSER on {} (software RDMA provider over TCP)",
+        list.join(", ")
+    );
+    for url in urls(targets, &served) {
+        outln!("{}", url.replacen("iscsi://", "iser://", 1));
+    }
+}
+
 /// How the process is operated: `[metrics]`/`[control]` as the file has them, and with the
 /// flags applied.
 struct Service {
@@ -583,6 +627,7 @@ fn serve(
     threads: Option<u16>,
     service: Service,
     udp: Option<sluice_udp::UdpConfig>,
+    iser: Option<u16>,
 ) -> anyhow::Result<()> {
     let mut workers = Vec::new();
     let mut worker_threads = Vec::new();
@@ -636,6 +681,9 @@ fn serve(
                     announce(&targets, bound);
                     if let Some(udp) = udp {
                         start_udp(&udp_target, &targets, bound, udp);
+                    }
+                    if let Some(port) = iser {
+                        start_iser(&udp_target, &targets, bound, port);
                     }
                     crate::ops::service::ready("serving");
                 },

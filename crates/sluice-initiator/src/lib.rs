@@ -48,6 +48,7 @@ mod counters;
 mod discovery;
 mod driver;
 mod error;
+pub mod iser;
 mod login;
 pub mod multipath;
 mod options;

@@ -112,6 +112,11 @@ pub struct ConnectOptions {
     /// Experimental: carry the session over UDP (`iscsi+udp://`, only sluice's target speaks
     /// it) with these settings, instead of TCP. See [`ConnectOptions::use_udp`].
     pub udp: Option<sluice_udp::UdpConfig>,
+    /// Carry the session over iSER (RFC 7145, `iser://`) on the software RDMA provider with
+    /// these settings, instead of iSCSI over TCP. See [`ConnectOptions::use_iser`].
+    pub iser: Option<crate::iser::IserOptions>,
+    /// What the iSER datamovers of this session's connections did.
+    pub iser_stats: crate::iser::IserStats,
 }
 
 impl Default for ConnectOptions {
@@ -160,6 +165,8 @@ impl Default for ConnectOptions {
             recovery: RecoveryConfig::default(),
             fault_hook: None,
             udp: None,
+            iser: None,
+            iser_stats: crate::iser::IserStats::default(),
         }
     }
 }
@@ -182,6 +189,9 @@ impl ConnectOptions {
         let mut o = Self::default();
         if url.udp {
             o.use_udp(sluice_udp::UdpConfig::default());
+        }
+        if url.iser {
+            o.use_iser(crate::iser::IserOptions::default());
         }
         if let (Some(user), Some(secret)) = (&url.user, &url.password) {
             o.set_chap(user, secret);
@@ -209,6 +219,17 @@ impl ConnectOptions {
             .offer
             .max_recv_data_segment_length
             .min(sluice_udp::DEFAULT_UDP_MAX_RECV_DATA_SEGMENT);
+        self
+    }
+
+    /// Carries the session over iSER with `iser`. Data beyond a write's immediate data is
+    /// fetched by the target's RDMA Reads, never sent unsolicited (RFC 7145 section 7.3.4:
+    /// unsolicited data would need receive buffers for whole bursts), so InitialR2T=Yes is
+    /// offered; digests are off (section 6.3: the RDMA layer's CRC protects the data).
+    pub fn use_iser(&mut self, iser: crate::iser::IserOptions) -> &mut Self {
+        self.iser = Some(iser);
+        self.offer.initial_r2t = true;
+        self.set_digests(false, false);
         self
     }
 
@@ -251,6 +272,7 @@ impl ConnectOptions {
 
     /// Applies one option: a libiscsi URL argument (`header_digest`, `data_digest`,
     /// `target_user`, `target_password`, `initiator_name`, `chap_algorithms`), sluice's
+    /// `iser_fallback` (`tcp` or `none`, for `iser://` URLs),
     /// `connections` (MC/S) and `policy` (`round-robin`, `lu-affinity`, `least-commands`,
     /// `least-bytes`), or any RFC 7143 operational key by its name (`InitialR2T=No`,
     /// `MaxBurstLength=65536`, ...). A key's value is checked against its type and range in
@@ -278,6 +300,19 @@ impl ConnectOptions {
                 self.set_mutual_chap(&user.unwrap_or_default(), value)?;
             }
             "chap_algorithms" => self.set_chap_algorithms(value).ok_or_else(bad)?,
+            // With iser:// URLs: what to do when the target does not answer
+            // RDMAExtensions=Yes: `tcp` goes on as iSCSI over TCP, `none` (the default)
+            // fails the login.
+            "iser_fallback" => {
+                let iser = self.iser.as_mut().ok_or_else(|| {
+                    Error::Option("iser_fallback applies to iser:// URLs only".into())
+                })?;
+                iser.fallback_to_tcp = match value {
+                    "tcp" => true,
+                    "none" => false,
+                    _ => return Err(bad()),
+                };
+            }
             "connections" => self.connections = connections(value)?,
             "policy" => self.policy = Policy::from_name(value).ok_or_else(bad)?,
             _ => self.apply_key(key, value)?,

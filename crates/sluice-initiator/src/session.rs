@@ -104,6 +104,9 @@ impl Session {
         if url.udp && opts.udp.is_none() {
             opts.use_udp(sluice_udp::UdpConfig::default());
         }
+        if url.iser && opts.iser.is_none() {
+            opts.use_iser(crate::iser::IserOptions::default());
+        }
         Self::connect(&url.portal(), target, opts).await
     }
 

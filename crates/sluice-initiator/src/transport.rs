@@ -45,6 +45,8 @@ pub(crate) struct Transport {
     tuner: Option<sluice_tcp::SendBufferTuner>,
     /// When [`Self::socket_full`] may next look.
     next_tune: Instant,
+    /// Over iSER: why the bridge to the target ended the connection, if it did.
+    iser_failure: Option<crate::iser::FailureSlot>,
 }
 
 impl Transport {
@@ -57,9 +59,29 @@ impl Transport {
         // Over UDP the driver's stream is a loopback connection to the association, which
         // speaks UDP to the target (`sluice_udp::bridge`).
         let bridged;
-        let stream_to = match opts.udp {
-            None => portal,
-            Some(udp) => {
+        let iser_failure = opts
+            .iser
+            .as_ref()
+            .map(|_| crate::iser::FailureSlot::default());
+        let stream_to = match (&opts.iser, opts.udp) {
+            (Some(iser), _) => {
+                let local = crate::iser::connect(
+                    portal,
+                    iser.clone(),
+                    opts.iser_stats.clone(),
+                    iser_failure.clone().unwrap_or_default(),
+                    opts.connect_timeout,
+                )
+                .await
+                .map_err(|error| Error::Connect {
+                    portal: portal.to_owned(),
+                    error,
+                })?;
+                bridged = local.to_string();
+                &bridged
+            }
+            (None, None) => portal,
+            (None, Some(udp)) => {
                 let local = sluice_udp::bridge::connect(portal, udp)
                     .await
                     .map_err(|error| Error::Connect {
@@ -104,6 +126,7 @@ impl Transport {
             faults: None,
             tuner,
             next_tune: Instant::now(),
+            iser_failure,
         })
     }
 
@@ -256,6 +279,14 @@ impl Transport {
     }
 
     pub(crate) fn io(&self, error: std::io::Error) -> Error {
+        // Over iSER the driver's socket is the bridge's; when the bridge ended it, its
+        // reason is the error, not the closed loopback socket.
+        if let Some(why) = self.iser_failure.as_ref().and_then(|f| f.reason()) {
+            return Error::Io {
+                portal: self.portal.clone(),
+                error: std::io::Error::other(why),
+            };
+        }
         Error::Io {
             portal: self.portal.clone(),
             error,

@@ -7,6 +7,9 @@
 //! `iscsi+udp://` (same grammar) names a target served by `sluice target --udp`: iSCSI over
 //! the experimental UDP transport (`sluice_udp`), which only sluice speaks.
 //!
+//! `iser://` (same grammar, port [`ISER_DEFAULT_PORT`] when absent) names a target served by
+//! `sluice target --iser`: iSER (RFC 7145) over sluice's software RDMA provider.
+//!
 //! As in libiscsi (`iscsi_parse_full_url`), the first `%` in the part before `@` separates
 //! the CHAP user from the secret; no percent-decoding is applied anywhere (an IQN never needs
 //! it, and libiscsi does not decode either), so a secret may itself contain `%`, `:` or `/`
@@ -23,6 +26,11 @@ use std::fmt;
 
 /// The IANA iSCSI port.
 pub const DEFAULT_PORT: u16 = 3260;
+
+/// The port `sluice target --iser` listens on unless told otherwise: the software RDMA
+/// provider runs over TCP, so it cannot share iSCSI's 3260 as iSER over an RNIC does (there
+/// the RDMA-CM port space is separate), and takes the next port.
+pub const ISER_DEFAULT_PORT: u16 = 3261;
 
 /// A parsed `iscsi://` URL.
 #[derive(Clone, Eq, PartialEq)]
@@ -43,7 +51,12 @@ pub struct IscsiUrl {
     pub options: Vec<(String, String)>,
     /// `iscsi+udp://`: the experimental UDP transport instead of TCP.
     pub udp: bool,
+    /// `iser://`: iSER over the software RDMA provider instead of iSCSI over TCP.
+    pub iser: bool,
 }
+
+/// The scheme of iSER (RFC 7145) over the software RDMA provider.
+const ISER_SCHEME: &str = "iser://";
 
 /// The scheme of iSCSI over TCP.
 const TCP_SCHEME: &str = "iscsi://";
@@ -52,7 +65,7 @@ const UDP_SCHEME: &str = "iscsi+udp://";
 
 /// Whether `input` starts with one of the two schemes.
 pub fn is_iscsi_url(input: &str) -> bool {
-    input.starts_with(TCP_SCHEME) || input.starts_with(UDP_SCHEME)
+    input.starts_with(TCP_SCHEME) || input.starts_with(UDP_SCHEME) || input.starts_with(ISER_SCHEME)
 }
 
 /// Why a URL was refused.
@@ -72,12 +85,15 @@ impl IscsiUrl {
             url: mask(input),
             reason,
         };
-        let (rest, udp) = match input.strip_prefix(UDP_SCHEME) {
-            Some(rest) => (rest, true),
-            None => (
+        let iser_rest = input.strip_prefix(ISER_SCHEME);
+        let iser = iser_rest.is_some();
+        let (rest, udp) = match (iser_rest, input.strip_prefix(UDP_SCHEME)) {
+            (Some(rest), _) => (rest, false),
+            (None, Some(rest)) => (rest, true),
+            (None, None) => (
                 input
                     .strip_prefix(TCP_SCHEME)
-                    .ok_or_else(|| err("must start with iscsi:// (or iscsi+udp://)"))?,
+                    .ok_or_else(|| err("must start with iscsi:// (or iscsi+udp://, iser://)"))?,
                 false,
             ),
         };
@@ -94,7 +110,14 @@ impl IscsiUrl {
             Some((a, p)) => (a, p),
             None => (rest, ""),
         };
-        let (host, port) = split_host_port(authority).ok_or_else(|| err("bad host or port"))?;
+        let (host, mut port) = split_host_port(authority).ok_or_else(|| err("bad host or port"))?;
+        let explicit_port = authority.contains("]:")
+            || authority
+                .rsplit_once(':')
+                .is_some_and(|(h, _)| !h.contains(':') && !h.starts_with('['));
+        if iser && !explicit_port {
+            port = ISER_DEFAULT_PORT;
+        }
         let (user, password) = match userinfo {
             None => (None, None),
             Some(u) => match u.split_once('%') {
@@ -133,6 +156,7 @@ impl IscsiUrl {
             lun,
             options,
             udp,
+            iser,
         })
     }
 
@@ -154,6 +178,7 @@ impl IscsiUrl {
             lun: None,
             options: Vec::new(),
             udp: false,
+            iser: false,
         })
     }
 
@@ -216,7 +241,14 @@ impl fmt::Debug for IscsiUrl {
 impl fmt::Display for IscsiUrl {
     /// Prints the URL with the secret masked.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", if self.udp { UDP_SCHEME } else { TCP_SCHEME })?;
+        let scheme = if self.iser {
+            ISER_SCHEME
+        } else if self.udp {
+            UDP_SCHEME
+        } else {
+            TCP_SCHEME
+        };
+        write!(f, "{scheme}")?;
         if let Some(u) = &self.user {
             write!(f, "{u}")?;
             if self.password.is_some() {
@@ -265,6 +297,27 @@ mod tests {
         assert_eq!((u.target, u.lun), (None, None));
         let u = IscsiUrl::parse_portal_or_url("10.0.0.1:3300").unwrap();
         assert_eq!(u.portal(), "10.0.0.1:3300");
+    }
+
+    #[test]
+    fn iser_urls_default_to_the_iser_port_and_print_their_scheme() {
+        let u = IscsiUrl::parse("iser://h/iqn.a:b/2").unwrap();
+        assert!(u.iser && !u.udp);
+        assert_eq!(u.port, ISER_DEFAULT_PORT);
+        assert_eq!(u.to_string(), "iser://h:3261/iqn.a:b/2");
+        assert_eq!(
+            IscsiUrl::parse("iser://h:4000/iqn.a:b/2").unwrap().port,
+            4000
+        );
+        assert_eq!(
+            IscsiUrl::parse("iser://[::1]:3260/iqn.a:b/2").unwrap().port,
+            3260
+        );
+        assert_eq!(
+            IscsiUrl::parse("iser://[::1]/iqn.a:b/2").unwrap().port,
+            ISER_DEFAULT_PORT
+        );
+        assert!(!IscsiUrl::parse("iscsi://h/iqn.a:b/2").unwrap().iser);
     }
 
     #[test]

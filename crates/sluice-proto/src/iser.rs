@@ -11,9 +11,17 @@ use std::fmt;
 
 pub use cm::IserCmHeader;
 pub use header::{BufferAdvertisement, Hello, HelloReply, IserHeader, IserMessage};
+pub use initiator_mover::{InitiatorDatamover, InitiatorMoverStats, InitiatorOut, Regions};
+pub use target_mover::{encode_send, MoverError, MoverStats, TargetDatamover, TargetOp};
 
 mod cm;
 mod header;
+mod initiator_mover;
+pub mod keys;
+pub mod login;
+#[cfg(test)]
+mod mover_tests;
+mod target_mover;
 #[cfg(test)]
 mod tests;
 

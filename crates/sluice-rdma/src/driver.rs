@@ -26,6 +26,8 @@ struct Shared {
     completions: Notify,
     /// A frame waits to be sent.
     transmit: Notify,
+    /// The reader may start (see [`SoftRdma::spawn_gated`]).
+    go: tokio::sync::Semaphore,
 }
 
 /// A connected software RDMA endpoint: one protection domain, one reliable-connected queue
@@ -50,12 +52,26 @@ impl SoftRdma {
     where
         S: AsyncRead + AsyncWrite + Send + 'static,
     {
+        let rdma = Self::spawn_gated(stream, config, faults);
+        rdma.start();
+        rdma
+    }
+
+    /// As [`spawn_with_faults`](Self::spawn_with_faults), but nothing the peer sends is
+    /// handled until [`start`](Self::start): a consumer posts its receives first, as a verbs
+    /// consumer does before it accepts a connection, so that the peer's first Send cannot
+    /// find the receive queue empty.
+    pub fn spawn_gated<S>(stream: S, config: QpConfig, faults: FaultPlan) -> Self
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
         let mut endpoint = Endpoint::new(config);
         endpoint.set_faults(faults);
         let shared = Arc::new(Shared {
             endpoint: Mutex::new(endpoint),
             completions: Notify::new(),
             transmit: Notify::new(),
+            go: tokio::sync::Semaphore::new(0),
         });
         let (reader, writer) = tokio::io::split(stream);
         let tasks = [
@@ -64,6 +80,13 @@ impl SoftRdma {
         ];
         shared.transmit.notify_one();
         SoftRdma { shared, tasks }
+    }
+
+    /// Lets the reader of a [`spawn_gated`](Self::spawn_gated) endpoint start.
+    pub fn start(&self) {
+        if self.shared.go.available_permits() == 0 {
+            self.shared.go.add_permits(1);
+        }
     }
 
     fn endpoint(&self) -> MutexGuard<'_, Endpoint> {
@@ -164,6 +187,9 @@ fn lock(shared: &Shared) -> MutexGuard<'_, Endpoint> {
 
 async fn read_loop<R: AsyncRead>(reader: R, shared: Arc<Shared>) {
     tokio::pin!(reader);
+    if shared.go.acquire().await.is_err() {
+        return;
+    }
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     loop {
         if buf.capacity() - buf.len() < READ_CHUNK_BYTES / 4 {

@@ -99,6 +99,7 @@ pub mod endpoint;
 pub mod fault;
 pub mod pd;
 pub mod qp;
+pub mod staging;
 pub mod wire;
 pub mod work;
 
@@ -108,6 +109,7 @@ pub use endpoint::{Endpoint, Outgoing};
 pub use fault::{FaultAction, FaultPlan, FaultRule, FrameKind};
 pub use pd::{AccessError, MemoryRegion, ProtectionDomain, RegisterError};
 pub use qp::{PostError, QpConfig, QpState, QueuePair};
+pub use staging::{RecvRing, StageError, Stager};
 pub use work::{RecvWr, SendWr, WcOpcode, WcStatus, WorkCompletion};
 
 #[cfg(test)]

@@ -72,6 +72,7 @@ impl Target {
             discovery_logins: ctx.discovery_logins.counts(),
             unknown_target_logins: ctx.unknown_logins.counts(),
             connections: self.connection_count(),
+            iser: ctx.iser.status(),
         }
     }
 

@@ -96,6 +96,8 @@ pub(crate) struct Context {
     targets: RwLock<HashMap<String, Arc<TargetRuntime>>>,
     pub sessions: Sessions,
     pub connections: AtomicUsize,
+    /// What the iSER connections did (`iser.rs`).
+    pub iser: crate::iser::IserCounters,
     /// Logins of discovery sessions.
     pub discovery_logins: LoginCounters,
     /// Logins naming no configured target.
@@ -123,6 +125,7 @@ impl Context {
             targets: RwLock::new(targets),
             sessions,
             connections: AtomicUsize::new(0),
+            iser: crate::iser::IserCounters::default(),
             discovery_logins: LoginCounters::default(),
             unknown_logins: LoginCounters::default(),
             changes: Mutex::new(()),

@@ -26,6 +26,7 @@ mod context;
 mod discovery;
 mod faults;
 mod ffp;
+mod iser;
 mod login_env;
 mod long_running;
 mod metrics;
@@ -38,6 +39,7 @@ mod swap_device;
 mod validate;
 
 pub use change::{ChangeError, ChangeReport};
+pub use iser::{IserCounters, IserServeOptions, DEFAULT_ISER_PORT, TARGET_RECV_DSL};
 pub use portal_groups::DEFAULT_PORTAL_GROUP_TAG;
 pub use server::{run, run_on, Target};
 pub use validate::is_iscsi_name;

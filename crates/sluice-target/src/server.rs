@@ -27,7 +27,7 @@ const BACKLOG: u32 = 1024;
 #[derive(Debug)]
 pub struct Target {
     pub(crate) ctx: Arc<Context>,
-    stop_tx: watch::Sender<bool>,
+    pub(crate) stop_tx: watch::Sender<bool>,
     /// Listening sockets, one per configured portal.
     pub(crate) portals: Mutex<Vec<Portal>>,
     /// The runtimes accepted connections are handed to (see [`run_on`]).

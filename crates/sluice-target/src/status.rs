@@ -340,6 +340,31 @@ pub struct Status {
     pub unknown_target_logins: LoginCounts,
     /// TCP connections open (logged in or not).
     pub connections: usize,
+    /// What the iSER listeners' connections did.
+    pub iser: IserStatus,
+}
+
+/// The iSER datamovers' totals (`sluice target --iser`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IserStatus {
+    /// Connections that switched to RDMA mode.
+    pub rdma_connections: u64,
+    /// Connections that logged in without RDMAExtensions and stayed iSCSI over TCP.
+    pub tcp_connections: u64,
+    /// Connections ended by an iSER or RDMA error.
+    pub errors: u64,
+    /// Sends posted (control-type PDUs).
+    pub sends: u64,
+    /// Sends received.
+    pub sends_received: u64,
+    /// RDMA Writes posted, each in place of a Data-In PDU.
+    pub rdma_writes: u64,
+    /// Bytes they carried.
+    pub rdma_write_bytes: u64,
+    /// RDMA Reads posted, each in place of an R2T and its Data-Out PDUs.
+    pub rdma_reads: u64,
+    /// Bytes they fetched.
+    pub rdma_read_bytes: u64,
 }
 
 /// One target.

@@ -293,6 +293,44 @@ fn target_families(e: &mut DescriptorEncoder, s: &Status) -> std::fmt::Result {
         None,
         logins,
     )?;
+    let i = &s.iser;
+    let op = |name: &str| vec![("op", name.to_string())];
+    counters(
+        e,
+        "sluice_iser_operations",
+        "iSER datamover operations: Sends posted and received (control-type PDUs), RDMA Writes \
+         (in place of Data-In PDUs) and RDMA Reads (in place of R2T and Data-Out PDUs)",
+        None,
+        vec![
+            (op("send"), i.sends),
+            (op("send_received"), i.sends_received),
+            (op("rdma_write"), i.rdma_writes),
+            (op("rdma_read"), i.rdma_reads),
+        ],
+    )?;
+    counters(
+        e,
+        "sluice_iser_data",
+        "Bytes moved by the iSER datamover's RDMA Writes (read data) and RDMA Reads (write data)",
+        Some(Unit::Bytes),
+        vec![
+            (op("rdma_write"), i.rdma_write_bytes),
+            (op("rdma_read"), i.rdma_read_bytes),
+        ],
+    )?;
+    let mode = |name: &str| vec![("mode", name.to_string())];
+    counters(
+        e,
+        "sluice_iser_connections",
+        "Connections to the iSER listeners: switched to RDMA mode, stayed iSCSI over TCP \
+         (no RDMAExtensions), or ended by an iSER or RDMA error",
+        None,
+        vec![
+            (mode("rdma"), i.rdma_connections),
+            (mode("tcp"), i.tcp_connections),
+            (mode("error"), i.errors),
+        ],
+    )?;
     let reinstated = |pick: fn(&LoginCounts) -> u64| {
         s.targets
             .iter()

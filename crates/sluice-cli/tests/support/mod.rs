@@ -17,6 +17,8 @@ pub struct TargetProcess {
     pub url: String,
     /// Every `iscsi://` URL it printed (each LU through each portal).
     pub urls: Vec<String>,
+    /// Every `iser://` URL it printed (with `--iser`).
+    pub iser_urls: Vec<String>,
 }
 
 impl TargetProcess {
@@ -67,7 +69,7 @@ impl TargetProcess {
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.starts_with("iscsi://") {
+                if line.starts_with("iscsi://") || line.starts_with("iser://") {
                     let _ = tx.send(line);
                 }
             }
@@ -80,7 +82,13 @@ impl TargetProcess {
         while let Ok(more) = rx.recv_timeout(Duration::from_millis(300)) {
             urls.push(more);
         }
-        Self { child, url, urls }
+        let (iser_urls, urls) = urls.into_iter().partition(|u| u.starts_with("iser://"));
+        Self {
+            child,
+            url,
+            urls,
+            iser_urls,
+        }
     }
 }
 

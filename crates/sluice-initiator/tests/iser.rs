@@ -1,0 +1,192 @@
+//! iSER (RFC 7145) between the initiator library and an in-process target serving iSER on
+//! the software RDMA provider: data both ways, the operations the datamovers chose, and the
+//! failures: a buffer advertised outside its region, a lost Hello, a target that refuses
+//! RDMAExtensions.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use sluice_initiator::iser::IserOptions;
+use sluice_initiator::{ConnectOptions, Session};
+use sluice_rdma::{FaultAction, FaultPlan, FrameKind};
+use sluice_target::{IserServeOptions, Target};
+use sluice_test_support::{config, IQN};
+use tokio::net::TcpListener;
+
+fn pattern(len: usize, seed: u8) -> Bytes {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect::<Vec<_>>()
+        .into()
+}
+
+/// A target serving iSER on a port of the kernel's choosing (and TCP on another).
+async fn iser_target(opts: IserServeOptions) -> (Arc<Target>, String) {
+    let target = Arc::new(Target::new(config()).unwrap());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let portal = listener.local_addr().unwrap().to_string();
+    let t = Arc::clone(&target);
+    tokio::spawn(async move { t.serve_iser(listener, opts).await });
+    (target, portal)
+}
+
+fn iser_options(iser: IserOptions) -> ConnectOptions {
+    let mut o = ConnectOptions::default();
+    o.use_iser(iser);
+    o.max_reconnects = 0;
+    o.connect_timeout = Duration::from_secs(5);
+    o.login_timeout = Duration::from_secs(5);
+    o
+}
+
+async fn write_read_verify(s: &Session, lba: u64, len: usize, seed: u8) {
+    let data = pattern(len, seed);
+    s.write(0, lba, data.clone(), 512).await.unwrap();
+    let back = s.read(0, lba, (len / 512) as u32, 512).await.unwrap();
+    assert!(
+        back == data,
+        "{len} bytes at LBA {lba} read back differently"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_moves_by_rdma_write_and_read() {
+    let (target, portal) = iser_target(IserServeOptions::default()).await;
+    let opts = iser_options(IserOptions::default());
+    let stats = opts.iser_stats.clone();
+    let s = Session::connect(&portal, IQN, opts).await.unwrap();
+    s.test_unit_ready(0).await.ok();
+    for (i, len) in [4096usize, 65536, 1 << 20, 8 << 20].into_iter().enumerate() {
+        write_read_verify(&s, (i as u64) * 4096, len, i as u8).await;
+    }
+    s.logout().await.unwrap();
+    let c = target.iser_counters().status();
+    assert_eq!(c.rdma_connections, 1, "{c:?}");
+    assert_eq!(c.errors, 0, "{c:?}");
+    // Every read's data went by RDMA Write, every write's data beyond the immediate data
+    // by RDMA Read; the rest in Sends.
+    assert!(
+        c.rdma_writes >= 4 && c.rdma_write_bytes >= (4096 + 65536 + (9 << 20)),
+        "{c:?}"
+    );
+    assert!(
+        c.rdma_reads >= 3 && c.rdma_read_bytes > (9 << 20) - 65536,
+        "{c:?}"
+    );
+    assert!(c.sends >= 8 && c.sends_received >= 8, "{c:?}");
+    let i = stats.snapshot();
+    assert_eq!(i.placed_bytes, c.rdma_write_bytes, "{i:?} {c:?}");
+    // Four reads; three writes go beyond their immediate data (the 4 KiB one does not).
+    assert_eq!((i.read_buffers, i.write_buffers), (4, 3), "{i:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_buffer_advertised_outside_its_region_is_a_remote_access_error() {
+    let (target, portal) = iser_target(IserServeOptions::default()).await;
+    // Every read buffer is advertised 1 MiB past its region's end.
+    let bad = iser_options(IserOptions {
+        advertise_skew: 1 << 30,
+        ..IserOptions::default()
+    });
+    let s = Session::connect(&portal, IQN, bad).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(20), s.read(0, 0, 8, 512))
+        .await
+        .expect("the read ends, it does not hang")
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("remote access"), "{text}");
+    // The target dropped that connection and serves everyone else.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while target.iser_counters().status().errors == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the target saw no error"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let good = Session::connect(&portal, IQN, iser_options(IserOptions::default()))
+        .await
+        .unwrap();
+    write_read_verify(&good, 0, 65536, 9).await;
+    good.logout().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_hello_times_out_with_a_clear_error() {
+    let (target, portal) = iser_target(IserServeOptions {
+        hello_timeout: Duration::from_millis(500),
+        ..IserServeOptions::default()
+    })
+    .await;
+    let lost = iser_options(IserOptions {
+        faults: FaultPlan::rule(Some(FrameKind::Send), 0, FaultAction::Drop),
+        hello_timeout: Duration::from_millis(500),
+        ..IserOptions::default()
+    });
+    let err = Session::connect(&portal, IQN, lost).await.unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("HelloReply"), "{text}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while target.iser_counters().status().errors == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the target did not give up"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Nothing lingers: the next initiator gets in.
+    let good = Session::connect(&portal, IQN, iser_options(IserOptions::default()))
+        .await
+        .unwrap();
+    write_read_verify(&good, 0, 4096, 3).await;
+    good.logout().await.unwrap();
+}
+
+/// A plain iSCSI target (it answers RDMAExtensions=NotUnderstood).
+fn plain_target() -> sluice_test_support::TestTarget {
+    sluice_test_support::TestTarget::start(config())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_that_refuses_rdma_extensions_fails_the_login_clearly() {
+    let t = plain_target();
+    let err = Session::connect(
+        &t.addr.to_string(),
+        IQN,
+        iser_options(IserOptions::default()),
+    )
+    .await
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("refused iSER"), "{text}");
+    assert!(text.contains("NotUnderstood"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_that_refuses_rdma_extensions_is_used_over_tcp_when_allowed() {
+    let t = plain_target();
+    let opts = iser_options(IserOptions {
+        fallback_to_tcp: true,
+        ..IserOptions::default()
+    });
+    let stats = opts.iser_stats.clone();
+    let s = Session::connect(&t.addr.to_string(), IQN, opts)
+        .await
+        .unwrap();
+    write_read_verify(&s, 0, 1 << 20, 5).await;
+    s.logout().await.unwrap();
+    assert_eq!(stats.snapshot().sends, 0, "nothing went by RDMA");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_iscsi_initiator_on_the_iser_port_stays_on_tcp() {
+    let (target, portal) = iser_target(IserServeOptions::default()).await;
+    let s = Session::connect(&portal, IQN, ConnectOptions::default())
+        .await
+        .unwrap();
+    write_read_verify(&s, 0, 1 << 20, 6).await;
+    s.logout().await.unwrap();
+    let c = target.iser_counters().status();
+    assert_eq!((c.tcp_connections, c.rdma_connections), (1, 0), "{c:?}");
+}

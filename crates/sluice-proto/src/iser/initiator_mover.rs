@@ -1,0 +1,327 @@
+//! The initiator's iSER datamover, sans-IO (RFC 7145 sections 7.3.2-7.3.7): between the
+//! initiator's session core, which speaks PDUs as it does over TCP, and an RDMA queue pair.
+//!
+//! - A read command gets a registered buffer the target may RDMA-Write; its STag and base
+//!   offset go in the iSER header (RSV). When the SCSI Response arrives in a Send, the data
+//!   the target placed is handed to the core as Data-In PDUs ahead of the response, so the
+//!   core completes the read exactly as over TCP.
+//! - A write command gets a registered buffer the target may RDMA-Read (WSV) holding all its
+//!   data. The core only hands out data beyond the immediate data in answer to R2Ts, so the
+//!   datamover asks the core for it with R2Ts of its own (never sent on the wire, each at
+//!   most MaxBurstLength), holds the command until the buffer is full, then sends it with
+//!   its immediate data (section 7.3.4). The target's R2Ts become RDMA Reads and never
+//!   reach this side.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+
+use super::target_mover::{decode_one, MoverError};
+use super::{BufferAdvertisement, IserHeader, IserMessage};
+use crate::framing::Framer;
+use crate::pdu::{DataIn, Pdu, R2t, ScsiCommand};
+use crate::seq::{Itt, Lun, SeqNum, Ttt};
+
+/// Target transfer tags of the datamover's own R2Ts carry this high bit, so that a Data-Out
+/// answering one is told apart from anything else the core sends.
+const OWN_TTT: u32 = 0x8000_0000;
+
+/// The memory a datamover registers: the driver's queue pair's protection domain, or a
+/// test's fake.
+pub trait Regions {
+    /// Registers `len` bytes the peer may RDMA-Write (`remote_write`) or RDMA-Read.
+    fn register(&mut self, len: u32, remote_write: bool) -> Result<BufferAdvertisement, String>;
+    /// Stores `data` at `offset` of a registered buffer.
+    fn fill(&mut self, buf: BufferAdvertisement, offset: u32, data: &[u8]) -> Result<(), String>;
+    /// The first `len` bytes of a registered buffer.
+    fn contents(&mut self, buf: BufferAdvertisement, len: u32) -> Result<Bytes, String>;
+    /// Deregisters a buffer.
+    fn release(&mut self, buf: BufferAdvertisement);
+}
+
+#[derive(Debug)]
+struct Task {
+    lun: Lun,
+    read: Option<(BufferAdvertisement, u32)>,
+    write: Option<BufferAdvertisement>,
+    /// A write command held until its buffer is full, and the next offset to ask for.
+    held: Option<(ScsiCommand, u32)>,
+}
+
+/// What to do with the output of [`InitiatorDatamover::handle_core_pdu`].
+#[derive(Debug, Default)]
+pub struct InitiatorOut {
+    /// Sends to post, in order.
+    pub sends: Vec<(IserHeader, Pdu)>,
+    /// PDUs to hand back to the core, in order.
+    pub to_core: Vec<Pdu>,
+}
+
+/// Counts of what the datamover did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InitiatorMoverStats {
+    /// Sends posted.
+    pub sends: u64,
+    /// Sends received.
+    pub sends_received: u64,
+    /// Read buffers advertised (RSV) and the bytes the target placed in them.
+    pub read_buffers: u64,
+    /// Bytes placed by the target's RDMA Writes.
+    pub placed_bytes: u64,
+    /// Write buffers advertised (WSV).
+    pub write_buffers: u64,
+    /// Bytes the target could RDMA-Read (beyond immediate data).
+    pub readable_bytes: u64,
+}
+
+/// The initiator's datamover for one connection.
+#[derive(Debug)]
+pub struct InitiatorDatamover {
+    tasks: HashMap<Itt, Task>,
+    framer: Framer,
+    core_max_recv: u32,
+    max_burst: u32,
+    last: (SeqNum, SeqNum, SeqNum),
+    /// What was done so far.
+    pub stats: InitiatorMoverStats,
+}
+
+impl InitiatorDatamover {
+    /// A datamover that receives Sends with data segments up to `initiator_recv_dsl`, hands
+    /// Data-In of up to `core_max_recv` bytes to the core and asks it for at most
+    /// `max_burst` bytes per R2T of its own (the negotiated MaxBurstLength).
+    pub fn new(initiator_recv_dsl: u32, core_max_recv: u32, max_burst: u32) -> Self {
+        InitiatorDatamover {
+            tasks: HashMap::new(),
+            framer: Framer::new(initiator_recv_dsl),
+            core_max_recv: core_max_recv.max(512),
+            max_burst: max_burst.max(512),
+            last: (SeqNum::new(0), SeqNum::new(0), SeqNum::new(0)),
+            stats: InitiatorMoverStats::default(),
+        }
+    }
+
+    /// One PDU the core wants sent.
+    pub fn handle_core_pdu(
+        &mut self,
+        pdu: Pdu,
+        regions: &mut dyn Regions,
+        out: &mut InitiatorOut,
+    ) -> Result<(), MoverError> {
+        match pdu {
+            Pdu::ScsiCommand(cmd) => self.command(cmd, regions, out),
+            Pdu::DataOut(d) if d.ttt.0 & OWN_TTT != 0 && d.ttt != Ttt::RESERVED => {
+                let task = self
+                    .tasks
+                    .get_mut(&d.itt)
+                    .ok_or(MoverError::UnknownTask(d.itt.0))?;
+                let buf = task.write.ok_or(MoverError::UnknownTask(d.itt.0))?;
+                regions
+                    .fill(buf, d.buffer_offset, &d.data)
+                    .map_err(MoverError::Malformed)?;
+                if d.final_bit {
+                    let (cmd, next) = task.held.take().ok_or(MoverError::UnknownTask(d.itt.0))?;
+                    self.ask_or_send(cmd, next, out);
+                }
+                Ok(())
+            }
+            other => {
+                self.send(IserHeader::default(), other, out);
+                Ok(())
+            }
+        }
+    }
+
+    fn command(
+        &mut self,
+        cmd: ScsiCommand,
+        regions: &mut dyn Regions,
+        out: &mut InitiatorOut,
+    ) -> Result<(), MoverError> {
+        let read_len = if cmd.write {
+            cmd.bidi_read_length.unwrap_or(0)
+        } else if cmd.read {
+            cmd.expected_data_transfer_length
+        } else {
+            0
+        };
+        let mut task = Task {
+            lun: cmd.lun,
+            read: None,
+            write: None,
+            held: None,
+        };
+        if read_len > 0 {
+            let buf = regions
+                .register(read_len, true)
+                .map_err(MoverError::Malformed)?;
+            self.stats.read_buffers += 1;
+            task.read = Some((buf, read_len));
+        }
+        let edtl = cmd.expected_data_transfer_length;
+        let immediate = u32::try_from(cmd.data.len()).unwrap_or(u32::MAX);
+        if cmd.write && edtl > immediate {
+            let buf = regions
+                .register(edtl, false)
+                .map_err(MoverError::Malformed)?;
+            regions
+                .fill(buf, 0, &cmd.data)
+                .map_err(MoverError::Malformed)?;
+            self.stats.write_buffers += 1;
+            self.stats.readable_bytes += u64::from(edtl - immediate);
+            task.write = Some(buf);
+        }
+        let itt = cmd.itt;
+        // An ITT still on record belongs to a task that ended without a response reaching
+        // the datamover (aborted): its buffers go now.
+        if let Some(old) = self.tasks.insert(itt, task) {
+            release(regions, &old);
+        }
+        self.ask_or_send(cmd, immediate, out);
+        Ok(())
+    }
+
+    /// Asks the core for the write data from `next` on with an R2T of the datamover's own,
+    /// or, with the buffer full, sends the command.
+    fn ask_or_send(&mut self, cmd: ScsiCommand, next: u32, out: &mut InitiatorOut) {
+        let edtl = cmd.expected_data_transfer_length;
+        let Some(task) = self.tasks.get_mut(&cmd.itt) else {
+            return;
+        };
+        if cmd.write && next < edtl {
+            let len = (edtl - next).min(self.max_burst);
+            let (stat_sn, exp_cmd_sn, max_cmd_sn) = self.last;
+            out.to_core.push(Pdu::R2t(R2t {
+                lun: task.lun,
+                itt: cmd.itt,
+                ttt: Ttt(OWN_TTT | (next / self.max_burst)),
+                stat_sn,
+                exp_cmd_sn,
+                max_cmd_sn,
+                r2t_sn: next / self.max_burst,
+                buffer_offset: next,
+                desired_data_transfer_length: len,
+            }));
+            task.held = Some((cmd, next + len));
+            return;
+        }
+        let header = IserHeader {
+            write: task.write,
+            read: task.read.map(|(b, _)| b),
+        };
+        self.send(header, Pdu::ScsiCommand(cmd), out);
+    }
+
+    fn send(&mut self, header: IserHeader, pdu: Pdu, out: &mut InitiatorOut) {
+        self.stats.sends += 1;
+        out.sends.push((header, pdu));
+    }
+
+    /// One received Send: the PDUs for the core (a read's data as Data-In ahead of its
+    /// SCSI Response).
+    pub fn handle_send(
+        &mut self,
+        msg: &[u8],
+        regions: &mut dyn Regions,
+        out: &mut InitiatorOut,
+    ) -> Result<(), MoverError> {
+        self.stats.sends_received += 1;
+        let rest = match IserMessage::parse(msg) {
+            Ok((IserMessage::Control(_), rest)) => rest,
+            Ok((other, _)) => {
+                return Err(MoverError::Malformed(format!(
+                    "{} in full feature phase",
+                    other.opcode()
+                )))
+            }
+            Err(e) => return Err(MoverError::Malformed(e.to_string())),
+        };
+        let pdu = decode_one(&mut self.framer, rest)?;
+        match &pdu {
+            Pdu::ScsiResponse(rsp) => {
+                self.last = (rsp.stat_sn.next(), rsp.exp_cmd_sn, rsp.max_cmd_sn);
+                if let Some(task) = self.tasks.remove(&rsp.itt) {
+                    if let Some((buf, len)) = task.read {
+                        let placed = if rsp.underflow {
+                            len.saturating_sub(rsp.residual)
+                        } else {
+                            len
+                        };
+                        let data = regions
+                            .contents(buf, placed)
+                            .map_err(MoverError::Malformed)?;
+                        self.stats.placed_bytes += u64::from(placed);
+                        self.data_in(rsp.itt, task.lun, rsp, data, out);
+                    }
+                    release(regions, &task);
+                }
+            }
+            Pdu::NopIn(n) => self.last = (n.stat_sn, n.exp_cmd_sn, n.max_cmd_sn),
+            Pdu::R2t(_) | Pdu::DataIn(_) => {
+                return Err(MoverError::Malformed(
+                    "R2T or Data-In in a Send: iSER moves data by RDMA".into(),
+                ))
+            }
+            _ => {}
+        }
+        out.to_core.push(pdu);
+        Ok(())
+    }
+
+    /// The read's data as Data-In PDUs of at most the core's MaxRecvDataSegmentLength, the
+    /// F bit closing every MaxBurstLength (RFC 7143 section 11.7.1: a Data-In sequence is
+    /// at most MaxBurstLength), as the core checks them over TCP.
+    fn data_in(
+        &self,
+        itt: Itt,
+        lun: Lun,
+        rsp: &crate::pdu::ScsiResponse,
+        data: Bytes,
+        out: &mut InitiatorOut,
+    ) {
+        let chunk = self.core_max_recv as usize;
+        let burst = self.max_burst as usize;
+        let mut start = 0usize;
+        let mut data_sn = 0u32;
+        while start < data.len() {
+            let burst_end = (start / burst + 1) * burst;
+            let end = (start + chunk).min(burst_end).min(data.len());
+            out.to_core.push(Pdu::DataIn(DataIn {
+                final_bit: end == burst_end || end == data.len(),
+                ack: false,
+                overflow: false,
+                underflow: false,
+                status_present: false,
+                status: crate::pdu::codes::ScsiStatus::Good,
+                lun,
+                itt,
+                ttt: Ttt::RESERVED,
+                stat_sn: SeqNum::new(0),
+                exp_cmd_sn: rsp.exp_cmd_sn,
+                max_cmd_sn: rsp.max_cmd_sn,
+                data_sn,
+                buffer_offset: u32::try_from(start).unwrap_or(u32::MAX),
+                residual: 0,
+                data: data.slice(start..end),
+            }));
+            data_sn = data_sn.wrapping_add(1);
+            start = end;
+        }
+    }
+
+    /// Releases every buffer (the connection ended).
+    pub fn release_all(&mut self, regions: &mut dyn Regions) {
+        for (_, task) in self.tasks.drain() {
+            release(regions, &task);
+        }
+    }
+}
+
+fn release(regions: &mut dyn Regions, task: &Task) {
+    if let Some((b, _)) = task.read {
+        regions.release(b);
+    }
+    if let Some(b) = task.write {
+        regions.release(b);
+    }
+}

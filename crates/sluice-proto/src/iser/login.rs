@@ -1,0 +1,370 @@
+//! iSER-assisted login (RFC 7145 section 5.1 and 6): the login runs in TCP streaming mode,
+//! as plain iSCSI, and the connection switches to RDMA mode after the final Login Response
+//! when both sides said RDMAExtensions=Yes. These shims sit between the socket and each
+//! role's login core: they carry the keys iSER adds (so the cores' key table stays
+//! iSCSI's), turn digests and markers off, and say when and how the connection switches.
+
+use crate::pdu::codes::LoginStatus;
+use crate::pdu::{LoginRequest, LoginResponse};
+
+use super::keys::{
+    append_pairs, cap_max_recv, find_key, initiator_offer, take_iser_keys, target_answers,
+    without_digests_and_markers, IserKeyError, IserKeys, DEFAULT_RECV_DSL, RDMA_EXTENSIONS,
+};
+
+/// The full feature phase stage number (RFC 7143 section 11.12.3).
+const FULL_FEATURE_PHASE: u8 = 3;
+/// The operational negotiation stage.
+const OPERATIONAL: u8 = 1;
+
+/// How a login ended, as a shim saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoginEnd {
+    /// Still logging in.
+    Pending,
+    /// The final Login Response: switch to RDMA mode.
+    Rdma {
+        /// The largest data segment the initiator receives in a Send.
+        initiator_recv_dsl: u32,
+        /// The largest data segment the target receives in a Send.
+        target_recv_dsl: u32,
+        /// The MaxRecvDataSegmentLength the target's login core declared (the longest
+        /// Data-Out it takes).
+        target_core_max_recv: u32,
+        /// The MaxRecvDataSegmentLength the initiator's login core declared.
+        initiator_core_max_recv: u32,
+        /// The negotiated MaxBurstLength (the target's answer).
+        max_burst: u32,
+    },
+    /// The final Login Response without RDMAExtensions=Yes: the connection stays iSCSI over
+    /// TCP.
+    Tcp,
+    /// The login failed (the response's status says why).
+    Failed,
+}
+
+fn number(text: &[u8], key: &str) -> Option<u32> {
+    find_key(text, key).and_then(|v| v.parse().ok())
+}
+
+fn end_of(rsp: &LoginResponse) -> Option<bool> {
+    if rsp.status != LoginStatus::SUCCESS {
+        return Some(false);
+    }
+    (rsp.transit && rsp.nsg == FULL_FEATURE_PHASE && !rsp.cont).then_some(true)
+}
+
+/// The target's shim.
+#[derive(Debug)]
+pub struct TargetLoginShim {
+    serves_iser: bool,
+    target_recv_dsl: u32,
+    offer: Option<IserKeys>,
+    answers: Vec<(&'static str, String)>,
+    initiator_max_recv: u32,
+    core_max_recv: u32,
+    max_burst: u32,
+}
+
+/// RFC 7143 section 13.13: MaxBurstLength's default.
+const DEFAULT_MAX_BURST: u32 = 262_144;
+
+impl TargetLoginShim {
+    /// A shim for a listener that serves iSER (`serves_iser`) with receive buffers for
+    /// `target_recv_dsl` bytes of data segment.
+    pub fn new(serves_iser: bool, target_recv_dsl: u32) -> Self {
+        TargetLoginShim {
+            serves_iser,
+            target_recv_dsl,
+            offer: None,
+            answers: Vec::new(),
+            initiator_max_recv: DEFAULT_RECV_DSL,
+            core_max_recv: DEFAULT_RECV_DSL,
+            max_burst: DEFAULT_MAX_BURST,
+        }
+    }
+
+    fn rdma(&self) -> bool {
+        self.serves_iser
+            && self
+                .offer
+                .as_ref()
+                .and_then(|o| o.rdma_extensions.as_deref())
+                == Some("Yes")
+    }
+
+    /// A Login Request from the initiator, rewritten for the target's login core.
+    pub fn handle_request(&mut self, req: &mut LoginRequest) -> Result<(), IserKeyError> {
+        if req.cont {
+            // Text continued over several PDUs is passed as is (iSER keys are short and
+            // sluice's initiator never splits them).
+            return Ok(());
+        }
+        let (keys, rest) = take_iser_keys(&req.data)?;
+        if keys.rdma_extensions.is_some() {
+            self.answers = target_answers(&keys, self.serves_iser, self.target_recv_dsl);
+            self.offer = Some(keys);
+        }
+        if let Some(n) = number(&rest, "MaxRecvDataSegmentLength") {
+            self.initiator_max_recv = n;
+        }
+        req.data = if self.rdma() {
+            without_digests_and_markers(&rest)
+        } else {
+            rest
+        };
+        Ok(())
+    }
+
+    /// A Login Response from the target's login core, rewritten for the initiator; says
+    /// whether the login ended and how.
+    pub fn handle_response(&mut self, rsp: &mut LoginResponse) -> LoginEnd {
+        if let Some(n) = number(&rsp.data, "MaxRecvDataSegmentLength") {
+            self.core_max_recv = n;
+        }
+        if let Some(n) = number(&rsp.data, "MaxBurstLength") {
+            self.max_burst = n;
+        }
+        if self.rdma() {
+            rsp.data = cap_max_recv(&rsp.data, self.target_recv_dsl);
+        }
+        if !self.answers.is_empty() && rsp.csg == OPERATIONAL && !rsp.cont {
+            let answers = std::mem::take(&mut self.answers);
+            rsp.data = append_pairs(&rsp.data, &answers);
+        }
+        match end_of(rsp) {
+            None => LoginEnd::Pending,
+            Some(false) => LoginEnd::Failed,
+            Some(true) if self.rdma() => LoginEnd::Rdma {
+                initiator_recv_dsl: self
+                    .offer
+                    .as_ref()
+                    .and_then(|o| o.initiator_recv_dsl)
+                    .unwrap_or(DEFAULT_RECV_DSL),
+                target_recv_dsl: self.target_recv_dsl,
+                target_core_max_recv: self.core_max_recv,
+                initiator_core_max_recv: self.initiator_max_recv,
+                max_burst: self.max_burst,
+            },
+            Some(true) => LoginEnd::Tcp,
+        }
+    }
+}
+
+/// The initiator's shim.
+#[derive(Debug)]
+pub struct InitiatorLoginShim {
+    initiator_recv_dsl: u32,
+    offered: bool,
+    answer: Option<IserKeys>,
+    core_max_recv: u32,
+    target_core_max_recv: u32,
+    max_burst: u32,
+}
+
+impl InitiatorLoginShim {
+    /// A shim that offers iSER with receive buffers for `initiator_recv_dsl` bytes of data
+    /// segment.
+    pub fn new(initiator_recv_dsl: u32) -> Self {
+        InitiatorLoginShim {
+            initiator_recv_dsl,
+            offered: false,
+            answer: None,
+            core_max_recv: DEFAULT_RECV_DSL,
+            target_core_max_recv: DEFAULT_RECV_DSL,
+            max_burst: DEFAULT_MAX_BURST,
+        }
+    }
+
+    /// A Login Request from the initiator's login core, with iSER's offer added to the
+    /// first one of the operational stage (RDMAExtensions is leading-only and operational,
+    /// RFC 7145 section 6.3.1).
+    pub fn handle_request(&mut self, req: &mut LoginRequest) {
+        if let Some(n) = number(&req.data, "MaxRecvDataSegmentLength") {
+            self.core_max_recv = n;
+        }
+        if req.cont {
+            return;
+        }
+        req.data = without_digests_and_markers(&req.data);
+        if !self.offered && req.csg == OPERATIONAL {
+            self.offered = true;
+            req.data = append_pairs(&req.data, &initiator_offer(self.initiator_recv_dsl));
+        }
+    }
+
+    /// A Login Response from the target, with iSER's keys taken out for the login core.
+    pub fn handle_response(&mut self, rsp: &mut LoginResponse) -> Result<LoginEnd, IserKeyError> {
+        if !rsp.cont {
+            let (keys, rest) = take_iser_keys(&rsp.data)?;
+            if keys.rdma_extensions.is_some() {
+                self.answer = Some(keys);
+            }
+            rsp.data = rest;
+        }
+        if let Some(n) = number(&rsp.data, "MaxRecvDataSegmentLength") {
+            self.target_core_max_recv = n;
+        }
+        if let Some(n) = number(&rsp.data, "MaxBurstLength") {
+            self.max_burst = n;
+        }
+        Ok(match end_of(rsp) {
+            None => LoginEnd::Pending,
+            Some(false) => LoginEnd::Failed,
+            Some(true) => match &self.answer {
+                Some(a) if a.rdma_extensions.as_deref() == Some("Yes") => LoginEnd::Rdma {
+                    initiator_recv_dsl: self.initiator_recv_dsl,
+                    target_recv_dsl: a.target_recv_dsl.unwrap_or(DEFAULT_RECV_DSL),
+                    target_core_max_recv: self.target_core_max_recv,
+                    initiator_core_max_recv: self.core_max_recv,
+                    max_burst: self.max_burst,
+                },
+                _ => LoginEnd::Tcp,
+            },
+        })
+    }
+
+    /// The target's answer to RDMAExtensions, if it gave one (`NotUnderstood` from a target
+    /// that knows nothing of iSER, `No` from one that does not serve it here).
+    pub fn rdma_answer(&self) -> Option<&str> {
+        self.answer
+            .as_ref()
+            .and_then(|a| a.rdma_extensions.as_deref())
+    }
+}
+
+/// The key name, for messages.
+pub const RDMA_EXTENSIONS_KEY: &str = RDMA_EXTENSIONS;
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::seq::{Isid, Itt, SeqNum, Tsih};
+
+    fn request(csg: u8, nsg: u8, transit: bool, text: &'static [u8]) -> LoginRequest {
+        LoginRequest {
+            transit,
+            cont: false,
+            csg,
+            nsg,
+            version_max: 0,
+            version_min: 0,
+            isid: Isid::default(),
+            tsih: Tsih::default(),
+            itt: Itt(0),
+            cid: 0,
+            cmd_sn: SeqNum::new(1),
+            exp_stat_sn: SeqNum::new(0),
+            data: Bytes::from_static(text),
+        }
+    }
+
+    fn response(req: &LoginRequest, text: &'static [u8]) -> LoginResponse {
+        LoginResponse {
+            transit: req.transit,
+            cont: false,
+            csg: req.csg,
+            nsg: req.nsg,
+            version_max: 0,
+            version_active: 0,
+            isid: req.isid,
+            tsih: Tsih::default(),
+            itt: req.itt,
+            stat_sn: SeqNum::new(0),
+            exp_cmd_sn: SeqNum::new(1),
+            max_cmd_sn: SeqNum::new(1),
+            status: LoginStatus::SUCCESS,
+            data: Bytes::from_static(text),
+        }
+    }
+
+    #[test]
+    fn both_shims_agree_on_rdma_mode_and_the_cores_never_see_iser_keys() {
+        let mut ini = InitiatorLoginShim::new(8192);
+        let mut tgt = TargetLoginShim::new(true, 16384);
+        let mut req = request(
+            OPERATIONAL,
+            FULL_FEATURE_PHASE,
+            true,
+            b"HeaderDigest=CRC32C,None\0MaxRecvDataSegmentLength=1048576\0",
+        );
+        ini.handle_request(&mut req);
+        assert_eq!(find_key(&req.data, RDMA_EXTENSIONS).as_deref(), Some("Yes"));
+        tgt.handle_request(&mut req).unwrap();
+        // What the target's login core sees: no iSER key, no digest offered.
+        assert_eq!(find_key(&req.data, RDMA_EXTENSIONS), None);
+        assert_eq!(find_key(&req.data, "HeaderDigest").as_deref(), Some("None"));
+        let mut rsp = response(
+            &req,
+            b"HeaderDigest=None\0MaxRecvDataSegmentLength=262144\0MaxBurstLength=262144\0",
+        );
+        let t_end = tgt.handle_response(&mut rsp);
+        assert_eq!(
+            find_key(&rsp.data, "MaxRecvDataSegmentLength").as_deref(),
+            Some("16384"),
+            "capped at the target's receive buffers"
+        );
+        let i_end = ini.handle_response(&mut rsp).unwrap();
+        assert_eq!(
+            find_key(&rsp.data, RDMA_EXTENSIONS),
+            None,
+            "stripped for the core"
+        );
+        let LoginEnd::Rdma {
+            target_recv_dsl,
+            initiator_core_max_recv,
+            max_burst,
+            ..
+        } = i_end
+        else {
+            panic!("{i_end:?}")
+        };
+        assert_eq!(
+            (target_recv_dsl, initiator_core_max_recv, max_burst),
+            (16384, 1_048_576, 262_144)
+        );
+        assert!(
+            matches!(
+                t_end,
+                LoginEnd::Rdma {
+                    target_core_max_recv: 262_144,
+                    ..
+                }
+            ),
+            "{t_end:?}"
+        );
+    }
+
+    #[test]
+    fn a_target_without_iser_leaves_the_connection_on_tcp() {
+        let mut ini = InitiatorLoginShim::new(8192);
+        let mut req = request(OPERATIONAL, FULL_FEATURE_PHASE, true, b"");
+        ini.handle_request(&mut req);
+        // A plain iSCSI target does not know the keys.
+        let mut rsp = response(
+            &req,
+            b"RDMAExtensions=NotUnderstood\0InitiatorRecvDataSegmentLength=NotUnderstood\0",
+        );
+        assert_eq!(ini.handle_response(&mut rsp).unwrap(), LoginEnd::Tcp);
+        assert_eq!(ini.rdma_answer(), Some("NotUnderstood"));
+        assert!(rsp.data.is_empty());
+        // An iSER listener serving an initiator that did not ask stays on TCP too.
+        let mut tgt = TargetLoginShim::new(true, 16384);
+        let mut plain = request(
+            OPERATIONAL,
+            FULL_FEATURE_PHASE,
+            true,
+            b"HeaderDigest=CRC32C\0",
+        );
+        tgt.handle_request(&mut plain).unwrap();
+        assert_eq!(
+            &plain.data[..],
+            b"HeaderDigest=CRC32C\0",
+            "digests are the core's"
+        );
+        let mut rsp = response(&plain, b"HeaderDigest=CRC32C\0");
+        assert_eq!(tgt.handle_response(&mut rsp), LoginEnd::Tcp);
+    }
+}

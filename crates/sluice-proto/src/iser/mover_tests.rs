@@ -1,0 +1,341 @@
+//! Both datamovers against each other, with a fake protection domain: what each PDU becomes
+//! and that the bytes land where the buffers were advertised.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+
+use super::{
+    BufferAdvertisement, InitiatorDatamover, InitiatorOut, IserHeader, MoverError, Regions,
+    TargetDatamover, TargetOp,
+};
+use crate::iser::encode_send;
+use crate::pdu::codes::ScsiStatus;
+use crate::pdu::{Cdb, DataIn, DataOut, Pdu, R2t, ScsiCommand, TaskAttr};
+use crate::seq::{Itt, Lun, SeqNum, Ttt};
+
+/// Regions at made-up base addresses, as a provider without zero-based addressing has them.
+#[derive(Default)]
+struct FakeRegions {
+    next: u32,
+    regions: HashMap<u32, (u64, Vec<u8>, bool)>,
+}
+
+impl Regions for FakeRegions {
+    fn register(&mut self, len: u32, remote_write: bool) -> Result<BufferAdvertisement, String> {
+        self.next += 1;
+        let base = 0x1000_0000 * u64::from(self.next);
+        self.regions
+            .insert(self.next, (base, vec![0; len as usize], remote_write));
+        Ok(BufferAdvertisement {
+            stag: self.next,
+            base_offset: base,
+        })
+    }
+    fn fill(&mut self, buf: BufferAdvertisement, offset: u32, data: &[u8]) -> Result<(), String> {
+        let (base, bytes, _) = self.regions.get_mut(&buf.stag).ok_or("stag")?;
+        let at = (buf.base_offset - *base) as usize + offset as usize;
+        bytes
+            .get_mut(at..at + data.len())
+            .ok_or("bounds")?
+            .copy_from_slice(data);
+        Ok(())
+    }
+    fn contents(&mut self, buf: BufferAdvertisement, len: u32) -> Result<Bytes, String> {
+        let (base, bytes, _) = self.regions.get(&buf.stag).ok_or("stag")?;
+        let at = (buf.base_offset - *base) as usize;
+        Ok(Bytes::copy_from_slice(&bytes[at..at + len as usize]))
+    }
+    fn release(&mut self, buf: BufferAdvertisement) {
+        self.regions.remove(&buf.stag);
+    }
+}
+
+impl FakeRegions {
+    /// What the peer's RDMA Write does: checked against the region.
+    fn remote_write(&mut self, stag: u32, va: u64, data: &[u8]) -> Result<(), &'static str> {
+        let (base, bytes, remote_write) = self.regions.get_mut(&stag).ok_or("stag")?;
+        if !*remote_write {
+            return Err("right");
+        }
+        let at = va.checked_sub(*base).ok_or("bounds")? as usize;
+        bytes
+            .get_mut(at..at + data.len())
+            .ok_or("bounds")?
+            .copy_from_slice(data);
+        Ok(())
+    }
+
+    fn remote_read(&self, stag: u32, va: u64, len: u32) -> Bytes {
+        let (base, bytes, _) = &self.regions[&stag];
+        let at = (va - base) as usize;
+        Bytes::copy_from_slice(&bytes[at..at + len as usize])
+    }
+}
+
+fn command(itt: u32, read: bool, edtl: u32, data: Bytes) -> ScsiCommand {
+    ScsiCommand {
+        immediate: false,
+        final_bit: true,
+        read,
+        write: !read,
+        attr: TaskAttr::Simple,
+        lun: Lun(0),
+        itt: Itt(itt),
+        expected_data_transfer_length: edtl,
+        cmd_sn: SeqNum::new(1),
+        exp_stat_sn: SeqNum::new(1),
+        cdb: Cdb::new(&[0x88; 16]),
+        bidi_read_length: None,
+        data,
+    }
+}
+
+fn pattern(len: usize) -> Bytes {
+    (0..len).map(|i| (i % 251) as u8).collect::<Vec<_>>().into()
+}
+
+/// The Send bytes of the initiator's output.
+fn sends(out: &mut InitiatorOut) -> Vec<(IserHeader, Vec<u8>)> {
+    out.sends
+        .drain(..)
+        .map(|(h, pdu)| {
+            let mut buf = bytes::BytesMut::new();
+            encode_send(&h, &pdu, &mut buf);
+            (h, buf.to_vec())
+        })
+        .collect()
+}
+
+#[test]
+fn a_read_is_placed_by_rdma_write_and_handed_to_the_core_as_data_in() {
+    let mut regions = FakeRegions::default();
+    let mut ini = InitiatorDatamover::new(8192, 4096, 262_144);
+    let mut tgt = TargetDatamover::new(16384, 65536, true);
+    let mut out = InitiatorOut::default();
+    ini.handle_core_pdu(
+        Pdu::ScsiCommand(command(7, true, 10_000, Bytes::new())),
+        &mut regions,
+        &mut out,
+    )
+    .unwrap();
+    let sent = sends(&mut out);
+    assert_eq!(sent.len(), 1);
+    let adv = sent[0].0.read.expect("RSV");
+    assert!(sent[0].0.write.is_none());
+    assert!(matches!(
+        tgt.handle_send(&sent[0].1).unwrap(),
+        Pdu::ScsiCommand(_)
+    ));
+
+    // The target's core answers with two Data-In, status in the last.
+    let data = pattern(10_000);
+    let mut ops = Vec::new();
+    for (i, (start, end)) in [(0usize, 6000usize), (6000, 10_000)]
+        .into_iter()
+        .enumerate()
+    {
+        let last = i == 1;
+        tgt.handle_core_pdu(
+            Pdu::DataIn(DataIn {
+                final_bit: last,
+                ack: false,
+                overflow: false,
+                underflow: false,
+                status_present: last,
+                status: ScsiStatus::Good,
+                lun: Lun(0),
+                itt: Itt(7),
+                ttt: Ttt::RESERVED,
+                stat_sn: SeqNum::new(5),
+                exp_cmd_sn: SeqNum::new(2),
+                max_cmd_sn: SeqNum::new(9),
+                data_sn: i as u32,
+                buffer_offset: start as u32,
+                residual: 0,
+                data: data.slice(start..end),
+            }),
+            &mut ops,
+        )
+        .unwrap();
+    }
+    // Two RDMA Writes at the advertised base plus each buffer offset, then the status in a
+    // SCSI Response Send that invalidates the read buffer's STag.
+    assert_eq!(ops.len(), 3, "{ops:?}");
+    let mut response = None;
+    for op in ops {
+        match op {
+            TargetOp::Write { stag, va, data } => {
+                assert_eq!(stag, adv.stag);
+                regions.remote_write(stag, va, &data).unwrap();
+            }
+            TargetOp::Send {
+                header,
+                pdu,
+                invalidate,
+            } => {
+                assert_eq!(invalidate, Some(adv.stag));
+                let Pdu::ScsiResponse(r) = &pdu else {
+                    panic!("{pdu:?}")
+                };
+                assert_eq!((r.stat_sn, r.status), (SeqNum::new(5), ScsiStatus::Good));
+                let mut buf = bytes::BytesMut::new();
+                encode_send(&header, &pdu, &mut buf);
+                response = Some(buf);
+            }
+            TargetOp::Read { .. } => panic!("no RDMA Read for a read"),
+        }
+    }
+    assert_eq!(tgt.stats.rdma_writes, 2);
+    ini.handle_send(&response.unwrap(), &mut regions, &mut out)
+        .unwrap();
+    // The core gets Data-In of at most its 4096 bytes, in order, then the response.
+    let mut got = Vec::new();
+    let n = out.to_core.len();
+    for (i, pdu) in out.to_core.drain(..).enumerate() {
+        match pdu {
+            Pdu::DataIn(d) => {
+                assert_eq!(d.buffer_offset as usize, got.len());
+                assert!(d.data.len() <= 4096);
+                assert_eq!(d.final_bit, i == n - 2);
+                got.extend_from_slice(&d.data);
+            }
+            Pdu::ScsiResponse(_) => assert_eq!(i, n - 1),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(got, data.to_vec());
+    assert!(regions.regions.is_empty(), "the read buffer was released");
+}
+
+#[test]
+fn a_write_beyond_its_immediate_data_is_fetched_by_rdma_read() {
+    let mut regions = FakeRegions::default();
+    let mut ini = InitiatorDatamover::new(8192, 4096, 8192);
+    let mut tgt = TargetDatamover::new(16384, 4096, false);
+    let mut out = InitiatorOut::default();
+    let data = pattern(20_000);
+    ini.handle_core_pdu(
+        Pdu::ScsiCommand(command(9, false, 20_000, data.slice(..4096))),
+        &mut regions,
+        &mut out,
+    )
+    .unwrap();
+    // The command is held; the core is asked for the rest, a MaxBurstLength at a time.
+    let mut offset = 4096u32;
+    while let Some(Pdu::R2t(r2t)) = out.to_core.pop() {
+        assert!(
+            out.sends.is_empty(),
+            "command sent before its buffer is full"
+        );
+        assert_eq!(r2t.buffer_offset, offset);
+        let len = r2t.desired_data_transfer_length;
+        assert!(len <= 8192);
+        ini.handle_core_pdu(
+            Pdu::DataOut(DataOut {
+                final_bit: true,
+                lun: Lun(0),
+                itt: r2t.itt,
+                ttt: r2t.ttt,
+                exp_stat_sn: SeqNum::new(1),
+                data_sn: 0,
+                buffer_offset: offset,
+                data: data.slice(offset as usize..(offset + len) as usize),
+            }),
+            &mut regions,
+            &mut out,
+        )
+        .unwrap();
+        offset += len;
+    }
+    assert_eq!(offset, 20_000);
+    let sent = sends(&mut out);
+    assert_eq!(sent.len(), 1);
+    let adv = sent[0].0.write.expect("WSV");
+    let Pdu::ScsiCommand(cmd) = tgt.handle_send(&sent[0].1).unwrap() else {
+        panic!()
+    };
+    assert_eq!(cmd.data.len(), 4096, "immediate data travels in the Send");
+    // The target's core asks for the rest; the datamover reads it and answers with Data-Out
+    // of at most the core's 4096 bytes.
+    let mut ops = Vec::new();
+    tgt.handle_core_pdu(
+        Pdu::R2t(R2t {
+            lun: Lun(0),
+            itt: Itt(9),
+            ttt: Ttt(0x42),
+            stat_sn: SeqNum::new(3),
+            exp_cmd_sn: SeqNum::new(2),
+            max_cmd_sn: SeqNum::new(9),
+            r2t_sn: 0,
+            buffer_offset: 4096,
+            desired_data_transfer_length: 15_904,
+        }),
+        &mut ops,
+    )
+    .unwrap();
+    let [TargetOp::Read { id, stag, va, len }] = ops[..] else {
+        panic!("{ops:?}")
+    };
+    assert_eq!((stag, va, len), (adv.stag, adv.base_offset + 4096, 15_904));
+    let fetched = regions.remote_read(stag, va, len);
+    let outs = tgt.handle_read_done(id, fetched).unwrap();
+    assert_eq!(outs.len(), 4);
+    let mut got = data.slice(..4096).to_vec();
+    for (i, pdu) in outs.iter().enumerate() {
+        let Pdu::DataOut(d) = pdu else { panic!() };
+        assert_eq!(
+            (d.ttt, d.data_sn, d.final_bit),
+            (Ttt(0x42), i as u32, i == 3)
+        );
+        assert_eq!(d.buffer_offset as usize, got.len());
+        got.extend_from_slice(&d.data);
+    }
+    assert_eq!(got, data.to_vec());
+    assert!(matches!(
+        tgt.handle_read_done(id, Bytes::new()),
+        Err(MoverError::UnknownRead(_))
+    ));
+}
+
+#[test]
+fn commands_without_their_buffers_and_data_for_unknown_tasks_are_errors() {
+    let mut tgt = TargetDatamover::new(16384, 4096, false);
+    let mut buf = bytes::BytesMut::new();
+    encode_send(
+        &IserHeader::default(),
+        &Pdu::ScsiCommand(command(1, true, 512, Bytes::new())),
+        &mut buf,
+    );
+    assert_eq!(
+        tgt.handle_send(&buf),
+        Err(MoverError::NoBuffer {
+            itt: 1,
+            what: "read"
+        })
+    );
+    let mut ops = Vec::new();
+    let r2t = R2t {
+        lun: Lun(0),
+        itt: Itt(5),
+        ttt: Ttt(1),
+        stat_sn: SeqNum::new(0),
+        exp_cmd_sn: SeqNum::new(0),
+        max_cmd_sn: SeqNum::new(0),
+        r2t_sn: 0,
+        buffer_offset: 0,
+        desired_data_transfer_length: 512,
+    };
+    assert_eq!(
+        tgt.handle_core_pdu(Pdu::R2t(r2t), &mut ops),
+        Err(MoverError::UnknownTask(5))
+    );
+    assert!(matches!(
+        tgt.handle_send(&[0x10; 10]),
+        Err(MoverError::Malformed(_))
+    ));
+    assert!(matches!(
+        tgt.handle_send(&buf[..40]),
+        Err(MoverError::Malformed(_))
+    ));
+}

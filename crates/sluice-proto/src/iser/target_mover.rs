@@ -1,0 +1,392 @@
+//! The target's iSER datamover, sans-IO (RFC 7145 section 7.3): between the target's session
+//! core, which speaks PDUs as it does over TCP, and an RDMA queue pair. It decides which PDU
+//! becomes which RDMA operation and keeps each task's advertised buffers:
+//!
+//! - a SCSI Command arrives in a Send behind an iSER header whose WSV/RSV advertise the
+//!   initiator's write and read buffers; the datamover records them per ITT;
+//! - a Data-In from the core becomes an RDMA Write into the read buffer at its buffer offset
+//!   (section 7.3.5), and a status carried in the Data-In becomes a SCSI Response in a Send
+//!   (iSER has no phase collapse: section 7.3.5);
+//! - an R2T from the core becomes an RDMA Read of the write buffer (section 7.3.6); its data
+//!   goes back to the core as the Data-Out PDUs it asked for;
+//! - a SCSI Response goes in a Send, with Invalidate of the task's STag when negotiated
+//!   (section 7.3.5, 7.3.7), and ends the task's bookkeeping;
+//! - every other PDU from the core goes in a Send behind an iSER header with no buffer
+//!   advertised (section 7.3.1).
+
+use std::collections::HashMap;
+
+use bytes::{Bytes, BytesMut};
+
+use super::{BufferAdvertisement, IserHeader, IserMessage};
+use crate::framing::{encode, Digests, Framer};
+use crate::pdu::codes::ScsiResponseCode;
+use crate::pdu::{DataOut, Pdu, R2t, ScsiResponse};
+use crate::seq::{Itt, Lun, SeqNum, Ttt};
+
+/// Tasks a connection may have in flight. A session's CmdSN window bounds the commands an
+/// initiator may send; this is the backstop against one that keeps opening tasks without
+/// their responses ever going out (aborted tasks, ITTs never reused).
+pub const MAX_TASKS: usize = 8192;
+
+/// RDMA Reads waiting for their data, at most.
+pub const MAX_PENDING_READS: usize = 8192;
+
+/// What the datamover asks of the queue pair.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TargetOp {
+    /// Send `header` and `pdu` (the PDU encoded without digests right after the header);
+    /// with `invalidate`, a Send with Invalidate of the initiator's STag.
+    Send {
+        /// The iSER header.
+        header: IserHeader,
+        /// The PDU.
+        pdu: Pdu,
+        /// The initiator's STag to invalidate on delivery.
+        invalidate: Option<u32>,
+    },
+    /// RDMA Write `data` to the initiator's buffer.
+    Write {
+        /// The initiator's STag.
+        stag: u32,
+        /// Address of the first byte.
+        va: u64,
+        /// The data.
+        data: Bytes,
+    },
+    /// RDMA Read `len` bytes of the initiator's buffer; hand the data to
+    /// [`TargetDatamover::handle_read_done`] with `id`.
+    Read {
+        /// The datamover's identifier of this read.
+        id: u64,
+        /// The initiator's STag.
+        stag: u32,
+        /// Address of the first byte.
+        va: u64,
+        /// Bytes.
+        len: u32,
+    },
+}
+
+/// Why the datamover stops the connection (RFC 7145 section 10.1.3: an iSER protocol error
+/// terminates the connection).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MoverError {
+    /// A Send that is not an iSER header followed by one iSCSI PDU.
+    #[error("malformed iSER Send: {0}")]
+    Malformed(String),
+    /// A command that moves data without advertising the buffer for it.
+    #[error("task {itt:#x}: {what} buffer not advertised")]
+    NoBuffer {
+        /// The task.
+        itt: u32,
+        /// "read" or "write".
+        what: &'static str,
+    },
+    /// The core sent data for a task the datamover does not know.
+    #[error("task {0:#x} unknown to the datamover")]
+    UnknownTask(u32),
+    /// Too many tasks or reads in flight.
+    #[error("more than {0} tasks or RDMA Reads in flight")]
+    TooMany(usize),
+    /// An address that wraps.
+    #[error("task {0:#x}: buffer offset wraps the address space")]
+    Wraps(u32),
+    /// An RDMA Read the datamover never asked for completed.
+    #[error("unknown RDMA Read {0}")]
+    UnknownRead(u64),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Task {
+    read: Option<BufferAdvertisement>,
+    write: Option<BufferAdvertisement>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct PendingRead {
+    itt: Itt,
+    ttt: Ttt,
+    lun: Lun,
+    offset: u32,
+}
+
+/// Counts of what the datamover did, for metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MoverStats {
+    /// Sends posted.
+    pub sends: u64,
+    /// Sends received.
+    pub sends_received: u64,
+    /// RDMA Writes posted (each in place of one Data-In PDU).
+    pub rdma_writes: u64,
+    /// Bytes they carried.
+    pub rdma_write_bytes: u64,
+    /// RDMA Reads posted (each in place of one R2T and its Data-Out PDUs).
+    pub rdma_reads: u64,
+    /// Bytes they fetched.
+    pub rdma_read_bytes: u64,
+}
+
+/// The target's datamover for one connection.
+#[derive(Debug)]
+pub struct TargetDatamover {
+    tasks: HashMap<Itt, Task>,
+    reads: HashMap<u64, PendingRead>,
+    next_read: u64,
+    /// The core's MaxRecvDataSegmentLength: Data-Out handed to it is cut to this.
+    core_max_recv: u32,
+    send_with_invalidate: bool,
+    framer: Framer,
+    last_exp_stat_sn: SeqNum,
+    /// What was done so far.
+    pub stats: MoverStats,
+}
+
+impl TargetDatamover {
+    /// A datamover whose Sends carry data segments of up to `target_recv_dsl` bytes, feeding
+    /// Data-Out of up to `core_max_recv` bytes to the core; `send_with_invalidate` when the
+    /// initiator accepts Send with Invalidate.
+    pub fn new(target_recv_dsl: u32, core_max_recv: u32, send_with_invalidate: bool) -> Self {
+        TargetDatamover {
+            tasks: HashMap::new(),
+            reads: HashMap::new(),
+            next_read: 1,
+            core_max_recv: core_max_recv.max(512),
+            send_with_invalidate,
+            framer: Framer::new(target_recv_dsl),
+            last_exp_stat_sn: SeqNum::new(0),
+            stats: MoverStats::default(),
+        }
+    }
+
+    /// Tasks with buffers on record.
+    pub fn tasks_in_flight(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// One received Send: the PDU it carries, for the core.
+    pub fn handle_send(&mut self, msg: &[u8]) -> Result<Pdu, MoverError> {
+        self.stats.sends_received += 1;
+        let (header, rest) = match IserMessage::parse(msg) {
+            Ok((IserMessage::Control(h), rest)) => (h, rest),
+            Ok((other, _)) => {
+                return Err(MoverError::Malformed(format!(
+                    "{} in full feature phase",
+                    other.opcode()
+                )))
+            }
+            Err(e) => return Err(MoverError::Malformed(e.to_string())),
+        };
+        let pdu = decode_one(&mut self.framer, rest)?;
+        if let Pdu::ScsiCommand(cmd) = &pdu {
+            self.last_exp_stat_sn = cmd.exp_stat_sn;
+            let read_len = if cmd.write {
+                cmd.bidi_read_length.unwrap_or(0)
+            } else if cmd.read {
+                cmd.expected_data_transfer_length
+            } else {
+                0
+            };
+            if read_len > 0 && header.read.is_none() {
+                return Err(MoverError::NoBuffer {
+                    itt: cmd.itt.0,
+                    what: "read",
+                });
+            }
+            // RFC 7145 section 7.3.4: data beyond the immediate data is RDMA-Read from the
+            // buffer WSV advertises.
+            let solicited = cmd.write
+                && cmd.expected_data_transfer_length
+                    > u32::try_from(cmd.data.len()).unwrap_or(u32::MAX);
+            if solicited && header.write.is_none() {
+                return Err(MoverError::NoBuffer {
+                    itt: cmd.itt.0,
+                    what: "write",
+                });
+            }
+            if header.read.is_some() || header.write.is_some() {
+                if self.tasks.len() >= MAX_TASKS && !self.tasks.contains_key(&cmd.itt) {
+                    return Err(MoverError::TooMany(MAX_TASKS));
+                }
+                self.tasks.insert(
+                    cmd.itt,
+                    Task {
+                        read: header.read,
+                        write: header.write,
+                    },
+                );
+            }
+        }
+        Ok(pdu)
+    }
+
+    /// One PDU the core wants sent: the operations that carry it.
+    pub fn handle_core_pdu(&mut self, pdu: Pdu, out: &mut Vec<TargetOp>) -> Result<(), MoverError> {
+        match pdu {
+            Pdu::DataIn(d) => {
+                let task = self
+                    .tasks
+                    .get(&d.itt)
+                    .copied()
+                    .ok_or(MoverError::UnknownTask(d.itt.0))?;
+                let adv = task.read.ok_or(MoverError::NoBuffer {
+                    itt: d.itt.0,
+                    what: "read",
+                })?;
+                let va = adv
+                    .base_offset
+                    .checked_add(u64::from(d.buffer_offset))
+                    .ok_or(MoverError::Wraps(d.itt.0))?;
+                if !d.data.is_empty() {
+                    self.stats.rdma_writes += 1;
+                    self.stats.rdma_write_bytes += d.data.len() as u64;
+                    out.push(TargetOp::Write {
+                        stag: adv.stag,
+                        va,
+                        data: d.data.clone(),
+                    });
+                }
+                if d.status_present {
+                    // RFC 7145 section 7.3.5: the status goes in a SCSI Response, never in
+                    // the last Data-In.
+                    let rsp = ScsiResponse {
+                        bidi_overflow: false,
+                        bidi_underflow: false,
+                        overflow: d.overflow,
+                        underflow: d.underflow,
+                        response: ScsiResponseCode::Completed,
+                        status: d.status,
+                        itt: d.itt,
+                        snack_tag: 0,
+                        stat_sn: d.stat_sn,
+                        exp_cmd_sn: d.exp_cmd_sn,
+                        max_cmd_sn: d.max_cmd_sn,
+                        exp_data_sn: d.data_sn.wrapping_add(1),
+                        bidi_residual: 0,
+                        residual: d.residual,
+                        data: Bytes::new(),
+                    };
+                    self.respond(rsp, out);
+                }
+            }
+            Pdu::R2t(r2t) => self.handle_r2t(&r2t, out)?,
+            Pdu::ScsiResponse(rsp) => self.respond(rsp, out),
+            other => self.send(IserHeader::default(), other, None, out),
+        }
+        Ok(())
+    }
+
+    fn handle_r2t(&mut self, r2t: &R2t, out: &mut Vec<TargetOp>) -> Result<(), MoverError> {
+        let task = self
+            .tasks
+            .get(&r2t.itt)
+            .copied()
+            .ok_or(MoverError::UnknownTask(r2t.itt.0))?;
+        let adv = task.write.ok_or(MoverError::NoBuffer {
+            itt: r2t.itt.0,
+            what: "write",
+        })?;
+        if self.reads.len() >= MAX_PENDING_READS {
+            return Err(MoverError::TooMany(MAX_PENDING_READS));
+        }
+        let va = adv
+            .base_offset
+            .checked_add(u64::from(r2t.buffer_offset))
+            .ok_or(MoverError::Wraps(r2t.itt.0))?;
+        let id = self.next_read;
+        self.next_read += 1;
+        self.reads.insert(
+            id,
+            PendingRead {
+                itt: r2t.itt,
+                ttt: r2t.ttt,
+                lun: r2t.lun,
+                offset: r2t.buffer_offset,
+            },
+        );
+        self.stats.rdma_reads += 1;
+        self.stats.rdma_read_bytes += u64::from(r2t.desired_data_transfer_length);
+        out.push(TargetOp::Read {
+            id,
+            stag: adv.stag,
+            va,
+            len: r2t.desired_data_transfer_length,
+        });
+        Ok(())
+    }
+
+    /// An RDMA Read completed with `data`: the Data-Out PDUs that answer its R2T, cut to the
+    /// core's MaxRecvDataSegmentLength, the last with the F bit.
+    pub fn handle_read_done(&mut self, id: u64, data: Bytes) -> Result<Vec<Pdu>, MoverError> {
+        let read = self.reads.remove(&id).ok_or(MoverError::UnknownRead(id))?;
+        let chunk = self.core_max_recv as usize;
+        let n = data.len().div_ceil(chunk).max(1);
+        let mut pdus = Vec::with_capacity(n);
+        for i in 0..n {
+            let start = i * chunk;
+            let end = (start + chunk).min(data.len());
+            pdus.push(Pdu::DataOut(DataOut {
+                final_bit: i + 1 == n,
+                lun: read.lun,
+                itt: read.itt,
+                ttt: read.ttt,
+                exp_stat_sn: self.last_exp_stat_sn,
+                data_sn: u32::try_from(i).unwrap_or(u32::MAX),
+                buffer_offset: read
+                    .offset
+                    .wrapping_add(u32::try_from(start).unwrap_or(u32::MAX)),
+                data: data.slice(start..end),
+            }));
+        }
+        Ok(pdus)
+    }
+
+    fn respond(&mut self, rsp: ScsiResponse, out: &mut Vec<TargetOp>) {
+        let task = self.tasks.remove(&rsp.itt);
+        let invalidate = if self.send_with_invalidate {
+            task.and_then(|t| t.read.or(t.write)).map(|a| a.stag)
+        } else {
+            None
+        };
+        self.send(
+            IserHeader::default(),
+            Pdu::ScsiResponse(rsp),
+            invalidate,
+            out,
+        );
+    }
+
+    fn send(
+        &mut self,
+        header: IserHeader,
+        pdu: Pdu,
+        invalidate: Option<u32>,
+        out: &mut Vec<TargetOp>,
+    ) {
+        self.stats.sends += 1;
+        out.push(TargetOp::Send {
+            header,
+            pdu,
+            invalidate,
+        });
+    }
+}
+
+/// Encodes an iSER Send: the header, then the PDU without digests (RFC 7145 section 7.3.1:
+/// iSER carries no digests).
+pub fn encode_send(header: &IserHeader, pdu: &Pdu, out: &mut BytesMut) {
+    out.extend_from_slice(&IserMessage::Control(*header).emit());
+    encode(pdu, Digests::NONE, out);
+}
+
+/// Decodes the one PDU of a Send's payload (after its iSER header).
+pub(crate) fn decode_one(framer: &mut Framer, bytes: &[u8]) -> Result<Pdu, MoverError> {
+    let mut buf = BytesMut::from(bytes);
+    match framer.decode(&mut buf) {
+        Ok(Some(pdu)) if buf.is_empty() => Ok(pdu),
+        Ok(Some(_)) => Err(MoverError::Malformed("bytes after the PDU".into())),
+        Ok(None) => Err(MoverError::Malformed("truncated PDU".into())),
+        Err(e) => Err(MoverError::Malformed(e.to_string())),
+    }
+}

@@ -1,0 +1,246 @@
+//! Helpers for a consumer that moves bytes it holds elsewhere (a datamover): each Send, RDMA
+//! Write or RDMA Read gets a region of its own, registered for the one work request and
+//! deregistered when it completes, and a ring of receive buffers stays posted.
+//!
+//! This provider keeps region memory inside its protection domain, so staging costs a copy
+//! per operation; a provider over real memory registration would register the consumer's
+//! buffers in place instead.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+
+use crate::access::{Access, RemoteAddr, STag, Sge, VaMode};
+use crate::driver::SoftRdma;
+use crate::pd::{AccessError, RegisterError};
+use crate::qp::PostError;
+use crate::work::{RecvWr, SendWr, WcOpcode, WorkCompletion};
+
+/// Why a staged operation could not be posted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StageError {
+    /// The staging region could not be registered.
+    #[error("cannot register a staging region: {0}")]
+    Register(#[from] RegisterError),
+    /// The staging region could not be filled or read.
+    #[error("staging region: {0}")]
+    Access(#[from] AccessError),
+    /// The queue pair refused the work request.
+    #[error("cannot post: {0}")]
+    Post(#[from] PostError),
+    /// A payload longer than one work request carries.
+    #[error("{0} bytes are more than one work request moves")]
+    TooLong(usize),
+}
+
+#[derive(Debug)]
+struct Staged {
+    stag: STag,
+    read_len: Option<u32>,
+}
+
+/// Work requests posted from staging regions, by `wr_id`.
+#[derive(Debug, Default)]
+pub struct Stager {
+    next: u64,
+    posted: HashMap<u64, Staged>,
+}
+
+impl Stager {
+    /// No work request posted yet.
+    pub fn new() -> Self {
+        Stager {
+            next: 1,
+            posted: HashMap::new(),
+        }
+    }
+
+    /// Work requests not yet completed.
+    pub fn outstanding(&self) -> usize {
+        self.posted.len()
+    }
+
+    fn stage(
+        &mut self,
+        rdma: &SoftRdma,
+        parts: &[&[u8]],
+        access: Access,
+    ) -> Result<(u64, Sge), StageError> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let len32 = u32::try_from(len).map_err(|_| StageError::TooLong(len))?;
+        let region = rdma.register(u64::from(len32.max(1)), access, VaMode::ZeroBased)?;
+        let mut at = 0u64;
+        for p in parts {
+            if let Err(e) = rdma.fill(region.stag, at, p) {
+                let _ = rdma.deregister(region.stag);
+                return Err(e.into());
+            }
+            at += p.len() as u64;
+        }
+        let id = self.next;
+        self.next += 1;
+        Ok((
+            id,
+            Sge {
+                stag: region.stag,
+                va: 0,
+                len: len32,
+            },
+        ))
+    }
+
+    fn post(
+        &mut self,
+        rdma: &SoftRdma,
+        id: u64,
+        sge: Sge,
+        wr: SendWr,
+        read_len: Option<u32>,
+    ) -> Result<u64, StageError> {
+        if let Err(e) = rdma.post_send(wr) {
+            let _ = rdma.deregister(sge.stag);
+            return Err(e.into());
+        }
+        self.posted.insert(
+            id,
+            Staged {
+                stag: sge.stag,
+                read_len,
+            },
+        );
+        Ok(id)
+    }
+
+    /// Posts a Send of `parts` (concatenated); with `invalidate`, a Send with Invalidate.
+    pub fn send(
+        &mut self,
+        rdma: &SoftRdma,
+        parts: &[&[u8]],
+        invalidate: Option<STag>,
+    ) -> Result<u64, StageError> {
+        let (id, sge) = self.stage(rdma, parts, Access::NONE)?;
+        let wr = SendWr::Send {
+            wr_id: id,
+            sge,
+            invalidate,
+        };
+        self.post(rdma, id, sge, wr, None)
+    }
+
+    /// Posts an RDMA Write of `data` to `remote`.
+    pub fn write(
+        &mut self,
+        rdma: &SoftRdma,
+        data: &[u8],
+        remote: RemoteAddr,
+    ) -> Result<u64, StageError> {
+        let (id, sge) = self.stage(rdma, &[data], Access::NONE)?;
+        let wr = SendWr::Write {
+            wr_id: id,
+            sge,
+            remote,
+        };
+        self.post(rdma, id, sge, wr, None)
+    }
+
+    /// Posts an RDMA Read of `len` bytes from `remote`.
+    pub fn read(
+        &mut self,
+        rdma: &SoftRdma,
+        len: u32,
+        remote: RemoteAddr,
+    ) -> Result<u64, StageError> {
+        let region = rdma.register(
+            u64::from(len.max(1)),
+            Access::LOCAL_WRITE,
+            VaMode::ZeroBased,
+        )?;
+        let id = self.next;
+        self.next += 1;
+        let sge = Sge {
+            stag: region.stag,
+            va: 0,
+            len,
+        };
+        let wr = SendWr::Read {
+            wr_id: id,
+            sge,
+            remote,
+        };
+        self.post(rdma, id, sge, wr, Some(len))
+    }
+
+    /// Takes a send-queue completion of a staged work request: frees its region and, for a
+    /// successful RDMA Read, returns the data read. `None` for completions not staged here.
+    pub fn complete(
+        &mut self,
+        rdma: &SoftRdma,
+        wc: &WorkCompletion,
+    ) -> Option<Result<Option<Bytes>, AccessError>> {
+        if wc.opcode == WcOpcode::Recv || wc.opcode == WcOpcode::AsyncError {
+            return None;
+        }
+        let staged = self.posted.remove(&wc.wr_id)?;
+        let data = match staged.read_len {
+            Some(len) if wc.status == crate::work::WcStatus::Success => {
+                match rdma.contents(staged.stag, 0, u64::from(len)) {
+                    Ok(v) => Ok(Some(Bytes::from(v))),
+                    Err(e) => Err(e),
+                }
+            }
+            _ => Ok(None),
+        };
+        let _ = rdma.deregister(staged.stag);
+        Some(data)
+    }
+}
+
+/// A ring of receive buffers, all in one region, each reposted once its Send was taken.
+#[derive(Debug)]
+pub struct RecvRing {
+    stag: STag,
+    slot_bytes: u32,
+    depth: u32,
+}
+
+impl RecvRing {
+    /// Registers `depth` buffers of `slot_bytes` and posts them all.
+    pub fn post(rdma: &SoftRdma, depth: u32, slot_bytes: u32) -> Result<Self, StageError> {
+        let len = u64::from(depth) * u64::from(slot_bytes);
+        let region = rdma.register(len.max(1), Access::LOCAL_WRITE, VaMode::ZeroBased)?;
+        let ring = RecvRing {
+            stag: region.stag,
+            slot_bytes,
+            depth,
+        };
+        for slot in 0..depth {
+            ring.repost(rdma, u64::from(slot))?;
+        }
+        Ok(ring)
+    }
+
+    /// Buffers in the ring.
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    fn repost(&self, rdma: &SoftRdma, slot: u64) -> Result<(), StageError> {
+        rdma.post_recv(RecvWr {
+            wr_id: slot,
+            sge: Sge {
+                stag: self.stag,
+                va: slot * u64::from(self.slot_bytes),
+                len: self.slot_bytes,
+            },
+        })?;
+        Ok(())
+    }
+
+    /// The bytes of a successful receive completion; its buffer is posted again.
+    pub fn take(&self, rdma: &SoftRdma, wc: &WorkCompletion) -> Result<Vec<u8>, StageError> {
+        let va = wc.wr_id * u64::from(self.slot_bytes);
+        let bytes = rdma.contents(self.stag, va, u64::from(wc.byte_len))?;
+        self.repost(rdma, wc.wr_id)?;
+        Ok(bytes)
+    }
+}
