@@ -4,7 +4,9 @@
 //! The loop reads PDUs and hands them to the core, runs the SCSI work the core asks for
 //! (inline for memory, null and tmpfs LUNs; for LUs whose backend waits, disk files and RBD
 //! images, and for commands that run long, concurrently on tokio's blocking pool, each in a
-//! task of its own: `long_running`), writes what the core stamped for this
+//! task of its own: `long_running`; but READ, WRITE and SYNCHRONIZE CACHE on a LU whose
+//! backend completes operations by itself, RBD images, are planned here and awaited:
+//! `device_io`), writes what the core stamped for this
 //! connection, sleeps until the core's next deadline, and wakes
 //! the tasks of the session's other connections when the core queued something for them. The
 //! core sits behind a lock shared by the session's connections; it is never held across an
@@ -23,7 +25,7 @@ use sluice_proto::target::{
     CloseReason, ConnId, DataTransfer, Event, ResetKind, ScsiCompletion, ScsiWork, TargetSessionEnv,
 };
 use sluice_proto::timer::TimerArm;
-use sluice_scsi::{AbortSignal, DataOut, Delivery};
+use sluice_scsi::{AbortSignal, DataOut, Delivery, Planned};
 use tokio::sync::{watch, Notify};
 use tokio::time::{Instant, Sleep};
 use tracing::{debug, trace, warn};
@@ -262,6 +264,27 @@ impl<'a> Connection<'a> {
             };
             let runs_long = sluice_scsi::runs_long(&work.cdb);
             if let Some(target) = self.target {
+                if !runs_long && slot.is_some_and(|i| self.lu_slots[i].lun.submits) {
+                    let nexus = self.session.nexus;
+                    let cdb = &work.cdb;
+                    match target
+                        .scsi
+                        .plan(nexus, work.lun.0, cdb, work.data_out.len())
+                    {
+                        Planned::Io(plan) => {
+                            let counters = slot.map(|i| Arc::clone(&self.lu_slots[i].counters));
+                            let (ctx, session) = (Arc::clone(self.ctx), Arc::clone(&self.session));
+                            crate::device_io::start(ctx, session, plan, work, counters);
+                            continue;
+                        }
+                        Planned::Done(result) => {
+                            let completion = crate::device_io::completion_of(&result, Bytes::new());
+                            self.finish_on_task(work, slot, completion);
+                            continue;
+                        }
+                        Planned::Execute => {}
+                    }
+                }
                 if runs_long || self.runs_off_task(&work, slot) {
                     let counters = slot.map(|i| Arc::clone(&self.lu_slots[i].counters));
                     crate::long_running::spawn(
@@ -365,6 +388,30 @@ impl<'a> Connection<'a> {
             });
         }
         (completion, aborts)
+    }
+
+    /// Counts a command that ended on this task without running on the SCSI layer's
+    /// synchronous path (planned, and ended by its checks), and gives its result to the core.
+    fn finish_on_task(&mut self, work: ScsiWork, slot: Option<usize>, completion: ScsiCompletion) {
+        if let Some(i) = slot {
+            self.lu_slots[i].counters.record(&Finished {
+                cdb: work.cdb.as_bytes(),
+                read_bytes: 0,
+                write_bytes: work.data_out.len() as u64,
+                status: completion.status,
+                sense: &completion.sense,
+                latency: Instant::now()
+                    .into_std()
+                    .saturating_duration_since(work.arrived),
+            });
+        }
+        let ticket = work.ticket;
+        drop(work);
+        let session = Arc::clone(&self.session);
+        let mut env = self.env();
+        session
+            .lock()
+            .handle_completion(ticket, completion, &mut env);
     }
 
     /// This connection's counter slot for the LU at `raw`, made on the LU's first command;
