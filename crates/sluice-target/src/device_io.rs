@@ -5,19 +5,26 @@
 //! its device call: sixteen commands were sixteen threads waking and sleeping. Here the SCSI
 //! layer plans the command on the connection's task (every check `execute_with` makes, with
 //! the LU's shared I/O hold taken: `sluice_scsi::Planned`), the device operation is submitted
-//! there too, in arrival order, and a small task awaits its completion (woken by librbd's
-//! callback), ends the command through the plan and gives the result to the session core. No
-//! thread waits per command; the CmdSN window bounds how many are in flight.
+//! there too, in arrival order, and the connection's task itself awaits its completion among
+//! those of its other commands in flight ([`InFlight`], polled beside the socket): librbd's
+//! callback wakes that task, which ends the command through its plan and gives the result to
+//! the session core, with every other completion ready by then, before it writes. No thread
+//! waits per command and no task is spawned per command; the CmdSN window bounds how many are
+//! in flight. A connection that ends with commands in flight hands them to a task of their own
+//! ([`drain`]), so the core still gets every result (connection recovery may reassign them).
 //!
 //! These commands are short and not abortable: task management that covers one answers once
 //! its result is back, as for any command the core reports running.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use sluice_proto::pdu::codes::ScsiStatus;
-use sluice_proto::target::{ScsiCompletion, ScsiWork};
+use sluice_proto::target::{ScsiCompletion, ScsiWork, Ticket};
 use sluice_scsi::{CommandResult, IoPlan, PlannedIo};
 use sluice_storage::DeviceOp;
 
@@ -26,15 +33,15 @@ use crate::ffp::DriverEnv;
 use crate::metrics::{Finished, LuCounters};
 use crate::sessions::SharedSession;
 
-/// Submits the device operation of `plan` (the command `work`) and spawns the task that
-/// completes it; `counters` are its LU's, for this connection.
-pub(crate) fn start(
-    ctx: Arc<Context>,
-    session: Arc<SharedSession>,
-    plan: IoPlan,
-    work: ScsiWork,
-    counters: Option<Arc<LuCounters>>,
-) {
+/// A command whose device operation is in flight: resolves to its ticket and completion.
+pub(crate) type Completing = Pin<Box<dyn Future<Output = (Ticket, ScsiCompletion)> + Send>>;
+
+/// The commands in flight on one connection.
+pub(crate) type InFlight = FuturesUnordered<Completing>;
+
+/// Submits the device operation of `plan` (the command `work`) and returns the future that
+/// ends the command when it completes; `counters` are its LU's, for this connection.
+pub(crate) fn start(plan: IoPlan, work: ScsiWork, counters: Option<Arc<LuCounters>>) -> Completing {
     let op = match plan.io() {
         PlannedIo::Read { offset, len } => DeviceOp::Read { offset, len },
         PlannedIo::Write { offset, len, fua } => DeviceOp::Write {
@@ -50,13 +57,14 @@ pub(crate) fn start(
     let (arrived, data_in_len, write_bytes) =
         (work.arrived, work.data_in_len, work.data_out.len() as u64);
     // The Data-Out now travels in the submission; what else `work` holds goes here.
-    tokio::spawn(async move {
+    Box::pin(async move {
         let (result, data) = match submission.await {
             Ok(data) => (Ok(()), data),
             Err(e) => (Err(e), Bytes::new()),
         };
         let completion = completion_of(&plan.finish(result), data);
         if let Some(c) = counters {
+            // Shared: a connection that ends hands what it has in flight to another task.
             c.record_shared(&Finished {
                 cdb: cdb.as_bytes(),
                 read_bytes: (completion.data.len() as u64).min(u64::from(data_in_len)),
@@ -66,13 +74,27 @@ pub(crate) fn start(
                 latency: Instant::now().saturating_duration_since(arrived),
             });
         }
-        {
-            let mut env = DriverEnv::new(&ctx, &session);
-            let mut core = session.lock();
-            core.handle_completion(ticket, completion, &mut env);
-            session.long_running.abort_abandoned(&core);
+        (ticket, completion)
+    })
+}
+
+/// Gives every command still in flight on a connection that ended its result, as it comes, in
+/// a task of its own.
+pub(crate) fn drain(ctx: Arc<Context>, session: Arc<SharedSession>, mut in_flight: InFlight) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        // The runtime is going away: the commands die with the sessions.
+        return;
+    };
+    runtime.spawn(async move {
+        while let Some((ticket, completion)) = in_flight.next().await {
+            {
+                let mut env = DriverEnv::new(&ctx, &session);
+                let mut core = session.lock();
+                core.handle_completion(ticket, completion, &mut env);
+                session.long_running.abort_abandoned(&core);
+            }
+            session.wake_all();
         }
-        session.wake_all();
     });
 }
 

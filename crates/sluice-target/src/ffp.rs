@@ -18,11 +18,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use futures_util::{FutureExt, StreamExt};
 use sluice_proto::pdu::codes::ScsiStatus;
 use sluice_proto::pdu::{Cdb, Pdu};
 use sluice_proto::seq::Lun;
 use sluice_proto::target::{
-    CloseReason, ConnId, DataTransfer, Event, ResetKind, ScsiCompletion, ScsiWork, TargetSessionEnv,
+    CloseReason, ConnId, DataTransfer, Event, ResetKind, ScsiCompletion, ScsiWork,
+    TargetSessionEnv, Ticket,
 };
 use sluice_proto::timer::TimerArm;
 use sluice_scsi::{AbortSignal, DataOut, Delivery, Planned};
@@ -32,6 +34,7 @@ use tracing::{debug, trace, warn};
 
 use crate::connection::{Incoming, ReadEnd, Reader};
 use crate::context::{Context, LunRuntime, TargetRuntime};
+use crate::device_io::InFlight;
 use crate::metrics::{ConnCounters, Finished, LuCounters};
 use crate::outbox::Outbox;
 use crate::sessions::SharedSession;
@@ -98,6 +101,8 @@ pub(crate) struct Connection<'a> {
     /// each answer (docs/performance.md, "Busy polling").
     peer_waits: bool,
     shutting_down: bool,
+    /// Commands whose device operation is in flight (`device_io`), polled by this task.
+    in_flight: InFlight,
 }
 
 /// This connection's counters for one LU.
@@ -110,6 +115,10 @@ struct LuSlot {
 
 impl Drop for Connection<'_> {
     fn drop(&mut self) {
+        if !self.in_flight.is_empty() {
+            let in_flight = std::mem::take(&mut self.in_flight);
+            crate::device_io::drain(Arc::clone(self.ctx), Arc::clone(&self.session), in_flight);
+        }
         for slot in &self.lu_slots {
             slot.lun.metrics.retire(&slot.counters);
         }
@@ -120,6 +129,8 @@ impl Drop for Connection<'_> {
 enum Input {
     Pdu(Pdu),
     FrameError(sluice_proto::framing::FrameError),
+    /// A command's device operation completed (`device_io`).
+    Completed(Ticket, ScsiCompletion),
     Wake,
     Shutdown,
     Deadline,
@@ -157,6 +168,7 @@ impl<'a> Connection<'a> {
             timer_arm: TimerArm::new(),
             peer_waits: true,
             shutting_down: false,
+            in_flight: InFlight::new(),
         }
     }
 
@@ -178,6 +190,9 @@ impl<'a> Connection<'a> {
             let input = tokio::select! {
                 biased;
                 () = self.wake.notified() => Input::Wake,
+                Some((ticket, done)) = self.in_flight.next(), if !self.in_flight.is_empty() => {
+                    Input::Completed(ticket, done)
+                }
                 _ = self.shutdown.changed(), if !self.shutting_down => Input::Shutdown,
                 r = reader.next(), if !self.outbox.congested() => match r {
                     Ok(Incoming::Pdu(pdu)) => Input::Pdu(pdu),
@@ -217,6 +232,14 @@ impl<'a> Connection<'a> {
                         debug!(error = %e, "rejecting PDU");
                         self.counters.frame_error(&e);
                         core.handle_frame_error(self.id, &e, now, &mut env);
+                    }
+                    Input::Completed(ticket, done) => {
+                        core.handle_completion(ticket, done, &mut env);
+                        // Every other completion that is ready joins this one's answer.
+                        while let Some(Some((ticket, done))) = self.in_flight.next().now_or_never()
+                        {
+                            core.handle_completion(ticket, done, &mut env);
+                        }
                     }
                     Input::Wake => {}
                     Input::Shutdown => {
@@ -273,8 +296,8 @@ impl<'a> Connection<'a> {
                     {
                         Planned::Io(plan) => {
                             let counters = slot.map(|i| Arc::clone(&self.lu_slots[i].counters));
-                            let (ctx, session) = (Arc::clone(self.ctx), Arc::clone(&self.session));
-                            crate::device_io::start(ctx, session, plan, work, counters);
+                            let completing = crate::device_io::start(plan, work, counters);
+                            self.in_flight.push(completing);
                             continue;
                         }
                         Planned::Done(result) => {
