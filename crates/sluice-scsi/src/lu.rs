@@ -475,7 +475,8 @@ impl LogicalUnit {
 impl LogicalUnit {
     /// Registers `nexus` and, unless the command is one a pending unit attention does not
     /// block, takes the oldest one queued for it: the CHECK CONDITION the command ends with.
-    #[inline]
+    // Always inlined into `execute`, where it was written before `plan` shared it.
+    #[inline(always)]
     pub(crate) fn unit_attention_for(&self, nexus: NexusId, cdb: &[u8]) -> Option<CommandResult> {
         let opcode = cdb.first().copied().unwrap_or(0xFF);
         let mut st = self.state();

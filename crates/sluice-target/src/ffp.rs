@@ -278,7 +278,7 @@ impl<'a> Connection<'a> {
             let polling = sluice_probe::span(sluice_probe::Stage::Protocol);
             let work = self.session.lock().poll_work();
             polling.close();
-            let Some(work) = work else {
+            let Some(mut work) = work else {
                 break;
             };
             let slot = match self.target {
@@ -288,24 +288,9 @@ impl<'a> Connection<'a> {
             let runs_long = sluice_scsi::runs_long(&work.cdb);
             if let Some(target) = self.target {
                 if !runs_long && slot.is_some_and(|i| self.lu_slots[i].lun.submits) {
-                    let nexus = self.session.nexus;
-                    let cdb = &work.cdb;
-                    match target
-                        .scsi
-                        .plan(nexus, work.lun.0, cdb, work.data_out.len())
-                    {
-                        Planned::Io(plan) => {
-                            let counters = slot.map(|i| Arc::clone(&self.lu_slots[i].counters));
-                            let completing = crate::device_io::start(plan, work, counters);
-                            self.in_flight.push(completing);
-                            continue;
-                        }
-                        Planned::Done(result) => {
-                            let completion = crate::device_io::completion_of(&result, Bytes::new());
-                            self.finish_on_task(work, slot, completion);
-                            continue;
-                        }
-                        Planned::Execute => {}
+                    match self.plan(target, work, slot) {
+                        Some(back) => work = back,
+                        None => continue,
                     }
                 }
                 if runs_long || self.runs_off_task(&work, slot) {
@@ -411,6 +396,37 @@ impl<'a> Connection<'a> {
             });
         }
         (completion, aborts)
+    }
+
+    /// A READ, WRITE or SYNCHRONIZE CACHE on a LU whose backend submits: planned on the SCSI
+    /// layer and its device operation put in flight (`device_io`), or ended by its checks.
+    /// Gives `work` back when the SCSI layer runs it on its synchronous path instead.
+    // Kept out of `pump`, whose inlined body is the memory LU's path.
+    #[inline(never)]
+    fn plan(
+        &mut self,
+        target: &TargetRuntime,
+        work: ScsiWork,
+        slot: Option<usize>,
+    ) -> Option<ScsiWork> {
+        let nexus = self.session.nexus;
+        match target
+            .scsi
+            .plan(nexus, work.lun.0, &work.cdb, work.data_out.len())
+        {
+            Planned::Io(plan) => {
+                let counters = slot.map(|i| Arc::clone(&self.lu_slots[i].counters));
+                let completing = crate::device_io::start(plan, work, counters);
+                self.in_flight.push(completing);
+                None
+            }
+            Planned::Done(result) => {
+                let completion = crate::device_io::completion_of(&result, Bytes::new());
+                self.finish_on_task(work, slot, completion);
+                None
+            }
+            Planned::Execute => Some(work),
+        }
     }
 
     /// Counts a command that ended on this task without running on the SCSI layer's
