@@ -123,6 +123,9 @@ mod misc;
 mod mode;
 mod opcodes;
 mod options;
+mod plan;
+#[cfg(test)]
+mod plan_tests;
 mod ports;
 mod pr;
 mod provisioning;
@@ -145,6 +148,7 @@ mod xcopy;
 mod testutil;
 
 pub use lu::{LogicalUnit, LuConfig};
+pub use plan::{IoPlan, Planned, PlannedIo};
 pub use ports::{AccessState, NexusIdentity, PortGroup, TargetPort, TargetPorts};
 pub use pr::{PrType, RestoreError, MAX_REGISTRATIONS};
 pub use transport_id::{TransportId, TransportIdError, MAX_TRANSPORT_ID_BYTES};

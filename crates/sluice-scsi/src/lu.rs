@@ -3,7 +3,9 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::{Bytes, BytesMut};
 use sluice_storage::{BlockDevice, StorageError};
@@ -94,7 +96,9 @@ impl fmt::Debug for LuConfig {
 pub struct LogicalUnit {
     cfg: LuConfig,
     state: Mutex<LuState>,
-    io: RwLock<()>,
+    /// The I/O lock, in an `Arc` so that a planned operation (`plan.rs`) can keep a shared
+    /// hold until its device I/O completes.
+    pub(crate) io: Arc<RwLock<()>>,
     reservations: Reservations,
     alua: AluaStates,
     /// The Control mode page's SWP bit, mirrored out of `state` so that a write checks it
@@ -194,7 +198,7 @@ impl LogicalUnit {
                 copies: CopyRecords::default(),
                 sanitize: SanitizeState::default(),
             }),
-            io: RwLock::new(()),
+            io: Arc::new(RwLock::new(())),
             reservations: Reservations::default(),
             alua: AluaStates::default(),
             software_write_protect: AtomicBool::new(false),
@@ -319,12 +323,12 @@ impl LogicalUnit {
 
     /// Shared hold on the LU's I/O lock (ordinary reads and writes).
     pub(crate) fn io_shared(&self) -> RwLockReadGuard<'_, ()> {
-        self.io.read().unwrap_or_else(|e| e.into_inner())
+        self.io.read()
     }
 
     /// Exclusive hold on the LU's I/O lock (read-modify-write commands).
     pub(crate) fn io_exclusive(&self) -> RwLockWriteGuard<'_, ()> {
-        self.io.write().unwrap_or_else(|e| e.into_inner())
+        self.io.write()
     }
 
     pub(crate) fn state(&self) -> MutexGuard<'_, LuState> {
@@ -400,30 +404,8 @@ impl LogicalUnit {
             data_out_len,
             abort,
         } = call;
-        let opcode = cdb.first().copied().unwrap_or(0xFF);
-        {
-            let mut st = self.state();
-            st.ua.register(nexus);
-            // SAM-5 5.14: INQUIRY, REPORT LUNS and REQUEST SENSE are not blocked by a pending
-            // unit attention (REQUEST SENSE reports it instead).
-            let exempt = matches!(
-                opcode,
-                crate::cdb::opcode::INQUIRY
-                    | crate::cdb::opcode::REPORT_LUNS
-                    | crate::cdb::opcode::REQUEST_SENSE
-            );
-            if !exempt {
-                if let Some((asc, ascq)) = st.ua.take(nexus) {
-                    let fmt = if st.mode.d_sense() {
-                        SenseFormat::Descriptor
-                    } else {
-                        SenseFormat::Fixed
-                    };
-                    return CommandResult::check_condition(
-                        sense::unit_attention(asc, ascq).with_format(fmt),
-                    );
-                }
-            }
+        if let Some(attention) = self.unit_attention_for(nexus, cdb) {
+            return attention;
         }
         let mut cmd = Cmd {
             lu: self,
@@ -491,6 +473,36 @@ impl LogicalUnit {
 }
 
 impl LogicalUnit {
+    /// Registers `nexus` and, unless the command is one a pending unit attention does not
+    /// block, takes the oldest one queued for it: the CHECK CONDITION the command ends with.
+    // Always inlined into `execute`, where it was written before `plan` shared it.
+    #[inline(always)]
+    pub(crate) fn unit_attention_for(&self, nexus: NexusId, cdb: &[u8]) -> Option<CommandResult> {
+        let opcode = cdb.first().copied().unwrap_or(0xFF);
+        let mut st = self.state();
+        st.ua.register(nexus);
+        // SAM-5 5.14: INQUIRY, REPORT LUNS and REQUEST SENSE are not blocked by a pending
+        // unit attention (REQUEST SENSE reports it instead).
+        let exempt = matches!(
+            opcode,
+            crate::cdb::opcode::INQUIRY
+                | crate::cdb::opcode::REPORT_LUNS
+                | crate::cdb::opcode::REQUEST_SENSE
+        );
+        if exempt {
+            return None;
+        }
+        let (asc, ascq) = st.ua.take(nexus)?;
+        let fmt = if st.mode.d_sense() {
+            SenseFormat::Descriptor
+        } else {
+            SenseFormat::Fixed
+        };
+        Some(CommandResult::check_condition(
+            sense::unit_attention(asc, ascq).with_format(fmt),
+        ))
+    }
+
     /// Whether the LU can run `op` now: a sanitize in progress stops everything but the
     /// commands SBC-4 4.11.2 lets through (NOT READY / SANITIZE IN PROGRESS), a failed one
     /// stops medium access (MEDIUM ERROR / SANITIZE COMMAND FAILED), and an ejected medium

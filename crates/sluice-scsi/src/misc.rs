@@ -145,9 +145,14 @@ pub(crate) fn pre_fetch(cmd: &mut Cmd<'_>) -> CmdResult {
 /// SYNCHRONIZE CACHE(10/16) (SBC-3 5.22, 5.23): range check (0 blocks means to the end of
 /// the LU), then flush the device. IMMED is accepted; the flush completes before GOOD.
 pub(crate) fn synchronize_cache(cmd: &mut Cmd<'_>) -> CmdResult {
-    let b = decode(cmd.cdb).ok_or_else(invalid_opcode)?;
-    check_range(cmd.lu, b.lba, b.blocks)?;
+    synchronize_cache_checks(cmd.lu, cmd.cdb)?;
     cmd.lu.device().flush().map_err(|e| storage_sense(&e, true))
+}
+
+/// The checks of SYNCHRONIZE CACHE(10/16) before its flush: the range it names.
+pub(crate) fn synchronize_cache_checks(lu: &crate::lu::LogicalUnit, cdb: &[u8]) -> CmdResult {
+    let b = decode(cdb).ok_or_else(invalid_opcode)?;
+    check_range(lu, b.lba, b.blocks)
 }
 
 /// READ DEFECT DATA(10) and (12) (SBC-3 5.17, 5.18): the LU has no defects, so the answer

@@ -103,17 +103,26 @@ pub(crate) fn fua(cdb: &[u8], b: &BlockCdb) -> bool {
     b.has_flags && u8_at(cdb, 1) & 0x08 != 0
 }
 
+/// What a READ(6/10/12/16) reads once its CDB passed the checks: the byte offset and length,
+/// `None` for a transfer of 0 blocks.
+#[inline]
+pub(crate) fn read_extent(lu: &LogicalUnit, cdb: &[u8]) -> Result<Option<(u64, usize)>, SenseData> {
+    let b = decode(cdb).ok_or_else(crate::sense::invalid_opcode)?;
+    check_protect(cdb, &b)?;
+    check_range(lu, b.lba, b.blocks)?;
+    let len = byte_len(lu, &b)?;
+    if len == 0 {
+        return Ok(None);
+    }
+    Ok(Some((offset(lu, b.lba), len)))
+}
+
 /// READ(6/10/12/16).
 pub(crate) fn read(cmd: &mut Cmd<'_>) -> CmdResult {
-    let b = decode(cmd.cdb).ok_or_else(crate::sense::invalid_opcode)?;
-    check_protect(cmd.cdb, &b)?;
-    check_range(cmd.lu, b.lba, b.blocks)?;
-    let len = byte_len(cmd.lu, &b)?;
-    if len == 0 {
+    let Some((at, len)) = read_extent(cmd.lu, cmd.cdb)? else {
         return Ok(());
-    }
+    };
     let device = cmd.lu.device();
-    let at = offset(cmd.lu, b.lba);
     // Zero copy when the backend can (mapped tmpfs file); otherwise read straight into the
     // Data-In buffer's spare room (no zero-fill first).
     if let Some(r) = device.read_shared(at, len) {
@@ -128,13 +137,36 @@ pub(crate) fn read(cmd: &mut Cmd<'_>) -> CmdResult {
 /// WRITE(6/10/12/16). Writes only the whole blocks present in the Data-Out; with FUA, or
 /// with the write cache disabled (WCE=0), the write is durable before GOOD.
 pub(crate) fn write(cmd: &mut Cmd<'_>) -> CmdResult {
-    let b = decode(cmd.cdb).ok_or_else(crate::sense::invalid_opcode)?;
-    check_protect(cmd.cdb, &b)?;
-    cmd.lu.writable()?;
-    check_range(cmd.lu, b.lba, b.blocks)?;
-    let len = byte_len(cmd.lu, &b)?;
-    let fua = fua(cmd.cdb, &b) || !cmd.lu.write_cache_enabled();
-    write_blocks(cmd.lu, b.lba, &cmd.data_out.slices(len), fua)
+    let w = write_extent(cmd.lu, cmd.cdb)?;
+    write_blocks(cmd.lu, w.lba, &cmd.data_out.slices(w.len), w.fua)
+}
+
+/// What a WRITE(6/10/12/16) may write once its CDB passed the checks.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WriteExtent {
+    /// First logical block.
+    pub(crate) lba: u64,
+    /// The CDB's transfer length in bytes (the Data-Out may bring less).
+    pub(crate) len: usize,
+    /// Durable before GOOD: FUA, or the write cache disabled (WCE=0).
+    pub(crate) fua: bool,
+}
+
+/// The checks of WRITE(6/10/12/16) (protection field, write protection, range, transfer
+/// length) and what it writes.
+#[inline]
+pub(crate) fn write_extent(lu: &LogicalUnit, cdb: &[u8]) -> Result<WriteExtent, SenseData> {
+    let b = decode(cdb).ok_or_else(crate::sense::invalid_opcode)?;
+    check_protect(cdb, &b)?;
+    lu.writable()?;
+    check_range(lu, b.lba, b.blocks)?;
+    let len = byte_len(lu, &b)?;
+    let fua = fua(cdb, &b) || !lu.write_cache_enabled();
+    Ok(WriteExtent {
+        lba: b.lba,
+        len,
+        fua,
+    })
 }
 
 /// ORWRITE(16) (SBC-3 5.8), without a BMOP field: every whole block of the Data-Out is

@@ -9,7 +9,7 @@ use crate::field::{be16, be32, u8_at};
 use crate::lu::{Call, LogicalUnit};
 use crate::ports::{Fabric, NexusIdentity, TargetPorts};
 use crate::unit_attention as ua;
-use crate::{inquiry, misc, opcodes, report_luns, sense};
+use crate::{inquiry, misc, opcodes, report_luns, sense, Planned};
 use crate::{CommandResult, DataOut, Delivery, NexusId, ResetKind, Transfer};
 
 /// Largest transfer one READ/WRITE/VERIFY may move: 32 MiB. Reported in VPD B0h as MAXIMUM
@@ -297,6 +297,19 @@ impl ScsiTarget {
             abort: delivery.abort,
         };
         self.run(lun, call, data_in, shared)
+    }
+
+    /// Plans a READ, WRITE or SYNCHRONIZE CACHE to `lun` from `nexus` for the transport to
+    /// carry out on the device itself (asynchronously), `data_out_bytes` of Data-Out having
+    /// arrived: every check [`execute_with`](Self::execute_with) makes is made here, with the
+    /// same outcome, and the device I/O is left to the caller ([`Planned`]). Any other
+    /// command, or one to a LU whose I/O lock is held exclusively, comes back as
+    /// [`Planned::Execute`] untouched. Never blocks on another command.
+    pub fn plan(&self, nexus: NexusId, lun: u64, cdb: &[u8], data_out_bytes: usize) -> Planned {
+        match self.resolve(lun) {
+            Resolved::Lu(lu) => crate::plan::plan(&lu, nexus, cdb, data_out_bytes, self.fabric()),
+            Resolved::Wlun | Resolved::Missing => Planned::Execute,
+        }
     }
 
     fn run(

@@ -2,7 +2,9 @@
 //!
 //! One trait, [`BlockDevice`], is implemented by every backend. It is synchronous on purpose: the
 //! target driver runs non-blocking backends (memory, null) inline on the connection's task and
-//! blocking ones (file) on a worker thread, as [`BlockDevice::blocks`] says. Offsets and lengths
+//! blocking ones (file) on a worker thread, as [`BlockDevice::blocks`] says. A backend whose
+//! store completes operations by itself (RBD) also takes plain reads, writes and flushes as
+//! futures ([`BlockDevice::submit`], [`DeviceOp`]), so that no thread waits on each. Offsets and lengths
 //! are in bytes and always whole blocks; callers (sluice-scsi) check ranges against
 //! [`BlockDevice::num_blocks`] before calling, and every backend checks them again (defence in
 //! depth), answering [`StorageError::OutOfRange`].
@@ -33,8 +35,9 @@
 //! copy straight into them), asking the kernel to back that mapping with huge pages
 //! (`file/huge_pages.rs`: `MADV_COLLAPSE`, and `setpriority` for the thread that does it) and
 //! `pread` into a buffer's spare capacity (`file.rs`: no zero-fill before a read); with the
-//! `rbd` feature, a fourth: the calls into librados and librbd (`rbd/librbd.rs`: handles owned
-//! and freed once, buffers borrowed until librbd's completion callback ran). The `O_DIRECT`
+//! `rbd` feature, a fourth: the calls into librados and librbd (`rbd/librbd.rs` and its child
+//! `rbd/librbd/aio.rs`: handles owned and freed once, buffers borrowed, or owned by the
+//! callback's side, until librbd's completion callback ran). The `O_DIRECT`
 //! bounce buffer needs none (it is aligned by slicing a slightly larger `Vec`).
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -48,6 +51,7 @@ mod memory;
 mod null;
 mod rbd;
 mod state_file;
+mod submit;
 
 #[cfg(test)]
 mod conformance;
@@ -59,6 +63,7 @@ pub use null::NullDevice;
 pub use rbd::RbdDevice;
 pub use rbd::{RbdImage, DEFAULT_CLIENT_ID as DEFAULT_RBD_CLIENT_ID};
 pub use state_file::{StateFile, StateStore, MAX_STATE_FILE_BYTES};
+pub use submit::{run_now, DeviceOp, Submission};
 
 /// Why a block operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -157,6 +162,23 @@ pub trait BlockDevice: Send + Sync + std::fmt::Debug {
 
     /// Makes every completed write durable (SYNCHRONIZE CACHE).
     fn flush(&self) -> Result<(), StorageError>;
+
+    /// Whether [`submit`](Self::submit) completes operations without a thread waiting for
+    /// them (an RBD image, through librbd's asynchronous calls): the target then awaits its
+    /// plain reads, writes and flushes instead of parking a thread on each. The default is
+    /// `false`.
+    fn submits(&self) -> bool {
+        false
+    }
+
+    /// Submits one plain read, write or flush; the returned future completes when the
+    /// backend says it ended. A backend that [`submits`](Self::submits) starts the operation
+    /// here and returns at once; the default runs it now through the synchronous calls
+    /// ([`run_now`]), on the calling thread, and returns a completed future. Ranges are
+    /// checked as for the synchronous calls.
+    fn submit(&self, op: DeviceOp) -> Submission {
+        Box::pin(std::future::ready(run_now(self, op)))
+    }
 
     /// Writes `data`, which is one `unit`-byte block repeated (WRITE SAME with a pattern), at
     /// byte `offset`. With `fua`, returns only once it is durable.

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use sluice_storage::{BlockDevice, RbdDevice, RbdImage, StorageError};
+use bytes::Bytes;
+use sluice_storage::{BlockDevice, DeviceOp, RbdDevice, RbdImage, StorageError, Submission};
 use sluice_test_support::{CephCluster, CEPH_POOL};
 
 const MIB: u64 = 1 << 20;
@@ -63,6 +64,7 @@ fn rbd_device_against_a_real_cluster() {
     access_outside_the_image_is_out_of_range(&c);
     read_only_opens_refuse_writes(&c);
     concurrent_writers_all_land(&c);
+    submitted_operations_complete_on_librbds_callback(&c);
     a_broken_lock_fences_its_owner(&c);
     missing_pool_image_and_key_are_named(&c);
 }
@@ -263,6 +265,104 @@ fn concurrent_writers_all_land(c: &CephCluster) {
             assert_eq!(read(&*dev, offset, 8192), pattern(t * 100 + i, 8192));
         }
     }
+}
+
+/// Polls `fut` on this thread, parked between polls until librbd's callback wakes it.
+fn block_on(mut fut: Submission) -> Result<Bytes, StorageError> {
+    struct Unpark(thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    loop {
+        if let std::task::Poll::Ready(r) = fut.as_mut().poll(&mut cx) {
+            return r;
+        }
+        thread::park_timeout(Duration::from_secs(1));
+    }
+}
+
+/// Reads, writes and flushes submitted (the target's path for READ, WRITE and SYNCHRONIZE
+/// CACHE): many in flight at once from one thread, each woken by its own completion; ranges
+/// and write protection checked as for the synchronous calls; a submission dropped before it
+/// completed leaves librbd nothing freed to write into or read from, nor a closed image.
+fn submitted_operations_complete_on_librbds_callback(c: &CephCluster) {
+    let dev = open(c, "submitted", 16);
+    assert!(dev.submits());
+    // 32 writes in flight, each 12 KiB in three segments of odd lengths, the later ones over
+    // an object boundary.
+    let write = |i: u64| {
+        let data = Bytes::from(pattern(200 + i, 12288));
+        let segments = vec![
+            data.slice(..1000),
+            data.slice(1000..9000),
+            data.slice(9000..),
+        ];
+        let offset = OBJECT - 16 * 12288 + i * 12288;
+        (
+            offset,
+            data,
+            dev.submit(DeviceOp::Write {
+                offset,
+                segments,
+                fua: i % 4 == 0,
+            }),
+        )
+    };
+    let writes: Vec<_> = (0..32).map(write).collect();
+    let mut reads = Vec::new();
+    for (offset, data, fut) in writes {
+        assert!(block_on(fut).unwrap().is_empty());
+        reads.push((data, dev.submit(DeviceOp::Read { offset, len: 12288 })));
+    }
+    for (data, fut) in reads {
+        assert_eq!(block_on(fut).unwrap(), data);
+    }
+    assert!(block_on(dev.submit(DeviceOp::Flush)).unwrap().is_empty());
+    assert_eq!(read(&dev, OBJECT - 16 * 12288, 12288), pattern(200, 12288));
+
+    let beyond = DeviceOp::Read {
+        offset: 16 * MIB - 512,
+        len: 1024,
+    };
+    assert!(matches!(
+        block_on(dev.submit(beyond)),
+        Err(StorageError::OutOfRange { .. })
+    ));
+
+    // Dropped in flight: the drop waits for librbd's callback (the image stays open under
+    // the operation), the write lands whole, and the device goes on serving.
+    let data = Bytes::from(pattern(300, 4 * MIB as usize));
+    drop(dev.submit(DeviceOp::Write {
+        offset: 2 * MIB,
+        segments: vec![data.clone()],
+        fua: false,
+    }));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while read(&dev, 2 * MIB, data.len()) != data {
+        assert!(Instant::now() < deadline, "the dropped write never landed");
+        thread::sleep(Duration::from_millis(50));
+    }
+    drop(dev.submit(DeviceOp::Read {
+        offset: 0,
+        len: 4 * MIB as usize,
+    }));
+    assert!(block_on(dev.submit(DeviceOp::Flush)).unwrap().is_empty());
+
+    c.create_image("submitted-ro", 4);
+    let ro = RbdDevice::open(&spec(c, "submitted-ro"), 512, true).unwrap();
+    let refused = block_on(ro.submit(DeviceOp::Write {
+        offset: 0,
+        segments: vec![Bytes::from_static(&[1; 512])],
+        fua: false,
+    }));
+    assert!(
+        matches!(refused, Err(StorageError::Io(e)) if e.kind() == io::ErrorKind::ReadOnlyFilesystem)
+    );
+    assert!(block_on(ro.submit(DeviceOp::Flush)).unwrap().is_empty());
 }
 
 /// Two clients on one image, as two gateways would be: the one holding the exclusive lock

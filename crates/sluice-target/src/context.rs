@@ -33,6 +33,10 @@ pub(crate) struct LunRuntime {
     /// Whether its backend may block the thread (file I/O): commands then run on the
     /// blocking pool.
     pub blocking: bool,
+    /// Whether its backend completes plain reads, writes and flushes by itself
+    /// (`BlockDevice::submits`: RBD images): those commands are then awaited, not run on
+    /// the blocking pool (`device_io`).
+    pub submits: bool,
     /// Whether its size may change outside sluice (RBD images): `capacity_watch` looks.
     pub external_size: bool,
 }
@@ -188,6 +192,7 @@ pub(crate) fn open_lun(
 ) -> io::Result<Arc<LunRuntime>> {
     let device = Arc::new(SwapDevice::new(open_backend(l)?));
     let blocking = device.blocks();
+    let submits = device.submits();
     let shared: Arc<dyn BlockDevice> = Arc::clone(&device) as Arc<dyn BlockDevice>;
     let lu = LogicalUnit::new(lu_config(t, l, shared));
     if let Some(dir) = state_dir {
@@ -211,6 +216,7 @@ pub(crate) fn open_lun(
         lu: Arc::new(lu),
         metrics: LuMetrics::default(),
         blocking,
+        submits,
         external_size: matches!(l.backend, Backend::Rbd { .. }),
     }))
 }

@@ -4,7 +4,9 @@
 //! The loop reads PDUs and hands them to the core, runs the SCSI work the core asks for
 //! (inline for memory, null and tmpfs LUNs; for LUs whose backend waits, disk files and RBD
 //! images, and for commands that run long, concurrently on tokio's blocking pool, each in a
-//! task of its own: `long_running`), writes what the core stamped for this
+//! task of its own: `long_running`; but READ, WRITE and SYNCHRONIZE CACHE on a LU whose
+//! backend completes operations by itself, RBD images, are planned here and awaited:
+//! `device_io`), writes what the core stamped for this
 //! connection, sleeps until the core's next deadline, and wakes
 //! the tasks of the session's other connections when the core queued something for them. The
 //! core sits behind a lock shared by the session's connections; it is never held across an
@@ -16,20 +18,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use futures_util::{FutureExt, StreamExt};
 use sluice_proto::pdu::codes::ScsiStatus;
 use sluice_proto::pdu::{Cdb, Pdu};
 use sluice_proto::seq::Lun;
 use sluice_proto::target::{
-    CloseReason, ConnId, DataTransfer, Event, ResetKind, ScsiCompletion, ScsiWork, TargetSessionEnv,
+    CloseReason, ConnId, DataTransfer, Event, ResetKind, ScsiCompletion, ScsiWork,
+    TargetSessionEnv, Ticket,
 };
 use sluice_proto::timer::TimerArm;
-use sluice_scsi::{AbortSignal, DataOut, Delivery};
+use sluice_scsi::{AbortSignal, DataOut, Delivery, Planned};
 use tokio::sync::{watch, Notify};
 use tokio::time::{Instant, Sleep};
 use tracing::{debug, trace, warn};
 
 use crate::connection::{Incoming, ReadEnd, Reader};
 use crate::context::{Context, LunRuntime, TargetRuntime};
+use crate::device_io::InFlight;
 use crate::metrics::{ConnCounters, Finished, LuCounters};
 use crate::outbox::Outbox;
 use crate::sessions::SharedSession;
@@ -96,6 +101,8 @@ pub(crate) struct Connection<'a> {
     /// each answer (docs/performance.md, "Busy polling").
     peer_waits: bool,
     shutting_down: bool,
+    /// Commands whose device operation is in flight (`device_io`), polled by this task.
+    in_flight: InFlight,
 }
 
 /// This connection's counters for one LU.
@@ -108,6 +115,10 @@ struct LuSlot {
 
 impl Drop for Connection<'_> {
     fn drop(&mut self) {
+        if !self.in_flight.is_empty() {
+            let in_flight = std::mem::take(&mut self.in_flight);
+            crate::device_io::drain(Arc::clone(self.ctx), Arc::clone(&self.session), in_flight);
+        }
         for slot in &self.lu_slots {
             slot.lun.metrics.retire(&slot.counters);
         }
@@ -118,6 +129,8 @@ impl Drop for Connection<'_> {
 enum Input {
     Pdu(Pdu),
     FrameError(sluice_proto::framing::FrameError),
+    /// A command's device operation completed (`device_io`).
+    Completed(Ticket, ScsiCompletion),
     Wake,
     Shutdown,
     Deadline,
@@ -155,6 +168,7 @@ impl<'a> Connection<'a> {
             timer_arm: TimerArm::new(),
             peer_waits: true,
             shutting_down: false,
+            in_flight: InFlight::new(),
         }
     }
 
@@ -176,6 +190,9 @@ impl<'a> Connection<'a> {
             let input = tokio::select! {
                 biased;
                 () = self.wake.notified() => Input::Wake,
+                Some((ticket, done)) = self.in_flight.next(), if !self.in_flight.is_empty() => {
+                    Input::Completed(ticket, done)
+                }
                 _ = self.shutdown.changed(), if !self.shutting_down => Input::Shutdown,
                 r = reader.next(), if !self.outbox.congested() => match r {
                     Ok(Incoming::Pdu(pdu)) => Input::Pdu(pdu),
@@ -216,6 +233,14 @@ impl<'a> Connection<'a> {
                         self.counters.frame_error(&e);
                         core.handle_frame_error(self.id, &e, now, &mut env);
                     }
+                    Input::Completed(ticket, done) => {
+                        core.handle_completion(ticket, done, &mut env);
+                        // Every other completion that is ready joins this one's answer.
+                        while let Some(Some((ticket, done))) = self.in_flight.next().now_or_never()
+                        {
+                            core.handle_completion(ticket, done, &mut env);
+                        }
+                    }
                     Input::Wake => {}
                     Input::Shutdown => {
                         self.shutting_down = true;
@@ -253,7 +278,7 @@ impl<'a> Connection<'a> {
             let polling = sluice_probe::span(sluice_probe::Stage::Protocol);
             let work = self.session.lock().poll_work();
             polling.close();
-            let Some(work) = work else {
+            let Some(mut work) = work else {
                 break;
             };
             let slot = match self.target {
@@ -262,6 +287,12 @@ impl<'a> Connection<'a> {
             };
             let runs_long = sluice_scsi::runs_long(&work.cdb);
             if let Some(target) = self.target {
+                if !runs_long && slot.is_some_and(|i| self.lu_slots[i].lun.submits) {
+                    match self.plan(target, work, slot) {
+                        Some(back) => work = back,
+                        None => continue,
+                    }
+                }
                 if runs_long || self.runs_off_task(&work, slot) {
                     let counters = slot.map(|i| Arc::clone(&self.lu_slots[i].counters));
                     crate::long_running::spawn(
@@ -365,6 +396,61 @@ impl<'a> Connection<'a> {
             });
         }
         (completion, aborts)
+    }
+
+    /// A READ, WRITE or SYNCHRONIZE CACHE on a LU whose backend submits: planned on the SCSI
+    /// layer and its device operation put in flight (`device_io`), or ended by its checks.
+    /// Gives `work` back when the SCSI layer runs it on its synchronous path instead.
+    // Kept out of `pump`, whose inlined body is the memory LU's path.
+    #[inline(never)]
+    fn plan(
+        &mut self,
+        target: &TargetRuntime,
+        work: ScsiWork,
+        slot: Option<usize>,
+    ) -> Option<ScsiWork> {
+        let nexus = self.session.nexus;
+        match target
+            .scsi
+            .plan(nexus, work.lun.0, &work.cdb, work.data_out.len())
+        {
+            Planned::Io(plan) => {
+                let counters = slot.map(|i| Arc::clone(&self.lu_slots[i].counters));
+                let completing = crate::device_io::start(plan, work, counters);
+                self.in_flight.push(completing);
+                None
+            }
+            Planned::Done(result) => {
+                let completion = crate::device_io::completion_of(&result, Bytes::new());
+                self.finish_on_task(work, slot, completion);
+                None
+            }
+            Planned::Execute => Some(work),
+        }
+    }
+
+    /// Counts a command that ended on this task without running on the SCSI layer's
+    /// synchronous path (planned, and ended by its checks), and gives its result to the core.
+    fn finish_on_task(&mut self, work: ScsiWork, slot: Option<usize>, completion: ScsiCompletion) {
+        if let Some(i) = slot {
+            self.lu_slots[i].counters.record(&Finished {
+                cdb: work.cdb.as_bytes(),
+                read_bytes: 0,
+                write_bytes: work.data_out.len() as u64,
+                status: completion.status,
+                sense: &completion.sense,
+                latency: Instant::now()
+                    .into_std()
+                    .saturating_duration_since(work.arrived),
+            });
+        }
+        let ticket = work.ticket;
+        drop(work);
+        let session = Arc::clone(&self.session);
+        let mut env = self.env();
+        session
+            .lock()
+            .handle_completion(ticket, completion, &mut env);
     }
 
     /// This connection's counter slot for the LU at `raw`, made on the LU's first command;

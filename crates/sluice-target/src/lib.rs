@@ -23,6 +23,7 @@ mod change;
 pub mod config;
 mod connection;
 mod context;
+mod device_io;
 mod discovery;
 mod faults;
 mod ffp;

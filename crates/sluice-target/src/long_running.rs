@@ -1,6 +1,8 @@
 //! Commands that run off their connection's task, on the blocking pool, while the
 //! connection goes on reading and answering: every command of a LU whose backend waits (disk
-//! files, block devices, RBD images), and on any LU the commands that run for as long as
+//! files, block devices, RBD images; but the READ, WRITE and SYNCHRONIZE CACHE of a backend
+//! that completes operations by itself are awaited on the connection's task: `device_io`),
+//! and on any LU the commands that run for as long as
 //! their data takes (`sluice_scsi::runs_long`: EXTENDED COPY, WRITE SAME, UNMAP, SANITIZE),
 //! which can be aborted.
 //!

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
 use bytes::{Bytes, BytesMut};
-use sluice_storage::{BlockDevice, Extent, MemoryDevice, StorageError};
+use sluice_storage::{BlockDevice, DeviceOp, Extent, MemoryDevice, StorageError, Submission};
 
 /// Lock slots: threads beyond this many share slots (still correct, only slower).
 const SLOTS: usize = 16;
@@ -166,6 +166,16 @@ impl BlockDevice for SwapDevice {
 
     fn flush(&self) -> Result<(), StorageError> {
         self.read().device().flush()
+    }
+
+    fn submits(&self) -> bool {
+        self.read().device().submits()
+    }
+
+    fn submit(&self, op: DeviceOp) -> Submission {
+        // The submission holds what it needs of the backend (an RBD image stays open until
+        // its operations complete), so a swap while it is in flight takes nothing from it.
+        self.read().device().submit(op)
     }
 
     fn size_bytes(&self) -> u64 {

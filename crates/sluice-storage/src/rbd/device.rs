@@ -1,10 +1,15 @@
 //! [`RbdDevice`]: an RBD image behind the [`BlockDevice`] trait.
 
 use std::io;
+use std::sync::Arc;
+
+use bytes::Bytes;
 
 use super::librbd::{self, Cluster, ConnectArgs, Image, Pool};
 use super::RbdImage;
-use crate::{check_range, checked_size, read_only_error, BlockDevice, StorageError};
+use crate::{
+    check_range, checked_size, read_only_error, BlockDevice, DeviceOp, StorageError, Submission,
+};
 
 /// The range librbd's compare-and-write takes: inside one sector of this size.
 const LIBRBD_CAW_SECTOR: u64 = 512;
@@ -22,7 +27,7 @@ const LIBRBD_CAW_SECTOR: u64 = 512;
 /// map is not asked.
 #[derive(Debug)]
 pub struct RbdDevice {
-    image: Image,
+    image: Arc<Image>,
     block_size: u32,
     read_only: bool,
     /// The size at open, used when librbd cannot say (it always can while the image is open).
@@ -69,7 +74,7 @@ impl RbdDevice {
             "RBD image open"
         );
         Ok(Self {
-            image,
+            image: Arc::new(image),
             block_size,
             read_only,
             size_at_open: info.size,
@@ -134,6 +139,56 @@ impl RbdDevice {
     }
 }
 
+impl RbdDevice {
+    /// Checks `op` as the synchronous calls would and submits it to librbd: the returned
+    /// future is woken by librbd's completion callback, so no thread waits for it. A write
+    /// with FUA submits its flush once the write completed.
+    fn start(&self, op: DeviceOp) -> Result<Submission, StorageError> {
+        match op {
+            DeviceOp::Read { offset, len } => {
+                self.check(offset, len as u64)?;
+                if len == 0 {
+                    return Ok(Box::pin(std::future::ready(Ok(Bytes::new()))));
+                }
+                let read = self.image.submit_read(offset, len)?;
+                Ok(Box::pin(async move { Ok(read.await?) }))
+            }
+            DeviceOp::Write {
+                offset,
+                mut segments,
+                fua,
+            } => {
+                self.check_writable()?;
+                let total: u64 = segments.iter().map(|s| s.len() as u64).sum();
+                self.check(offset, total)?;
+                segments.retain(|s| !s.is_empty());
+                let write = if segments.is_empty() {
+                    None
+                } else {
+                    Some(self.image.submit_write(offset, segments)?)
+                };
+                let image = Arc::clone(&self.image);
+                Ok(Box::pin(async move {
+                    if let Some(write) = write {
+                        write.await?;
+                    }
+                    if fua {
+                        image.submit_flush()?.await?;
+                    }
+                    Ok(Bytes::new())
+                }))
+            }
+            DeviceOp::Flush => {
+                if self.read_only {
+                    return Ok(Box::pin(std::future::ready(Ok(Bytes::new()))));
+                }
+                let flush = self.image.submit_flush()?;
+                Ok(Box::pin(async move { Ok(flush.await?) }))
+            }
+        }
+    }
+}
+
 impl BlockDevice for RbdDevice {
     fn block_size(&self) -> u32 {
         self.block_size
@@ -191,6 +246,15 @@ impl BlockDevice for RbdDevice {
             self.image.flush()?;
         }
         Ok(())
+    }
+
+    fn submits(&self) -> bool {
+        true
+    }
+
+    fn submit(&self, op: DeviceOp) -> Submission {
+        self.start(op)
+            .unwrap_or_else(|e| Box::pin(std::future::ready(Err(e))))
     }
 
     fn flush(&self) -> Result<(), StorageError> {

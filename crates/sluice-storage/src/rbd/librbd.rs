@@ -5,20 +5,24 @@
 //! which holds an `Arc` of the cluster; dropping the last one closes the image, destroys the
 //! context and shuts the cluster handle down, in that order.
 //!
-//! Every data operation goes through librbd's asynchronous API (`rbd_aio_*`): [`Image::run`]
-//! creates a completion, submits, and blocks the calling thread until librbd's callback says
-//! the operation ended. The caller's buffers are borrowed for the whole call, so they outlive
-//! the operation. The RBD device runs on the target's blocking pool (`BlockDevice::blocks`), so
-//! a wait costs a pool thread, never the network reactor.
+//! Every data operation goes through librbd's asynchronous API (`rbd_aio_*`). The synchronous
+//! calls ([`Image::run`]) create a completion, submit, and block the calling thread until
+//! librbd's callback says the operation ended; the caller's buffers are borrowed for the whole
+//! call, so they outlive the operation, and the target runs them on its blocking pool
+//! (`BlockDevice::blocks`), never on the network reactor. Reads, writes and flushes can also
+//! be awaited (`aio`): the callback wakes a task instead of a thread.
 #![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::io;
 use std::path::Path;
 use std::ptr;
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::task::Waker;
 
 use sluice_rbd_sys as sys;
+
+mod aio;
 
 /// How long `rados_connect` waits for a monitor before it fails (`client_mount_timeout`,
 /// 300 s by default): a target started against an unreachable cluster says so in seconds.
@@ -557,12 +561,11 @@ impl Image {
         let r = submit(completion.raw);
         if r < 0 {
             // Refused before it was queued: librbd will not call back.
-            completion.abandon();
+            drop(completion);
             return Err(errno_error(r, format!("{}: {what}", self.name)));
         }
-        let result = waiter.wait();
-        drop(completion);
-        Ok(result)
+        completion.submitted();
+        Ok(waiter.wait())
     }
 
     /// The error of an operation that ended with `result` (a negative errno).
@@ -580,7 +583,8 @@ impl Image {
 impl Drop for Image {
     fn drop(&mut self) {
         // SAFETY: the handle came from rbd_open and is closed once, here; no operation is
-        // outstanding (every `run` waited for its completion), and the pool outlives this.
+        // outstanding (every `run` waited for its completion, and every `aio::Pending` holds
+        // the image until its callback ran), and the pool outlives this.
         let r = unsafe { sys::rbd_close(self.handle) };
         if r < 0 {
             tracing::warn!(image = %self.name, pool = %self.pool.name, "rbd_close: {}", errno_error(r, String::new()));
@@ -588,24 +592,56 @@ impl Drop for Image {
     }
 }
 
-/// Where an operation's result lands, and the thread waiting for it.
+/// Where an operation's result lands, and who waits for it: a thread (`wait`) or a task
+/// (the waker of an [`aio::Pending`]).
 #[derive(Debug, Default)]
 struct Waiter {
-    result: Mutex<Option<isize>>,
+    slot: Mutex<Slot>,
     done: Condvar,
 }
 
+/// The result, once librbd called back; the waker of the task awaiting it; the buffers librbd
+/// reads from or writes into until then (owned here, so they live as long as the callback's
+/// reference, whoever else lets go first).
+#[derive(Debug, Default)]
+struct Slot {
+    result: Option<isize>,
+    waker: Option<Waker>,
+    buffers: aio::Buffers,
+}
+
 impl Waiter {
+    fn holding(buffers: aio::Buffers) -> Self {
+        Self {
+            slot: Mutex::new(Slot {
+                result: None,
+                waker: None,
+                buffers,
+            }),
+            done: Condvar::new(),
+        }
+    }
+
+    fn slot(&self) -> MutexGuard<'_, Slot> {
+        self.slot.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn complete(&self, result: isize) {
-        let mut slot = self.result.lock().unwrap_or_else(PoisonError::into_inner);
-        *slot = Some(result);
-        self.done.notify_all();
+        let waker = {
+            let mut slot = self.slot();
+            slot.result = Some(result);
+            self.done.notify_all();
+            slot.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
     }
 
     fn wait(&self) -> isize {
-        let mut slot = self.result.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = self.slot();
         loop {
-            if let Some(r) = *slot {
+            if let Some(r) = slot.result {
                 return r;
             }
             slot = self.done.wait(slot).unwrap_or_else(PoisonError::into_inner);
@@ -613,7 +649,9 @@ impl Waiter {
     }
 }
 
-/// An `rbd_completion_t` whose callback owns one reference of a [`Waiter`].
+/// An `rbd_completion_t` whose callback owns one reference of a [`Waiter`]. Until it is
+/// [`submitted`](Self::submitted) it is ours to release (dropped: librbd refused the
+/// operation, or it was never handed over); afterwards the callback releases it.
 struct Completion {
     raw: sys::rbd_completion_t,
     /// The reference handed to the callback, as a raw pointer (`Arc::into_raw`).
@@ -638,33 +676,39 @@ impl Completion {
         Ok(Self { raw, arg })
     }
 
-    /// For a submission librbd refused: the callback will never run, so its reference is
-    /// dropped here, then the completion released.
-    fn abandon(self) {
-        // SAFETY: librbd refused the operation (negative return), so it never calls back and
-        // the callback's reference is still unclaimed.
-        drop(unsafe { Arc::from_raw(self.arg) });
+    /// librbd accepted the operation: from now on its callback owns the completion (and
+    /// releases it, after its last use of it) and the waiter's reference.
+    fn submitted(self) {
+        std::mem::forget(self);
     }
 }
 
 impl Drop for Completion {
     fn drop(&mut self) {
-        // SAFETY: the completion came from rbd_aio_create_completion and is released once,
-        // here: after its callback ran (`Waiter::wait` returned) or when it was never used.
-        // librbd keeps its own reference while it finishes calling back.
+        // SAFETY: not submitted (see `submitted`), so librbd never calls back: the callback's
+        // `Waiter` reference is still unclaimed and the completion is released once, here.
+        // (Releasing a submitted completion before its callback ran would free the handle
+        // librbd then calls back with.)
+        drop(unsafe { Arc::from_raw(self.arg) });
+        // SAFETY: as above; the completion came from rbd_aio_create_completion.
         unsafe { sys::rbd_aio_release(self.raw) }
     }
 }
 
-/// librbd's completion callback: records the result and wakes the waiting thread.
+/// librbd's completion callback: records the result, releases the completion and wakes the
+/// waiting thread or task.
 ///
 /// # Safety
 ///
 /// `arg` must be a pointer from `Arc::into_raw` of a `Waiter` that nothing else takes back,
-/// and `c` the completion it was registered with, ended; librbd calls it once per completion.
+/// and `c` the completion it was registered with, submitted and ended; librbd calls it once
+/// per completion.
 unsafe extern "C" fn on_complete(c: sys::rbd_completion_t, arg: *mut c_void) {
     // SAFETY: `c` is the ended completion librbd calls back with.
     let result = unsafe { sys::rbd_aio_get_return_value(c) };
+    // SAFETY: a submitted completion is released by its callback (see `Completion::submitted`),
+    // once, after its last use above; librbd allows the release from the callback.
+    unsafe { sys::rbd_aio_release(c) };
     // SAFETY: per this function's contract, `arg` is an `Arc<Waiter>` reference given up by
     // `Completion::new` and claimed only here.
     let waiter = unsafe { Arc::from_raw(arg.cast_const().cast::<Waiter>()) };
