@@ -31,6 +31,10 @@ pub enum ClientCommand {
     /// Load generator: IOPS, bandwidth and latency percentiles of a LUN (fio-like), or replay
     /// an SPC trace.
     Bench(crate::cmd_bench::BenchArgs),
+    /// Run a script of initiator commands (connect, login, read, write, verify, tmf, expect,
+    /// ...) line by line, for protocol experiments and reproducible bug reports. Exits 1
+    /// when an expectation fails, 2 on any other error; both name the script line.
+    Script(crate::script::ScriptArgs),
 }
 
 /// How to log in: everything but the URL.

@@ -44,6 +44,7 @@ mod lab_files;
 mod logging;
 mod ops;
 mod portals;
+mod script;
 mod signals;
 mod size;
 
@@ -127,6 +128,7 @@ fn run_client(cmd: &ClientCommand) -> anyhow::Result<()> {
         ClientCommand::Dd(a) => cmd_dd::run_dd(a),
         ClientCommand::Xcopy(a) => cmd_xcopy::run_xcopy(a),
         ClientCommand::Bench(a) => cmd_bench::run(a),
+        ClientCommand::Script(a) => script::run(a),
     }
 }
 
@@ -134,6 +136,10 @@ fn exit(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            if let Some(f) = e.downcast_ref::<script::ScriptFailed>() {
+                eprintln!("error: {f}");
+                return ExitCode::from(f.exit_code);
+            }
             // `{:#}` prints the context chain on one line: "iSCSI target on ...: Address in use".
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
