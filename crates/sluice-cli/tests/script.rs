@@ -236,3 +236,34 @@ fn reads_a_script_from_stdin_and_checks_without_running() {
     assert_exit(&out, 0);
     assert!(text(&out.stdout).contains("2 commands, no errors"));
 }
+
+#[test]
+fn files_in_and_out_over_two_connections() {
+    let t = TestTarget::start(config());
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.bin");
+    let output = dir.path().join("out.bin");
+    let data: Vec<u8> = (0..8 * 4096u32).map(|i| (i * 7 + i / 4096) as u8).collect();
+    std::fs::write(&input, &data).unwrap();
+    let body = "connect $url connections=2 digests=crc32c\nlogin\nexpect key MaxConnections 2\n\
+                write 5 8 file=$in\nread 5 8 file=$out into=back\nexpect data back file=$in\n\
+                verify 5 8 buffer=back\nwrite 0 1 file=$in\n";
+    let out = script_text(
+        dir.path(),
+        body,
+        &[
+            ("url", &t.url(1)),
+            ("in", input.to_str().unwrap()),
+            ("out", output.to_str().unwrap()),
+        ],
+    );
+    // The last line writes one 4 KiB block from a 32 KiB file: refused, naming both sizes.
+    assert_exit(&out, 2);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("test.sluice:8: ")
+            && stderr.contains("holds 32768 bytes; the command moves 4096"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(&output).unwrap(), data);
+}

@@ -221,19 +221,17 @@ impl Executor {
         }
     }
 
-    /// Runs one SCSI command. `Some` when it ended GOOD; `None` when it did not and the next
-    /// line expects a status; an error otherwise. UNIT ATTENTION is retried as operating
-    /// systems do (each retry is printed).
-    async fn scsi(
+    /// Runs one SCSI command, retrying UNIT ATTENTION as operating systems do (each retry
+    /// is printed); whatever status it ends with is returned.
+    async fn run_retrying_ua(
         &mut self,
         n: usize,
         what: &str,
         cmd: Command,
-        next: Next,
-    ) -> Result<Option<CommandOutcome>, Stop> {
+    ) -> Result<CommandOutcome, Stop> {
         let session = self.session(n)?.clone();
         let mut retries = UNIT_ATTENTION_RETRIES;
-        let out = loop {
+        loop {
             let flight = session.start(cmd.clone());
             self.last_task = Some(flight.id());
             let out = flight
@@ -249,9 +247,21 @@ impl Executor {
                     say(n, format!("{what}: {s}: retried"));
                     retries -= 1;
                 }
-                _ => break out,
+                _ => return Ok(out),
             }
-        };
+        }
+    }
+
+    /// Runs one SCSI command. `Some` when it ended GOOD; `None` when it did not and the next
+    /// line expects a status; an error otherwise.
+    async fn scsi(
+        &mut self,
+        n: usize,
+        what: &str,
+        cmd: Command,
+        next: Next,
+    ) -> Result<Option<CommandOutcome>, Stop> {
+        let out = self.run_retrying_ua(n, what, cmd).await?;
         self.last_status = Some(LastStatus {
             what: what.to_owned(),
             status: out.status,
@@ -275,11 +285,7 @@ impl Executor {
         let lun = self.lun();
         let cmd = Command::read(lun, &cdb::read_capacity16(32), 32);
         // READ CAPACITY(16) first; a target that refuses it gets READ CAPACITY(10).
-        let session = self.session(n)?.clone();
-        let first = session
-            .execute(cmd)
-            .await
-            .map_err(|e| Stop::Error(n, format!("READ CAPACITY(16): {e}")))?;
+        let first = self.run_retrying_ua(n, "READ CAPACITY(16)", cmd).await?;
         let cap = if first.is_good() {
             self.last_status = Some(LastStatus {
                 what: "READ CAPACITY(16)".into(),
