@@ -34,6 +34,7 @@ pub enum ClientCommand {
     /// Run a script of initiator commands (connect, login, read, write, verify, tmf, expect,
     /// ...) line by line, for protocol experiments and reproducible bug reports. Exits 1
     /// when an expectation fails, 2 on any other error; both name the script line.
+    #[command(after_help = crate::script::AFTER_HELP)]
     Script(crate::script::ScriptArgs),
 }
 

@@ -23,6 +23,25 @@ use clap::Args;
 
 use crate::client_common::runtime;
 
+/// Text after `sluice script --help`: the language in brief.
+pub const AFTER_HELP: &str = "\
+One command per line; # comments; \"quoted words\"; set NAME VALUE and --set NAME=VALUE define
+$NAME. Commands:
+  connect URL [KEY=VALUE ...]   any RFC 7143 key or URL option; digests=crc32c, erl=N
+  login | logout | inquiry | readcapacity | testunitready | nop | print params
+  read LBA BLOCKS [into=NAME] [hex] [file=PATH]
+  write LBA BLOCKS DATA | verify LBA BLOCKS DATA
+        DATA: zero, byte=N, pattern=SEED, file=PATH, buffer=NAME
+  tmf abort-task|abort-task-set|clear-task-set|lun-reset|target-warm-reset|target-cold-reset
+  sleep 500ms | echo TEXT...
+  expect status GOOD|CHECK_CONDITION [sense=KEY] [asc=N] [ascq=N]
+  expect data BUFFER DATA | expect key NAME VALUE | expect tmf RESPONSE
+  expect login failed [initiator-error|authentication|authorization|not-found|0x0201...]
+A non-GOOD status, a refused login or a TMF other than function complete is an error unless
+the next line expects it. Example:
+  sluice script docs/script-examples/basic.sluice --set url=iscsi://127.0.0.1/iqn.2026-11.io.sluice:default/0
+See docs/script.md.";
+
 /// `sluice script`.
 #[derive(Debug, Args)]
 pub struct ScriptArgs {
