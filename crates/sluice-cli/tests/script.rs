@@ -267,3 +267,45 @@ fn files_in_and_out_over_two_connections() {
     );
     assert_eq!(std::fs::read(&output).unwrap(), data);
 }
+
+/// The same scripts over iSER: the URL's scheme makes the initiator library pick the
+/// transport (`sluice target --iser`, the software RDMA provider).
+#[test]
+fn example_scripts_pass_over_iser() {
+    use std::io::BufRead as _;
+    let mut target = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "target",
+            "--listen",
+            "127.0.0.1:0",
+            "--memory",
+            "64M",
+            "--iser",
+            "--iser-port",
+            "0",
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = std::io::BufReader::new(target.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("iser://"))
+        .expect("sluice target --iser prints an iser:// URL");
+    let results: Vec<_> = ["basic", "tmf"]
+        .iter()
+        .map(|name| script(&examples().join(format!("{name}.sluice")), &[("url", &url)]))
+        .collect();
+    let _ = target.kill();
+    let _ = target.wait();
+    for out in &results {
+        assert_exit(out, 0);
+        let stdout = text(&out.stdout);
+        assert!(
+            stdout.contains("iser://") && stdout.contains("logout: done"),
+            "{stdout}"
+        );
+    }
+}
