@@ -220,6 +220,31 @@ impl LogicalUnit {
         self.alua.attach(ports);
     }
 
+    /// Sets the asymmetric access states of the groups named, from outside a command (the
+    /// gateway coordination that follows which gateway owns the logical unit), and raises
+    /// ASYMMETRIC ACCESS STATE CHANGED for every I_T nexus when one changed (SPC-4
+    /// 5.15.2.3). Returns whether one changed.
+    pub fn set_access_states(&self, states: &[(u16, crate::ports::AccessState)]) -> bool {
+        let changed = self.alua.set(states, false);
+        if changed {
+            self.state()
+                .ua
+                .establish_others(None, crate::unit_attention::ASYMMETRIC_ACCESS_STATE_CHANGED);
+        }
+        changed
+    }
+
+    /// The asymmetric access state of group `group` for this logical unit.
+    pub fn access_state(&self, group: u16) -> crate::ports::AccessState {
+        self.alua.state(group)
+    }
+
+    /// Hands SET TARGET PORT GROUPS to `controller`: the states are then set only through
+    /// [`set_access_states`](Self::set_access_states).
+    pub fn set_alua_controller(&self, controller: Arc<dyn crate::alua::AluaController>) {
+        self.alua.set_controller(controller);
+    }
+
     pub(crate) fn reservations(&self) -> &Reservations {
         &self.reservations
     }

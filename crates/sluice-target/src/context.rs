@@ -183,11 +183,18 @@ pub(crate) fn open_lun(
     l: &LunDef,
     state_dir: Option<&Path>,
 ) -> io::Result<Arc<LunRuntime>> {
-    let device = Arc::new(SwapDevice::new(open_backend(l)?));
+    let (backing, gateway) = match &l.backend {
+        Backend::Rbd { image } => crate::gateway::open_rbd(l, image)?,
+        _ => (open_backend(l)?, None),
+    };
+    let device = Arc::new(SwapDevice::new(backing));
     let blocking = device.blocks();
     let shared: Arc<dyn BlockDevice> = Arc::clone(&device) as Arc<dyn BlockDevice>;
     let lu = LogicalUnit::new(lu_config(t, l, shared));
-    if let Some(dir) = state_dir {
+    if let Some(gateway) = &gateway {
+        // Shared with every gateway exporting the image: kept in RADOS, not in state_dir.
+        gateway.attach(&lu, l)?;
+    } else if let Some(dir) = state_dir {
         let store = StateFile::new(reservation_file(dir, t, l));
         let path = store.path().display().to_string();
         lu.attach_reservation_store(Arc::new(store)).map_err(|e| {

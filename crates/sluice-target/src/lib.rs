@@ -26,6 +26,7 @@ mod context;
 mod discovery;
 mod faults;
 mod ffp;
+mod gateway;
 mod login_env;
 mod long_running;
 mod metrics;
