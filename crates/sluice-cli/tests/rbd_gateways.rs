@@ -1,129 +1,243 @@
-//! Two `sluice target` gateways exporting one RBD image against a real single-node Ceph
-//! cluster (scripts/ceph-cluster): persistent reservations live in the image's shared RADOS
-//! object, so a registration and reservation made through gateway A is reported by gateway B
-//! (READ KEYS, READ RESERVATION, the same PRGENERATION), a conflicting WRITE through B meets
-//! RESERVATION CONFLICT, and the state survives both gateways restarting.
+//! Two `sluice target` gateways exporting one RBD image (`--gateway-group`) against a real
+//! single-node Ceph cluster (scripts/ceph-cluster):
+//! - both report the same LU identity and the same ALUA picture (REPORT TARGET PORT GROUPS):
+//!   one group per gateway, the holder of the image's exclusive lock active/optimized, the
+//!   other standby;
+//! - persistent reservations live in the image's shared RADOS object: a registration and
+//!   reservation made through one gateway is reported (READ KEYS, READ RESERVATION, the same
+//!   PRGENERATION) and enforced (RESERVATION CONFLICT) through the other at once, and
+//!   survives both gateways restarting;
+//! - `kill -9` of the owner: the other breaks its lock (the killed client is blocklisted) and
+//!   becomes active/optimized (the time is printed; goal under 10 s); the killed gateway
+//!   restarted rejoins as a non-owner;
+//! - a hung owner (SIGSTOP) is fenced the same way: continued, it acknowledges no write and
+//!   reports its group unavailable;
+//! - SET TARGET PORT GROUPS through the non-owner moves the ownership to it.
+//!
+//! One cluster serves the whole file (about 10 s to start, 5 s to stop).
 
 mod support;
 
+use std::process::Command as Process;
+use std::time::{Duration, Instant};
+
 use sluice_initiator::blocking::Session;
-use sluice_initiator::{Command, ConnectOptions, IscsiUrl, ScsiStatus};
+use sluice_initiator::{Command, ScsiStatus};
 use sluice_test_support::CephCluster;
-use support::TargetProcess;
+use support::gateways::{
+    execute, report_target_port_groups, session, wait_for_owner, Gateways, STANDBY, UNAVAILABLE,
+};
 
-/// Starts one gateway exporting `rbd/IMAGE` as LUN 0 of the default target name.
-fn gateway(c: &CephCluster, image: &str) -> TargetProcess {
-    let conf = c.conf_file().display().to_string();
-    let keyring = c.keyring("sluice").display().to_string();
-    let spec = format!("rbd/{image}");
-    TargetProcess::start(&[
-        "--rbd",
-        &spec,
-        "--ceph-conf",
-        &conf,
-        "--ceph-id",
-        "sluice",
-        "--ceph-keyring",
-        &keyring,
-    ])
-}
-
-fn session(t: &TargetProcess, initiator: &str) -> Session {
-    let opts = ConnectOptions {
-        initiator_name: initiator.into(),
-        ..ConnectOptions::default()
-    };
-    let s = Session::connect_url_with(&IscsiUrl::parse(&t.url).unwrap(), opts).unwrap();
-    // Takes the new nexus's power-on unit attention.
-    let _ = s.execute(Command::read(0, &[0; 6], 0));
-    s
-}
+/// How long the gateways may take to agree on a first owner.
+const SETTLE: Duration = Duration::from_secs(20);
+/// The failover goal with default settings.
+const FAILOVER_GOAL: Duration = Duration::from_secs(10);
 
 /// PERSISTENT RESERVE OUT `action` (SPC-4 6.16) with a 24-byte parameter list.
 fn prout(s: &Session, action: u8, kind: u8, key: u64, sa_key: u64, aptpl: bool) -> ScsiStatus {
-    let mut cdb = [0u8; 10];
-    cdb[0] = 0x5F;
-    cdb[1] = action;
-    cdb[2] = kind;
-    cdb[8] = 24;
+    let cdb = [0x5F, action, kind, 0, 0, 0, 0, 0, 24, 0];
     let mut list = vec![0u8; 24];
     list[..8].copy_from_slice(&key.to_be_bytes());
     list[8..16].copy_from_slice(&sa_key.to_be_bytes());
     list[20] = u8::from(aptpl);
-    s.execute(Command::write(0, &cdb, list)).unwrap().status
+    execute(s, || Command::write(0, &cdb, list.clone())).status
 }
 
 /// PERSISTENT RESERVE IN `action`: the data returned.
 fn prin(s: &Session, action: u8) -> Vec<u8> {
     let cdb = [0x5E, action, 0, 0, 0, 0, 0, 0x10, 0, 0];
-    let out = s.execute(Command::read(0, &cdb, 4096)).unwrap();
+    let out = execute(s, || Command::read(0, &cdb, 4096));
     assert_eq!(out.status, ScsiStatus::Good, "{out:?}");
     out.data.to_vec()
 }
 
-fn write_status(s: &Session) -> ScsiStatus {
+fn write(s: &Session, fill: u8) -> sluice_initiator::CommandOutcome {
     let cdb = [0x2A, 0, 0, 0, 0, 0, 0, 0, 1, 0];
-    s.execute(Command::write(0, &cdb, vec![0x5a; 512]))
-        .unwrap()
-        .status
+    execute(s, || Command::write(0, &cdb, vec![fill; 512]))
+}
+
+/// The NAA designator of VPD page 83h and the relative target port designator.
+fn identity(s: &Session) -> (Vec<u8>, u16) {
+    // The page without its 4-byte header: designators from byte 0.
+    let page = s.vpd(0, 0x83).unwrap();
+    let mut at = 0;
+    let (mut naa, mut rel) = (Vec::new(), 0);
+    while at + 4 <= page.len() {
+        let (kind, len) = (page[at + 1] & 0x0F, usize::from(page[at + 3]));
+        let body = &page[at + 4..(at + 4 + len).min(page.len())];
+        match kind {
+            0x3 => naa = body.to_vec(),
+            0x4 if body.len() >= 4 => rel = u16::from_be_bytes([body[2], body[3]]),
+            _ => {}
+        }
+        at += 4 + len;
+    }
+    (naa, rel)
+}
+
+fn blocklist_len(c: &CephCluster) -> usize {
+    let out = Process::new("ceph")
+        .arg("--conf")
+        .arg(c.conf_file())
+        .args(["osd", "blocklist", "ls"])
+        .output()
+        .expect("run ceph");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).lines().count()
 }
 
 #[test]
-fn reservations_are_shared_between_gateways_and_survive_restarts() {
+fn gateways_share_reservations_and_fail_over() {
     let c = CephCluster::start();
-    c.create_image("shared-pr", 16);
-    let a = gateway(&c, "shared-pr");
-    let b = gateway(&c, "shared-pr");
-    let holder_a = session(&a, "iqn.2026-11.test:holder");
-    let other_b = session(&b, "iqn.2026-11.test:other");
-    let keys_before = prin(&other_b, 0);
+    c.create_image("gw", 16);
+    let mut gw = Gateways::start(&c, "gw", 2, &[]);
+    let observer = |gw: &Gateways, i: usize| session(gw.url(i), "iqn.2026-11.test:observer");
+    let (s0, s1) = (observer(&gw, 0), observer(&gw, 1));
 
-    // REGISTER (key 0xAB, APTPL) and RESERVE Write Exclusive through A.
-    assert_eq!(prout(&holder_a, 0x00, 0, 0, 0xAB, true), ScsiStatus::Good);
+    // One LU identity, one port per gateway, one owner both agree on.
+    let (id0, id1) = (identity(&s0), identity(&s1));
+    assert_eq!(id0.0, id1.0, "the same NAA identifier");
+    assert_eq!((id0.1, id1.1), (1, 2), "relative target ports");
+    let (owner, took) = wait_for_owner(&[&s0, &s1], SETTLE, |_| true);
+    println!("first owner: group {owner} after {took:?}");
+    let groups = report_target_port_groups(&s0);
+    assert_eq!(groups, report_target_port_groups(&s1));
+    assert_eq!(groups.len(), 2, "{groups:?}");
+    for (g, state, ports) in &groups {
+        assert_eq!(ports, &vec![*g], "one port per group: {groups:?}");
+        if *g != owner {
+            assert_eq!(*state, STANDBY, "{groups:?}");
+        }
+    }
+    let o = usize::from(owner - 1);
+    let n = 1 - o;
+    let sessions = [&s0, &s1];
+
+    // Reservations: REGISTER (APTPL) and RESERVE Write Exclusive through the non-owner (PR
+    // commands are served in standby, SPC-4 5.15.2.4.4); a write through the owner from an
+    // unregistered initiator conflicts at once (the notify made the owner read the state
+    // again before anything else asked it to).
+    let holder_at = n;
+    let holder = session(gw.url(holder_at), "iqn.2026-11.test:holder");
+    let keys_before = prin(&holder, 0);
+    assert_eq!(prout(&holder, 0x00, 0, 0, 0xAB, true), ScsiStatus::Good);
+    assert_eq!(prout(&holder, 0x01, 0x01, 0xAB, 0, false), ScsiStatus::Good);
     assert_eq!(
-        prout(&holder_a, 0x01, 0x01, 0xAB, 0, false),
-        ScsiStatus::Good
+        write(sessions[o], 1).status,
+        ScsiStatus::ReservationConflict
     );
-
-    // B enforces it before anything else asked it to read the state again (the notify did):
-    // a write from an unregistered initiator conflicts.
-    assert_eq!(write_status(&other_b), ScsiStatus::ReservationConflict);
-
-    // B reports them at once: PRGENERATION, the key, the reservation and its type.
-    let keys = prin(&other_b, 0);
+    let keys = prin(sessions[o], 0);
     assert_eq!(&keys[4..8], &8u32.to_be_bytes(), "one key: {keys:?}");
     assert_eq!(&keys[8..16], &0xABu64.to_be_bytes());
     assert_ne!(keys[..4], keys_before[..4], "PRGENERATION moved");
-    assert_eq!(prin(&holder_a, 0), keys, "A and B agree");
-    let res = prin(&other_b, 1);
-    assert_eq!(&res[4..8], &16u32.to_be_bytes(), "a reservation: {res:?}");
-    assert_eq!(&res[8..16], &0xABu64.to_be_bytes());
+    assert_eq!(prin(&holder, 0), keys, "both gateways agree");
+    let res = prin(sessions[o], 1);
+    assert_eq!(&res[8..16], &0xABu64.to_be_bytes(), "{res:?}");
     assert_eq!(res[21] & 0x0F, 0x01, "Write Exclusive");
+    drop((holder, s0, s1));
 
-    // The holder's own write succeeds.
-    assert_eq!(write_status(&holder_a), ScsiStatus::Good);
-
-    // Both gateways restart: the state is still there.
-    drop((holder_a, other_b));
-    drop((a, b));
-    let a = gateway(&c, "shared-pr");
-    let b = gateway(&c, "shared-pr");
-    let other_b = session(&b, "iqn.2026-11.test:other");
-    let other_a = session(&a, "iqn.2026-11.test:other");
-    assert_eq!(prin(&other_b, 0), keys, "after restart through B");
-    assert_eq!(prin(&other_a, 0), keys, "after restart through A");
-    assert_eq!(write_status(&other_b), ScsiStatus::ReservationConflict);
-
-    // A change through B reaches A: the holder, now through B, registers a new key
-    // (REGISTER AND IGNORE EXISTING KEY) and CLEARs every registration and the reservation.
-    let holder_b = session(&b, "iqn.2026-11.test:holder");
-    assert_eq!(prout(&holder_b, 0x06, 0, 0, 0xCD, false), ScsiStatus::Good);
-    assert_eq!(prout(&holder_b, 0x03, 0, 0xCD, 0, false), ScsiStatus::Good);
-    let cleared = prin(&other_a, 0);
+    // Both gateways restart: the reservation is still there and still enforced.
+    gw.kill(0);
+    gw.kill(1);
+    gw.restart(0);
+    gw.restart(1);
+    let (s0, s1) = (observer(&gw, 0), observer(&gw, 1));
+    let (owner, _) = wait_for_owner(&[&s0, &s1], SETTLE, |_| true);
+    assert_eq!(prin(&s0, 0), keys, "after restart through gateway 1");
+    assert_eq!(prin(&s1, 0), keys, "after restart through gateway 2");
+    let o = usize::from(owner - 1);
+    let n = 1 - o;
+    let sessions = [&s0, &s1];
     assert_eq!(
-        &cleared[4..8],
-        &0u32.to_be_bytes(),
-        "no keys through A: {cleared:?}"
+        write(sessions[o], 2).status,
+        ScsiStatus::ReservationConflict
     );
-    assert_eq!(write_status(&other_a), ScsiStatus::Good);
+    // CLEAR by the holder (through the gateway it registered through) frees it everywhere.
+    let holder = session(gw.url(holder_at), "iqn.2026-11.test:holder");
+    assert_eq!(prout(&holder, 0x03, 0, 0xAB, 0, false), ScsiStatus::Good);
+    assert_eq!(&prin(sessions[o], 0)[4..8], &0u32.to_be_bytes());
+    assert_eq!(write(sessions[o], 3).status, ScsiStatus::Good);
+    drop(holder);
+
+    // SET TARGET PORT GROUPS through the non-owner: its group becomes active/optimized.
+    let stpg_list = {
+        let mut l = vec![0u8; 8];
+        l[4] = 0x0; // active/optimized
+        l[6..8].copy_from_slice(&((n + 1) as u16).to_be_bytes());
+        l
+    };
+    let cdb = [0xA4, 0x0A, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0];
+    let out = execute(sessions[n], || Command::write(0, &cdb, stpg_list.clone()));
+    assert_eq!(out.status, ScsiStatus::Good, "{out:?}");
+    let (owner, took) = wait_for_owner(&sessions, SETTLE, |g| usize::from(g - 1) == n);
+    println!("SET TARGET PORT GROUPS moved the LU to group {owner} in {took:?}");
+    assert_eq!(write(sessions[n], 4).status, ScsiStatus::Good);
+    drop((s0, s1));
+
+    // kill -9 of the owner: the other takes over, the killed client is blocklisted.
+    let o = n;
+    let n = 1 - o;
+    let survivor = observer(&gw, n);
+    let fenced_before = blocklist_len(&c);
+    let killed = Instant::now();
+    gw.kill(o);
+    let (owner, _) = wait_for_owner(&[&survivor], Duration::from_secs(30), |g| {
+        usize::from(g - 1) == n
+    });
+    let failover = killed.elapsed();
+    println!(
+        "kill -9 of group {}: group {owner} active/optimized after {failover:?}",
+        o + 1
+    );
+    assert!(
+        failover < FAILOVER_GOAL + Duration::from_secs(5),
+        "failover took {failover:?}"
+    );
+    assert!(
+        blocklist_len(&c) > fenced_before,
+        "the dead owner is blocklisted"
+    );
+    assert_eq!(write(&survivor, 5).status, ScsiStatus::Good);
+
+    // The killed gateway, restarted, rejoins as a non-owner.
+    gw.restart(o);
+    let back = observer(&gw, o);
+    let (owner, _) = wait_for_owner(&[&back, &survivor], SETTLE, |g| usize::from(g - 1) == n);
+    let states = report_target_port_groups(&back);
+    let rejoined = states
+        .iter()
+        .find(|(g, _, _)| usize::from(*g - 1) == o)
+        .unwrap();
+    assert_eq!(rejoined.1, STANDBY, "{states:?}");
+    println!("restarted group {} rejoined standby; owner {owner}", o + 1);
+
+    // A hung owner is fenced: stopped, the other takes over; continued, it refuses writes.
+    gw.signal(n, "STOP");
+    let (owner, hung) = wait_for_owner(&[&back], Duration::from_secs(30), |g| {
+        usize::from(g - 1) == o
+    });
+    gw.signal(n, "CONT");
+    println!("hung owner replaced by group {owner} after {hung:?}");
+    let out = write(&survivor, 6);
+    assert_ne!(
+        out.status,
+        ScsiStatus::Good,
+        "a fenced gateway acknowledged a write"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let own = report_target_port_groups(&survivor)
+            .into_iter()
+            .find(|(g, _, _)| usize::from(*g - 1) == n)
+            .unwrap();
+        if own.1 == UNAVAILABLE {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the fenced gateway reports {own:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(write(&back, 7).status, ScsiStatus::Good);
 }

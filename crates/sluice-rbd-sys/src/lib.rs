@@ -252,6 +252,9 @@ pub type rados_watcherrcb_t =
     Option<unsafe extern "C" fn(pre: *mut c_void, cookie: u64, err: c_int)>;
 
 extern "C" {
+    /// This client's messenger addresses (as blocklists and lock owners name them), in a
+    /// string the caller frees with `free`.
+    pub fn rados_getaddrs(cluster: rados_t, addrs: *mut *mut c_char) -> c_int;
     /// The cluster-wide unique id of this client (the `N` of its entity name `client.N`).
     pub fn rados_get_instance_id(cluster: rados_t) -> u64;
     /// The cluster handle an I/O context belongs to.

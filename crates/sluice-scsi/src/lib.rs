@@ -144,6 +144,7 @@ mod xcopy;
 #[cfg(test)]
 mod testutil;
 
+pub use alua::AluaController;
 pub use lu::{LogicalUnit, LuConfig};
 pub use ports::{AccessState, NexusIdentity, PortGroup, TargetPort, TargetPorts};
 pub use pr::{PrType, RestoreError, MAX_REGISTRATIONS};

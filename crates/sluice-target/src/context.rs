@@ -57,11 +57,15 @@ impl TargetRuntime {
         let luns = t
             .luns
             .iter()
-            .map(|l| open_lun(t, l, config.state_dir.as_deref()))
+            .map(|l| open_lun(t, l, config.state_dir.as_deref(), config.gateway.as_ref()))
             .collect::<io::Result<Vec<_>>>()?;
         let scsi = ScsiTarget::with_ports(
             luns.iter().map(|l| (l.number, Arc::clone(&l.lu))).collect(),
-            target_ports(&t.iqn, &config.effective_portal_groups()),
+            target_ports(
+                &t.iqn,
+                &config.effective_portal_groups(),
+                config.gateway.as_ref(),
+            ),
         );
         Ok(Self {
             scsi: Arc::new(scsi),
@@ -182,6 +186,7 @@ pub(crate) fn open_lun(
     t: &TargetDef,
     l: &LunDef,
     state_dir: Option<&Path>,
+    gateway_config: Option<&crate::config::GatewayConfig>,
 ) -> io::Result<Arc<LunRuntime>> {
     let (backing, gateway) = match &l.backend {
         Backend::Rbd { image } => crate::gateway::open_rbd(l, image)?,
@@ -208,11 +213,16 @@ pub(crate) fn open_lun(
             )
         })?;
     }
+    let lu = Arc::new(lu);
+    if let (Some(gateway), Some(config)) = (gateway, gateway_config) {
+        // Follows the image's exclusive lock into the LU's ALUA states, until the LU goes.
+        gateway.coordinate(&lu, config);
+    }
     Ok(Arc::new(LunRuntime {
         number: l.number,
         raw: sluice_scsi::encode_lun(l.number),
         device,
-        lu: Arc::new(lu),
+        lu,
         metrics: LuMetrics::default(),
         blocking,
         external_size: matches!(l.backend, Backend::Rbd { .. }),

@@ -202,6 +202,7 @@ pub(super) fn convert(file: FileToml, base: &Path) -> Result<(TargetConfig, Span
         keepalive,
         recovery,
         fault_hook: None,
+        gateway: None,
     };
     Ok((config, spans))
 }

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod cunit;
+pub mod gateways;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -25,6 +26,11 @@ impl TargetProcess {
         let mut all = vec!["--listen", "127.0.0.1:0"];
         all.extend_from_slice(args);
         Self::spawn(&all, "warn", Stdio::inherit())
+    }
+
+    /// Starts `sluice target ARGS...` (the caller gives every `--listen`).
+    pub fn spawn_args(args: &[&str]) -> Self {
+        Self::spawn(args, "warn", Stdio::inherit())
     }
 
     /// Starts `sluice target ARGS...` with two portal groups, 127.0.0.1 (TPGT 1) and
@@ -71,6 +77,13 @@ impl TargetProcess {
             urls.push(more);
         }
         Self { child, url, urls }
+    }
+}
+
+impl TargetProcess {
+    /// The process id (to stop or continue it with a signal).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 

@@ -162,16 +162,18 @@ impl Reservations {
         access: Access,
     ) -> Result<(), Failure> {
         let mut inner = self.lock();
-        self.refresh(&mut inner, false)?;
         if inner.legacy.is_some_and(|holder| holder != nexus) && !access.spc2 {
             return Err(Failure::Conflict);
         }
-        if inner.pr.reservation.is_some()
-            && !matches!(
-                access.pr,
-                PrClass::Allowed | PrClass::PersistentOut | PrClass::Legacy
-            )
-            && inner.pr.conflicts(&fabric.identity(nexus), access.pr)
+        if matches!(
+            access.pr,
+            PrClass::Allowed | PrClass::PersistentOut | PrClass::Legacy
+        ) {
+            return Ok(());
+        }
+        // Only commands a persistent reservation can refuse wait for a stale shared state.
+        self.refresh(&mut inner, false)?;
+        if inner.pr.reservation.is_some() && inner.pr.conflicts(&fabric.identity(nexus), access.pr)
         {
             return Err(Failure::Conflict);
         }

@@ -130,6 +130,12 @@ impl RbdDevice {
         self.image.pool().instance_id()
     }
 
+    /// This image's client's addresses: the lock owner name of
+    /// [`lock_owners`](Self::lock_owners) is one of them when this client holds the lock.
+    pub fn client_addresses(&self) -> io::Result<String> {
+        self.image.pool().client_addrs()
+    }
+
     fn size_now(&self) -> u64 {
         self.image.size().unwrap_or(self.size_at_open)
     }

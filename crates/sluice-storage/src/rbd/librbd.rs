@@ -226,6 +226,24 @@ impl Pool {
         self.handle
     }
 
+    /// The client's messenger addresses (`v2:IP:PORT/NONCE,...`): a lock owner's name is one.
+    pub(super) fn client_addrs(&self) -> io::Result<String> {
+        let mut out: *mut c_char = ptr::null_mut();
+        // SAFETY: the cluster handle is connected; `out` is a valid place for the string.
+        let r = unsafe { sys::rados_getaddrs(self._cluster.handle, &mut out) };
+        check(r, || "rados_getaddrs".into())?;
+        if out.is_null() {
+            return Ok(String::new());
+        }
+        // SAFETY: librados returned a NUL-terminated string it allocated with malloc.
+        let s = unsafe { std::ffi::CStr::from_ptr(out) }
+            .to_string_lossy()
+            .into_owned();
+        // SAFETY: allocated by librados with strdup, freed once.
+        unsafe { libc::free(out.cast()) };
+        Ok(s)
+    }
+
     /// The client's cluster-wide instance id: the `N` of `client.N`, as librbd names lock
     /// owners.
     pub(super) fn instance_id(&self) -> u64 {
