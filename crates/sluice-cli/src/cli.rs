@@ -543,8 +543,9 @@ pub struct TargetArgs {
 
     /// Run as one of several gateways exporting the same --rbd images under the same target
     /// name: this gateway's ALUA target port group (also its TPGT and relative target port).
-    /// The gateway holding an image's exclusive lock is active/optimized for it; a gateway
-    /// whose lock owner stops answering breaks the lock (fencing the owner) and takes over.
+    /// The gateway holding an image's exclusive lock is active/optimized for it, the others
+    /// active/non-optimized; a gateway whose lock owner stops answering breaks the lock
+    /// (fencing the owner) and takes over.
     /// Needs --gateway-groups. See docs/ceph.md.
     #[arg(long, value_name = "ID", requires_all = ["rbd", "gateway_groups"], value_parser = clap::value_parser!(u16).range(1..))]
     pub gateway_group: Option<u16>,
@@ -558,8 +559,9 @@ pub struct TargetArgs {
     )]
     pub gateway_groups: Vec<u16>,
 
-    /// The ALUA state of the gateways that do not own an LU: standby (the default: a
-    /// non-owner cannot write to the image) or active-non-optimized.
+    /// The ALUA state of the gateways that do not own an LU: active-non-optimized (the
+    /// default: a command that writes through a non-owner first moves the ownership to it)
+    /// or standby (such commands are refused with NOT READY).
     #[arg(long, value_name = "STATE", requires = "gateway_group", value_parser = crate::portals::parse_alua_state)]
     pub gateway_non_owner: Option<sluice_target::config::AccessState>,
 

@@ -262,7 +262,9 @@ pub fn config_from_flags(args: &TargetArgs, luns: Vec<LunFlag>) -> anyhow::Resul
         gateway: args.gateway_group.map(|group| GatewayConfig {
             group,
             groups: args.gateway_groups.clone(),
-            non_owner: args.gateway_non_owner.unwrap_or(AccessState::Standby),
+            non_owner: args
+                .gateway_non_owner
+                .unwrap_or(AccessState::ActiveNonOptimized),
         }),
     };
     config.validate().context("invalid target flags")?;

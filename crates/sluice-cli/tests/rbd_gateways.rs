@@ -2,7 +2,7 @@
 //! single-node Ceph cluster (scripts/ceph-cluster):
 //! - both report the same LU identity and the same ALUA picture (REPORT TARGET PORT GROUPS):
 //!   one group per gateway, the holder of the image's exclusive lock active/optimized, the
-//!   other standby;
+//!   other active/non-optimized;
 //! - persistent reservations live in the image's shared RADOS object: a registration and
 //!   reservation made through one gateway is reported (READ KEYS, READ RESERVATION, the same
 //!   PRGENERATION) and enforced (RESERVATION CONFLICT) through the other at once, and
@@ -12,9 +12,10 @@
 //!   restarted rejoins as a non-owner;
 //! - a hung owner (SIGSTOP) is fenced the same way: continued, it acknowledges no write and
 //!   reports its group unavailable;
-//! - SET TARGET PORT GROUPS through the non-owner moves the ownership to it.
+//! - SET TARGET PORT GROUPS through the non-owner moves the ownership to it, and so does a
+//!   write through the non-owner (an implicit transition), which then succeeds;
 //!
-//! One cluster serves the whole file (about 10 s to start, 5 s to stop).
+//! Each test starts its own cluster (about 10 s to start, 5 s to stop).
 
 mod support;
 
@@ -25,7 +26,8 @@ use sluice_initiator::blocking::Session;
 use sluice_initiator::{Command, ScsiStatus};
 use sluice_test_support::CephCluster;
 use support::gateways::{
-    execute, report_target_port_groups, session, wait_for_owner, Gateways, STANDBY, UNAVAILABLE,
+    execute, report_target_port_groups, session, wait_for_owner, Gateways, ACTIVE_NON_OPTIMIZED,
+    UNAVAILABLE,
 };
 
 /// How long the gateways may take to agree on a first owner.
@@ -106,15 +108,15 @@ fn gateways_share_reservations_and_fail_over() {
     for (g, state, ports) in &groups {
         assert_eq!(ports, &vec![*g], "one port per group: {groups:?}");
         if *g != owner {
-            assert_eq!(*state, STANDBY, "{groups:?}");
+            assert_eq!(*state, ACTIVE_NON_OPTIMIZED, "{groups:?}");
         }
     }
     let o = usize::from(owner - 1);
     let n = 1 - o;
     let sessions = [&s0, &s1];
 
-    // Reservations: REGISTER (APTPL) and RESERVE Write Exclusive through the non-owner (PR
-    // commands are served in standby, SPC-4 5.15.2.4.4); a write through the owner from an
+    // Reservations: REGISTER (APTPL) and RESERVE Write Exclusive through the non-owner; a
+    // write through the owner from an
     // unregistered initiator conflicts at once (the notify made the owner read the state
     // again before anything else asked it to).
     let holder_at = n;
@@ -172,10 +174,20 @@ fn gateways_share_reservations_and_fail_over() {
     let (owner, took) = wait_for_owner(&sessions, SETTLE, |g| usize::from(g - 1) == n);
     println!("SET TARGET PORT GROUPS moved the LU to group {owner} in {took:?}");
     assert_eq!(write(sessions[n], 4).status, ScsiStatus::Good);
+
+    // A write through the non-owner moves the ownership to it first, and succeeds.
+    let started = Instant::now();
+    assert_eq!(write(sessions[o], 8).status, ScsiStatus::Good);
+    println!(
+        "implicit transition by a write took {:?}",
+        started.elapsed()
+    );
+    let (owner, _) = wait_for_owner(&sessions, SETTLE, |g| usize::from(g - 1) == o);
+    let current = usize::from(owner - 1);
     drop((s0, s1));
 
     // kill -9 of the owner: the other takes over, the killed client is blocklisted.
-    let o = n;
+    let o = current;
     let n = 1 - o;
     let survivor = observer(&gw, n);
     let fenced_before = blocklist_len(&c);
@@ -208,8 +220,11 @@ fn gateways_share_reservations_and_fail_over() {
         .iter()
         .find(|(g, _, _)| usize::from(*g - 1) == o)
         .unwrap();
-    assert_eq!(rejoined.1, STANDBY, "{states:?}");
-    println!("restarted group {} rejoined standby; owner {owner}", o + 1);
+    assert_eq!(rejoined.1, ACTIVE_NON_OPTIMIZED, "{states:?}");
+    println!(
+        "restarted group {} rejoined active/non-optimized; owner {owner}",
+        o + 1
+    );
 
     // A hung owner is fenced: stopped, the other takes over; continued, it refuses writes.
     gw.signal(n, "STOP");

@@ -36,6 +36,14 @@ pub trait AluaController: Send + Sync + std::fmt::Debug {
     /// Makes group `group` `state` (SPC-4 6.44), returning once it took effect here; an
     /// error is the sense the command ends with.
     fn request(&self, group: u16, state: AccessState) -> Result<(), SenseData>;
+
+    /// A command that writes the medium or changes the logical unit arrived through `group`
+    /// while it is active/non-optimized: make it the owner first (an implicit transition,
+    /// SPC-4 5.15.2.2), returning when the command may run, or the sense it ends with.
+    fn write_through(&self, group: u16) -> Result<(), SenseData> {
+        let _ = group;
+        Ok(())
+    }
 }
 
 /// One group's state for this logical unit.
@@ -76,7 +84,8 @@ impl AluaStates {
         }
     }
 
-    /// Whether some group is standby or unavailable (one relaxed load: the fast path).
+    /// Whether some group is standby or unavailable, or a controller decides (one relaxed
+    /// load: the fast path).
     pub(crate) fn restricted(&self) -> bool {
         self.restricted.load(Ordering::Relaxed)
     }
@@ -118,6 +127,17 @@ impl AluaStates {
     /// Hands SET TARGET PORT GROUPS to `controller` (once).
     pub(crate) fn set_controller(&self, controller: std::sync::Arc<dyn AluaController>) {
         let _ = self.controller.set(controller);
+        self.refresh_restricted();
+    }
+
+    /// Lets a command that changes the logical unit run through `group` in `state`: through an
+    /// active/non-optimized group of a controlled unit, the controller moves the ownership
+    /// first.
+    pub(crate) fn admit_change(&self, group: u16, state: AccessState) -> Result<(), SenseData> {
+        match self.controller.get() {
+            Some(c) if state == AccessState::ActiveNonOptimized => c.write_through(group),
+            _ => Ok(()),
+        }
     }
 
     fn find(&self, id: u16) -> Option<&GroupState> {
@@ -125,12 +145,14 @@ impl AluaStates {
     }
 
     fn refresh_restricted(&self) {
-        let any = self.groups.get().is_some_and(|gs| {
-            gs.iter().any(|g| {
-                AccessState::from_code(g.state.load(Ordering::Acquire))
-                    .is_some_and(|s| !s.is_active())
-            })
-        });
+        let controlled = self.controller.get().is_some();
+        let any = controlled
+            || self.groups.get().is_some_and(|gs| {
+                gs.iter().any(|g| {
+                    AccessState::from_code(g.state.load(Ordering::Acquire))
+                        .is_some_and(|s| !s.is_active())
+                })
+            });
         self.restricted.store(any, Ordering::Release);
     }
 }

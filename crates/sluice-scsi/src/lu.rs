@@ -474,7 +474,11 @@ impl LogicalUnit {
                 // ALUA (SPC-4 5.15.2.4): one relaxed load unless some group is not active.
                 if self.alua.restricted() {
                     let group = cmd.fabric.port_of(nexus).map_or(0, |p| p.group);
-                    alua::check(self.alua.state(group), access())?;
+                    let state = self.alua.state(group);
+                    alua::check(state, access())?;
+                    if access().pr == crate::access::PrClass::Restricted {
+                        self.alua.admit_change(group, state)?;
+                    }
                 }
                 // Whether the LU can run the command now (sanitize, medium) and whether the
                 // reservations let this I_T nexus run it are decided inside the I/O lock hold
@@ -569,7 +573,11 @@ impl LogicalUnit {
         };
         if self.alua.restricted() {
             let group = fabric.port_of(nexus).map_or(0, |p| p.group);
-            alua::check(self.alua.state(group), access)?;
+            let state = self.alua.state(group);
+            alua::check(state, access)?;
+            if write {
+                self.alua.admit_change(group, state)?;
+            }
         }
         self.ready_for(if write { Op::Write } else { Op::Read })?;
         self.gate(nexus, fabric, || access)?;

@@ -63,8 +63,9 @@ pub struct GatewayConfig {
     pub group: u16,
     /// Every gateway's group, this one's included (the same list on every gateway).
     pub groups: Vec<u16>,
-    /// The state of the groups that do not own a logical unit: standby (the default) or
-    /// active/non-optimized.
+    /// The state of the groups that do not own a logical unit: active/non-optimized (a
+    /// command that writes through a non-owner moves the ownership to it first, an implicit
+    /// transition) or standby (such commands are refused with NOT READY).
     pub non_owner: AccessState,
 }
 

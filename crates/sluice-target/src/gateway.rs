@@ -8,7 +8,8 @@
 //!
 //! With a [`GatewayConfig`], a coordinator thread per LU also follows the image's RBD
 //! exclusive lock into the LU's ALUA states: the lock holder's group is active/optimized,
-//! every other group the configured non-owner state. Once a second it
+//! every other group the configured non-owner state (active/non-optimized or standby). Once
+//! a second it
 //! - as the owner, checks it still holds the lock: a lock broken by another gateway means
 //!   this one is fenced (its client blocklisted, every write refused by the cluster), and its
 //!   own group becomes unavailable;
@@ -20,7 +21,9 @@
 //!
 //! SET TARGET PORT GROUPS moves the lock: the group asked to become active/optimized takes
 //! it once the owner released it (a "transfer" notify), and an owner asked to step down
-//! releases it.
+//! releases it. A command that writes through an active/non-optimized gateway moves the lock
+//! the same way before it runs (an implicit transition, SPC-4 5.15.2.2): only the holder of
+//! the exclusive lock can write the image.
 
 use std::io;
 use std::sync::Arc;
@@ -123,6 +126,8 @@ mod coordinator {
         yield_until: Option<Instant>,
         /// Wake the thread now.
         wake: bool,
+        /// Tell the other gateways this one wants the lock (a write arrived through it).
+        announce: bool,
     }
 
     #[derive(Debug)]
@@ -160,6 +165,7 @@ mod coordinator {
                 transfer_to: None,
                 yield_until: None,
                 wake: false,
+                announce: false,
             }),
             changed: Condvar::new(),
             ownership: Mutex::new(()),
@@ -250,6 +256,13 @@ mod coordinator {
                 .ownership
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
+            let announce = std::mem::take(&mut self.lock_state().announce);
+            if announce {
+                // Heard by every gateway, this one included: the owner releases, this one
+                // takes the lock once it is free.
+                let msg = format!("{TRANSFER}{}", self.me);
+                self.object.notify(msg.as_bytes(), PING_TIMEOUT)?;
+            }
             let (role, transfer_to, yield_until) = {
                 let mut st = self.lock_state();
                 if st
@@ -371,6 +384,12 @@ mod coordinator {
     #[derive(Debug)]
     struct Controller(Arc<Coordinator>);
 
+    /// NOT READY, LOGICAL UNIT NOT ACCESSIBLE, ASYMMETRIC ACCESS STATE TRANSITION (SPC-4
+    /// 5.15.2.5): the initiator retries.
+    fn transitioning() -> SenseData {
+        SenseData::new(SenseKey::NOT_READY, 0x04, 0x0A)
+    }
+
     /// SET TARGET PORT GROUPS COMMAND FAILED (SPC-4 table 38: 67h/0Ah).
     fn stpg_failed() -> SenseData {
         SenseData::new(SenseKey::HARDWARE_ERROR, 0x67, 0x0A)
@@ -413,6 +432,22 @@ mod coordinator {
                 }
                 // Other groups' states follow who owns the LU.
                 _ => Ok(()),
+            }
+        }
+
+        fn write_through(&self, group: u16) -> Result<(), SenseData> {
+            let c = &self.0;
+            if group != c.me || c.role() == Role::Owner {
+                return Ok(());
+            }
+            if c.role() == Role::Fenced {
+                return Err(transitioning());
+            }
+            c.lock_state().announce = true;
+            if c.wait_for(TRANSFER_TIMEOUT, |c| c.role() == Role::Owner) {
+                Ok(())
+            } else {
+                Err(transitioning())
             }
         }
     }
