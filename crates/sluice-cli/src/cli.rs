@@ -541,6 +541,30 @@ pub struct TargetArgs {
     #[arg(long, value_name = "FILE", requires = "rbd")]
     pub ceph_keyring: Option<PathBuf>,
 
+    /// Run as one of several gateways exporting the same --rbd images under the same target
+    /// name: this gateway's ALUA target port group (also its TPGT and relative target port).
+    /// The gateway holding an image's exclusive lock is active/optimized for it, the others
+    /// active/non-optimized; a gateway whose lock owner stops answering breaks the lock
+    /// (fencing the owner) and takes over.
+    /// Needs --gateway-groups. See docs/ceph.md.
+    #[arg(long, value_name = "ID", requires_all = ["rbd", "gateway_groups"], value_parser = clap::value_parser!(u16).range(1..))]
+    pub gateway_group: Option<u16>,
+
+    /// Every gateway's group, this one's included, the same on every gateway, e.g. 1,2.
+    #[arg(
+        long,
+        value_name = "ID,ID,...",
+        value_delimiter = ',',
+        requires = "gateway_group"
+    )]
+    pub gateway_groups: Vec<u16>,
+
+    /// The ALUA state of the gateways that do not own an LU: active-non-optimized (the
+    /// default: a command that writes through a non-owner first moves the ownership to it)
+    /// or standby (such commands are refused with NOT READY).
+    #[arg(long, value_name = "STATE", requires = "gateway_group", value_parser = crate::portals::parse_alua_state)]
+    pub gateway_non_owner: Option<sluice_target::config::AccessState>,
+
     /// Logical block size of every LUN. Default: 512 (what ESXi and Windows expect).
     #[arg(long, value_name = "BYTES", value_parser = block_size_arg)]
     pub block_size: Option<u32>,

@@ -11,8 +11,9 @@ use clap::{ArgMatches, CommandFactory};
 use sluice_proto::text::keys::format_bool;
 use sluice_proto::text::KeyId;
 use sluice_target::config::{
-    Acl, Backend, ChapCredentials, DigestPolicy, Keepalive, Limits, LuOptions, LunDef,
-    OperationalOffer, RbdImage, SanitizeOptions, TargetConfig, TargetDef, MAX_LUN_NUMBER,
+    AccessState, Acl, Backend, ChapCredentials, DigestPolicy, GatewayConfig, Keepalive, Limits,
+    LuOptions, LunDef, OperationalOffer, RbdImage, SanitizeOptions, TargetConfig, TargetDef,
+    MAX_LUN_NUMBER,
 };
 
 use crate::cli::{Cli, DigestArg, TargetArgs, DEFAULT_PORT};
@@ -258,6 +259,13 @@ pub fn config_from_flags(args: &TargetArgs, luns: Vec<LunFlag>) -> anyhow::Resul
         keepalive: Some(Keepalive::default()),
         recovery,
         fault_hook: None,
+        gateway: args.gateway_group.map(|group| GatewayConfig {
+            group,
+            groups: args.gateway_groups.clone(),
+            non_owner: args
+                .gateway_non_owner
+                .unwrap_or(AccessState::ActiveNonOptimized),
+        }),
     };
     config.validate().context("invalid target flags")?;
     Ok(config)

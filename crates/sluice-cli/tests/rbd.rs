@@ -7,7 +7,7 @@
 //! attention,
 //! `sluice bench --verify` finds no mismatch, libiscsi's whole conformance suite through two
 //! portal groups ends every test as it does on a memory LU (but for the capabilities an RBD LU
-//! does not offer yet, named in `RBD_LACKS`), and a target whose cluster is
+//! does not offer yet, named in `support::cunit::RBD_LACKS`), and a target whose cluster is
 //! unreachable or whose image is missing stops with an error saying so.
 //!
 //! One cluster serves the whole file (about 10 s to start, 5 s to stop).
@@ -341,22 +341,7 @@ fn bench_verify_and_conformance(c: &CephCluster) {
     // except where the RBD LU lacks a capability the memory LU has (below).
     let memory = TargetProcess::start_multipath(&["--memory", "1G"]);
     let on_memory = cunit::run_suite(&[&memory.urls[0], &memory.urls[1]], "ALL", &[]);
-    let mut problems = Vec::new();
-    for r in &results {
-        let reference = on_memory.iter().find(|m| m.name == r.name);
-        match (&r.outcome, reference.map(|m| &m.outcome)) {
-            (Outcome::Fail(text), _) => problems.push(format!("{}: FAILED: {text}", r.name)),
-            (Outcome::Pass, Some(Outcome::Pass)) | (Outcome::Skip(_), Some(Outcome::Skip(_))) => {}
-            (Outcome::Skip(reasons), Some(Outcome::Pass))
-                if reasons
-                    .iter()
-                    .all(|why| RBD_LACKS.iter().any(|l| why.contains(l))) => {}
-            (mine, theirs) => problems.push(format!(
-                "{}: {mine:?} on the RBD LU, {theirs:?} on a memory LU",
-                r.name
-            )),
-        }
-    }
+    let problems = cunit::differences(&results, &on_memory, cunit::RBD_LACKS);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     // The suites that need the second path ran and passed.
     for (suite, count) in [
@@ -374,16 +359,6 @@ fn bench_verify_and_conformance(c: &CephCluster) {
         );
     }
 }
-
-/// Skip reasons of tests that pass on a memory LU for a capability an RBD LU does not offer:
-/// WRITE ATOMIC (a librbd write is not all or nothing across a crash), thin provisioning
-/// (the suite runs on a fully provisioned RBD LU; the thin one is checked above), several
-/// logical blocks per physical block.
-const RBD_LACKS: &[&str] = &[
-    "WRITEATOMIC16 is not implemented",
-    "Logical unit is fully provisioned",
-    "LBPPB < 2",
-];
 
 fn unreachable_cluster_and_missing_image_are_reported(c: &CephCluster, dir: &Path) {
     // The image is missing: the target says which, and exits.

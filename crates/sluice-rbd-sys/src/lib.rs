@@ -221,3 +221,115 @@ extern "C" {
     /// Makes every write that completed before it durable.
     pub fn rbd_aio_flush(image: rbd_image_t, c: rbd_completion_t) -> c_int;
 }
+
+/// A compound write operation on one object (`rados_write_op_t`), built step by step and
+/// applied atomically by [`rados_write_op_operate`]: if any step fails (an assertion), none
+/// takes effect.
+pub type rados_write_op_t = *mut c_void;
+
+/// `LIBRADOS_CREATE_EXCLUSIVE`: [`rados_write_op_create`] fails with `EEXIST` when the object
+/// exists.
+pub const LIBRADOS_CREATE_EXCLUSIVE: c_int = 1;
+
+/// Called for each notify on a watched object (`rados_watchcb2_t`), on a librados thread:
+/// `arg` as given to [`rados_watch3`], the notify's id, the watch's cookie, the notifier's
+/// client instance id and the payload. The notifier waits until every watcher called
+/// [`rados_notify_ack`] (or its timeout).
+pub type rados_watchcb2_t = Option<
+    unsafe extern "C" fn(
+        arg: *mut c_void,
+        notify_id: u64,
+        handle: u64,
+        notifier_id: u64,
+        data: *mut c_void,
+        data_len: size_t,
+    ),
+>;
+
+/// Called when a watch broke (`rados_watcherrcb_t`): notifies may have been missed; the
+/// watch must be removed and made again.
+pub type rados_watcherrcb_t =
+    Option<unsafe extern "C" fn(pre: *mut c_void, cookie: u64, err: c_int)>;
+
+extern "C" {
+    /// This client's messenger addresses (as blocklists and lock owners name them), in a
+    /// string the caller frees with `free`.
+    pub fn rados_getaddrs(cluster: rados_t, addrs: *mut *mut c_char) -> c_int;
+    /// The cluster-wide unique id of this client (the `N` of its entity name `client.N`).
+    pub fn rados_get_instance_id(cluster: rados_t) -> u64;
+    /// The cluster handle an I/O context belongs to.
+    pub fn rados_ioctx_get_cluster(io: rados_ioctx_t) -> rados_t;
+    /// The version of the object last read or written through `io`.
+    pub fn rados_get_last_version(io: rados_ioctx_t) -> u64;
+    /// Reads up to `len` bytes at `off` of object `oid`; returns the count read.
+    pub fn rados_read(
+        io: rados_ioctx_t,
+        oid: *const c_char,
+        buf: *mut c_char,
+        len: size_t,
+        off: u64,
+    ) -> c_int;
+    /// A new, empty write operation.
+    pub fn rados_create_write_op() -> rados_write_op_t;
+    /// Frees a write operation.
+    pub fn rados_release_write_op(write_op: rados_write_op_t);
+    /// Adds: the object's version must be `ver` (else the operation fails with `ERANGE` or
+    /// `EOVERFLOW` and changes nothing).
+    pub fn rados_write_op_assert_version(write_op: rados_write_op_t, ver: u64);
+    /// Adds: create the object (`exclusive`: fail with `EEXIST` if it exists).
+    pub fn rados_write_op_create(
+        write_op: rados_write_op_t,
+        exclusive: c_int,
+        category: *const c_char,
+    );
+    /// Adds: replace the object's whole contents with `len` bytes of `buffer` (copied).
+    pub fn rados_write_op_write_full(
+        write_op: rados_write_op_t,
+        buffer: *const c_char,
+        len: size_t,
+    );
+    /// Applies a write operation to object `oid`, synchronously.
+    pub fn rados_write_op_operate(
+        write_op: rados_write_op_t,
+        io: rados_ioctx_t,
+        oid: *const c_char,
+        mtime: *mut libc::time_t,
+        flags: c_int,
+    ) -> c_int;
+    /// Watches object `o`: `watchcb` is called for each notify, `watcherrcb` when the watch
+    /// broke; `timeout` seconds without this client's pings end the watch on the OSD.
+    pub fn rados_watch3(
+        io: rados_ioctx_t,
+        o: *const c_char,
+        cookie: *mut u64,
+        watchcb: rados_watchcb2_t,
+        watcherrcb: rados_watcherrcb_t,
+        timeout: u32,
+        arg: *mut c_void,
+    ) -> c_int;
+    /// Ends a watch; no callback for it runs after this returns.
+    pub fn rados_unwatch2(io: rados_ioctx_t, cookie: u64) -> c_int;
+    /// Sends a notify to every watcher of `o` and waits for their acks (at most
+    /// `timeout_ms`); the reply (acks and timeouts, encoded) is freed with
+    /// [`rados_buffer_free`]. Returns `ETIMEDOUT` if some watcher did not ack.
+    pub fn rados_notify2(
+        io: rados_ioctx_t,
+        o: *const c_char,
+        buf: *const c_char,
+        buf_len: c_int,
+        timeout_ms: u64,
+        reply_buffer: *mut *mut c_char,
+        reply_buffer_len: *mut size_t,
+    ) -> c_int;
+    /// Acknowledges a notify, with an optional payload for the notifier.
+    pub fn rados_notify_ack(
+        io: rados_ioctx_t,
+        o: *const c_char,
+        notify_id: u64,
+        cookie: u64,
+        buf: *const c_char,
+        buf_len: c_int,
+    ) -> c_int;
+    /// Frees a buffer librados allocated (a notify reply).
+    pub fn rados_buffer_free(buf: *mut c_char);
+}

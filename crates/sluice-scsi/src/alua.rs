@@ -20,11 +20,31 @@ use crate::unit_attention as ua;
 
 /// STATUS CODE of a group whose state SET TARGET PORT GROUPS altered (SPC-4 table 179).
 const STATUS_ALTERED_BY_STPG: u8 = 0x01;
+/// STATUS CODE of a group whose state an implicit transition altered (SPC-4 table 179).
+const STATUS_ALTERED_IMPLICITLY: u8 = 0x02;
 
 /// Largest SET TARGET PORT GROUPS parameter list accepted: the 4-byte header and one
 /// descriptor for each of the 65536 possible groups. A list cannot name more groups than exist,
 /// so anything longer is refused before it is read.
 pub const MAX_STPG_LIST_BYTES: usize = 4 + 4 * 65_536;
+
+/// Decides SET TARGET PORT GROUPS requests when access states are not this process's alone
+/// to set: several gateways exporting one logical unit, whose states follow which of them
+/// owns it. It moves the ownership (or refuses) and then sets every gateway's states through
+/// [`LogicalUnit::set_access_states`](crate::LogicalUnit::set_access_states).
+pub trait AluaController: Send + Sync + std::fmt::Debug {
+    /// Makes group `group` `state` (SPC-4 6.44), returning once it took effect here; an
+    /// error is the sense the command ends with.
+    fn request(&self, group: u16, state: AccessState) -> Result<(), SenseData>;
+
+    /// A command that writes the medium or changes the logical unit arrived through `group`
+    /// while it is active/non-optimized: make it the owner first (an implicit transition,
+    /// SPC-4 5.15.2.2), returning when the command may run, or the sense it ends with.
+    fn write_through(&self, group: u16) -> Result<(), SenseData> {
+        let _ = group;
+        Ok(())
+    }
+}
 
 /// One group's state for this logical unit.
 #[derive(Debug)]
@@ -42,6 +62,8 @@ pub(crate) struct AluaStates {
     restricted: AtomicBool,
     /// Serialises changes (readers use the atomics).
     change: Mutex<()>,
+    /// Who decides SET TARGET PORT GROUPS, when not this logical unit alone.
+    controller: OnceLock<std::sync::Arc<dyn AluaController>>,
 }
 
 impl AluaStates {
@@ -62,7 +84,8 @@ impl AluaStates {
         }
     }
 
-    /// Whether some group is standby or unavailable (one relaxed load: the fast path).
+    /// Whether some group is standby or unavailable, or a controller decides (one relaxed
+    /// load: the fast path).
     pub(crate) fn restricted(&self) -> bool {
         self.restricted.load(Ordering::Relaxed)
     }
@@ -74,17 +97,62 @@ impl AluaStates {
             .unwrap_or(AccessState::ActiveOptimized)
     }
 
+    /// Sets the states of the groups named (others keep theirs); true if one changed.
+    /// `altered_by_stpg` records why in REPORT TARGET PORT GROUPS' STATUS CODE.
+    pub(crate) fn set(&self, states: &[(u16, AccessState)], altered_by_stpg: bool) -> bool {
+        let _serial = self.change.lock().unwrap_or_else(|e| e.into_inner());
+        let mut changed = false;
+        for (id, state) in states {
+            let Some(g) = self.find(*id) else {
+                continue;
+            };
+            if g.state.swap(state.code(), Ordering::AcqRel) != state.code() {
+                // STATUS CODE: altered by SET TARGET PORT GROUPS, or by an implicit
+                // transition (02h, SPC-4 table 179).
+                g.status.store(
+                    if altered_by_stpg {
+                        STATUS_ALTERED_BY_STPG
+                    } else {
+                        STATUS_ALTERED_IMPLICITLY
+                    },
+                    Ordering::Relaxed,
+                );
+                changed = true;
+            }
+        }
+        self.refresh_restricted();
+        changed
+    }
+
+    /// Hands SET TARGET PORT GROUPS to `controller` (once).
+    pub(crate) fn set_controller(&self, controller: std::sync::Arc<dyn AluaController>) {
+        let _ = self.controller.set(controller);
+        self.refresh_restricted();
+    }
+
+    /// Lets a command that changes the logical unit run through `group` in `state`: through an
+    /// active/non-optimized group of a controlled unit, the controller moves the ownership
+    /// first.
+    pub(crate) fn admit_change(&self, group: u16, state: AccessState) -> Result<(), SenseData> {
+        match self.controller.get() {
+            Some(c) if state == AccessState::ActiveNonOptimized => c.write_through(group),
+            _ => Ok(()),
+        }
+    }
+
     fn find(&self, id: u16) -> Option<&GroupState> {
         self.groups.get()?.iter().find(|g| g.id == id)
     }
 
     fn refresh_restricted(&self) {
-        let any = self.groups.get().is_some_and(|gs| {
-            gs.iter().any(|g| {
-                AccessState::from_code(g.state.load(Ordering::Acquire))
-                    .is_some_and(|s| !s.is_active())
-            })
-        });
+        let controlled = self.controller.get().is_some();
+        let any = controlled
+            || self.groups.get().is_some_and(|gs| {
+                gs.iter().any(|g| {
+                    AccessState::from_code(g.state.load(Ordering::Acquire))
+                        .is_some_and(|s| !s.is_active())
+                })
+            });
         self.restricted.store(any, Ordering::Release);
     }
 }
@@ -214,22 +282,18 @@ pub(crate) fn set_target_port_groups(cmd: &mut Cmd<'_>) -> CmdResult {
         seen.push(d.group);
     }
     let alua = cmd.lu.alua();
-    let changed = {
-        let _serial = alua.change.lock().unwrap_or_else(|e| e.into_inner());
-        let mut changed = false;
-        for d in &descriptors {
-            let Some(g) = alua.find(d.group) else {
-                continue;
-            };
-            let old = g.state.swap(d.state.code(), Ordering::AcqRel);
-            if old != d.state.code() {
-                g.status.store(STATUS_ALTERED_BY_STPG, Ordering::Relaxed);
-                changed = true;
-            }
+    if let Some(controller) = alua.controller.get() {
+        // Active/optimized first: the group asked to take over does so before the others
+        // are asked to step down.
+        let mut ordered = descriptors.clone();
+        ordered.sort_by_key(|d| d.state != AccessState::ActiveOptimized);
+        for d in &ordered {
+            controller.request(d.group, d.state)?;
         }
-        alua.refresh_restricted();
-        changed
-    };
+        return Ok(());
+    }
+    let states: Vec<(u16, AccessState)> = descriptors.iter().map(|d| (d.group, d.state)).collect();
+    let changed = alua.set(&states, true);
     if changed {
         cmd.lu
             .state()

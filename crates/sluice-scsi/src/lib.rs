@@ -147,6 +147,7 @@ mod xcopy;
 #[cfg(test)]
 mod testutil;
 
+pub use alua::AluaController;
 pub use lu::{LogicalUnit, LuConfig};
 pub use plan::{IoPlan, Planned, PlannedIo};
 pub use ports::{AccessState, NexusIdentity, PortGroup, TargetPort, TargetPorts};

@@ -224,6 +224,31 @@ impl LogicalUnit {
         self.alua.attach(ports);
     }
 
+    /// Sets the asymmetric access states of the groups named, from outside a command (the
+    /// gateway coordination that follows which gateway owns the logical unit), and raises
+    /// ASYMMETRIC ACCESS STATE CHANGED for every I_T nexus when one changed (SPC-4
+    /// 5.15.2.3). Returns whether one changed.
+    pub fn set_access_states(&self, states: &[(u16, crate::ports::AccessState)]) -> bool {
+        let changed = self.alua.set(states, false);
+        if changed {
+            self.state()
+                .ua
+                .establish_others(None, crate::unit_attention::ASYMMETRIC_ACCESS_STATE_CHANGED);
+        }
+        changed
+    }
+
+    /// The asymmetric access state of group `group` for this logical unit.
+    pub fn access_state(&self, group: u16) -> crate::ports::AccessState {
+        self.alua.state(group)
+    }
+
+    /// Hands SET TARGET PORT GROUPS to `controller`: the states are then set only through
+    /// [`set_access_states`](Self::set_access_states).
+    pub fn set_alua_controller(&self, controller: Arc<dyn crate::alua::AluaController>) {
+        self.alua.set_controller(controller);
+    }
+
     pub(crate) fn reservations(&self) -> &Reservations {
         &self.reservations
     }
@@ -431,7 +456,11 @@ impl LogicalUnit {
                 // ALUA (SPC-4 5.15.2.4): one relaxed load unless some group is not active.
                 if self.alua.restricted() {
                     let group = cmd.fabric.port_of(nexus).map_or(0, |p| p.group);
-                    alua::check(self.alua.state(group), access())?;
+                    let state = self.alua.state(group);
+                    alua::check(state, access())?;
+                    if access().pr == crate::access::PrClass::Restricted {
+                        self.alua.admit_change(group, state)?;
+                    }
                 }
                 // Whether the LU can run the command now (sanitize, medium) and whether the
                 // reservations let this I_T nexus run it are decided inside the I/O lock hold
@@ -556,7 +585,11 @@ impl LogicalUnit {
         };
         if self.alua.restricted() {
             let group = fabric.port_of(nexus).map_or(0, |p| p.group);
-            alua::check(self.alua.state(group), access)?;
+            let state = self.alua.state(group);
+            alua::check(state, access)?;
+            if write {
+                self.alua.admit_change(group, state)?;
+            }
         }
         self.ready_for(if write { Op::Write } else { Op::Read })?;
         self.gate(nexus, fabric, || access)?;

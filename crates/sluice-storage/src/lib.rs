@@ -37,7 +37,8 @@
 //! `pread` into a buffer's spare capacity (`file.rs`: no zero-fill before a read); with the
 //! `rbd` feature, a fourth: the calls into librados and librbd (`rbd/librbd.rs` and its child
 //! `rbd/librbd/aio.rs`: handles owned and freed once, buffers borrowed, or owned by the
-//! callback's side, until librbd's completion callback ran). The `O_DIRECT`
+//! callback's side, until librbd's completion callback ran; `rbd/rados.rs`: the shared gateway
+//! object, its watch context boxed until the watch is gone). The `O_DIRECT`
 //! bounce buffer needs none (it is aligned by slicing a slightly larger `Vec`).
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -60,7 +61,7 @@ pub use file::{cached_crc32c, FileDevice, FileOptions, HugePageStatus};
 pub use memory::MemoryDevice;
 pub use null::NullDevice;
 #[cfg(feature = "rbd")]
-pub use rbd::RbdDevice;
+pub use rbd::{decode_notify_reply, Ack, LuObject, NotifyHandler, RbdDevice, MSG_STATE_CHANGED};
 pub use rbd::{RbdImage, DEFAULT_CLIENT_ID as DEFAULT_RBD_CLIENT_ID};
 pub use state_file::{StateFile, StateStore, MAX_STATE_FILE_BYTES};
 pub use submit::{run_now, DeviceOp, Submission};

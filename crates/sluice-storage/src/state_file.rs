@@ -18,6 +18,33 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
 
     /// Replaces the contents; when this returns `Ok`, they survive a crash or power loss.
     fn save(&self, contents: &[u8]) -> io::Result<()>;
+
+    /// Whether other processes (other gateways exporting the same logical unit) share this
+    /// store and change it: then the state is kept whatever APTPL says, read again before it
+    /// is answered, and replaced only through [`save_if`](Self::save_if).
+    fn shared(&self) -> bool {
+        false
+    }
+
+    /// The contents and their version (a number that changes with every save; 0 when nothing
+    /// was ever saved).
+    fn load_versioned(&self) -> io::Result<(Option<Vec<u8>>, u64)> {
+        Ok((self.load()?, 0))
+    }
+
+    /// Replaces the contents if they are still at `version`: `Ok(Some(new version))`, or
+    /// `Ok(None)` when someone else saved in between (nothing changed; load and retry). When
+    /// it returns, every other sharer has been told (see [`on_change`](Self::on_change)).
+    fn save_if(&self, version: u64, contents: &[u8]) -> io::Result<Option<u64>> {
+        self.save(contents)?;
+        Ok(Some(version.wrapping_add(1)))
+    }
+
+    /// Registers `changed`, called (on some other thread) whenever another sharer saved: the
+    /// state held in memory is stale from then on. Stores nobody else changes never call it.
+    fn on_change(&self, changed: Box<dyn Fn() + Send + Sync>) {
+        drop(changed);
+    }
 }
 
 /// Largest state file read back: far more than any state kept this way needs (a logical

@@ -256,11 +256,14 @@ impl Target {
             let before = old.luns.iter().find(|o| o.number == l.number);
             let current = running.iter().find(|r| r.number == l.number);
             let state_dir = self.ctx.config().state_dir.clone();
+            let gateway = self.ctx.config().gateway.clone();
             let open = |l: &LunDef| {
-                open_lun(new, l, state_dir.as_deref()).map_err(|error| ChangeError::Open {
-                    target: name.clone(),
-                    lun: l.number,
-                    error,
+                open_lun(new, l, state_dir.as_deref(), gateway.as_ref()).map_err(|error| {
+                    ChangeError::Open {
+                        target: name.clone(),
+                        lun: l.number,
+                        error,
+                    }
                 })
             };
             match (before, current) {

@@ -47,6 +47,26 @@ pub struct TargetConfig {
     /// its own connections' PDUs, on send and on receive, from full feature phase on. `None`
     /// in production; tests of error recovery set it.
     pub fault_hook: Option<std::sync::Arc<sluice_fault::FaultHook>>,
+    /// This process is one of several gateways exporting the same RBD images under the same
+    /// target names (see [`GatewayConfig`]); `None`: a stand-alone target.
+    pub gateway: Option<GatewayConfig>,
+}
+
+/// One gateway of several that export the same RBD images as the same target names and LU
+/// identities. Each gateway is one target port group (ALUA, SPC-4 5.15) holding one target
+/// port whose relative identifier and TPGT are the group's id; every gateway reports every
+/// group. The gateway holding an image's RBD exclusive lock owns its logical unit (its group
+/// active/optimized); the others' groups are in [`non_owner`](Self::non_owner).
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct GatewayConfig {
+    /// This gateway's target port group, 1..=65535.
+    pub group: u16,
+    /// Every gateway's group, this one's included (the same list on every gateway).
+    pub groups: Vec<u16>,
+    /// The state of the groups that do not own a logical unit: active/non-optimized (a
+    /// command that writes through a non-owner moves the ownership to it first, an implicit
+    /// transition) or standby (such commands are refused with NOT READY).
+    pub non_owner: AccessState,
 }
 
 /// Equal when everything is equal and both have the same fault hook (or none). The fields are
@@ -64,6 +84,7 @@ impl PartialEq for TargetConfig {
             keepalive,
             recovery,
             fault_hook,
+            gateway,
         } = self;
         let same_hook = match (fault_hook, &other.fault_hook) {
             (None, None) => true,
@@ -79,6 +100,7 @@ impl PartialEq for TargetConfig {
             && *limits == other.limits
             && *keepalive == other.keepalive
             && *recovery == other.recovery
+            && *gateway == other.gateway
             && same_hook
     }
 }
@@ -98,6 +120,35 @@ pub struct PortalGroup {
     pub alua_group: u16,
     /// The asymmetric access state the LUs start in through this group.
     pub alua_state: AccessState,
+}
+
+impl GatewayConfig {
+    /// Checks the group list and the non-owner state.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.group == 0 || self.groups.contains(&0) {
+            return Err(ConfigError::Gateway("group 0 is reserved (SPC-4)"));
+        }
+        if !self.groups.contains(&self.group) {
+            return Err(ConfigError::Gateway(
+                "its own group is not in the list of groups",
+            ));
+        }
+        let mut sorted = self.groups.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if sorted.len() != self.groups.len() {
+            return Err(ConfigError::Gateway("a group is listed twice"));
+        }
+        if !matches!(
+            self.non_owner,
+            AccessState::Standby | AccessState::ActiveNonOptimized
+        ) {
+            return Err(ConfigError::Gateway(
+                "non-owners are standby or active-non-optimized",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// One iSCSI target (an IQN) and its logical units.
@@ -334,6 +385,11 @@ pub enum ConfigError {
     /// No address to listen on.
     #[error("no portals (listen addresses) configured")]
     NoPortals,
+    /// A gateway configuration that cannot be served: its group missing from (or repeated in)
+    /// the list of groups, a group 0, a non-owner state other than standby or
+    /// active/non-optimized, or explicit portal groups besides.
+    #[error("gateway: {0}")]
+    Gateway(&'static str),
     /// A target without LUNs.
     #[error("target {0}: no LUNs")]
     NoLuns(TargetRef),

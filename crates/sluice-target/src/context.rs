@@ -61,11 +61,15 @@ impl TargetRuntime {
         let luns = t
             .luns
             .iter()
-            .map(|l| open_lun(t, l, config.state_dir.as_deref()))
+            .map(|l| open_lun(t, l, config.state_dir.as_deref(), config.gateway.as_ref()))
             .collect::<io::Result<Vec<_>>>()?;
         let scsi = ScsiTarget::with_ports(
             luns.iter().map(|l| (l.number, Arc::clone(&l.lu))).collect(),
-            target_ports(&t.iqn, &config.effective_portal_groups()),
+            target_ports(
+                &t.iqn,
+                &config.effective_portal_groups(),
+                config.gateway.as_ref(),
+            ),
         );
         Ok(Self {
             scsi: Arc::new(scsi),
@@ -189,13 +193,21 @@ pub(crate) fn open_lun(
     t: &TargetDef,
     l: &LunDef,
     state_dir: Option<&Path>,
+    gateway_config: Option<&crate::config::GatewayConfig>,
 ) -> io::Result<Arc<LunRuntime>> {
-    let device = Arc::new(SwapDevice::new(open_backend(l)?));
+    let (backing, gateway) = match &l.backend {
+        Backend::Rbd { image } => crate::gateway::open_rbd(l, image)?,
+        _ => (open_backend(l)?, None),
+    };
+    let device = Arc::new(SwapDevice::new(backing));
     let blocking = device.blocks();
     let submits = device.submits();
     let shared: Arc<dyn BlockDevice> = Arc::clone(&device) as Arc<dyn BlockDevice>;
     let lu = LogicalUnit::new(lu_config(t, l, shared));
-    if let Some(dir) = state_dir {
+    if let Some(gateway) = &gateway {
+        // Shared with every gateway exporting the image: kept in RADOS, not in state_dir.
+        gateway.attach(&lu, l)?;
+    } else if let Some(dir) = state_dir {
         let store = StateFile::new(reservation_file(dir, t, l));
         let path = store.path().display().to_string();
         lu.attach_reservation_store(Arc::new(store)).map_err(|e| {
@@ -209,11 +221,16 @@ pub(crate) fn open_lun(
             )
         })?;
     }
+    let lu = Arc::new(lu);
+    if let (Some(gateway), Some(config)) = (gateway, gateway_config) {
+        // Follows the image's exclusive lock into the LU's ALUA states, until the LU goes.
+        gateway.coordinate(&lu, config);
+    }
     Ok(Arc::new(LunRuntime {
         number: l.number,
         raw: sluice_scsi::encode_lun(l.number),
         device,
-        lu: Arc::new(lu),
+        lu,
         metrics: LuMetrics::default(),
         blocking,
         submits,

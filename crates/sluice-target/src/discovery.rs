@@ -168,6 +168,7 @@ pub(crate) mod tests {
             keepalive: Some(Keepalive::default()),
             recovery: Default::default(),
             fault_hook: None,
+            gateway: None,
         }
     }
 

@@ -27,6 +27,7 @@ mod device_io;
 mod discovery;
 mod faults;
 mod ffp;
+mod gateway;
 mod iser;
 mod login_env;
 mod long_running;

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use sluice_scsi::{PortGroup, TargetPort, TargetPorts};
 
-use crate::config::{AccessState, ConfigError, PortalGroup, TargetConfig};
+use crate::config::{AccessState, ConfigError, GatewayConfig, PortalGroup, TargetConfig};
 
 /// The tag of the portal group of a configuration without [`TargetConfig::portal_groups`].
 pub const DEFAULT_PORTAL_GROUP_TAG: u16 = 1;
@@ -16,6 +16,16 @@ impl TargetConfig {
     pub fn effective_portal_groups(&self) -> Vec<PortalGroup> {
         if !self.portal_groups.is_empty() {
             return self.portal_groups.clone();
+        }
+        if let Some(g) = &self.gateway {
+            // A gateway is one portal group, its own ALUA group; it starts as a non-owner
+            // (its coordination makes it the owner once it holds the image's lock).
+            return vec![PortalGroup {
+                tag: g.group,
+                portals: self.portals.clone(),
+                alua_group: g.group,
+                alua_state: g.non_owner,
+            }];
         }
         vec![PortalGroup {
             tag: DEFAULT_PORTAL_GROUP_TAG,
@@ -89,7 +99,35 @@ impl TargetConfig {
 /// The SCSI target ports of target `iqn`: one per portal group, named `<target>,t,0x<TPGT>`
 /// (RFC 7143 section 4.2.7.4, the iSCSI target port name), its relative target port
 /// identifier the TPGT, in the group's ALUA target port group.
-pub(crate) fn target_ports(iqn: &str, groups: &[PortalGroup]) -> TargetPorts {
+/// With `gateway`, the other gateways' ports and groups are added: each gateway's port is
+/// named and numbered by its group, like this one's.
+pub(crate) fn target_ports(
+    iqn: &str,
+    groups: &[PortalGroup],
+    gateway: Option<&GatewayConfig>,
+) -> TargetPorts {
+    let mut ports = local_target_ports(iqn, groups);
+    for g in gateway.map_or(&[][..], |g| &g.groups[..]) {
+        if ports.port(*g).is_none() {
+            ports.ports.push(TargetPort {
+                relative_id: *g,
+                name: format!("{iqn},t,0x{g:04x}"),
+                group: *g,
+            });
+        }
+        if ports.groups.iter().all(|p| p.id != *g) {
+            ports.groups.push(PortGroup {
+                id: *g,
+                state: gateway.map_or(AccessState::Standby, |c| c.non_owner),
+            });
+        }
+    }
+    ports.ports.sort_by_key(|p| p.relative_id);
+    ports.groups.sort_by_key(|p| p.id);
+    ports
+}
+
+fn local_target_ports(iqn: &str, groups: &[PortalGroup]) -> TargetPorts {
     let mut alua: Vec<PortGroup> = Vec::new();
     for g in groups {
         if !alua.iter().any(|a| a.id == g.alua_group) {
@@ -141,7 +179,7 @@ mod tests {
         assert_eq!(g[0].tag, 1);
         assert_eq!(g[0].portals.len(), 2);
         assert!(c.check_portal_groups().is_ok());
-        let ports = target_ports("iqn.2026-11.t:a", &g);
+        let ports = target_ports("iqn.2026-11.t:a", &g, None);
         assert_eq!(ports.ports[0].name, "iqn.2026-11.t:a,t,0x0001");
         assert_eq!(ports.groups[0].state, AccessState::ActiveOptimized);
     }
@@ -179,7 +217,7 @@ mod tests {
         );
         assert_eq!(c0.portal_group_of("127.0.0.2:41234".parse().unwrap()), 2);
         assert_eq!(c0.portal_group_of("127.0.0.1:41235".parse().unwrap()), 1);
-        let ports = target_ports("iqn.2026-11.t:a", &c.portal_groups);
+        let ports = target_ports("iqn.2026-11.t:a", &c.portal_groups, None);
         assert_eq!(ports.ports.len(), 2);
         assert_eq!(ports.ports[1].relative_id, 2);
         assert_eq!(ports.groups[1].state, Standby);

@@ -19,6 +19,14 @@ impl TargetConfig {
         if self.portals.is_empty() {
             return Err(ConfigError::NoPortals);
         }
+        if let Some(g) = &self.gateway {
+            g.validate()?;
+            if !self.portal_groups.is_empty() {
+                return Err(ConfigError::Gateway(
+                    "a gateway is one portal group, its gateway group: no explicit portal groups",
+                ));
+            }
+        }
         let mut names = HashSet::new();
         for (index, t) in self.targets.iter().enumerate() {
             let target = || TargetRef {
@@ -214,6 +222,7 @@ mod tests {
             keepalive: Some(Keepalive::default()),
             recovery: Default::default(),
             fault_hook: None,
+            gateway: None,
         }
     }
 

@@ -69,6 +69,7 @@ pub fn config() -> TargetConfig {
         keepalive: None,
         recovery: Default::default(),
         fault_hook: None,
+        gateway: None,
     }
 }
 

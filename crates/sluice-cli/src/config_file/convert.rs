@@ -90,6 +90,25 @@ pub(super) fn convert(file: FileToml, base: &Path) -> Result<(TargetConfig, Span
     }
     let (portals, portal_groups) = portal_groups(&listen, &settings);
     let state_dir = file.state_dir.as_ref().map(|d| base.join(d.get_ref()));
+    let gateway = match &file.gateway {
+        Some(g) => {
+            spans.gateway = Some(g.span());
+            let g = g.get_ref();
+            Some(sluice_target::config::GatewayConfig {
+                group: int_in(&g.group, FileKey::GatewayGroup, 1, 65_535)?,
+                groups: g
+                    .groups
+                    .iter()
+                    .map(|v| int_in(v, FileKey::GatewayGroup, 1, 65_535))
+                    .collect::<Result<_, _>>()?,
+                non_owner: g.non_owner.map_or(
+                    sluice_target::config::AccessState::ActiveNonOptimized,
+                    |s| s.0,
+                ),
+            })
+        }
+        None => None,
+    };
 
     let discovery_auth = match file.discovery.as_ref().and_then(|d| d.chap.as_ref()) {
         Some(c) => {
@@ -202,6 +221,7 @@ pub(super) fn convert(file: FileToml, base: &Path) -> Result<(TargetConfig, Span
         keepalive,
         recovery,
         fault_hook: None,
+        gateway,
     };
     Ok((config, spans))
 }

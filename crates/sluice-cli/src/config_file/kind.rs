@@ -229,6 +229,8 @@ pub enum FileKey {
     PortalGroupTag,
     /// `[[portal_group]] alua_group`.
     AluaGroup,
+    /// `[gateway] group` or an entry of `[gateway] groups`.
+    GatewayGroup,
 }
 
 impl fmt::Display for FileKey {
@@ -260,6 +262,7 @@ impl fmt::Display for FileKey {
             FileKey::CephKeyring => "ceph_keyring",
             FileKey::PortalGroupTag => "portal_group tag",
             FileKey::AluaGroup => "alua_group",
+            FileKey::GatewayGroup => "gateway group",
         })
     }
 }

@@ -16,6 +16,8 @@ pub(super) struct Spans {
     pub(super) keys: Vec<(KeyId, Range<usize>)>,
     pub(super) queue_depth: Option<Range<usize>>,
     pub(super) discovery_chap: Option<ChapSpans>,
+    /// The `[gateway]` table.
+    pub(super) gateway: Option<Range<usize>>,
     /// Parallel to `TargetConfig::targets`.
     pub(super) targets: Vec<TargetSpans>,
 }
@@ -102,6 +104,7 @@ pub(super) fn locate_validation_error(spans: &Spans, e: &ConfigError) -> Range<u
             SecretRole::Mutual => chap(owner).and_then(|c| c.mutual_secret.clone()),
         },
         ConfigError::ChapSameSecret(owner) => chap(owner).and_then(|c| c.mutual_secret.clone()),
+        ConfigError::Gateway(_) => spans.gateway.clone(),
         // A check added to TargetConfig::validate later: the start of the file.
         _ => None,
     }

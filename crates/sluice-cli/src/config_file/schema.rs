@@ -26,6 +26,7 @@ pub(super) struct FileToml {
     pub(super) limits: Option<LimitsToml>,
     pub(super) metrics: Option<MetricsToml>,
     pub(super) control: Option<ControlToml>,
+    pub(super) gateway: Option<Spanned<GatewayToml>>,
     #[serde(default, rename = "target")]
     pub(super) targets: Vec<Spanned<TargetToml>>,
 }
@@ -38,6 +39,15 @@ pub(super) struct PortalGroupToml {
     pub(super) tag: Spanned<i64>,
     pub(super) alua_state: Option<AluaStateToml>,
     pub(super) alua_group: Option<Spanned<i64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+/// `[gateway]`: this process is one of several gateways exporting the same RBD images.
+pub(super) struct GatewayToml {
+    pub(super) group: Spanned<i64>,
+    pub(super) groups: Vec<Spanned<i64>>,
+    pub(super) non_owner: Option<AluaStateToml>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -53,6 +53,14 @@ pub fn to_toml(config: &TargetConfig, service: &ServiceConfig) -> String {
         kv(w, "alua_state", quote(alua_state_name(g.alua_state)));
         kv(w, "alua_group", g.alua_group);
     }
+    if let Some(g) = &config.gateway {
+        line(w, "");
+        line(w, "[gateway]");
+        kv(w, "group", g.group);
+        let groups: Vec<String> = g.groups.iter().map(u16::to_string).collect();
+        line(w, &format!("groups = [{}]", groups.join(", ")));
+        kv(w, "non_owner", quote(alua_state_name(g.non_owner)));
+    }
     if let Some(chap) = &config.discovery_auth {
         line(w, "");
         line(w, "[discovery]");

@@ -34,6 +34,45 @@ pub fn run_suite(urls: &[&str], tests: &str, extra: &[&str]) -> Vec<TestResult> 
     results
 }
 
+/// Skip reasons of tests that pass on a memory LU for a capability an RBD LU does not offer:
+/// WRITE ATOMIC (a librbd write is not all or nothing across a crash), thin provisioning
+/// (the suite runs on a fully provisioned RBD LU), several logical blocks per physical block.
+pub const RBD_LACKS: &[&str] = &[
+    "WRITEATOMIC16 is not implemented",
+    "Logical unit is fully provisioned",
+    "LBPPB < 2",
+];
+
+/// Where `results` end differently from `reference` (the same tests on a memory LU): every
+/// failure, and every other difference but a skip for one of the reasons in `lacks` (a
+/// capability the tested LU does not offer) where the reference passed.
+pub fn differences(
+    results: &[TestResult],
+    reference: &[TestResult],
+    lacks: &[&str],
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for r in results {
+        let theirs = reference
+            .iter()
+            .find(|m| m.name == r.name)
+            .map(|m| &m.outcome);
+        match (&r.outcome, theirs) {
+            (Outcome::Fail(text), _) => problems.push(format!("{}: FAILED: {text}", r.name)),
+            (Outcome::Pass, Some(Outcome::Pass)) | (Outcome::Skip(_), Some(Outcome::Skip(_))) => {}
+            (Outcome::Skip(reasons), Some(Outcome::Pass))
+                if reasons
+                    .iter()
+                    .all(|why| lacks.iter().any(|l| why.contains(l))) => {}
+            (mine, theirs) => problems.push(format!(
+                "{}: {mine:?} here, {theirs:?} on a memory LU",
+                r.name
+            )),
+        }
+    }
+    problems
+}
+
 /// How one test ended.
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub enum Outcome {

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod cunit;
+pub mod gateways;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -89,6 +90,13 @@ impl TargetProcess {
             urls,
             iser_urls,
         }
+    }
+}
+
+impl TargetProcess {
+    /// The process id (to stop or continue it with a signal).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 

@@ -155,6 +155,7 @@ fn config() -> TargetConfig {
         keepalive: None,
         recovery: Default::default(),
         fault_hook: None,
+        gateway: None,
     }
 }
 

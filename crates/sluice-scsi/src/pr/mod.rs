@@ -56,20 +56,29 @@ impl From<SenseData> for Failure {
 const PR_RESERVED: u8 = 0x01;
 /// A RESERVE(6)/(10) reservation exists.
 const LEGACY_RESERVED: u8 = 0x02;
+/// A shared store changed under us: the state in memory must be read again before the gate,
+/// PERSISTENT RESERVE IN or OUT trusts it.
+const STALE: u8 = 0x04;
+/// How often PERSISTENT RESERVE OUT retries when another gateway changed the shared state
+/// between its read and its compare-and-write.
+const MAX_SHARED_RETRIES: usize = 16;
 
 #[derive(Debug, Default)]
 struct Inner {
     pr: PrState,
     /// The I_T nexus holding a RESERVE reservation.
     legacy: Option<NexusId>,
+    /// The shared store's version `pr` was read at (shared stores only).
+    version: u64,
 }
 
 /// The reservations of one logical unit.
 #[derive(Debug, Default)]
 pub(crate) struct Reservations {
     inner: Mutex<Inner>,
-    /// [`PR_RESERVED`] | [`LEGACY_RESERVED`]: what the gate's fast path reads.
-    flags: AtomicU8,
+    /// [`PR_RESERVED`] | [`LEGACY_RESERVED`] | [`STALE`]: what the gate's fast path reads
+    /// (shared with a shared store's change callback, which sets [`STALE`]).
+    flags: Arc<AtomicU8>,
     store: OnceLock<Arc<dyn StateStore>>,
 }
 
@@ -108,7 +117,41 @@ impl Reservations {
         if inner.legacy.is_some() {
             flags |= LEGACY_RESERVED;
         }
-        self.flags.store(flags, Ordering::Release);
+        // A change notified meanwhile stays noted.
+        let _ = self
+            .flags
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
+                Some(old & STALE | flags)
+            });
+    }
+
+    /// Reads a shared store's state again, when it was notified as changed or `force`d.
+    /// Stores nobody else changes are never read again.
+    fn refresh(&self, inner: &mut Inner, force: bool) -> Result<(), SenseData> {
+        let Some(store) = self.store.get().filter(|s| s.shared()) else {
+            return Ok(());
+        };
+        if !force && self.flags.load(Ordering::Acquire) & STALE == 0 {
+            return Ok(());
+        }
+        // Cleared before the read: a change notified during it marks the state stale again.
+        self.flags.fetch_and(!STALE, Ordering::AcqRel);
+        // The command ends with a retryable error and the state stays marked stale.
+        let fail = |_: String| {
+            self.flags.fetch_or(STALE, Ordering::AcqRel);
+            // INTERNAL TARGET FAILURE: the initiator may retry.
+            SenseData::new(SenseKey::HARDWARE_ERROR, 0x44, 0x00)
+        };
+        let (bytes, version) = store.load_versioned().map_err(|e| fail(e.to_string()))?;
+        let pr = match bytes {
+            Some(b) => persist::decode_shared(&String::from_utf8_lossy(&b))
+                .map_err(|e| fail(e.to_string()))?,
+            None => PrState::default(),
+        };
+        inner.pr = pr;
+        inner.version = version;
+        self.publish(inner);
+        Ok(())
     }
 
     /// Whether `nexus` may run a command of treatment `access` (call when [`active`]).
@@ -118,16 +161,19 @@ impl Reservations {
         fabric: &Fabric,
         access: Access,
     ) -> Result<(), Failure> {
-        let inner = self.lock();
+        let mut inner = self.lock();
         if inner.legacy.is_some_and(|holder| holder != nexus) && !access.spc2 {
             return Err(Failure::Conflict);
         }
-        if inner.pr.reservation.is_some()
-            && !matches!(
-                access.pr,
-                PrClass::Allowed | PrClass::PersistentOut | PrClass::Legacy
-            )
-            && inner.pr.conflicts(&fabric.identity(nexus), access.pr)
+        if matches!(
+            access.pr,
+            PrClass::Allowed | PrClass::PersistentOut | PrClass::Legacy
+        ) {
+            return Ok(());
+        }
+        // Only commands a persistent reservation can refuse wait for a stale shared state.
+        self.refresh(&mut inner, false)?;
+        if inner.pr.reservation.is_some() && inner.pr.conflicts(&fabric.identity(nexus), access.pr)
         {
             return Err(Failure::Conflict);
         }
@@ -153,16 +199,27 @@ impl Reservations {
     }
 
     /// Attaches the store APTPL state is kept in, and restores what it holds.
+    /// A shared store (other gateways' changes) is read again whenever it says it changed.
     pub(crate) fn attach_store(&self, store: Arc<dyn StateStore>) -> Result<(), RestoreError> {
-        let restored = match store.load()? {
+        let shared = store.shared();
+        let (bytes, version) = store.load_versioned()?;
+        let restored = match bytes {
+            Some(bytes) if shared => persist::decode_shared(&String::from_utf8_lossy(&bytes))?,
             Some(bytes) => persist::decode(&String::from_utf8_lossy(&bytes))?,
             None => PrState::default(),
         };
+        if shared {
+            let flags = Arc::clone(&self.flags);
+            store.on_change(Box::new(move || {
+                flags.fetch_or(STALE, Ordering::AcqRel);
+            }));
+        }
         self.store
             .set(store)
             .map_err(|_| RestoreError::AlreadyAttached)?;
         let mut inner = self.lock();
         inner.pr = restored;
+        inner.version = version;
         self.publish(&inner);
         Ok(())
     }
@@ -172,7 +229,9 @@ impl Reservations {
 pub(crate) fn persistent_reserve_in(cmd: &mut Cmd<'_>) -> Result<(), Failure> {
     let alloc = usize::from(be16(cmd.cdb, 7));
     let res = cmd.lu.reservations();
-    let inner = res.lock();
+    let mut inner = res.lock();
+    // Another gateway may have changed the state: answer what the shared store holds now.
+    res.refresh(&mut inner, true)?;
     // SPC-2 5.5.1: while a RESERVE reservation is held, every PERSISTENT RESERVE IN and OUT
     // conflicts, whoever sends it.
     if inner.legacy.is_some() {
@@ -238,19 +297,38 @@ pub(crate) fn persistent_reserve_out(cmd: &mut Cmd<'_>) -> Result<(), Failure> {
         if inner.legacy.is_some() {
             return Err(Failure::Conflict);
         }
-        let mut next = inner.pr.clone();
-        let effects = prout::apply(&mut next, &req)?;
-        if let Some(store) = store {
-            if next.aptpl || inner.pr.aptpl {
-                store
-                    .save(persist::encode(&next).as_bytes())
-                    // The change is not made: the initiator may retry.
-                    .map_err(|_| SenseData::new(SenseKey::HARDWARE_ERROR, 0x44, 0x00))?;
+        // The change is not made when it cannot be saved: the initiator may retry.
+        let save_error = || SenseData::new(SenseKey::HARDWARE_ERROR, 0x44, 0x00);
+        let mut attempt = 0;
+        loop {
+            // A shared store is read first, and written only if nobody changed it since
+            // (compare-and-write on its version); a lost race applies the command again to
+            // the newer state, as if it had arrived after the other gateway's.
+            res.refresh(&mut inner, true)?;
+            let mut next = inner.pr.clone();
+            let effects = prout::apply(&mut next, &req)?;
+            match store {
+                Some(store) if store.shared() => {
+                    match store.save_if(inner.version, persist::encode_shared(&next).as_bytes()) {
+                        Ok(Some(version)) => inner.version = version,
+                        Ok(None) if attempt < MAX_SHARED_RETRIES => {
+                            attempt += 1;
+                            continue;
+                        }
+                        Ok(None) | Err(_) => return Err(save_error().into()),
+                    }
+                }
+                Some(store) if next.aptpl || inner.pr.aptpl => {
+                    store
+                        .save(persist::encode(&next).as_bytes())
+                        .map_err(|_| save_error())?;
+                }
+                _ => {}
             }
+            inner.pr = next;
+            res.publish(&inner);
+            break effects;
         }
-        inner.pr = next;
-        res.publish(&inner);
-        effects
     };
     // Unit attentions and aborts reach the I_T nexuses the registrations name (the sender
     // never gets a unit attention for its own command).

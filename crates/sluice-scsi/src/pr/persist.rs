@@ -32,7 +32,21 @@ pub struct DecodeError {
 
 /// The text of `state`.
 pub fn encode(state: &PrState) -> String {
+    encode_with(state, false)
+}
+
+/// The text of `state` as gateways sharing one logical unit keep it: with a `generation`
+/// line, since every gateway must report the same PRGENERATION (the logical unit has not
+/// lost power while any gateway serves it).
+pub fn encode_shared(state: &PrState) -> String {
+    encode_with(state, true)
+}
+
+fn encode_with(state: &PrState, shared: bool) -> String {
     let mut out = format!("{MAGIC}\naptpl {}\n", u8::from(state.aptpl));
+    if shared {
+        let _ = writeln!(out, "generation {}", state.generation);
+    }
     for r in &state.registrations {
         let _ = writeln!(
             out,
@@ -58,6 +72,16 @@ pub fn encode(state: &PrState) -> String {
 /// The state `text` describes (generation zero). A state saved with APTPL off describes no
 /// registrations: reservations without APTPL do not survive power loss.
 pub fn decode(text: &str) -> Result<PrState, DecodeError> {
+    decode_with(text, false)
+}
+
+/// The state a shared store's `text` describes: everything, APTPL or not, generation
+/// included (see [`encode_shared`]).
+pub fn decode_shared(text: &str) -> Result<PrState, DecodeError> {
+    decode_with(text, true)
+}
+
+fn decode_with(text: &str, shared: bool) -> Result<PrState, DecodeError> {
     let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
     let err = |line, what| DecodeError { line, what };
     match lines.next() {
@@ -74,6 +98,12 @@ pub fn decode(text: &str) -> Result<PrState, DecodeError> {
                     Some("0") => false,
                     _ => return Err(err(n, "aptpl is 0 or 1")),
                 };
+            }
+            Some("generation") if shared => {
+                state.generation = f
+                    .next()
+                    .and_then(|g| g.parse().ok())
+                    .ok_or(err(n, "bad generation"))?;
             }
             Some("registration") => {
                 if state.registrations.len() >= MAX_REGISTRATIONS {
@@ -118,7 +148,7 @@ pub fn decode(text: &str) -> Result<PrState, DecodeError> {
             return Err(err(n, "trailing fields"));
         }
     }
-    if !state.aptpl {
+    if !state.aptpl && !shared {
         return Ok(PrState::default());
     }
     // A reservation whose holder is not registered cannot be: drop it rather than keep a
@@ -203,6 +233,21 @@ mod tests {
             0,
             "power on resets PRGENERATION"
         );
+    }
+
+    #[test]
+    fn shared_state_keeps_generation_and_registrations_without_aptpl() {
+        let mut s = sample();
+        s.aptpl = false;
+        s.generation = 42;
+        let text = encode_shared(&s);
+        assert!(text.contains("\ngeneration 42\n"), "{text}");
+        assert_eq!(decode_shared(&text).unwrap(), s);
+        assert!(
+            decode(&text).is_err(),
+            "a local file has no generation line"
+        );
+        assert!(decode_shared(&text.replace("generation 42", "generation x")).is_err());
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::librbd::{self, Cluster, ConnectArgs, Image, Pool};
+use super::rados::LuObject;
 use super::RbdImage;
 use crate::{
     check_range, checked_size, read_only_error, BlockDevice, DeviceOp, StorageError, Submission,
@@ -119,6 +120,25 @@ impl RbdDevice {
     /// writes from then on, so a gateway that lost its lock cannot acknowledge another write.
     pub fn break_lock(&self, owner: &str) -> io::Result<()> {
         self.image.lock_break(owner)
+    }
+
+    /// The RADOS object the gateways exporting this image share (`sluice.lu.<image>` in the
+    /// image's pool), opened through this image's client and watched.
+    pub fn shared_object(&self) -> io::Result<LuObject> {
+        let image = self.name().rsplit('/').next().unwrap_or_default();
+        LuObject::open(self.image.pool(), &format!("sluice.lu.{image}"))
+    }
+
+    /// The cluster-wide id of this image's client: the lock owner name `client.N` of
+    /// [`lock_owners`](Self::lock_owners) is this gateway's when `N` equals it.
+    pub fn client_id(&self) -> u64 {
+        self.image.pool().instance_id()
+    }
+
+    /// This image's client's addresses: the lock owner name of
+    /// [`lock_owners`](Self::lock_owners) is one of them when this client holds the lock.
+    pub fn client_addresses(&self) -> io::Result<String> {
+        self.image.pool().client_addrs()
     }
 
     fn size_now(&self) -> u64 {

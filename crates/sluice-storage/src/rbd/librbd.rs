@@ -218,6 +218,44 @@ impl Pool {
     }
 }
 
+impl Pool {
+    /// Another I/O context on the same pool through the same client (its own "last version"
+    /// and watches; the same client instance, so fencing this client fences it too).
+    pub(super) fn duplicate(&self) -> io::Result<Arc<Self>> {
+        Self::open(&self._cluster, &self.name)
+    }
+
+    /// The raw context, for the RADOS object calls of `rados.rs`.
+    pub(super) fn raw(&self) -> sys::rados_ioctx_t {
+        self.handle
+    }
+
+    /// The client's messenger addresses (`v2:IP:PORT/NONCE,...`): a lock owner's name is one.
+    pub(super) fn client_addrs(&self) -> io::Result<String> {
+        let mut out: *mut c_char = ptr::null_mut();
+        // SAFETY: the cluster handle is connected; `out` is a valid place for the string.
+        let r = unsafe { sys::rados_getaddrs(self._cluster.handle, &mut out) };
+        check(r, || "rados_getaddrs".into())?;
+        if out.is_null() {
+            return Ok(String::new());
+        }
+        // SAFETY: librados returned a NUL-terminated string it allocated with malloc.
+        let s = unsafe { std::ffi::CStr::from_ptr(out) }
+            .to_string_lossy()
+            .into_owned();
+        // SAFETY: allocated by librados with strdup, freed once.
+        unsafe { libc::free(out.cast()) };
+        Ok(s)
+    }
+
+    /// The client's cluster-wide instance id: the `N` of `client.N`, as librbd names lock
+    /// owners.
+    pub(super) fn instance_id(&self) -> u64 {
+        // SAFETY: the cluster handle is connected and outlives `self`.
+        unsafe { sys::rados_get_instance_id(self._cluster.handle) }
+    }
+}
+
 impl Drop for Pool {
     fn drop(&mut self) {
         // SAFETY: the context came from rados_ioctx_create and is destroyed once, here; every
@@ -282,6 +320,11 @@ impl Image {
     /// `POOL/IMAGE`.
     pub(super) fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The pool the image was opened through.
+    pub(super) fn pool(&self) -> &Arc<Pool> {
+        &self.pool
     }
 
     /// Size and object size.

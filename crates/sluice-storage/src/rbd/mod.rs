@@ -15,9 +15,13 @@ use std::path::PathBuf;
 mod device;
 #[cfg(feature = "rbd")]
 mod librbd;
+#[cfg(feature = "rbd")]
+mod rados;
 
 #[cfg(feature = "rbd")]
 pub use device::RbdDevice;
+#[cfg(feature = "rbd")]
+pub use rados::{decode_notify_reply, Ack, LuObject, NotifyHandler, MSG_STATE_CHANGED};
 
 /// The client id used when none is configured (`client.admin`, as the `rbd` tool does).
 pub const DEFAULT_CLIENT_ID: &str = "admin";

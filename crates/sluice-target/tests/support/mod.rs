@@ -74,6 +74,7 @@ pub fn config() -> TargetConfig {
         keepalive: None,
         recovery: Default::default(),
         fault_hook: None,
+        gateway: None,
     }
 }
 

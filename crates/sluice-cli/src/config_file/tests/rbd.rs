@@ -112,3 +112,47 @@ fn rbd_mistakes_are_named_where_they_are() {
         }
     );
 }
+
+#[test]
+fn a_gateway_table_makes_one_portal_group_per_gateway() {
+    use sluice_target::config::{AccessState, GatewayConfig};
+    let lun = "backend = \"rbd\"\nimage = \"rbd/disk\"\n";
+    let src = format!(
+        "[gateway]\ngroup = 2\ngroups = [1, 2, 3]\n{}",
+        with_lun(lun)
+    );
+    let c = parse_str(&src, Path::new("t.toml")).unwrap();
+    assert_eq!(
+        c.gateway,
+        Some(GatewayConfig {
+            group: 2,
+            groups: vec![1, 2, 3],
+            non_owner: AccessState::ActiveNonOptimized,
+        })
+    );
+    let groups = c.effective_portal_groups();
+    assert_eq!(groups.len(), 1);
+    assert_eq!((groups[0].tag, groups[0].alua_group), (2, 2));
+    let standby = src.replace(
+        "groups = [1, 2, 3]\n",
+        "groups = [1, 2, 3]\nnon_owner = \"standby\"\n",
+    );
+    let c = parse_str(&standby, Path::new("t.toml")).unwrap();
+    assert_eq!(c.gateway.unwrap().non_owner, AccessState::Standby);
+    // Its own group missing from the list: named at the table.
+    let e = parse_str(&src.replace("[1, 2, 3]", "[1, 3]"), Path::new("t.toml")).unwrap_err();
+    assert_eq!(e.line, 1, "{e}");
+    assert!(e.to_string().contains("its own group"), "{e}");
+    // Group 0 is out of range.
+    let kind = kind_at(&src.replace("group = 2", "group = 0"), 2);
+    assert!(
+        matches!(
+            kind,
+            ErrorKind::OutOfRange {
+                key: FileKey::GatewayGroup,
+                ..
+            }
+        ),
+        "{kind:?}"
+    );
+}
