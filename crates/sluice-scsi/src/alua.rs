@@ -140,6 +140,13 @@ impl AluaStates {
         }
     }
 
+    /// Whether [`admit_change`](Self::admit_change) would ask the controller to move the
+    /// ownership (and so may wait for other gateways) for a command through a group in
+    /// `state`.
+    pub(crate) fn change_moves_ownership(&self, state: AccessState) -> bool {
+        self.controller.get().is_some() && state == AccessState::ActiveNonOptimized
+    }
+
     fn find(&self, id: u16) -> Option<&GroupState> {
         self.groups.get()?.iter().find(|g| g.id == id)
     }

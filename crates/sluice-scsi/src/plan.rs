@@ -175,7 +175,16 @@ fn checked(
     // ALUA (SPC-4 5.15.2.4).
     if lu.alua().restricted() {
         let group = fabric.port_of(nexus).map_or(0, |p| p.group);
-        alua::check(lu.alua().state(group), access())?;
+        let state = lu.alua().state(group);
+        alua::check(state, access())?;
+        // A write through an active/non-optimized gateway first moves the ownership to it
+        // (an implicit transition, SPC-4 5.15.2.2), which waits for the other gateways: that
+        // is the synchronous path's to do, off the connection's task.
+        if access().pr == crate::access::PrClass::Restricted
+            && lu.alua().change_moves_ownership(state)
+        {
+            return Ok(Planned::Execute);
+        }
     }
     // READ and WRITE decide whether they may touch the medium inside the hold their I/O
     // runs under (see `LogicalUnit`); SYNCHRONIZE CACHE takes no hold.

@@ -220,3 +220,47 @@ fn a_planned_io_holds_the_lu_until_it_finishes_and_yields_to_exclusive_holders()
     drop(exclusive);
     assert!(is_planned(&h, &cdb::read10(0, 1, false)));
 }
+
+/// A controller that records the implicit transitions asked of it.
+#[derive(Debug, Default)]
+struct Recorder(std::sync::Mutex<Vec<u16>>);
+
+impl crate::alua::AluaController for Recorder {
+    fn request(&self, _group: u16, _state: AccessState) -> Result<(), crate::SenseData> {
+        Ok(())
+    }
+
+    fn write_through(&self, group: u16) -> Result<(), crate::SenseData> {
+        self.0.lock().unwrap().push(group);
+        Ok(())
+    }
+}
+
+#[test]
+fn a_write_through_a_non_owner_gateway_is_left_to_the_synchronous_path() {
+    let dev = Arc::new(VecDevice::new(512, 64));
+    let lu = Arc::new(LogicalUnit::new(config(dev.clone(), false)));
+    let recorder = Arc::new(Recorder::default());
+    lu.set_alua_controller(recorder.clone());
+    let ports = two_ports([AccessState::ActiveOptimized, AccessState::ActiveNonOptimized]);
+    let target = Arc::new(ScsiTarget::with_ports(vec![(0, lu)], ports));
+    let h = Harness {
+        target,
+        dev,
+        nexus: 1,
+        lun: 0,
+    };
+    let _ = h.run(&[0; 6], &[]);
+    let h2 = nexus(&h, 2, 2);
+    // Reads through the non-optimized group are planned; a write is not, because moving
+    // the ownership first may wait for other gateways.
+    assert!(is_planned(&h2, &cdb::read10(0, 1, false)));
+    assert!(!is_planned(&h2, &cdb::write10(0, 1, false)));
+    // Through the optimized group a write is planned and asks for no transition.
+    assert!(is_planned(&h, &cdb::write10(0, 1, false)));
+    assert!(recorder.0.lock().unwrap().is_empty());
+    // The synchronous path runs the write and asks the controller first.
+    let (r, _) = planned(&h2, &cdb::write10(0, 1, false), &vec![7; 512]);
+    assert!(r.is_good(), "{r:?}");
+    assert_eq!(*recorder.0.lock().unwrap(), vec![2]);
+}
