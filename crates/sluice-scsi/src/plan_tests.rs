@@ -242,7 +242,10 @@ fn a_write_through_a_non_owner_gateway_is_left_to_the_synchronous_path() {
     let lu = Arc::new(LogicalUnit::new(config(dev.clone(), false)));
     let recorder = Arc::new(Recorder::default());
     lu.set_alua_controller(recorder.clone());
-    let ports = two_ports([AccessState::ActiveOptimized, AccessState::ActiveNonOptimized]);
+    let ports = two_ports([
+        AccessState::ActiveOptimized,
+        AccessState::ActiveNonOptimized,
+    ]);
     let target = Arc::new(ScsiTarget::with_ports(vec![(0, lu)], ports));
     let h = Harness {
         target,

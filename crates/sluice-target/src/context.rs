@@ -112,6 +112,9 @@ pub(crate) struct Context {
     pub unknown_logins: LoginCounters,
     /// Held by whoever changes the configuration, so that changes apply one at a time.
     pub changes: Mutex<()>,
+    /// Each listening portal as configured and as bound: SendTargets reports a portal
+    /// configured on port 0 with the port its listener got.
+    pub listeners: Mutex<Vec<(std::net::SocketAddr, std::net::SocketAddr)>>,
 }
 
 impl Context {
@@ -137,6 +140,7 @@ impl Context {
             discovery_logins: LoginCounters::default(),
             unknown_logins: LoginCounters::default(),
             changes: Mutex::new(()),
+            listeners: Mutex::new(Vec::new()),
         }))
     }
 

@@ -35,14 +35,17 @@ impl<'a> Query<'a> {
 /// for the target that the session is connected to"). Each `TargetName` is followed by one
 /// `TargetAddress` per portal the initiator can reach, with the tag of its portal group
 /// (section 13.8: `domainname[:port],portal-group-tag`), so a multipath initiator finds every
-/// path: the portal the connection arrived on stands for wildcard listeners, and IPv6
-/// addresses are bracketed with an explicit port, which open-iscsi's parser needs.
+/// path: the portal the connection arrived on stands for wildcard listeners, a portal
+/// configured on port 0 is reported with the port its listener got (`listeners`: configured
+/// and bound addresses), and IPv6 addresses are bracketed with an explicit port, which
+/// open-iscsi's parser needs.
 pub(crate) fn send_targets(
     config: &TargetConfig,
     query: &Query<'_>,
     initiator: &str,
     session_target: Option<&str>,
     local: SocketAddr,
+    listeners: &[(SocketAddr, SocketAddr)],
 ) -> Vec<(String, String)> {
     let visible = config
         .targets
@@ -57,7 +60,7 @@ pub(crate) fn send_targets(
     let mut out = Vec::new();
     for target in visible {
         out.push(KeyId::TargetName.pair(target.iqn.clone()));
-        for (addr, tag) in portal_addresses(config, local) {
+        for (addr, tag) in portal_addresses(config, local, listeners) {
             out.push(KeyId::TargetAddress.pair(format_address(addr, tag)));
         }
     }
@@ -80,7 +83,11 @@ pub(crate) fn find_target<'c>(config: &'c TargetConfig, name: &str) -> Option<&'
         .find(|t| t.iqn.eq_ignore_ascii_case(name))
 }
 
-fn portal_addresses(config: &TargetConfig, local: SocketAddr) -> Vec<(SocketAddr, u16)> {
+fn portal_addresses(
+    config: &TargetConfig,
+    local: SocketAddr,
+    listeners: &[(SocketAddr, SocketAddr)],
+) -> Vec<(SocketAddr, u16)> {
     let mut out: Vec<(SocketAddr, u16)> = Vec::new();
     let groups = config.effective_portal_groups();
     let portals = groups
@@ -92,10 +99,13 @@ fn portal_addresses(config: &TargetConfig, local: SocketAddr) -> Vec<(SocketAddr
         if portal.is_ipv4() != local.is_ipv4() {
             continue;
         }
-        // Port 0 in the configuration means "any": the listener got the port the
-        // connection arrived on.
+        // Port 0 in the configuration means "any": the port this portal's listener got, or
+        // (a connection handed over without a listener) the one the connection arrived on.
         let port = if portal.port() == 0 {
-            local.port()
+            listeners
+                .iter()
+                .find(|(configured, _)| configured == portal)
+                .map_or(local.port(), |(_, bound)| bound.port())
         } else {
             portal.port()
         };
@@ -175,7 +185,14 @@ pub(crate) mod tests {
     #[test]
     fn discovery_lists_admitted_targets_with_reachable_portals() {
         let local = "10.1.2.3:3260".parse().unwrap();
-        let pairs = send_targets(&config(), &Query::All, "iqn.2026-11.i:other", None, local);
+        let pairs = send_targets(
+            &config(),
+            &Query::All,
+            "iqn.2026-11.i:other",
+            None,
+            local,
+            &[],
+        );
         assert_eq!(
             pairs,
             vec![
@@ -183,7 +200,7 @@ pub(crate) mod tests {
                 ("TargetAddress".into(), "10.1.2.3:3260,1".into()),
             ]
         );
-        let pairs = send_targets(&config(), &Query::All, "IQN.2026-11.I:OK", None, local);
+        let pairs = send_targets(&config(), &Query::All, "IQN.2026-11.I:OK", None, local, &[]);
         assert_eq!(pairs.len(), 4);
     }
 
@@ -196,6 +213,7 @@ pub(crate) mod tests {
             "x",
             None,
             local,
+            &[],
         );
         assert_eq!(pairs[1].1, "[::1]:3261,1");
     }
@@ -205,8 +223,46 @@ pub(crate) mod tests {
         let mut c = config();
         c.portals = vec!["127.0.0.1:0".parse().unwrap()];
         let local = "127.0.0.1:40123".parse().unwrap();
-        let pairs = send_targets(&c, &Query::All, "x", None, local);
+        let pairs = send_targets(&c, &Query::All, "x", None, local, &[]);
         assert_eq!(pairs[1].1, "127.0.0.1:40123,1");
+    }
+
+    #[test]
+    fn port_zero_portals_report_their_own_listeners_port() {
+        let mut c = config();
+        let (a, b) = (
+            "127.0.0.1:0".parse().unwrap(),
+            "127.0.0.2:0".parse().unwrap(),
+        );
+        c.portals = vec![a, b];
+        c.portal_groups = vec![
+            PortalGroup {
+                tag: 1,
+                portals: vec![a],
+                alua_group: 1,
+                alua_state: AccessState::ActiveOptimized,
+            },
+            PortalGroup {
+                tag: 2,
+                portals: vec![b],
+                alua_group: 2,
+                alua_state: AccessState::ActiveOptimized,
+            },
+        ];
+        let listeners = [
+            (a, "127.0.0.1:37257".parse().unwrap()),
+            (b, "127.0.0.2:45211".parse().unwrap()),
+        ];
+        // Asked through the second portal, the first is still reported with its own port.
+        let local = "127.0.0.2:45211".parse().unwrap();
+        let pairs = send_targets(&c, &Query::All, "x", None, local, &listeners);
+        assert_eq!(
+            pairs[1..],
+            [
+                ("TargetAddress".into(), "127.0.0.1:37257,1".into()),
+                ("TargetAddress".into(), "127.0.0.2:45211,2".into()),
+            ]
+        );
     }
 
     #[test]
@@ -231,7 +287,7 @@ pub(crate) mod tests {
             },
         ];
         let local = "127.0.0.1:3261".parse().unwrap();
-        let pairs = send_targets(&c, &Query::All, "x", Some("iqn.2026-11.t:open"), local);
+        let pairs = send_targets(&c, &Query::All, "x", Some("iqn.2026-11.t:open"), local, &[]);
         assert_eq!(
             pairs,
             vec![
@@ -251,6 +307,7 @@ pub(crate) mod tests {
             "x",
             Some("iqn.2026-11.t:open"),
             local,
+            &[],
         );
         assert_eq!(pairs[0].1, "iqn.2026-11.t:open");
         assert_eq!(pairs.len(), 2);

@@ -653,12 +653,19 @@ impl TargetSessionEnv for DriverEnv<'_> {
             return Vec::new();
         };
         let query = crate::discovery::Query::parse(query);
+        let listeners = self
+            .ctx
+            .listeners
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
         crate::discovery::send_targets(
             &self.ctx.config(),
             &query,
             &self.session.initiator,
             self.session.target.as_deref(),
             local,
+            &listeners,
         )
     }
 }

@@ -144,6 +144,7 @@ impl Target {
             stopped,
             Arc::clone(&lock(&self.workers)),
         ));
+        lock(&self.ctx.listeners).push((b.configured, bound));
         lock(&self.portals).push(Portal {
             configured: b.configured,
             bound,
@@ -156,6 +157,7 @@ impl Target {
     pub(crate) fn stop_portal(&self, addr: SocketAddr) {
         let mut portals = lock(&self.portals);
         if let Some(i) = portals.iter().position(|p| p.configured == addr) {
+            lock(&self.ctx.listeners).retain(|(configured, _)| *configured != addr);
             let p = portals.remove(i);
             let _ = p.stop.send(true);
         }

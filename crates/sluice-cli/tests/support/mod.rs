@@ -93,13 +93,6 @@ impl TargetProcess {
     }
 }
 
-impl TargetProcess {
-    /// The process id (to stop or continue it with a signal).
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
 impl Drop for TargetProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
