@@ -74,6 +74,7 @@ fn config() -> &'static TargetConfig {
             }),
             recovery: Default::default(),
             fault_hook: None,
+            gateway: None,
         }
     })
 }
