@@ -24,6 +24,25 @@ use sluice_rbd_sys as sys;
 
 mod aio;
 
+/// The iovecs of a vectored write over `segments`, and their count as librbd takes it. The
+/// pointers stay valid only while the segments are neither moved nor dropped.
+fn iovecs<S: AsRef<[u8]>>(segments: &[S]) -> io::Result<(Vec<libc::iovec>, c_int)> {
+    let iov: Vec<libc::iovec> = segments
+        .iter()
+        .map(|s| libc::iovec {
+            iov_base: s.as_ref().as_ptr().cast_mut().cast::<c_void>(),
+            iov_len: s.as_ref().len(),
+        })
+        .collect();
+    let count = c_int::try_from(iov.len()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "too many segments in one write",
+        )
+    })?;
+    Ok((iov, count))
+}
+
 /// How long `rados_connect` waits for a monitor before it fails (`client_mount_timeout`,
 /// 300 s by default): a target started against an unreachable cluster says so in seconds.
 pub(super) const CONNECT_TIMEOUT_SECS: u32 = 10;
@@ -386,19 +405,7 @@ impl Image {
 
     /// Writes `segments` back to back from byte `offset`, in one operation.
     pub(super) fn write_vectored(&self, offset: u64, segments: &[&[u8]]) -> io::Result<()> {
-        let iov: Vec<libc::iovec> = segments
-            .iter()
-            .map(|s| libc::iovec {
-                iov_base: s.as_ptr().cast_mut().cast::<c_void>(),
-                iov_len: s.len(),
-            })
-            .collect();
-        let count = c_int::try_from(iov.len()).map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "too many segments in one write",
-            )
-        })?;
+        let (iov, count) = iovecs(segments)?;
         self.run("write", |c| {
             // SAFETY: `iov` and the segments it points into are borrowed until `run` returns,
             // after the operation completed; librbd only reads through `iov_base` for a write

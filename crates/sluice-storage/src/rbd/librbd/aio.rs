@@ -8,7 +8,7 @@
 //! cancelled) waits for the callback, so the image is never closed under an operation; the
 //! completion itself is released by the callback.
 
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_char, c_int};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -134,19 +134,7 @@ impl Image {
                 unsafe { sys::rbd_aio_write2(self.handle, offset, len, ptr, c, 0) }
             });
         }
-        let iov: Vec<libc::iovec> = segments
-            .iter()
-            .map(|s| libc::iovec {
-                iov_base: s.as_ptr().cast_mut().cast::<c_void>(),
-                iov_len: s.len(),
-            })
-            .collect();
-        let count = c_int::try_from(iov.len()).map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "too many segments in one write",
-            )
-        })?;
+        let (iov, count) = super::iovecs(&segments)?;
         let iov_ptr = iov.as_ptr();
         let buffers = Buffers::Write {
             _segments: segments,
