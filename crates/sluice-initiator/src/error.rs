@@ -83,7 +83,7 @@ pub enum Error {
     #[error("timed out: {0}")]
     Timeout(&'static str),
     /// The connection was lost and could not be restored within the configured bounds.
-    #[error("connection lost and not recovered after {attempts} attempts: {last}")]
+    #[error("{}", connection_lost_message(*attempts, last))]
     ConnectionLost {
         /// Reconnect attempts made.
         attempts: u32,
@@ -200,6 +200,40 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "target rejected the PDU: reason 0x42 (unknown)"
+        );
+    }
+}
+
+/// The text of [`Error::ConnectionLost`]: a request can fail with the connection before any
+/// reconnect was tried (a Text or task management request whose connection went, a command
+/// the target kept allegiant to the failed connection), and "not recovered after 0 attempts"
+/// would then read as if recovery had been tried and had failed.
+fn connection_lost_message(attempts: u32, last: &str) -> String {
+    match (attempts, last.is_empty()) {
+        (0, true) => "connection lost".to_string(),
+        (0, false) => format!("connection lost: {last}"),
+        (n, _) => format!("connection lost and not recovered after {n} reconnect attempts: {last}"),
+    }
+}
+
+#[cfg(test)]
+mod connection_lost_tests {
+    use super::Error;
+
+    #[test]
+    fn says_attempts_only_when_reconnects_were_tried() {
+        let lost = |attempts, last: &str| {
+            Error::ConnectionLost {
+                attempts,
+                last: last.into(),
+            }
+            .to_string()
+        };
+        assert_eq!(lost(0, ""), "connection lost");
+        assert_eq!(lost(0, "reset by peer"), "connection lost: reset by peer");
+        assert_eq!(
+            lost(3, "refused"),
+            "connection lost and not recovered after 3 reconnect attempts: refused"
         );
     }
 }
