@@ -575,6 +575,12 @@ pub struct TargetArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
 
+    /// Spin on each connection's socket before every wait for the initiator, not only when it
+    /// waits for each answer (queue depth 1): for a target given cores of its own, where a
+    /// spin takes the CPU from no one. See docs/performance.md, "Busy polling".
+    #[arg(long, requires = "threads")]
+    pub busy_poll: bool,
+
     /// Leave --file LUNs on tmpfs with 4 KiB pages. By default a background thread asks the
     /// kernel to back a fully allocated tmpfs LUN file with 2 MiB pages (MADV_COLLAPSE; the
     /// contents never change, the pages stay huge after exit). See docs/configuration.md.

@@ -512,6 +512,7 @@ pub fn run(args: &TargetArgs, matches: &ArgMatches) -> anyhow::Result<()> {
         config_path: args.config.clone(),
     };
     let iser = args.iser.then_some(args.iser_port);
+    sluice_target::set_busy_poll_always(args.busy_poll);
     serve(config, args.threads, service, udp, iser)
 }
 

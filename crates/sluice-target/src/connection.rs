@@ -71,6 +71,27 @@ impl<S: AsyncRead + Send> ReadHalf for tokio::io::ReadHalf<S> {}
 /// `SLUICE_BUSY_POLL_US` (0 disables). See docs/performance.md ("Busy polling").
 const BUSY_POLL_US: u64 = 50;
 
+/// Whether every connection busy-polls whenever it waits, whatever its queue depth and
+/// whether or not the initiator waits for each answer (`set_busy_poll_always`, or
+/// `SLUICE_BUSY_POLL=always`).
+static BUSY_POLL_ALWAYS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes connections that start from now on spin on their socket before every wait, not only
+/// when the initiator waits for each answer: for a target given cores of its own
+/// (`sluice target --threads N --busy-poll`), where a spin takes the CPU from no one else
+/// and saves the sleep in epoll and the wake-up that otherwise come with every batch of
+/// commands (docs/performance.md, "Busy polling").
+pub fn set_busy_poll_always(on: bool) {
+    BUSY_POLL_ALWAYS.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// See [`set_busy_poll_always`].
+pub(crate) fn busy_poll_always() -> bool {
+    static FROM_ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    BUSY_POLL_ALWAYS.load(std::sync::atomic::Ordering::Relaxed)
+        || *FROM_ENV.get_or_init(|| std::env::var("SLUICE_BUSY_POLL").is_ok_and(|v| v == "always"))
+}
+
 /// Adaptive busy polling of one connection's socket.
 ///
 /// A round trip at queue depth 1 is dominated by sleeping and waking (epoll, scheduler, and
@@ -82,6 +103,8 @@ const BUSY_POLL_US: u64 = 50;
 #[derive(Debug)]
 struct BusyPoll {
     budget: std::time::Duration,
+    /// Spin before every wait (see [`set_busy_poll_always`]), not only at queue depth 1.
+    always: bool,
     misses: u32,
     skip: u32,
 }
@@ -97,6 +120,7 @@ impl BusyPoll {
         });
         Self {
             budget: std::time::Duration::from_micros(us),
+            always: busy_poll_always(),
             misses: 0,
             skip: 0,
         }
@@ -237,7 +261,7 @@ impl Reader {
     /// its next read finds nothing and re-arms.
     fn spin_read(&mut self, need: usize) -> std::io::Result<Option<usize>> {
         use std::io::Read;
-        if !self.spin_ok || self.last_batch > 1 || !self.busy.should_spin() {
+        if !self.spin_ok || (self.last_batch > 1 && !self.busy.always) || !self.busy.should_spin() {
             return Ok(None);
         }
         let Some(sock) = self.rd.socket() else {
@@ -304,6 +328,11 @@ impl Reader {
                 self.read_hint = 0;
             }
         }
+    }
+
+    /// Whether this connection spins before every wait (see [`set_busy_poll_always`]).
+    pub(crate) fn polls_always(&self) -> bool {
+        self.busy.always
     }
 
     /// Whether the buffer already holds the whole next PDU, so [`next`](Self::next) needs no

@@ -186,7 +186,9 @@ impl<'a> Connection<'a> {
                 let _ = self.outbox.flush().await;
                 return End::FaultReset;
             }
-            reader.spin_ok = self.peer_waits && !self.outbox.has_pending() && !self.shutting_down;
+            reader.spin_ok = (self.peer_waits || reader.polls_always())
+                && !self.outbox.has_pending()
+                && !self.shutting_down;
             let input = tokio::select! {
                 biased;
                 () = self.wake.notified() => Input::Wake,

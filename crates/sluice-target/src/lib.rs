@@ -41,6 +41,7 @@ mod swap_device;
 mod validate;
 
 pub use change::{ChangeError, ChangeReport};
+pub use connection::set_busy_poll_always;
 pub use iser::{IserCounters, IserServeOptions, DEFAULT_ISER_PORT, TARGET_RECV_DSL};
 pub use portal_groups::DEFAULT_PORTAL_GROUP_TAG;
 pub use server::{run, run_on, Target};
