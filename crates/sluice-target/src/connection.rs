@@ -856,3 +856,36 @@ fn initiator_name(text: &[u8]) -> Option<String> {
             .map(|v| String::from_utf8_lossy(v).into_owned())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reader() -> Reader {
+        let (stream, _) = tokio::io::duplex(64);
+        let (rd, _) = tokio::io::split(stream);
+        Reader::new(Box::new(rd))
+    }
+
+    /// Reads that fill their room make the next ask for more, up to `READ_MAX`; reads that
+    /// come back far from full bring it back down to what the next PDU needs.
+    #[test]
+    fn read_size_follows_how_full_reads_come_back() {
+        let mut r = reader();
+        assert_eq!(r.read_hint, 0);
+        r.size_reads(192, 192);
+        assert_eq!(r.read_hint, READ_CHUNK);
+        r.size_reads(READ_CHUNK, READ_CHUNK);
+        assert_eq!(r.read_hint, READ_MAX);
+        r.size_reads(READ_MAX, READ_MAX);
+        assert_eq!(r.read_hint, READ_MAX, "never above READ_MAX");
+        r.size_reads(READ_MAX / 3, READ_MAX);
+        assert_eq!(r.read_hint, READ_MAX, "a third full keeps the size");
+        let mut hints = Vec::new();
+        for _ in 0..4 {
+            r.size_reads(100, READ_MAX);
+            hints.push(r.read_hint);
+        }
+        assert_eq!(hints, [READ_MAX / 2, READ_MAX / 4, READ_MAX / 8, 0]);
+    }
+}

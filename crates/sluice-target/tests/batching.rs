@@ -108,3 +108,20 @@ async fn large_answers_are_not_held_back_for_the_rest_of_the_batch() {
     let used = writes.load(Ordering::Relaxed) - before;
     assert!(used >= 8, "8 large answers in only {used} writes");
 }
+
+#[tokio::test]
+async fn writes_that_arrived_together_are_read_in_large_pieces_and_answered_together() {
+    let h = Harness::new(config());
+    let (mut p, writes) = counted_connection(&h).await;
+    let before = writes.load(Ordering::Relaxed);
+    // 32 writes of 4 KiB as immediate data, sent at once: 32 PDUs of 4,144 bytes, about
+    // 130 KiB. Once a read fills its room the next asks for 64 KiB, then 128 KiB, so the
+    // batch is read in a few pieces and each piece's answers leave in one write. Reads sized
+    // only for the next PDU took one PDU each here: 32 answers, 32 writes.
+    p.write_batch(0, 32, 8).await;
+    let used = writes.load(Ordering::Relaxed) - before;
+    assert!(
+        used <= 5,
+        "32 writes that arrived together were answered in {used} writes"
+    );
+}
