@@ -2,6 +2,10 @@
 //! clusters and by libiscsi's suite), with the compatible reservation handling of SPC-4
 //! 5.12.3 (CRH=1) once persistent reservations are in use.
 //!
+//! With a shared store (gateways exporting one logical unit), the holder is kept in the
+//! shared state by initiator port and relative target port, written by compare-and-write
+//! like the persistent reservations, so a RESERVE through one gateway conflicts through all.
+//!
 //! Third-party reservations and extents are not supported: the CDB bits that ask for them are
 //! refused as reserved by the command table.
 
@@ -12,6 +16,25 @@ use crate::pr::Failure;
 pub(crate) fn reserve(cmd: &mut Cmd<'_>) -> Result<(), Failure> {
     let res = cmd.lu.reservations();
     let mut inner = res.lock();
+    if res.shared_store().is_some() {
+        // Every gateway enforces it: the holder is kept in the shared state.
+        let me = super::holder_of(&cmd.fabric.identity(cmd.nexus));
+        res.update_shared_legacy(&mut inner, |inner| {
+            if !inner.pr.registrations.is_empty() {
+                return compatible(cmd, &inner.pr).map(|()| None);
+            }
+            match &inner.shared_legacy {
+                Some(holder) if *holder != me => Err(Failure::Conflict),
+                Some(_) => Ok(None),
+                None => Ok(Some(Some(me.clone()))),
+            }
+        })?;
+        if inner.shared_legacy.as_ref() == Some(&me) {
+            inner.legacy = Some(cmd.nexus);
+            inner.legacy_holder = Some(me);
+        }
+        return Ok(());
+    }
     if !inner.pr.registrations.is_empty() {
         return compatible(cmd, &inner.pr);
     }
@@ -31,6 +54,20 @@ pub(crate) fn reserve(cmd: &mut Cmd<'_>) -> Result<(), Failure> {
 pub(crate) fn release(cmd: &mut Cmd<'_>) -> Result<(), Failure> {
     let res = cmd.lu.reservations();
     let mut inner = res.lock();
+    if res.shared_store().is_some() {
+        let me = super::holder_of(&cmd.fabric.identity(cmd.nexus));
+        res.update_shared_legacy(&mut inner, |inner| {
+            if !inner.pr.registrations.is_empty() {
+                return compatible(cmd, &inner.pr).map(|()| None);
+            }
+            Ok((inner.shared_legacy.as_ref() == Some(&me)).then_some(None))
+        })?;
+        if inner.legacy == Some(cmd.nexus) && inner.shared_legacy.as_ref() != Some(&me) {
+            inner.legacy = None;
+            inner.legacy_holder = None;
+        }
+        return Ok(());
+    }
     if !inner.pr.registrations.is_empty() {
         return compatible(cmd, &inner.pr);
     }

@@ -66,8 +66,14 @@ const MAX_SHARED_RETRIES: usize = 16;
 #[derive(Debug, Default)]
 struct Inner {
     pr: PrState,
-    /// The I_T nexus holding a RESERVE reservation.
+    /// The I_T nexus of this process holding a RESERVE reservation. With a shared store,
+    /// `shared_legacy` decides conflicts; this only says which local nexus's loss releases it.
     legacy: Option<NexusId>,
+    /// What this process wrote as the shared RESERVE holder for `legacy` (shared stores).
+    legacy_holder: Option<Holder>,
+    /// The RESERVE holder every gateway sees (shared stores only): an I_T nexus of any
+    /// gateway, by initiator port and relative target port.
+    shared_legacy: Option<Holder>,
     /// The shared store's version `pr` was read at (shared stores only).
     version: u64,
 }
@@ -109,12 +115,38 @@ impl Reservations {
         self.flags.load(Ordering::Acquire) != 0
     }
 
+    /// The attached store, if other gateways share it.
+    fn shared_store(&self) -> Option<&Arc<dyn StateStore>> {
+        self.store.get().filter(|s| s.shared())
+    }
+
+    /// Whether some I_T nexus holds a RESERVE reservation.
+    fn legacy_held(&self, inner: &Inner) -> bool {
+        if self.shared_store().is_some() {
+            inner.shared_legacy.is_some()
+        } else {
+            inner.legacy.is_some()
+        }
+    }
+
+    /// Whether a RESERVE reservation is held by another I_T nexus than `nexus`.
+    fn legacy_conflict(&self, inner: &Inner, nexus: NexusId, fabric: &Fabric) -> bool {
+        if self.shared_store().is_some() {
+            inner
+                .shared_legacy
+                .as_ref()
+                .is_some_and(|h| *h != holder_of(&fabric.identity(nexus)))
+        } else {
+            inner.legacy.is_some_and(|holder| holder != nexus)
+        }
+    }
+
     fn publish(&self, inner: &Inner) {
         let mut flags = 0;
         if inner.pr.reservation.is_some() {
             flags |= PR_RESERVED;
         }
-        if inner.legacy.is_some() {
+        if self.legacy_held(inner) {
             flags |= LEGACY_RESERVED;
         }
         // A change notified meanwhile stays noted.
@@ -143,12 +175,13 @@ impl Reservations {
             SenseData::new(SenseKey::HARDWARE_ERROR, 0x44, 0x00)
         };
         let (bytes, version) = store.load_versioned().map_err(|e| fail(e.to_string()))?;
-        let pr = match bytes {
+        let (pr, spc2) = match bytes {
             Some(b) => persist::decode_shared(&String::from_utf8_lossy(&b))
                 .map_err(|e| fail(e.to_string()))?,
-            None => PrState::default(),
+            None => (PrState::default(), None),
         };
         inner.pr = pr;
+        inner.shared_legacy = spc2;
         inner.version = version;
         self.publish(inner);
         Ok(())
@@ -162,7 +195,11 @@ impl Reservations {
         access: Access,
     ) -> Result<(), Failure> {
         let mut inner = self.lock();
-        if inner.legacy.is_some_and(|holder| holder != nexus) && !access.spc2 {
+        if self.shared_store().is_some() {
+            // Another gateway may have reserved or released (RESERVE or PERSISTENT RESERVE).
+            self.refresh(&mut inner, false)?;
+        }
+        if self.legacy_conflict(&inner, nexus, fabric) && !access.spc2 {
             return Err(Failure::Conflict);
         }
         if matches!(
@@ -186,16 +223,73 @@ impl Reservations {
         let mut inner = self.lock();
         if inner.legacy == Some(nexus) {
             inner.legacy = None;
+            if let Some(mine) = inner.legacy_holder.take() {
+                self.clear_shared_legacy(&mut inner, |h| *h == mine);
+            }
             self.publish(&inner);
         }
     }
 
     /// A logical unit or target reset releases a RESERVE reservation (SAM-5 6.3), never a
-    /// persistent one.
+    /// persistent one; with a shared store, whichever gateway's I_T nexus holds it.
     pub(crate) fn reset(&self) {
         let mut inner = self.lock();
         inner.legacy = None;
+        inner.legacy_holder = None;
+        self.clear_shared_legacy(&mut inner, |_| true);
         self.publish(&inner);
+    }
+
+    /// Removes the shared RESERVE holder if `which` it is (no-op without a shared store). On
+    /// a failure (the cluster unreachable) the state is marked stale, so the next command
+    /// reads what the store holds; the reservation stays until released again or the logical
+    /// unit is reset.
+    fn clear_shared_legacy(&self, inner: &mut Inner, which: impl Fn(&Holder) -> bool) {
+        if self.shared_store().is_none() {
+            return;
+        }
+        let cleared = self.update_shared_legacy(inner, |inner| {
+            Ok(inner
+                .shared_legacy
+                .as_ref()
+                .is_some_and(&which)
+                .then_some(None))
+        });
+        if cleared.is_err() {
+            self.flags.fetch_or(STALE, Ordering::AcqRel);
+        }
+    }
+
+    /// Changes the shared RESERVE holder by compare-and-write: `decide` sees the state just
+    /// read and says what the holder becomes (`None`: leave it), or fails the command; a
+    /// lost race decides again on the newer state.
+    fn update_shared_legacy(
+        &self,
+        inner: &mut Inner,
+        decide: impl Fn(&Inner) -> Result<Option<Option<Holder>>, Failure>,
+    ) -> Result<(), Failure> {
+        let Some(store) = self.shared_store() else {
+            return Ok(());
+        };
+        let save_error = || SenseData::new(SenseKey::HARDWARE_ERROR, 0x44, 0x00);
+        for _ in 0..=MAX_SHARED_RETRIES {
+            self.refresh(inner, true)?;
+            let Some(next) = decide(inner)? else {
+                return Ok(());
+            };
+            let text = persist::encode_shared(&inner.pr, next.as_ref());
+            match store.save_if(inner.version, text.as_bytes()) {
+                Ok(Some(version)) => {
+                    inner.version = version;
+                    inner.shared_legacy = next;
+                    self.publish(inner);
+                    return Ok(());
+                }
+                Ok(None) => continue,
+                Err(_) => return Err(save_error().into()),
+            }
+        }
+        Err(save_error().into())
     }
 
     /// Attaches the store APTPL state is kept in, and restores what it holds.
@@ -203,10 +297,10 @@ impl Reservations {
     pub(crate) fn attach_store(&self, store: Arc<dyn StateStore>) -> Result<(), RestoreError> {
         let shared = store.shared();
         let (bytes, version) = store.load_versioned()?;
-        let restored = match bytes {
+        let (restored, spc2) = match bytes {
             Some(bytes) if shared => persist::decode_shared(&String::from_utf8_lossy(&bytes))?,
-            Some(bytes) => persist::decode(&String::from_utf8_lossy(&bytes))?,
-            None => PrState::default(),
+            Some(bytes) => (persist::decode(&String::from_utf8_lossy(&bytes))?, None),
+            None => (PrState::default(), None),
         };
         if shared {
             let flags = Arc::clone(&self.flags);
@@ -219,9 +313,18 @@ impl Reservations {
             .map_err(|_| RestoreError::AlreadyAttached)?;
         let mut inner = self.lock();
         inner.pr = restored;
+        inner.shared_legacy = spc2;
         inner.version = version;
         self.publish(&inner);
         Ok(())
+    }
+}
+
+/// The RESERVE holder an I_T nexus of identity `id` is.
+fn holder_of(id: &crate::ports::NexusIdentity) -> Holder {
+    Holder {
+        initiator: id.initiator.clone(),
+        port: id.target_port,
     }
 }
 
@@ -234,7 +337,7 @@ pub(crate) fn persistent_reserve_in(cmd: &mut Cmd<'_>) -> Result<(), Failure> {
     res.refresh(&mut inner, true)?;
     // SPC-2 5.5.1: while a RESERVE reservation is held, every PERSISTENT RESERVE IN and OUT
     // conflicts, whoever sends it.
-    if inner.legacy.is_some() {
+    if res.legacy_held(&inner) {
         return Err(Failure::Conflict);
     }
     let data = match u8_at(cmd.cdb, 1) & 0x1F {
@@ -254,8 +357,11 @@ pub(crate) fn persistent_reserve_out(cmd: &mut Cmd<'_>) -> Result<(), Failure> {
     let action = ServiceAction::from_code(u8_at(cdb, 1) & 0x1F)
         .ok_or_else(|| invalid_field_in_cdb(1, Some(4)))?;
     let res = cmd.lu.reservations();
-    if res.lock().legacy.is_some() {
-        return Err(Failure::Conflict);
+    {
+        let inner = res.lock();
+        if res.legacy_held(&inner) {
+            return Err(Failure::Conflict);
+        }
     }
     let pll = be32(cdb, 5) as usize;
     if pll > MAX_PROUT_LIST_BYTES {
@@ -294,7 +400,7 @@ pub(crate) fn persistent_reserve_out(cmd: &mut Cmd<'_>) -> Result<(), Failure> {
     };
     let effects = {
         let mut inner = res.lock();
-        if inner.legacy.is_some() {
+        if res.legacy_held(&inner) {
             return Err(Failure::Conflict);
         }
         // The change is not made when it cannot be saved: the initiator may retry.
@@ -305,11 +411,15 @@ pub(crate) fn persistent_reserve_out(cmd: &mut Cmd<'_>) -> Result<(), Failure> {
             // (compare-and-write on its version); a lost race applies the command again to
             // the newer state, as if it had arrived after the other gateway's.
             res.refresh(&mut inner, true)?;
+            if res.legacy_held(&inner) {
+                return Err(Failure::Conflict);
+            }
             let mut next = inner.pr.clone();
             let effects = prout::apply(&mut next, &req)?;
             match store {
                 Some(store) if store.shared() => {
-                    match store.save_if(inner.version, persist::encode_shared(&next).as_bytes()) {
+                    let text = persist::encode_shared(&next, inner.shared_legacy.as_ref());
+                    match store.save_if(inner.version, text.as_bytes()) {
                         Ok(Some(version)) => inner.version = version,
                         Ok(None) if attempt < MAX_SHARED_RETRIES => {
                             attempt += 1;
@@ -365,3 +475,7 @@ mod conflict_tests;
 #[cfg(test)]
 #[path = "ordering_tests.rs"]
 mod ordering_tests;
+
+#[cfg(test)]
+#[path = "shared_tests.rs"]
+mod shared_tests;

@@ -37,9 +37,20 @@ pub fn encode(state: &PrState) -> String {
 
 /// The text of `state` as gateways sharing one logical unit keep it: with a `generation`
 /// line, since every gateway must report the same PRGENERATION (the logical unit has not
-/// lost power while any gateway serves it).
-pub fn encode_shared(state: &PrState) -> String {
-    encode_with(state, true)
+/// lost power while any gateway serves it), and the I_T nexus holding a RESERVE(6)/(10)
+/// reservation, if one does (`spc2-reservation <relative target port> <TransportID hex>`),
+/// so that every gateway enforces it.
+pub fn encode_shared(state: &PrState, spc2: Option<&Holder>) -> String {
+    let mut out = encode_with(state, true);
+    if let Some(h) = spc2 {
+        let _ = writeln!(
+            out,
+            "spc2-reservation {} {}",
+            h.port,
+            hex(&h.initiator.to_bytes())
+        );
+    }
+    out
 }
 
 fn encode_with(state: &PrState, shared: bool) -> String {
@@ -72,16 +83,22 @@ fn encode_with(state: &PrState, shared: bool) -> String {
 /// The state `text` describes (generation zero). A state saved with APTPL off describes no
 /// registrations: reservations without APTPL do not survive power loss.
 pub fn decode(text: &str) -> Result<PrState, DecodeError> {
-    decode_with(text, false)
+    decode_with(text, false, &mut None)
 }
 
 /// The state a shared store's `text` describes: everything, APTPL or not, generation
-/// included (see [`encode_shared`]).
-pub fn decode_shared(text: &str) -> Result<PrState, DecodeError> {
-    decode_with(text, true)
+/// included, and the RESERVE holder (see [`encode_shared`]).
+pub fn decode_shared(text: &str) -> Result<(PrState, Option<Holder>), DecodeError> {
+    let mut spc2 = None;
+    let state = decode_with(text, true, &mut spc2)?;
+    Ok((state, spc2))
 }
 
-fn decode_with(text: &str, shared: bool) -> Result<PrState, DecodeError> {
+fn decode_with(
+    text: &str,
+    shared: bool,
+    spc2: &mut Option<Holder>,
+) -> Result<PrState, DecodeError> {
     let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
     let err = |line, what| DecodeError { line, what };
     match lines.next() {
@@ -140,6 +157,11 @@ fn decode_with(text: &str, shared: bool) -> Result<PrState, DecodeError> {
                     kind,
                     holder: Holder { initiator, port },
                 });
+            }
+            Some("spc2-reservation") if shared => {
+                let port = port(f.next()).ok_or(err(n, "bad target port"))?;
+                let initiator = transport_id(f.next()).ok_or(err(n, "bad TransportID"))?;
+                *spc2 = Some(Holder { initiator, port });
             }
             Some("") if line.is_empty() => continue,
             _ => return Err(err(n, "unknown line")),
@@ -240,14 +262,32 @@ mod tests {
         let mut s = sample();
         s.aptpl = false;
         s.generation = 42;
-        let text = encode_shared(&s);
+        let text = encode_shared(&s, None);
         assert!(text.contains("\ngeneration 42\n"), "{text}");
-        assert_eq!(decode_shared(&text).unwrap(), s);
+        assert_eq!(decode_shared(&text).unwrap(), (s, None));
         assert!(
             decode(&text).is_err(),
             "a local file has no generation line"
         );
         assert!(decode_shared(&text.replace("generation 42", "generation x")).is_err());
+    }
+
+    #[test]
+    fn shared_state_keeps_the_reserve_holder() {
+        let s = sample();
+        let holder = Holder {
+            initiator: TransportId::iscsi_port("iqn.2026-11.c:z", [9, 8, 7, 6, 5, 4]),
+            port: 2,
+        };
+        let text = encode_shared(&s, Some(&holder));
+        assert!(text.contains("\nspc2-reservation 2 "), "{text}");
+        assert_eq!(decode_shared(&text).unwrap(), (s, Some(holder)));
+        assert!(
+            decode(&text).is_err(),
+            "a local file keeps no RESERVE holder"
+        );
+        let bad = text.replace("spc2-reservation 2 ", "spc2-reservation x ");
+        assert!(decode_shared(&bad).is_err());
     }
 
     #[test]
