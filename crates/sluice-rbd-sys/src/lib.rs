@@ -257,6 +257,12 @@ extern "C" {
     pub fn rados_getaddrs(cluster: rados_t, addrs: *mut *mut c_char) -> c_int;
     /// The cluster-wide unique id of this client (the `N` of its entity name `client.N`).
     pub fn rados_get_instance_id(cluster: rados_t) -> u64;
+    /// Blocklists `client_address` from the OSDs for `expire_seconds` (0: the default).
+    pub fn rados_blocklist_add(
+        cluster: rados_t,
+        client_address: *mut c_char,
+        expire_seconds: u32,
+    ) -> c_int;
     /// The cluster handle an I/O context belongs to.
     pub fn rados_ioctx_get_cluster(io: rados_ioctx_t) -> rados_t;
     /// The version of the object last read or written through `io`.

@@ -95,8 +95,9 @@ impl RbdDevice {
     }
 
     /// Takes the image's exclusive lock (the image needs the `exclusive-lock` feature, on by
-    /// default) and keeps it against other clients' requests: this is how one gateway owns
-    /// an image that several export.
+    /// default) and keeps it against other clients' requests until released: librbd then no
+    /// longer hands it to another client that writes. Gateways do not use it (see
+    /// [`ownership_object`](Self::ownership_object)).
     pub fn lock_exclusive(&self) -> io::Result<()> {
         self.image.lock_acquire()
     }
@@ -127,6 +128,21 @@ impl RbdDevice {
     pub fn shared_object(&self) -> io::Result<LuObject> {
         let image = self.name().rsplit('/').next().unwrap_or_default();
         LuObject::open(self.image.pool(), &format!("sluice.lu.{image}"))
+    }
+
+    /// The RADOS object that records which gateway owns the logical unit exported from this
+    /// image (`sluice.owner.<image>` in the image's pool), apart from the exclusive lock,
+    /// which librbd moves to whichever client writes.
+    pub fn ownership_object(&self) -> io::Result<LuObject> {
+        let image = self.name().rsplit('/').next().unwrap_or_default();
+        LuObject::open(self.image.pool(), &format!("sluice.owner.{image}"))
+    }
+
+    /// Blocklists another client of the cluster by one of its addresses (`IP:PORT/NONCE`, as
+    /// [`client_addresses`](Self::client_addresses) lists them): the cluster refuses its
+    /// writes from then on, so a gateway declared dead cannot acknowledge another write.
+    pub fn blocklist(&self, address: &str) -> io::Result<()> {
+        self.image.pool().blocklist(address)
     }
 
     /// The cluster-wide id of this image's client: the lock owner name `client.N` of

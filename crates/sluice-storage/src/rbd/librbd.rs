@@ -65,6 +65,13 @@ pub(super) fn check(r: c_int, what: impl FnOnce() -> String) -> io::Result<()> {
 
 /// An `io::Error` of the kind of errno `-r`, with `context` before the system's message.
 pub(super) fn errno_error(r: c_int, context: String) -> io::Error {
+    // The cluster refuses a blocklisted client with EBLOCKLISTED (= ESHUTDOWN): it was fenced.
+    if r == -libc::ESHUTDOWN {
+        return io::Error::new(
+            io::ErrorKind::NotConnected,
+            format!("{context}: this client is blocklisted (fenced) by the cluster"),
+        );
+    }
     let os = io::Error::from_raw_os_error(r.saturating_neg());
     io::Error::new(os.kind(), format!("{context}: {os}"))
 }
@@ -269,6 +276,16 @@ impl Pool {
 
     /// The client's cluster-wide instance id: the `N` of `client.N`, as librbd names lock
     /// owners.
+    /// Blocklists client `address` (`IP:PORT/NONCE`) in the cluster for the default time:
+    /// the OSDs refuse its operations from then on.
+    pub(super) fn blocklist(&self, address: &str) -> io::Result<()> {
+        let c = c_string("client address", address)?;
+        // SAFETY: the cluster handle is connected; librados only reads the string (the
+        // binding's `*mut` is its C signature's).
+        let r = unsafe { sys::rados_blocklist_add(self._cluster.handle, c.as_ptr().cast_mut(), 0) };
+        check(r, || format!("cannot blocklist {address}"))
+    }
+
     pub(super) fn instance_id(&self) -> u64 {
         // SAFETY: the cluster handle is connected and outlives `self`.
         unsafe { sys::rados_get_instance_id(self._cluster.handle) }

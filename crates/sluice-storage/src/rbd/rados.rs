@@ -221,6 +221,33 @@ impl StateStore for LuObject {
     }
 
     fn save_if(&self, version: u64, contents: &[u8]) -> io::Result<Option<u64>> {
+        let Some(new_version) = self.compare_and_write(version, contents)? else {
+            return Ok(None);
+        };
+        // Every other gateway has marked its copy stale when this returns (or did not ack in
+        // time: then it is dead or about to be fenced).
+        if let Err(e) = self.notify(MSG_STATE_CHANGED, CHANGE_NOTIFY_TIMEOUT) {
+            tracing::warn!(object = %self.name, error = %e, "cannot notify the other gateways");
+        }
+        Ok(Some(new_version))
+    }
+
+    fn on_change(&self, changed: Box<dyn Fn() + Send + Sync>) {
+        self.subscribe(Arc::new(move |payload: &[u8]| {
+            if payload == MSG_STATE_CHANGED {
+                changed();
+            }
+            None
+        }));
+    }
+}
+
+impl LuObject {
+    /// Replaces the object's contents with `contents` if its version is still `version` (0:
+    /// if it does not exist or is empty and was never written), in one atomic write
+    /// operation; returns the new version, or `None` when someone wrote it since. Nobody is
+    /// notified.
+    pub fn compare_and_write(&self, version: u64, contents: &[u8]) -> io::Result<Option<u64>> {
         let new_version = {
             let _serial = self.io.lock().unwrap_or_else(PoisonError::into_inner);
             // SAFETY: a new operation, released below on every path.
@@ -253,21 +280,7 @@ impl StateStore for LuObject {
             // SAFETY: the context is valid; the write above was its last operation.
             unsafe { sys::rados_get_last_version(self.pool.raw()) }
         };
-        // Every other gateway has marked its copy stale when this returns (or did not ack in
-        // time: then it is dead or about to be fenced).
-        if let Err(e) = self.notify(MSG_STATE_CHANGED, CHANGE_NOTIFY_TIMEOUT) {
-            tracing::warn!(object = %self.name, error = %e, "cannot notify the other gateways");
-        }
         Ok(Some(new_version))
-    }
-
-    fn on_change(&self, changed: Box<dyn Fn() + Send + Sync>) {
-        self.subscribe(Arc::new(move |payload: &[u8]| {
-            if payload == MSG_STATE_CHANGED {
-                changed();
-            }
-            None
-        }));
     }
 }
 

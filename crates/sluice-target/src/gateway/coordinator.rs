@@ -1,0 +1,488 @@
+//! The thread that keeps one gateway LU's ALUA states in line with the shared ownership
+//! record, fails a dead owner over, and runs SET TARGET PORT GROUPS.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use sluice_scsi::{AccessState, AluaController, LogicalUnit, SenseData, SenseKey};
+use sluice_storage::{LuObject, RbdDevice, StateStore};
+
+use crate::config::GatewayConfig;
+
+/// How long a gateway waits for another's ack before it declares it dead.
+const PING_TIMEOUT: Duration = Duration::from_secs(3);
+/// How often ownership and liveness are checked.
+const TICK: Duration = Duration::from_secs(1);
+/// How long an owner that stepped down on request leaves the ownership to the others.
+const YIELD: Duration = Duration::from_secs(10);
+/// How long SET TARGET PORT GROUPS waits for the states it asked for.
+const TRANSFER_TIMEOUT: Duration = Duration::from_secs(15);
+
+const PING: &[u8] = b"ping";
+/// Sent after the ownership record changed: every gateway reads it again at once.
+const OWNER_CHANGED: &[u8] = b"owner-changed";
+const ALIVE: &str = "gateway ";
+/// The ownership record's first line.
+const RECORD_MAGIC: &str = "sluice-owner 1";
+
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+enum Role {
+    Owner,
+    NonOwner,
+    /// Blocklisted by the cluster: it can never write again (a restart rejoins).
+    Fenced,
+}
+
+#[derive(Debug)]
+struct State {
+    role: Role,
+    /// Leave an unowned LU to the others until then.
+    yield_until: Option<Instant>,
+    /// Wake the thread now.
+    wake: bool,
+}
+
+#[derive(Debug)]
+struct Coordinator {
+    device: Arc<RbdDevice>,
+    /// The LU's shared object: liveness pings and change notifications travel on it.
+    object: Arc<LuObject>,
+    /// The ownership record.
+    ownership: Arc<LuObject>,
+    lu: Weak<LogicalUnit>,
+    me: u16,
+    /// This gateway's client addresses, sent in its acks: a lock owner name is one.
+    addresses: String,
+    groups: Vec<u16>,
+    non_owner: AccessState,
+    state: Mutex<State>,
+    changed: Condvar,
+    /// The client addresses each other gateway last acked with (to fence it when it dies).
+    seen: Mutex<HashMap<u16, String>>,
+    /// Serialises ownership changes (the thread's and SET TARGET PORT GROUPS').
+    serial: Mutex<()>,
+}
+
+pub(super) fn start(
+    device: &Arc<RbdDevice>,
+    object: &Arc<LuObject>,
+    ownership: &Arc<LuObject>,
+    lu: &Arc<LogicalUnit>,
+    config: &GatewayConfig,
+) {
+    let c = Arc::new(Coordinator {
+        device: Arc::clone(device),
+        object: Arc::clone(object),
+        ownership: Arc::clone(ownership),
+        lu: Arc::downgrade(lu),
+        me: config.group,
+        addresses: device.client_addresses().unwrap_or_default(),
+        groups: config.groups.clone(),
+        non_owner: config.non_owner,
+        state: Mutex::new(State {
+            role: Role::NonOwner,
+            yield_until: None,
+            wake: false,
+        }),
+        changed: Condvar::new(),
+        seen: Mutex::new(HashMap::new()),
+        serial: Mutex::new(()),
+    });
+    let weak = Arc::downgrade(&c);
+    object.subscribe(Arc::new(move |payload: &[u8]| {
+        let c = weak.upgrade()?;
+        c.on_notify(payload)
+    }));
+    lu.set_alua_controller(Arc::new(Controller(Arc::clone(&c))));
+    let spawned = std::thread::Builder::new()
+        .name(format!("gateway-{}", device.name()))
+        .spawn(move || c.run());
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "cannot start the gateway coordinator");
+    }
+}
+
+/// The owner a record names (`None`: nobody, or no record yet).
+fn parse_record(bytes: Option<&[u8]>) -> Option<u16> {
+    let text = std::str::from_utf8(bytes?).ok()?;
+    let mut lines = text.lines();
+    if lines.next()? != RECORD_MAGIC {
+        return None;
+    }
+    lines
+        .find_map(|l| l.strip_prefix("owner "))
+        .and_then(|g| g.trim().parse().ok())
+}
+
+/// The record naming `owner`.
+fn record(owner: Option<u16>) -> String {
+    match owner {
+        Some(g) => format!("{RECORD_MAGIC}\nowner {g}\n"),
+        None => format!("{RECORD_MAGIC}\nowner none\n"),
+    }
+}
+
+/// `(group, addresses)` of a liveness ack.
+fn parse_ack(payload: &[u8]) -> Option<(u16, &str)> {
+    let text = std::str::from_utf8(payload).ok()?.strip_prefix(ALIVE)?;
+    let (group, addresses) = text.split_once(' ')?;
+    Some((group.parse().ok()?, addresses))
+}
+
+/// The addresses in librados' list (`[v2:IP:PORT/NONCE,v1:IP:PORT/NONCE]` or one bare
+/// address), without their protocol prefixes: what the blocklist takes.
+fn client_addresses(list: &str) -> Vec<&str> {
+    let mut all: Vec<&str> = list
+        .trim_matches(|c| c == '[' || c == ']')
+        .split(',')
+        .map(|a| {
+            a.trim()
+                .trim_start_matches("v2:")
+                .trim_start_matches("v1:")
+                .trim_start_matches("any:")
+        })
+        .filter(|a| !a.is_empty())
+        .collect();
+    all.dedup();
+    all
+}
+
+impl Coordinator {
+    fn lock_state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A notify from another gateway (on a librados thread: only answers, notes and wakes).
+    fn on_notify(&self, payload: &[u8]) -> Option<Vec<u8>> {
+        if payload == PING {
+            return Some(format!("{ALIVE}{} {}", self.me, self.addresses).into_bytes());
+        }
+        if payload == OWNER_CHANGED {
+            self.wake();
+        }
+        None
+    }
+
+    fn wake(&self) {
+        self.lock_state().wake = true;
+        self.changed.notify_all();
+    }
+
+    fn run(self: Arc<Self>) {
+        let mut last_error = String::new();
+        while self.lu.strong_count() > 0 {
+            if let Err(e) = self.tick() {
+                let text = e.to_string();
+                if text != last_error {
+                    tracing::warn!(image = self.device.name(), error = %text, "gateway coordination");
+                    last_error = text;
+                }
+            }
+            let st = self.lock_state();
+            let (mut st, _) = self
+                .changed
+                .wait_timeout_while(st, TICK, |s| !s.wake)
+                .unwrap_or_else(PoisonError::into_inner);
+            st.wake = false;
+        }
+    }
+
+    /// Sets the LU's states for `owner` (`None`: nobody is known to own it).
+    fn apply(&self, owner: Option<u16>, role: Role) {
+        self.lock_state().role = role;
+        let Some(lu) = self.lu.upgrade() else {
+            return;
+        };
+        let states: Vec<(u16, AccessState)> = self
+            .groups
+            .iter()
+            .map(|g| {
+                let s = if *g == self.me && role == Role::Fenced {
+                    AccessState::Unavailable
+                } else if Some(*g) == owner {
+                    AccessState::ActiveOptimized
+                } else {
+                    self.non_owner
+                };
+                (*g, s)
+            })
+            .collect();
+        if lu.set_access_states(&states) {
+            tracing::info!(
+                image = self.device.name(),
+                ?owner,
+                ?role,
+                "ALUA states changed"
+            );
+        }
+    }
+
+    /// This gateway was blocklisted: it refuses the LU until it is restarted.
+    fn fence(&self) {
+        tracing::error!(
+            image = self.device.name(),
+            "this gateway was fenced (blocklisted by another gateway that found it dead): it \
+             refuses the LU until it is restarted"
+        );
+        self.apply(None, Role::Fenced);
+    }
+
+    /// Reads the ownership record: the owner and the record's version.
+    fn read_record(&self) -> std::io::Result<(Option<u16>, u64)> {
+        let (bytes, version) = self.ownership.load_versioned()?;
+        Ok((parse_record(bytes.as_deref()), version))
+    }
+
+    /// Names `owner` in the record if it is still at `version`; whether it did.
+    fn write_record(&self, version: u64, owner: Option<u16>) -> std::io::Result<bool> {
+        let done = self
+            .ownership
+            .compare_and_write(version, record(owner).as_bytes())?
+            .is_some();
+        if done {
+            tracing::info!(
+                image = self.device.name(),
+                ?owner,
+                "ownership record written"
+            );
+        }
+        Ok(done)
+    }
+
+    fn tick(&self) -> std::io::Result<()> {
+        let _serial = self.serial.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.lock_state().role == Role::Fenced {
+            return Ok(());
+        }
+        let (owner, version) = match self.read_record() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotConnected => {
+                self.fence();
+                return Ok(());
+            }
+            other => other?,
+        };
+        // Who is alive: every live gateway acks within the timeout.
+        let alive: HashMap<u16, String> = self
+            .object
+            .notify(PING, PING_TIMEOUT)?
+            .iter()
+            .filter_map(|a| parse_ack(&a.payload).map(|(g, addr)| (g, addr.to_owned())))
+            .collect();
+        self.seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(alive.iter().map(|(g, a)| (*g, a.clone())));
+        self.break_dead_lock(&alive)?;
+        match owner {
+            Some(g) if g == self.me => self.apply(Some(g), Role::Owner),
+            Some(g) if alive.contains_key(&g) => self.apply(Some(g), Role::NonOwner),
+            Some(g) => {
+                tracing::warn!(
+                    image = self.device.name(),
+                    owner = g,
+                    "the owner did not answer within {PING_TIMEOUT:?}: fencing it \
+                     (blocklisting its client) and taking over"
+                );
+                self.fence_group(g)?;
+                if self.write_record(version, Some(self.me))? {
+                    self.apply(Some(self.me), Role::Owner);
+                    self.announce();
+                }
+            }
+            None => {
+                let yielding = self
+                    .lock_state()
+                    .yield_until
+                    .is_some_and(|t| t > Instant::now());
+                if !yielding && self.write_record(version, Some(self.me))? {
+                    self.apply(Some(self.me), Role::Owner);
+                    self.announce();
+                } else {
+                    self.apply(None, Role::NonOwner);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Breaks the exclusive lock of a holder that is no live gateway (dead, hung or cut off):
+    /// librbd blocklists it, so nothing it still has in flight reaches the image, and the
+    /// live gateways' writes can take the lock again.
+    fn break_dead_lock(&self, alive: &HashMap<u16, String>) -> std::io::Result<()> {
+        for holder in self.device.lock_owners()? {
+            let live = self.addresses.contains(holder.as_str())
+                || alive.values().any(|a| a.contains(holder.as_str()));
+            if !live {
+                tracing::warn!(
+                    image = self.device.name(),
+                    holder = %holder,
+                    "the exclusive lock's holder did not answer within {PING_TIMEOUT:?}: \
+                     breaking its lock (its client is blocklisted)"
+                );
+                self.device.break_lock(&holder)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Blocklists the client gateway `group` last answered with (whether or not it holds
+    /// the lock now), so it cannot write again even if it was only hung.
+    fn fence_group(&self, group: u16) -> std::io::Result<()> {
+        let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(list) = seen.get(&group).cloned() else {
+            tracing::warn!(
+                image = self.device.name(),
+                group,
+                "never heard from the dead owner: cannot blocklist it (librbd still breaks \
+                 its lock if it holds it)"
+            );
+            return Ok(());
+        };
+        drop(seen);
+        for address in client_addresses(&list) {
+            self.device.blocklist(address)?;
+            tracing::info!(image = self.device.name(), group, address, "blocklisted");
+        }
+        Ok(())
+    }
+
+    /// Tells every gateway the record changed (each reads it again at once).
+    fn announce(&self) {
+        if let Err(e) = self.object.notify(OWNER_CHANGED, PING_TIMEOUT) {
+            tracing::warn!(image = self.device.name(), error = %e, "cannot notify the gateways");
+        }
+    }
+
+    /// Names `owner` in the record, whatever it named before (SET TARGET PORT GROUPS).
+    fn set_owner(&self, owner: Option<u16>) -> std::io::Result<()> {
+        let _serial = self.serial.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            let (_, version) = self.read_record()?;
+            if self.write_record(version, owner)? {
+                break;
+            }
+        }
+        let role = if owner == Some(self.me) {
+            Role::Owner
+        } else {
+            Role::NonOwner
+        };
+        self.apply(owner, role);
+        self.announce();
+        Ok(())
+    }
+
+    fn role(&self) -> Role {
+        self.lock_state().role
+    }
+
+    /// Wakes the thread and waits (at most `timeout`) until `done` holds.
+    fn wait_for(&self, timeout: Duration, done: impl Fn(&Self) -> bool) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if done(self) {
+                return true;
+            }
+            self.wake();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        done(self)
+    }
+}
+
+/// SET TARGET PORT GROUPS for a gateway LU.
+#[derive(Debug)]
+struct Controller(Arc<Coordinator>);
+
+/// NOT READY, LOGICAL UNIT NOT ACCESSIBLE, ASYMMETRIC ACCESS STATE TRANSITION (SPC-4
+/// 5.15.2.5): the initiator retries.
+fn transitioning() -> SenseData {
+    SenseData::new(SenseKey::NOT_READY, 0x04, 0x0A)
+}
+
+/// SET TARGET PORT GROUPS COMMAND FAILED (SPC-4 table 38: 67h/0Ah).
+fn stpg_failed() -> SenseData {
+    SenseData::new(SenseKey::HARDWARE_ERROR, 0x67, 0x0A)
+}
+
+impl AluaController for Controller {
+    fn request(&self, group: u16, state: AccessState) -> Result<(), SenseData> {
+        let c = &self.0;
+        if c.role() == Role::Fenced {
+            return Err(stpg_failed());
+        }
+        let lu_state = |c: &Coordinator, g: u16| c.lu.upgrade().map(|lu| lu.access_state(g));
+        match state {
+            AccessState::ActiveOptimized => {
+                if lu_state(c, group) == Some(AccessState::ActiveOptimized) {
+                    return Ok(());
+                }
+                c.set_owner(Some(group)).map_err(|_| stpg_failed())?;
+                let done = c.wait_for(TRANSFER_TIMEOUT, |c| {
+                    lu_state(c, group) == Some(AccessState::ActiveOptimized)
+                });
+                if done {
+                    Ok(())
+                } else {
+                    Err(stpg_failed())
+                }
+            }
+            _ if group == c.me && c.role() == Role::Owner => {
+                // The owner steps down: another gateway takes the LU.
+                c.lock_state().yield_until = Some(Instant::now() + YIELD);
+                c.set_owner(None).map_err(|_| stpg_failed())
+            }
+            // Other groups' states follow who owns the LU.
+            _ => Ok(()),
+        }
+    }
+
+    /// A write through an active/non-optimized gateway runs there: librbd moves the
+    /// exclusive lock to this client for it (and back when the owner writes again), while
+    /// the ownership, and so every group's ALUA state, stays as it is.
+    fn write_through(&self, group: u16) -> Result<(), SenseData> {
+        if group == self.0.me && self.0.role() == Role::Fenced {
+            return Err(transitioning());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip() {
+        for owner in [None, Some(1), Some(65535)] {
+            assert_eq!(parse_record(Some(record(owner).as_bytes())), owner);
+        }
+        assert_eq!(parse_record(None), None);
+        assert_eq!(parse_record(Some(b"")), None);
+        assert_eq!(parse_record(Some(b"owner 3\n")), None, "no magic line");
+        assert_eq!(parse_record(Some(b"sluice-owner 1\nowner x\n")), None);
+        assert_eq!(parse_record(Some(&[0xff, 0xfe])), None);
+    }
+
+    #[test]
+    fn acks_name_a_group_and_addresses() {
+        assert_eq!(
+            parse_ack(b"gateway 2 [v2:127.0.0.2:0/123,v1:127.0.0.2:0/123]"),
+            Some((2, "[v2:127.0.0.2:0/123,v1:127.0.0.2:0/123]"))
+        );
+        assert_eq!(parse_ack(b"gateway x y"), None);
+        assert_eq!(parse_ack(b"hello"), None);
+        assert_eq!(parse_ack(b""), None);
+    }
+
+    #[test]
+    fn blocklist_addresses_lose_their_protocol() {
+        assert_eq!(
+            client_addresses("[v2:127.0.0.2:0/123,v1:127.0.0.2:0/123]"),
+            ["127.0.0.2:0/123"]
+        );
+        assert_eq!(client_addresses("127.0.0.1:0/9"), ["127.0.0.1:0/9"]);
+        assert!(client_addresses("").is_empty());
+    }
+}
