@@ -543,9 +543,9 @@ pub struct TargetArgs {
 
     /// Run as one of several gateways exporting the same --rbd images under the same target
     /// name: this gateway's ALUA target port group (also its TPGT and relative target port).
-    /// The gateway holding an image's exclusive lock is active/optimized for it, the others
-    /// active/non-optimized; a gateway whose lock owner stops answering breaks the lock
-    /// (fencing the owner) and takes over.
+    /// The gateway recorded as the owner of an image's LU (in RADOS) is active/optimized for
+    /// it, the others active/non-optimized; when the owner stops answering, another
+    /// blocklists its client (fencing it) and takes over.
     /// Needs --gateway-groups. See docs/ceph.md.
     #[arg(long, value_name = "ID", requires_all = ["rbd", "gateway_groups"], value_parser = clap::value_parser!(u16).range(1..))]
     pub gateway_group: Option<u16>,

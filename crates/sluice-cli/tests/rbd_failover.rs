@@ -2,8 +2,9 @@
 //! single-node Ceph cluster (interop tier).
 //!
 //! `sluice bench --verify --paths` writes and reads back through both gateways while the
-//! gateway that owns the LU (active/optimized, holding the image's exclusive lock) is killed
-//! with SIGKILL mid-run. The other gateway must break the dead owner's lock and take over,
+//! gateway that owns the LU (active/optimized, recorded owner, holding the image's exclusive
+//! lock as the writer) is killed with SIGKILL mid-run. The other gateway must fence the dead
+//! owner (blocklist its client) and take over,
 //! the initiator must move its commands there, and the run must end with no failed command,
 //! no mismatch and no acknowledged write missing. The killed gateway is restarted during the
 //! run and must rejoin as active/non-optimized, its path logged in again.

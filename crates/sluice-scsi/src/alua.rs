@@ -38,12 +38,20 @@ pub trait AluaController: Send + Sync + std::fmt::Debug {
     fn request(&self, group: u16, state: AccessState) -> Result<(), SenseData>;
 
     /// A command that writes the medium or changes the logical unit arrived through `group`
-    /// while it is active/non-optimized: make it the owner first (an implicit transition,
-    /// SPC-4 5.15.2.2), returning when the command may run, or the sense it ends with.
+    /// while it is active/non-optimized: whatever must happen before it runs there (for
+    /// example an implicit transition, SPC-4 5.15.2.2), returning when the command may run,
+    /// or the sense it ends with.
     fn write_through(&self, group: u16) -> Result<(), SenseData> {
         let _ = group;
         Ok(())
     }
+
+    /// The logical unit was reset through this process (LOGICAL UNIT RESET or a target
+    /// reset, SAM-5 6.3): tell the other processes that export it, which reset their part of
+    /// it (see [`LogicalUnit::reset_by_peer`](crate::LogicalUnit::reset_by_peer)). Returns
+    /// once they were told, so their I_T nexuses have the unit attention before the reset's
+    /// response goes out.
+    fn logical_unit_reset(&self) {}
 }
 
 /// One group's state for this logical unit.
@@ -122,6 +130,11 @@ impl AluaStates {
         }
         self.refresh_restricted();
         changed
+    }
+
+    /// The controller, if one decides.
+    pub(crate) fn controller(&self) -> Option<&std::sync::Arc<dyn AluaController>> {
+        self.controller.get()
     }
 
     /// Hands SET TARGET PORT GROUPS to `controller` (once).

@@ -403,6 +403,25 @@ impl LogicalUnit {
     /// RESERVE reservation (persistent reservations stay, SPC-4 5.12.1), restores default mode
     /// pages and queues `code` for every known nexus.
     pub(crate) fn reset(&self, code: (u8, u8)) {
+        self.reset_here(code);
+        self.reservations.reset();
+        if let Some(c) = self.alua.controller() {
+            c.logical_unit_reset();
+        }
+    }
+
+    /// Another process exporting this logical unit (a gateway of the same RBD image) reset
+    /// it: the same reset here, BUS DEVICE RESET FUNCTION OCCURRED (29h/03h) for every I_T
+    /// nexus, and this process's hold on a RESERVE reservation forgotten (the other process
+    /// already released it in the shared state). Touches no shared store, so it may run on
+    /// the thread that delivers the other process's message.
+    pub fn reset_by_peer(&self) {
+        self.reset_here(crate::unit_attention::BUS_DEVICE_RESET);
+        self.reservations.reset_local();
+    }
+
+    /// The part of a reset every process exporting the logical unit does alike.
+    fn reset_here(&self, code: (u8, u8)) {
         {
             let mut st = self.state();
             st.prevent.clear();
@@ -410,7 +429,6 @@ impl LogicalUnit {
             self.mode_changed(&st.mode);
             st.ua.establish_others(None, code);
         }
-        self.reservations.reset();
     }
 
     /// Runs one command.

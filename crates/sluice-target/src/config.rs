@@ -55,7 +55,7 @@ pub struct TargetConfig {
 /// One gateway of several that export the same RBD images as the same target names and LU
 /// identities. Each gateway is one target port group (ALUA, SPC-4 5.15) holding one target
 /// port whose relative identifier and TPGT are the group's id; every gateway reports every
-/// group. The gateway holding an image's RBD exclusive lock owns its logical unit (its group
+/// group. The gateway recorded as the owner in RADOS owns the logical unit (its group
 /// active/optimized); the others' groups are in [`non_owner`](Self::non_owner).
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub struct GatewayConfig {
@@ -63,9 +63,9 @@ pub struct GatewayConfig {
     pub group: u16,
     /// Every gateway's group, this one's included (the same list on every gateway).
     pub groups: Vec<u16>,
-    /// The state of the groups that do not own a logical unit: active/non-optimized (a
-    /// command that writes through a non-owner moves the ownership to it first, an implicit
-    /// transition) or standby (such commands are refused with NOT READY).
+    /// The state of the groups that do not own a logical unit: active/non-optimized (every
+    /// command runs through a non-owner, writes included, without changing the ownership)
+    /// or standby (commands that touch the medium are refused with NOT READY).
     pub non_owner: AccessState,
 }
 

@@ -240,6 +240,15 @@ impl Reservations {
         self.publish(&inner);
     }
 
+    /// Forgets a RESERVE reservation held through this process, without touching a shared
+    /// store (a reset through another gateway, which released it there).
+    pub(crate) fn reset_local(&self) {
+        let mut inner = self.lock();
+        inner.legacy = None;
+        inner.legacy_holder = None;
+        self.publish(&inner);
+    }
+
     /// Removes the shared RESERVE holder if `which` it is (no-op without a shared store). On
     /// a failure (the cluster unreachable) the state is marked stale, so the next command
     /// reads what the store holds; the reservation stays until released again or the logical

@@ -113,3 +113,40 @@ fn a_reserve_through_one_gateway_is_enforced_by_the_other() {
     let _ = b.run(&WRITE10, &data);
     assert_eq!(b.run(&WRITE10, &data).0.status, GOOD);
 }
+
+/// Counts the resets it was told of.
+#[derive(Debug, Default)]
+struct Peers(Mutex<usize>);
+
+impl crate::AluaController for Peers {
+    fn request(&self, _: u16, _: crate::AccessState) -> Result<(), crate::SenseData> {
+        Ok(())
+    }
+    fn logical_unit_reset(&self) {
+        *self.0.lock().unwrap() += 1;
+    }
+}
+
+#[test]
+fn a_reset_through_one_gateway_reaches_the_other() {
+    let store = Arc::new(SharedStore::default());
+    let (ga, gb) = (gateway(&store), gateway(&store));
+    let peers = Arc::new(Peers::default());
+    ga.target.lu(0).unwrap().set_alua_controller(peers.clone());
+    let a = nexus(&ga, 10, 1);
+    let b = nexus(&gb, 20, 2);
+    b.ok(&RESERVE6, &[]);
+    // LOGICAL UNIT RESET through gateway A: its controller tells the others...
+    assert!(ga.target.reset(crate::ResetKind::LogicalUnit(0), 10));
+    assert_eq!(*peers.0.lock().unwrap(), 1);
+    // ...and the RESERVE held through B is gone for everyone.
+    let _ = a.run(&WRITE10, &[1; 512]);
+    assert_eq!(a.run(&WRITE10, &[1; 512]).0.status, GOOD);
+    // What B's gateway does when told: a unit attention for its nexuses.
+    gb.target.lu(0).unwrap().reset_by_peer();
+    let (r, _) = b.run(&[0; 6], &[]);
+    assert_eq!(r.status, crate::status::CHECK_CONDITION);
+    let sense = r.sense.expect("sense data");
+    assert_eq!((sense.asc, sense.ascq), (0x29, 0x03), "{sense:?}");
+    b.ok(&[0; 6], &[]);
+}

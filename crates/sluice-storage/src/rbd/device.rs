@@ -19,10 +19,10 @@ const LIBRBD_CAW_SECTOR: u64 = 512;
 ///
 /// Its size is the image's, asked of librbd on every call (sluice-target looks every second
 /// and tells initiators when it changed); blocks past the last whole logical block are not
-/// exported. FUA
-/// writes and SYNCHRONIZE CACHE flush librbd's cache (`rbd_aio_flush`); without a client-side
-/// cache (or in its default write-through mode until the first flush) a completed write is
-/// already on the OSDs. A discarded range reads as zeros: whole RADOS objects are removed and
+/// exported. librbd's client-side cache is off (whatever the configuration file says), so a
+/// completed write is already on the OSDs: nothing acknowledged is lost with the process, and
+/// another gateway of the image reads what this one wrote; FUA writes and SYNCHRONIZE CACHE
+/// still send `rbd_aio_flush`. A discarded range reads as zeros: whole RADOS objects are removed and
 /// the parts of others zeroed (the client runs with `rbd_skip_partial_discard` off). GET LBA
 /// STATUS reports every block mapped ("mapped or unknown", SBC-4 5.8): librbd's allocation
 /// map is not asked.

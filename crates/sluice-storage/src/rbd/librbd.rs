@@ -159,6 +159,11 @@ impl Cluster {
         if let Some(keyring) = args.keyring {
             cluster.set("keyring", &keyring.to_string_lossy())?;
         }
+        // No client-side cache, whatever the configuration file says: a write is acknowledged
+        // once it is on the OSDs, so a gateway killed with `kill -9` loses no acknowledged
+        // write, and a read through another gateway of the same image never misses a write
+        // that sits in this one's cache (nor returns stale data from its own cache).
+        cluster.set("rbd_cache", "false")?;
         // SAFETY: the handle is valid, configured and not yet connected.
         let r = unsafe { sys::rados_connect(cluster.handle) };
         check(r, || {

@@ -1,12 +1,13 @@
-//! [`LuObject`]: one RADOS object per exported image, shared by every gateway that exports it.
-//! It holds the logical unit's persistent reservation state, replaced only by a
-//! version-guarded compare-and-write (`assert_version` plus `write_full` in one atomic write
-//! operation), and it carries the gateways' messages as watch/notify: "the state changed",
-//! "who is alive" (each live gateway acks with its target port group) and "release the image".
+//! [`LuObject`]: a RADOS object of an exported image, shared by every gateway that exports it:
+//! `sluice.lu.<image>` holds the logical unit's reservation state, `sluice.owner.<image>`
+//! which gateway owns it. Each is replaced only by a version-guarded compare-and-write
+//! (`assert_version` plus `write_full` in one atomic write operation), and carries the
+//! gateways' messages as watch/notify: "the state changed", "who is alive" (each live gateway
+//! acks with its target port group and addresses) and "the owner changed".
 //!
 //! The object is reached through the image's own client (a second I/O context on the same
-//! connection), so when a gateway is fenced (its client blocklisted because its exclusive lock
-//! was broken), it can no longer change the shared state either.
+//! connection), so when a gateway is fenced (its client blocklisted), it can no longer change
+//! the shared state either.
 #![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_int, c_void, CString};

@@ -23,6 +23,10 @@ const PING: &[u8] = b"ping";
 /// Sent after the ownership record changed: every gateway reads it again at once.
 const OWNER_CHANGED: &[u8] = b"owner-changed";
 const ALIVE: &str = "gateway ";
+/// `lu-reset <group>`: the LU was reset through that gateway.
+const LU_RESET: &str = "lu-reset ";
+/// How long a reset waits for the other gateways to have reset their part.
+const RESET_NOTIFY_TIMEOUT: Duration = Duration::from_secs(1);
 /// The ownership record's first line.
 const RECORD_MAGIC: &str = "sluice-owner 1";
 
@@ -103,22 +107,36 @@ pub(super) fn start(
     }
 }
 
-/// The owner a record names (`None`: nobody, or no record yet).
-fn parse_record(bytes: Option<&[u8]>) -> Option<u16> {
-    let text = std::str::from_utf8(bytes?).ok()?;
-    let mut lines = text.lines();
-    if lines.next()? != RECORD_MAGIC {
-        return None;
-    }
-    lines
-        .find_map(|l| l.strip_prefix("owner "))
-        .and_then(|g| g.trim().parse().ok())
+/// What the ownership record says: the owner's group and its client's addresses (empty
+/// when the gateway that wrote it did not know them).
+#[derive(Clone, Debug, Default, Eq, PartialEq)]
+struct Record {
+    owner: Option<u16>,
+    addresses: String,
 }
 
-/// The record naming `owner`.
-fn record(owner: Option<u16>) -> String {
-    match owner {
-        Some(g) => format!("{RECORD_MAGIC}\nowner {g}\n"),
+/// The record's contents (`owner: None`: nobody, or no record yet).
+fn parse_record(bytes: Option<&[u8]>) -> Record {
+    let parse = || -> Option<Record> {
+        let text = std::str::from_utf8(bytes?).ok()?;
+        let mut lines = text.lines();
+        if lines.next()? != RECORD_MAGIC {
+            return None;
+        }
+        let rest = lines.find_map(|l| l.strip_prefix("owner "))?;
+        let (group, addresses) = rest.split_once(' ').unwrap_or((rest, ""));
+        Some(Record {
+            owner: Some(group.parse().ok()?),
+            addresses: addresses.trim().to_owned(),
+        })
+    };
+    parse().unwrap_or_default()
+}
+
+/// The record's text.
+fn record(r: &Record) -> String {
+    match r.owner {
+        Some(g) => format!("{RECORD_MAGIC}\nowner {g} {}\n", r.addresses),
         None => format!("{RECORD_MAGIC}\nowner none\n"),
     }
 }
@@ -160,6 +178,15 @@ impl Coordinator {
         }
         if payload == OWNER_CHANGED {
             self.wake();
+        }
+        let reset_by = std::str::from_utf8(payload)
+            .ok()
+            .and_then(|t| t.strip_prefix(LU_RESET))
+            .and_then(|g| g.parse::<u16>().ok());
+        if reset_by.is_some_and(|g| g != self.me) {
+            if let Some(lu) = self.lu.upgrade() {
+                lu.reset_by_peer();
+            }
         }
         None
     }
@@ -228,17 +255,30 @@ impl Coordinator {
         self.apply(None, Role::Fenced);
     }
 
-    /// Reads the ownership record: the owner and the record's version.
-    fn read_record(&self) -> std::io::Result<(Option<u16>, u64)> {
+    /// Reads the ownership record and its version.
+    fn read_record(&self) -> std::io::Result<(Record, u64)> {
         let (bytes, version) = self.ownership.load_versioned()?;
         Ok((parse_record(bytes.as_deref()), version))
     }
 
-    /// Names `owner` in the record if it is still at `version`; whether it did.
+    /// Names `owner` in the record (with its addresses, when known) if it is still at
+    /// `version`; whether it did.
     fn write_record(&self, version: u64, owner: Option<u16>) -> std::io::Result<bool> {
+        let addresses = match owner {
+            Some(g) if g == self.me => self.addresses.clone(),
+            Some(g) => self
+                .seen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&g)
+                .cloned()
+                .unwrap_or_default(),
+            None => String::new(),
+        };
+        let text = record(&Record { owner, addresses });
         let done = self
             .ownership
-            .compare_and_write(version, record(owner).as_bytes())?
+            .compare_and_write(version, text.as_bytes())?
             .is_some();
         if done {
             tracing::info!(
@@ -255,7 +295,7 @@ impl Coordinator {
         if self.lock_state().role == Role::Fenced {
             return Ok(());
         }
-        let (owner, version) = match self.read_record() {
+        let (rec, version) = match self.read_record() {
             Err(e) if e.kind() == std::io::ErrorKind::NotConnected => {
                 self.fence();
                 return Ok(());
@@ -274,7 +314,13 @@ impl Coordinator {
             .unwrap_or_else(PoisonError::into_inner)
             .extend(alive.iter().map(|(g, a)| (*g, a.clone())));
         self.break_dead_lock(&alive)?;
-        match owner {
+        match rec.owner {
+            // Recorded with this client's addresses, so that another gateway can fence it.
+            Some(g) if g == self.me && rec.addresses != self.addresses => {
+                if self.write_record(version, Some(g))? {
+                    self.apply(Some(g), Role::Owner);
+                }
+            }
             Some(g) if g == self.me => self.apply(Some(g), Role::Owner),
             Some(g) if alive.contains_key(&g) => self.apply(Some(g), Role::NonOwner),
             Some(g) => {
@@ -284,7 +330,7 @@ impl Coordinator {
                     "the owner did not answer within {PING_TIMEOUT:?}: fencing it \
                      (blocklisting its client) and taking over"
                 );
-                self.fence_group(g)?;
+                self.fence_group(g, &rec.addresses)?;
                 if self.write_record(version, Some(self.me))? {
                     self.apply(Some(self.me), Role::Owner);
                     self.announce();
@@ -326,21 +372,31 @@ impl Coordinator {
         Ok(())
     }
 
-    /// Blocklists the client gateway `group` last answered with (whether or not it holds
-    /// the lock now), so it cannot write again even if it was only hung.
-    fn fence_group(&self, group: u16) -> std::io::Result<()> {
-        let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(list) = seen.get(&group).cloned() else {
+    /// Blocklists the client of gateway `group` (the addresses the record names, and those
+    /// it last answered a ping with), whether or not it holds the lock now, so it cannot
+    /// write again even if it was only hung.
+    fn fence_group(&self, group: u16, recorded: &str) -> std::io::Result<()> {
+        let seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&group)
+            .cloned()
+            .unwrap_or_default();
+        let mut addresses = client_addresses(recorded);
+        addresses.extend(client_addresses(&seen));
+        addresses.sort_unstable();
+        addresses.dedup();
+        if addresses.is_empty() {
+            // Only a record written before the owner's first tick lacks them.
             tracing::warn!(
                 image = self.device.name(),
                 group,
-                "never heard from the dead owner: cannot blocklist it (librbd still breaks \
-                 its lock if it holds it)"
+                "the silent owner's client address is unknown: it is not blocklisted (its \
+                 lock is broken if it holds it)"
             );
-            return Ok(());
-        };
-        drop(seen);
-        for address in client_addresses(&list) {
+        }
+        for address in addresses {
             self.device.blocklist(address)?;
             tracing::info!(image = self.device.name(), group, address, "blocklisted");
         }
@@ -447,6 +503,17 @@ impl AluaController for Controller {
         }
         Ok(())
     }
+
+    /// Every other gateway resets its part of the LU (unit attentions for its I_T nexuses)
+    /// before this reset's response goes out; a gateway that does not ack within a second
+    /// is dead or about to be fenced.
+    fn logical_unit_reset(&self) {
+        let c = &self.0;
+        let msg = format!("{LU_RESET}{}", c.me);
+        if let Err(e) = c.object.notify(msg.as_bytes(), RESET_NOTIFY_TIMEOUT) {
+            tracing::warn!(image = c.device.name(), error = %e, "cannot tell the gateways of a reset");
+        }
+    }
 }
 
 #[cfg(test)]
@@ -455,14 +522,25 @@ mod tests {
 
     #[test]
     fn records_round_trip() {
-        for owner in [None, Some(1), Some(65535)] {
-            assert_eq!(parse_record(Some(record(owner).as_bytes())), owner);
+        for r in [
+            Record::default(),
+            Record {
+                owner: Some(1),
+                addresses: "[v2:127.0.0.1:0/5,v1:127.0.0.1:0/5]".into(),
+            },
+            Record {
+                owner: Some(65535),
+                addresses: String::new(),
+            },
+        ] {
+            assert_eq!(parse_record(Some(record(&r).as_bytes())), r);
         }
-        assert_eq!(parse_record(None), None);
-        assert_eq!(parse_record(Some(b"")), None);
-        assert_eq!(parse_record(Some(b"owner 3\n")), None, "no magic line");
-        assert_eq!(parse_record(Some(b"sluice-owner 1\nowner x\n")), None);
-        assert_eq!(parse_record(Some(&[0xff, 0xfe])), None);
+        let nobody = Record::default();
+        assert_eq!(parse_record(None), nobody);
+        assert_eq!(parse_record(Some(b"")), nobody);
+        assert_eq!(parse_record(Some(b"owner 3\n")), nobody, "no magic line");
+        assert_eq!(parse_record(Some(b"sluice-owner 1\nowner x\n")), nobody);
+        assert_eq!(parse_record(Some(&[0xff, 0xfe])), nobody);
     }
 
     #[test]
