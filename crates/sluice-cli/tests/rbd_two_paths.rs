@@ -4,7 +4,10 @@
 //!   attention), read back correctly through either gateway, and leave the ownership (the
 //!   active/optimized group) where it was: librbd moves the exclusive lock, not the LU;
 //! - a RESERVE(6) through one gateway is enforced through the other (RESERVATION CONFLICT)
-//!   until the holder releases it, or its session ends.
+//!   until the holder releases it, or its session ends;
+//! - libiscsi's whole conformance suite with one URL per gateway (so its multipath tests
+//!   write, read and reset through both) ends as it does on a memory LU seen through two
+//!   portal groups of one process, but for the capabilities an RBD LU lacks.
 //!
 //! Each test starts its own cluster (about 10 s to start, 5 s to stop).
 
@@ -15,7 +18,9 @@ use std::time::{Duration, Instant};
 use sluice_initiator::blocking::Session;
 use sluice_initiator::{Command, CommandOutcome, ScsiStatus};
 use sluice_test_support::CephCluster;
+use support::cunit::{self, Outcome};
 use support::gateways::{report_target_port_groups, session, wait_for_owner, Gateways};
+use support::{require_tool, TargetProcess};
 
 /// How long the gateways may take to agree on a first owner.
 const SETTLE: Duration = Duration::from_secs(20);
@@ -187,5 +192,37 @@ fn reserve6_through_one_gateway_conflicts_through_the_other() {
             "the reservation outlived its session: {out:?}"
         );
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn conformance_through_two_gateways_matches_a_memory_lu() {
+    require_tool("iscsi-test-cu", "libiscsi-bin");
+    let c = CephCluster::start();
+    c.create_image("suite", 1024);
+    let gw = Gateways::start(&c, "suite", 2, &[]);
+    {
+        let s = session(gw.url(0), "iqn.2026-11.test:settle");
+        wait_for_owner(&[&s], SETTLE, |_| true);
+    }
+    let results = cunit::run_suite(&[gw.url(0), gw.url(1)], "ALL", &[]);
+    assert!(results.len() >= 230, "{} tests ran", results.len());
+    let memory = TargetProcess::start_multipath(&["--memory", "1G"]);
+    let on_memory = cunit::run_suite(&[&memory.urls[0], &memory.urls[1]], "ALL", &[]);
+    let problems = cunit::differences(&results, &on_memory, cunit::RBD_LACKS);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    for (suite, count) in [
+        ("PrinReadKeys", 2),
+        ("ProutReserve", 13),
+        ("MultipathIO", 4),
+    ] {
+        let passed = results
+            .iter()
+            .filter(|r| r.name.split('.').next() == Some(suite) && r.outcome == Outcome::Pass)
+            .count();
+        assert!(
+            passed >= count,
+            "{suite}: {passed} passed through two gateways, expected {count}"
+        );
     }
 }

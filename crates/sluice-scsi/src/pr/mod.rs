@@ -195,8 +195,10 @@ impl Reservations {
         access: Access,
     ) -> Result<(), Failure> {
         let mut inner = self.lock();
-        if self.shared_store().is_some() {
+        if self.shared_store().is_some() && !access.spc2 {
             // Another gateway may have reserved or released (RESERVE or PERSISTENT RESERVE).
+            // Commands no reservation refuses (INQUIRY, REPORT TARGET PORT GROUPS...) never
+            // wait for the store, so they are answered even when it cannot be read.
             self.refresh(&mut inner, false)?;
         }
         if self.legacy_conflict(&inner, nexus, fabric) && !access.spc2 {
