@@ -182,8 +182,36 @@ pub fn report_json(w: &Workload, r: &Report) -> Value {
 }
 
 /// Prints the report as pretty JSON.
-pub fn print_json(w: &Workload, r: &Report) -> Result<()> {
-    client_common::print_json(&report_json(w, r))
+///
+/// `transport` is `tcp`, `udp` or `iser`; over iSER, `iser` adds what the initiator's
+/// datamover counted (see [`iser_json`]).
+pub fn print_json(
+    w: &Workload,
+    r: &Report,
+    transport: &str,
+    iser: Option<&sluice_proto::iser::InitiatorMoverStats>,
+) -> Result<()> {
+    let mut doc = report_json(w, r);
+    if let Value::Object(map) = &mut doc {
+        map.insert("transport".into(), transport.into());
+        map.insert("iser".into(), iser.map_or(Value::Null, iser_json));
+    }
+    client_common::print_json(&doc)
+}
+
+/// Over iSER: the Sends each way and the buffers the initiator advertised. The target's
+/// RDMA Writes (read data) land in the advertised read buffers and its RDMA Reads (write
+/// data) fetch from the advertised write buffers, so the initiator counts them as buffers
+/// and bytes; the target's metrics count the operations themselves.
+pub fn iser_json(s: &sluice_proto::iser::InitiatorMoverStats) -> Value {
+    json!({
+        "sends": s.sends,
+        "sends_received": s.sends_received,
+        "rdma_write_buffers": s.read_buffers,
+        "rdma_write_bytes": s.placed_bytes,
+        "rdma_read_buffers": s.write_buffers,
+        "rdma_read_bytes": s.readable_bytes,
+    })
 }
 
 fn latency_line(name: &str, l: &LatencySummary) -> String {

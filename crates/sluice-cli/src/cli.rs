@@ -118,6 +118,11 @@ pub enum LabCommand {
     /// CRC apart and fused.
     #[command(after_help = CRC_AFTER_HELP)]
     Crc(CrcArgs),
+    /// The iSER study (Burns and Russell): iSCSI over TCP against iSER on the software RDMA
+    /// provider over the same loopback link, throughput and CPU per byte from 4 KiB to
+    /// 16 MiB, reads and writes, with the provider's raw RDMA Write/Read as the ceiling.
+    #[command(after_help = ISER_AFTER_HELP)]
+    Iser(IserArgs),
     /// What one loopback TCP stream moves when fed from a LUN file: a cache-hot buffer
     /// (iperf3's pattern), the whole file (a target's sequential reads) and sendfile.
     #[command(after_help = LOOPBACK_AFTER_HELP)]
@@ -287,6 +292,34 @@ results.json (one row per measurement: medians and spread of the trials, TSC cyc
 GB/s), PNG figures and report.md; --resume continues an interrupted run. Examples:
   sluice lab crc --preset quick --out crc-quick
   sluice lab crc --preset fig16 --out fig16";
+
+/// Text after `sluice lab iser --help`.
+const ISER_AFTER_HELP: &str = "\
+Presets: tiny (seconds), quick (a few minutes: 4 KiB to 16 MiB in powers of four, both
+directions), fig2 (reads), fig3 (writes), fig4 (large writes, the study's 94 % claim), full.
+At every size and repetition the three transports run in turn (TCP, raw RDMA, iSER) so that
+a noisy machine biases none of them. The output directory gets results.csv and results.json
+(one row per run: the negotiated values, commands, bytes, seconds, CPU seconds, PDU and RDMA
+operation counts), PNG figures and report.md; --resume continues an interrupted run. Examples:
+  sluice lab iser --preset quick --out iser-quick
+  sluice lab iser --preset fig4 --out fig4 --resume";
+
+/// `sluice lab iser`.
+#[derive(Debug, Args)]
+pub struct IserArgs {
+    /// What to run (see below).
+    #[arg(long, default_value = "quick")]
+    pub preset: String,
+    /// Output directory.
+    #[arg(long, default_value = "iser")]
+    pub out: PathBuf,
+    /// Continue a run in --out: runs already in its results.csv are not made again.
+    #[arg(long)]
+    pub resume: bool,
+    /// Only redraw the figures and the report from --out's results.csv.
+    #[arg(long)]
+    pub report_only: bool,
+}
 
 /// `sluice lab crc`.
 #[derive(Debug, Args)]

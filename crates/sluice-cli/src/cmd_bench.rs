@@ -183,9 +183,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             .build()
     }
     .context("starting the I/O runtime")?;
-    let (report, iser) = rt.block_on(bench(args, &workload))?;
+    let (report, iser, transport) = rt.block_on(bench(args, &workload))?;
     if args.conn.json {
-        bench_output::print_json(&workload, &report)?;
+        bench_output::print_json(&workload, &report, transport, iser.as_ref())?;
     } else {
         bench_output::print_text(&workload, &report);
         if let Some(iser) = &iser {
@@ -283,6 +283,7 @@ async fn bench(
 ) -> Result<(
     sluice_lab::Report,
     Option<sluice_proto::iser::InitiatorMoverStats>,
+    &'static str,
 )> {
     let (url, lun) = lun_url(&args.url)?;
     let luns = if args.luns.is_empty() {
@@ -298,7 +299,7 @@ async fn bench(
             bail!("--paths and --discover-paths take iscsi:// URLs only (multipath runs over TCP)");
         }
         let device = multipath_device(args, &url, lun, opts).await?;
-        return Ok((run_device(args, workload, device).await?, None));
+        return Ok((run_device(args, workload, device).await?, None, "tcp"));
     }
     let mut sessions = Vec::new();
     for i in 0..args.sessions {
@@ -347,7 +348,14 @@ async fn bench(
     };
     let report = run_device(args, workload, device).await?;
     let iser = opts.iser.is_some().then(|| opts.iser_stats.snapshot());
-    Ok((report, iser))
+    // An iser:// session the target refused (with iser_fallback=tcp) ran over TCP: no Send
+    // ever crossed an RDMA connection.
+    let transport = match (&iser, opts.udp) {
+        (Some(s), _) if s.sends > 0 => "iser",
+        (None, Some(_)) => "udp",
+        _ => "tcp",
+    };
+    Ok((report, iser, transport))
 }
 
 /// Logs in through the URL's portal, the `--paths` portals and, with `--discover-paths`,

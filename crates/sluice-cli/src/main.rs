@@ -29,6 +29,7 @@ mod cmd_discover;
 mod cmd_inquiry;
 mod cmd_lab;
 mod cmd_lab_crc;
+mod cmd_lab_iser;
 mod cmd_lab_pdu_cost;
 mod cmd_lab_simstudy;
 mod cmd_lab_wan;
@@ -93,6 +94,7 @@ fn main() -> ExitCode {
             cmd_target::run(args, sub)
         }
         Command::Lab(LabCommand::Crc(args)) => cmd_lab_crc::run(args),
+        Command::Lab(LabCommand::Iser(args)) => cmd_lab_iser::run(args),
         Command::Lab(LabCommand::Simstudy(args)) => cmd_lab_simstudy::run(args),
         Command::Lab(LabCommand::PduCost(args)) => cmd_lab_pdu_cost::run(args),
         Command::Lab(LabCommand::Loopback(args)) => cmd_lab::run_loopback(args),

@@ -87,6 +87,14 @@ fn bench_verifies_reads_and_writes_of_every_size_over_iser() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
+    // --json names the transport and carries the datamover's counts.
+    let json_out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "bench", &url, "--rw", "randrw", "--bs", "64k", "--qd", "2", "--time", "1", "--json",
+        ])
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
     let metrics = scrape(&metrics_addr);
     let _ = target.kill();
     let _ = target.wait();
@@ -113,6 +121,25 @@ fn bench_verifies_reads_and_writes_of_every_size_over_iser() {
         .expect("iser line");
     assert!(!iser.contains(" 0.0 MiB placed"), "{iser}");
     assert!(!iser.contains(" 0.0 MiB for RDMA Read"), "{iser}");
+    let doc: serde_json::Value = serde_json::from_slice(&json_out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "bench --json: {e}\n{}",
+            String::from_utf8_lossy(&json_out.stderr)
+        )
+    });
+    assert_eq!(doc["transport"], "iser", "{doc}");
+    assert_eq!(doc["errors"], 0, "{doc}");
+    for key in [
+        "sends",
+        "rdma_write_buffers",
+        "rdma_write_bytes",
+        "rdma_read_bytes",
+    ] {
+        assert!(
+            doc["iser"][key].as_u64().is_some_and(|n| n > 0),
+            "{key}: {doc}"
+        );
+    }
     // The target counts RDMA Writes and Reads in place of Data-In and Data-Out PDUs.
     assert!(series(&metrics, "sluice_iser_operations", "op=\"rdma_write\"") > 0.0);
     assert!(series(&metrics, "sluice_iser_operations", "op=\"rdma_read\"") > 0.0);

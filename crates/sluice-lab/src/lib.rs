@@ -24,7 +24,8 @@
 //! parameter study: grids, runs, models, plots, report); `link` (an emulated link between
 //! network namespaces); `wan` (the WAN write study: monitors, decomposition, plots, report);
 //! `udp_vs_tcp` (iSCSI over UDP against TCP on loopback: response time against EDTL, with and
-//! without datagram loss, for two TransferContext timeouts).
+//! without datagram loss, for two TransferContext timeouts); `iser` (the iSER study: iSCSI over
+//! TCP against iSER on the software RDMA provider and the provider's raw throughput).
 
 // `unsafe` only in `alloc` (mallopt), `cpu` (getrusage, sysconf), `link` (TUN ioctl, setns,
 // poll/read/write on TUN devices, geteuid), `crc/sse42` (the SSE4.2 `crc32`
@@ -37,6 +38,7 @@ mod cpu;
 pub mod crc;
 pub mod crc_alias;
 mod error;
+pub mod iser;
 mod latency;
 pub mod link;
 mod loopback;
