@@ -36,8 +36,32 @@ const DROPPABLE: [PduKind; 8] = [
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Faults {
     plan: FaultPlan,
+    /// The faults of iSER connections (which carry no iSCSI digests for `plan` to act on).
+    pub(crate) iser: IserFault,
     /// A name for summaries.
     pub(crate) mode: &'static str,
+}
+
+/// What can go wrong on an iSER connection. A reliable connection does not lose or reorder a
+/// message: a message the transport cannot deliver ends the connection (RFC 7145 section
+/// 10.1.3: the iSCSI layer is told the connection is lost), and so does an access the peer's
+/// memory protection refuses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum IserFault {
+    /// Nothing.
+    #[default]
+    None,
+    /// Every `every`-th request frame (Send, RDMA Write, RDMA Read Request) is lost for good:
+    /// the peer sees the gap in message sequence numbers and terminates the connection.
+    Lost { every: u64 },
+    /// Every `every`-th frame, and all behind it, arrives `ns` later.
+    Delayed { every: u64, ns: u64 },
+    /// The connection is reset after every `every`-th batch of frames.
+    Reset { every: u64 },
+    /// The initiator advertises every `every`-th task buffer with a wrong STag: the target's
+    /// RDMA Write or Read through it is a remote access error that ends the connection, never
+    /// data moved to or from somewhere else (RFC 5040 section 6.4, RFC 7145 section 10.1.3).
+    WrongStag { every: u64 },
 }
 
 impl Faults {
@@ -45,8 +69,75 @@ impl Faults {
     pub(crate) fn none() -> Self {
         Self {
             plan: FaultPlan::default(),
+            iser: IserFault::None,
             mode: "none",
         }
+    }
+
+    /// The faults of a seed whose connections are iSER.
+    pub(crate) fn random_iser(rng: &mut ChaCha8Rng) -> Self {
+        let (iser, mode) = match rng.gen_range(0..10) {
+            0..=3 => (IserFault::None, "none"),
+            4 | 5 => (
+                IserFault::Lost {
+                    every: log_uniform(rng, 20, 2000),
+                },
+                "lost RDMA messages",
+            ),
+            6 => (
+                IserFault::Delayed {
+                    every: log_uniform(rng, 2, 200),
+                    ns: log_uniform(rng, 10_000, 200_000_000),
+                },
+                "delayed RDMA messages",
+            ),
+            7 => (
+                IserFault::Reset {
+                    every: log_uniform(rng, 10, 1000),
+                },
+                "resets",
+            ),
+            _ => (
+                IserFault::WrongStag {
+                    every: log_uniform(rng, 2, 100),
+                },
+                "wrong STags",
+            ),
+        };
+        Self {
+            plan: FaultPlan::default(),
+            iser,
+            mode,
+        }
+    }
+
+    /// The frame faults of one side of iSER connection `link`: frames counted from its
+    /// first, the schedule shifted per link and side so that sides and links differ.
+    pub(crate) fn rdma_plan(&self, seed: u64, link: usize, side: u64) -> sluice_rdma::FaultPlan {
+        use sluice_rdma::{FaultAction, FaultRule, FrameKind};
+        let mut plan = sluice_rdma::FaultPlan::default();
+        let shift = |every: u64| (seed ^ (link as u64) << 8 ^ side << 16) % every;
+        match self.iser {
+            IserFault::Lost { every } => {
+                let first = shift(every) + every / 2;
+                for kind in [FrameKind::Send, FrameKind::Write, FrameKind::ReadRequest] {
+                    plan.rules.extend((0..64).map(|k| FaultRule {
+                        kind: Some(kind),
+                        nth: first + k * every,
+                        action: FaultAction::Drop,
+                    }));
+                }
+            }
+            IserFault::Delayed { every, ns } => {
+                plan.rules.extend((0..256).map(|k| FaultRule {
+                    kind: None,
+                    nth: shift(every) + k * every,
+                    action: FaultAction::Delay(std::time::Duration::from_nanos(ns)),
+                }));
+            }
+            _ => {}
+        }
+        plan
     }
 
     /// The faults of a seed.
@@ -95,12 +186,16 @@ impl Faults {
         let reset_every = plan.reset_every;
         let mut plan = FaultPlan::symmetric(rules);
         plan.reset_every = reset_every;
-        Self { plan, mode }
+        Self {
+            plan,
+            iser: IserFault::None,
+            mode,
+        }
     }
 
     /// Whether the seed has faults at all.
     pub(crate) fn any(&self) -> bool {
-        !self.plan.is_pass_through()
+        !self.plan.is_pass_through() || self.iser != IserFault::None
     }
 
     /// The injector of one connection of a session with these `params` (its digests, and

@@ -32,10 +32,13 @@
 
 pub mod experiment;
 mod faults;
+#[cfg(test)]
+mod iser_tests;
 mod model;
 mod monitor;
 mod net;
 mod offers;
+mod rdma;
 mod workload;
 mod world;
 
@@ -57,6 +60,55 @@ pub struct SimConfig {
     pub trace: bool,
     /// Whether the seed also draws faults.
     pub faults: FaultChoice,
+    /// What carries the PDUs.
+    pub transport: Transport,
+}
+
+/// What carries a simulated session's PDUs.
+#[derive(Clone, Copy, Debug, Default, Eq, PartialEq)]
+pub enum Transport {
+    /// iSCSI over TCP: PDUs framed on a byte stream.
+    #[default]
+    Tcp,
+    /// iSER (RFC 7145): after a login on the byte stream, each connection's PDUs go through
+    /// the initiator's and the target's iSER datamovers over `sluice-rdma`'s software queue
+    /// pairs: control PDUs in Sends behind the iSER header, Data-In as RDMA Writes into the
+    /// initiator's advertised buffers, R2T and Data-Out as RDMA Reads of them, SCSI Response
+    /// as Send with Invalidate.
+    Iser,
+}
+
+impl Transport {
+    /// The name `--transport` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::Iser => "iser",
+        }
+    }
+}
+
+/// What the RDMA connections of an iSER run did (zero for TCP).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IserCounts {
+    /// Sends posted, both ways (each carries one iSCSI control PDU).
+    pub sends: u64,
+    /// Of them, Sends with Invalidate (SCSI Responses that invalidate a task's STag).
+    pub send_invalidates: u64,
+    /// RDMA Writes (target to initiator, in place of Data-In PDUs) and their bytes.
+    pub rdma_writes: u64,
+    /// Bytes the RDMA Writes carried.
+    pub rdma_write_bytes: u64,
+    /// RDMA Reads (the target's, in place of R2T and Data-Out PDUs) and their bytes.
+    pub rdma_reads: u64,
+    /// Bytes the RDMA Reads fetched.
+    pub rdma_read_bytes: u64,
+    /// Data-In, Data-Out and R2T PDUs that travelled in Sends: always 0 (a monitor checks).
+    pub data_pdus_in_sends: u64,
+    /// Task buffers advertised with a wrong STag (fault injection).
+    pub wrong_stags: u64,
+    /// RDMA connections that ended in a remote access error.
+    pub remote_access_errors: u64,
 }
 
 /// Whether a run has faults.
@@ -98,6 +150,10 @@ pub struct Summary {
     pub faults: &'static str,
     /// Connections lost to faults.
     pub lost_connections: u64,
+    /// The transport.
+    pub transport: Transport,
+    /// What the RDMA connections did (iSER).
+    pub iser: IserCounts,
 }
 
 /// A broken invariant.
@@ -111,6 +167,8 @@ pub struct Violation {
     pub ops: Option<u32>,
     /// The run's fault setting.
     pub faults: FaultChoice,
+    /// The run's transport.
+    pub transport: Transport,
     /// Virtual time of the event, in nanoseconds.
     pub at_ns: u64,
     /// What broke.
@@ -129,6 +187,9 @@ impl Violation {
         }
         if self.faults == FaultChoice::Off {
             cmd.push_str(" --no-faults");
+        }
+        if self.transport != Transport::Tcp {
+            cmd.push_str(&format!(" --transport {}", self.transport.name()));
         }
         cmd
     }

@@ -24,9 +24,10 @@ use crate::monitor::{LinkMonitor, SessionMonitor};
 use crate::net::{log_uniform, Pipe};
 use crate::offers::random_offer;
 use crate::workload::{Workload, LUN_BLOCKS};
-use crate::{FaultChoice, SimConfig, Summary, Violation};
+use crate::{FaultChoice, SimConfig, Summary, Transport, Violation};
 
 pub(crate) mod env;
+pub(crate) mod iser;
 mod links;
 mod login;
 mod trace;
@@ -89,6 +90,10 @@ struct Link {
     login_cmd_sn: SeqNum,
     /// The faults of this connection (from its login on).
     faults: Option<sluice_fault::FaultInjector>,
+    /// The initiator's iSER end, once its login is over (iSER runs).
+    i_iser: Option<Box<iser::InitiatorIser>>,
+    /// The target's iSER end, once its login is over (iSER runs).
+    t_iser: Option<Box<iser::TargetIser>>,
 }
 
 pub(crate) struct World {
@@ -138,6 +143,11 @@ pub(crate) struct World {
     session_mon: SessionMonitor,
     pdus: u64,
     leading_params: Option<SessionParams>,
+    /// Totals of the iSER connections that ended (the live ones are added at the end).
+    iser_counts: crate::IserCounts,
+    /// A deliberate datamover bug, for the tests that show the monitors catch one.
+    #[cfg(test)]
+    pub(crate) sabotage: iser::Sabotage,
 }
 
 /// The target's bound on read data kept for resending: the default, or small enough that the
@@ -167,7 +177,10 @@ impl World {
         let mut t_offer = random_offer(&mut rng, target_max_connections, MAX_ERROR_RECOVERY_LEVEL);
         // The target's own offer of MaxConnections is what it accepts at most.
         t_offer.max_connections = target_max_connections;
-        let i_offer = random_offer(&mut rng, wanted_connections, MAX_ERROR_RECOVERY_LEVEL);
+        let mut i_offer = random_offer(&mut rng, wanted_connections, MAX_ERROR_RECOVERY_LEVEL);
+        if cfg.transport == Transport::Iser {
+            iser::adapt_offers(&mut t_offer, &mut i_offer);
+        }
         let keepalive = |rng: &mut ChaCha8Rng| {
             rng.gen_bool(0.5).then(|| {
                 (
@@ -235,6 +248,9 @@ impl World {
         let workload = Workload::new(&mut rng, luns, ops);
         // Drawn last, so that a seed's session is the same with and without faults.
         let faults = match cfg.faults {
+            FaultChoice::FromSeed if cfg.transport == Transport::Iser => {
+                Faults::random_iser(&mut rng)
+            }
             FaultChoice::FromSeed => Faults::random(&mut rng),
             FaultChoice::Off => Faults::none(),
         };
@@ -274,6 +290,9 @@ impl World {
             session_mon: SessionMonitor::default(),
             pdus: 0,
             leading_params: None,
+            iser_counts: crate::IserCounts::default(),
+            #[cfg(test)]
+            sabotage: iser::Sabotage::None,
         }
     }
 
@@ -296,6 +315,7 @@ impl World {
             connections: self.cfg.connections,
             ops: self.cfg.ops,
             faults: self.cfg.faults,
+            transport: self.cfg.transport,
             at_ns: self.now,
             what: what.into(),
         }
@@ -624,6 +644,8 @@ impl World {
         self.session_mon
             .check_contiguous()
             .map_err(|e| self.violation(e))?;
+        let iser = self.iser_totals();
+        self.check_iser_counts(&iser)?;
         Ok(Summary {
             seed: self.cfg.seed,
             connections: self.links.len() as u16,
@@ -638,6 +660,8 @@ impl World {
             events: self.steps,
             faults: self.faults.mode,
             lost_connections: self.lost_connections,
+            transport: self.cfg.transport,
+            iser,
         })
     }
 }

@@ -81,6 +81,9 @@ pub struct InitiatorDatamover {
     framer: Framer,
     core_max_recv: u32,
     max_burst: u32,
+    /// StatSN, ExpCmdSN and MaxCmdSN for the datamover's own R2Ts: the last the target
+    /// sent, or, before it sent any, a window the core ignores (MaxCmdSN below ExpCmdSN - 1,
+    /// RFC 7143 section 4.2.2.1), so that an R2T never moves the core's command window.
     last: (SeqNum, SeqNum, SeqNum),
     /// What was done so far.
     pub stats: InitiatorMoverStats,
@@ -96,7 +99,7 @@ impl InitiatorDatamover {
             framer: Framer::new(initiator_recv_dsl),
             core_max_recv: core_max_recv.max(512),
             max_burst: max_burst.max(512),
-            last: (SeqNum::new(0), SeqNum::new(0), SeqNum::new(0)),
+            last: (SeqNum::new(0), SeqNum::new(2), SeqNum::new(0)),
             stats: InitiatorMoverStats::default(),
         }
     }
@@ -190,15 +193,19 @@ impl InitiatorDatamover {
         };
         if cmd.write && next < edtl {
             let len = (edtl - next).min(self.max_burst);
+            // R2TSNs count from 0 (RFC 7143 section 11.8.5) from the first byte after the
+            // immediate data, which may be a whole MaxBurstLength.
+            let immediate = u32::try_from(cmd.data.len()).unwrap_or(u32::MAX);
+            let r2t_sn = next.saturating_sub(immediate) / self.max_burst;
             let (stat_sn, exp_cmd_sn, max_cmd_sn) = self.last;
             out.to_core.push(Pdu::R2t(R2t {
                 lun: task.lun,
                 itt: cmd.itt,
-                ttt: Ttt(OWN_TTT | (next / self.max_burst)),
+                ttt: Ttt(OWN_TTT | r2t_sn),
                 stat_sn,
                 exp_cmd_sn,
                 max_cmd_sn,
-                r2t_sn: next / self.max_burst,
+                r2t_sn,
                 buffer_offset: next,
                 desired_data_transfer_length: len,
             }));

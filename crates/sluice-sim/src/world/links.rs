@@ -21,6 +21,10 @@ impl World {
         let Some(conn) = self.links[i].t.conn else {
             return Ok(false);
         };
+        if self.links[i].t_iser.is_some() {
+            let moved = self.target_rdma_transmit(i, conn)?;
+            return self.target_events(i, conn, moved);
+        }
         let Some(s) = self.tsession.as_mut() else {
             return Ok(false);
         };
@@ -58,6 +62,19 @@ impl World {
             self.reset_link(i);
             return Ok(true);
         }
+        self.target_events(i, conn, moved)
+    }
+
+    /// The target session's events for link `i` (its connection closes).
+    fn target_events(
+        &mut self,
+        i: usize,
+        conn: target::ConnId,
+        mut moved: bool,
+    ) -> Result<bool, Violation> {
+        if self.links[i].t.conn != Some(conn) {
+            return Ok(moved);
+        }
         let mut close = false;
         while let Some(e) = self.tsession.as_mut().and_then(|s| s.poll_event(conn)) {
             moved = true;
@@ -80,6 +97,9 @@ impl World {
         };
         if self.links[i].i.closed {
             return Ok(false);
+        }
+        if self.links[i].i_iser.is_some() {
+            return self.initiator_rdma_transmit(i, conn);
         }
         let Some(s) = self.isession.as_mut() else {
             return Ok(false);
@@ -237,6 +257,9 @@ impl World {
         }
         self.links[i].t.rbuf.extend_from_slice(seg);
         loop {
+            if self.links[i].t_iser.is_some() {
+                return self.target_rdma_received(i);
+            }
             let link = &mut self.links[i];
             let pdu = match link.t.framer.decode(&mut link.t.rbuf) {
                 Ok(Some(p)) => p,
@@ -293,6 +316,9 @@ impl World {
         }
         self.links[i].i.rbuf.extend_from_slice(seg);
         loop {
+            if self.links[i].i_iser.is_some() {
+                return self.initiator_rdma_received(i);
+            }
             let link = &mut self.links[i];
             let pdu = match link.i.framer.decode(&mut link.i.rbuf) {
                 Ok(Some(p)) => p,

@@ -112,6 +112,8 @@ impl World {
             mon: LinkMonitor::default(),
             login_cmd_sn: cmd_sn,
             faults: None,
+            i_iser: None,
+            t_iser: None,
         };
         let pdu = Pdu::LoginRequest(req);
         let mut out = BytesMut::new();
@@ -219,6 +221,9 @@ impl World {
             .as_ref()
             .map_or(0, |s| s.params().error_recovery_level);
         let faults = self.faults.injector(&outcome.params, erl, self.cfg.seed, i);
+        if self.cfg.transport == crate::Transport::Iser {
+            self.target_to_rdma_mode(i, &outcome.params, erl)?;
+        }
         if faults.is_some() {
             self.workload.faulty = true;
             if erl == 0 {
@@ -309,6 +314,9 @@ impl World {
             Some(s) => s.add_connection(setup, now),
         };
         self.links[i].i.conn = Some(conn);
+        if self.cfg.transport == crate::Transport::Iser {
+            self.initiator_to_rdma_mode(i, &outcome.params)?;
+        }
         if !self.opened_extra {
             self.opened_extra = true;
             let accepted = outcome.params.max_connections;
