@@ -430,12 +430,26 @@ pub struct SimArgs {
     /// connections reset).
     #[arg(long)]
     pub no_faults: bool,
+    /// What carries the PDUs: `tcp`, or `iser` (RFC 7145: the production datamovers over the
+    /// software RDMA provider's queue pairs, Data-In as RDMA Writes, R2T/Data-Out as RDMA
+    /// Reads; faults are then lost or delayed RDMA messages, resets and wrong STags).
+    #[arg(long, value_enum, default_value_t = SimTransport::Tcp)]
+    pub transport: SimTransport,
     /// Worker threads (default: one per CPU).
     #[arg(long)]
     pub jobs: Option<usize>,
     /// Print one JSON document instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `sluice lab sim --transport`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SimTransport {
+    /// iSCSI over TCP.
+    Tcp,
+    /// iSER over the software RDMA provider.
+    Iser,
 }
 
 /// Text after `sluice lab loopback --help`.

@@ -8,9 +8,9 @@ use std::time::Instant;
 use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
-use sluice_sim::{FaultChoice, SimConfig, Summary, Violation};
+use sluice_sim::{FaultChoice, IserCounts, SimConfig, Summary, Transport, Violation};
 
-use crate::cli::SimArgs;
+use crate::cli::{SimArgs, SimTransport};
 use crate::client_common::print_json;
 
 /// Violations listed in full (the rest are counted).
@@ -53,6 +53,36 @@ struct Totals {
     lost_to_faults: u64,
     /// Commands and requests that timed out under faults.
     timed_out_by_faults: u64,
+    /// What the RDMA connections did (iSER runs).
+    iser: IserTotals,
+}
+
+/// [`IserCounts`] summed over seeds.
+#[derive(Default, Serialize)]
+struct IserTotals {
+    sends: u64,
+    send_invalidates: u64,
+    rdma_writes: u64,
+    rdma_write_bytes: u64,
+    rdma_reads: u64,
+    rdma_read_bytes: u64,
+    data_pdus_in_sends: u64,
+    wrong_stags: u64,
+    remote_access_errors: u64,
+}
+
+impl IserTotals {
+    fn add(&mut self, c: &IserCounts) {
+        self.sends += c.sends;
+        self.send_invalidates += c.send_invalidates;
+        self.rdma_writes += c.rdma_writes;
+        self.rdma_write_bytes += c.rdma_write_bytes;
+        self.rdma_reads += c.rdma_reads;
+        self.rdma_read_bytes += c.rdma_read_bytes;
+        self.data_pdus_in_sends += c.data_pdus_in_sends;
+        self.wrong_stags += c.wrong_stags;
+        self.remote_access_errors += c.remote_access_errors;
+    }
 }
 
 impl Totals {
@@ -87,6 +117,7 @@ impl Totals {
         self.lost_connections += s.lost_connections;
         self.lost_to_faults += c.lost_to_faults;
         self.timed_out_by_faults += c.timed_out_by_faults;
+        self.iser.add(&s.iser);
     }
 }
 
@@ -104,6 +135,7 @@ struct SimJson {
     seeds: u64,
     connections: Option<u16>,
     ops: Option<u32>,
+    transport: &'static str,
     wall_seconds: f64,
     passed: Totals,
     violations: Vec<ViolationJson>,
@@ -140,6 +172,7 @@ pub fn run(args: &SimArgs) -> Result<()> {
                     ops: args.ops,
                     trace: false,
                     faults: fault_choice(args),
+                    transport: transport(args),
                 };
                 match sluice_sim::run(cfg) {
                     Ok(s) => totals.lock().unwrap_or_else(|p| p.into_inner()).add(&s),
@@ -163,6 +196,7 @@ pub fn run(args: &SimArgs) -> Result<()> {
             seeds: args.seeds,
             connections: args.connections,
             ops: args.ops,
+            transport: transport(args).name(),
             wall_seconds: wall,
             passed: totals,
             violations: violations
@@ -197,6 +231,7 @@ fn run_one(args: &SimArgs, seed: u64) -> Result<()> {
         ops: args.ops,
         trace: args.trace,
         faults: fault_choice(args),
+        transport: transport(args),
     };
     match sluice_sim::run(cfg) {
         Ok(s) => {
@@ -225,6 +260,11 @@ fn run_one(args: &SimArgs, seed: u64) -> Result<()> {
                     s.lost_connections,
                     s.counts.lost_to_faults
                 );
+                if s.transport == Transport::Iser {
+                    let mut i = IserTotals::default();
+                    i.add(&s.iser);
+                    print_iser(&i);
+                }
             }
             Ok(())
         }
@@ -237,6 +277,13 @@ fn fault_choice(args: &SimArgs) -> FaultChoice {
         FaultChoice::Off
     } else {
         FaultChoice::FromSeed
+    }
+}
+
+fn transport(args: &SimArgs) -> Transport {
+    match args.transport {
+        SimTransport::Tcp => Transport::Tcp,
+        SimTransport::Iser => Transport::Iser,
     }
 }
 
@@ -316,10 +363,28 @@ fn print_summary(args: &SimArgs, t: &Totals, violations: &[Violation], wall: f64
         t.lost_to_faults,
         t.timed_out_by_faults
     );
+    if args.transport == SimTransport::Iser {
+        print_iser(&t.iser);
+    }
     for v in violations.iter().take(SHOWN) {
         outln!("  VIOLATION {v}");
     }
     if violations.len() > SHOWN {
         outln!("  ... and {} more", violations.len() - SHOWN);
     }
+}
+
+fn print_iser(i: &IserTotals) {
+    outln!(
+        "  iSER: Sends {} (with Invalidate {}), RDMA Writes {} ({:.1} MB) in place of Data-In, RDMA Reads {} ({:.1} MB) in place of R2T and Data-Out, data PDUs in Sends {}; wrong STags advertised {}, remote access errors {}",
+        i.sends,
+        i.send_invalidates,
+        i.rdma_writes,
+        i.rdma_write_bytes as f64 / 1e6,
+        i.rdma_reads,
+        i.rdma_read_bytes as f64 / 1e6,
+        i.data_pdus_in_sends,
+        i.wrong_stags,
+        i.remote_access_errors
+    );
 }

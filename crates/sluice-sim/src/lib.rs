@@ -13,6 +13,13 @@
 //! the target's session table, and the SCSI layer (`sluice-scsi`) over `sluice-storage`'s
 //! memory device. The simulator only moves bytes and time.
 //!
+//! With [`Transport::Iser`], each connection's PDUs go, after its login, through the
+//! production iSER datamovers (`sluice_proto::iser`) over `sluice-rdma`'s sans-IO queue pairs
+//! (RFC 7145: Data-In as RDMA Writes into the initiator's advertised buffers, R2T and Data-Out
+//! as RDMA Reads, control PDUs in Sends); the provider's memory protection makes any access
+//! outside an advertised buffer a failed work request, which is a violation unless a drawn
+//! fault (a lost message, a wrong STag) explains it.
+//!
 //! After every event it checks:
 //! - every command and request completes exactly once, and as it may (a command only fails by
 //!   task management that was sent while it was outstanding);

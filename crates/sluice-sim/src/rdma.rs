@@ -374,7 +374,10 @@ impl Regions for TaskBuffers<'_> {
         st.live += 1;
         st.registered += 1;
         let mut stag = mr.stag.0;
-        if st.wrong_every.is_some_and(|n| st.registered % n == 0) {
+        if st
+            .wrong_every
+            .is_some_and(|n| st.registered.is_multiple_of(n))
+        {
             stag ^= WRONG_KEY;
             st.wrong.insert(stag, mr.stag.0);
             st.wrong_advertised += 1;

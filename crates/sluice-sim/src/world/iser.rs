@@ -110,7 +110,7 @@ impl World {
             .map_err(|e| self.violation(format!("target RDMA setup: {e}")))?;
         // Most seeds' initiators accept Send with Invalidate (RFC 7145 section 5.1.1's
         // private data flag), some do not.
-        let send_with_invalidate = self.cfg.seed % 4 != 0;
+        let send_with_invalidate = !self.cfg.seed.is_multiple_of(4);
         self.links[i].t_iser = Some(Box::new(TargetIser {
             rdma,
             mover: TargetDatamover::new(dsl, dsl, send_with_invalidate),
@@ -454,7 +454,7 @@ impl World {
             }
         }
         if let IserFault::Reset { every } = self.faults.iser {
-            if batches > 0 && batches % every == 0 {
+            if batches > 0 && batches.is_multiple_of(every) {
                 if self.cfg.trace {
                     eprintln!("{now:>12} cid {} FAULT connection reset", link.cid);
                 }
