@@ -64,7 +64,7 @@ fn iser_runs_are_reproducible() {
 /// somewhere else: every read still returns the last acknowledged write.
 #[test]
 fn faults_end_connections_without_corrupting_data() {
-    let runs = sweep(0..200, FaultChoice::FromSeed);
+    let runs = sweep(0..120, FaultChoice::FromSeed);
     let by = |mode: &'static str| runs.iter().filter(move |s| s.faults == mode);
     let wrong: Vec<_> = by("wrong STags").collect();
     assert!(!wrong.is_empty());
@@ -81,7 +81,7 @@ fn faults_end_connections_without_corrupting_data() {
     for mode in ["lost RDMA messages", "resets"] {
         assert!(
             by(mode).any(|s| s.lost_connections > 0),
-            "{mode}: no connection lost in 200 seeds"
+            "{mode}: no connection lost in 120 seeds"
         );
     }
     assert!(by("delayed RDMA messages").count() > 0);

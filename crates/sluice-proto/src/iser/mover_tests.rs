@@ -339,3 +339,47 @@ fn commands_without_their_buffers_and_data_for_unknown_tasks_are_errors() {
         Err(MoverError::Malformed(_))
     ));
 }
+
+/// The datamover's own R2Ts number from 0 after the immediate data, even when that is a whole
+/// MaxBurstLength (RFC 7143 section 11.8.5), and before the target sent any window they carry
+/// one the core ignores (MaxCmdSN below ExpCmdSN - 1, section 4.2.2.1).
+#[test]
+fn own_r2ts_count_from_zero_and_move_no_window() {
+    let mut regions = FakeRegions::default();
+    let mut ini = InitiatorDatamover::new(8192, 4096, 4096);
+    let mut out = InitiatorOut::default();
+    ini.handle_core_pdu(
+        Pdu::ScsiCommand(command(3, false, 12_288, pattern(4096))),
+        &mut regions,
+        &mut out,
+    )
+    .unwrap();
+    let Some(Pdu::R2t(r2t)) = out.to_core.pop() else {
+        panic!("{:?}", out.to_core)
+    };
+    assert_eq!((r2t.r2t_sn, r2t.buffer_offset), (0, 4096));
+    let ignored = r2t
+        .max_cmd_sn
+        .lt(SeqNum::new(r2t.exp_cmd_sn.get().wrapping_sub(1)));
+    assert!(ignored, "{r2t:?}");
+    ini.handle_core_pdu(
+        Pdu::DataOut(DataOut {
+            final_bit: true,
+            lun: Lun(0),
+            itt: r2t.itt,
+            ttt: r2t.ttt,
+            exp_stat_sn: SeqNum::new(1),
+            data_sn: 0,
+            buffer_offset: 4096,
+            data: pattern(4096),
+        }),
+        &mut regions,
+        &mut out,
+    )
+    .unwrap();
+    let Some(Pdu::R2t(second)) = out.to_core.pop() else {
+        panic!("{:?}", out.to_core)
+    };
+    assert_eq!((second.r2t_sn, second.buffer_offset), (1, 8192));
+    assert_ne!(second.ttt, r2t.ttt);
+}
