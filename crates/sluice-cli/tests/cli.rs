@@ -247,6 +247,43 @@ fn lab_sim_runs_seeds_and_summarises_them_as_json() {
     assert!(json["passed"]["commands"].as_u64().unwrap_or(0) > 0);
 }
 
+/// `--transport iser` runs the seeds over iSER: data moves by RDMA Writes and Reads, never in
+/// PDUs carried by Sends, and a traced seed shows the RDMA operations.
+#[test]
+fn lab_sim_runs_iser_seeds() {
+    let out = sluice(&[
+        "lab",
+        "sim",
+        "--seeds",
+        "8",
+        "--transport",
+        "iser",
+        "--no-faults",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(json["transport"], "iser");
+    assert_eq!(json["passed"]["seeds"], 8);
+    let iser = &json["passed"]["iser"];
+    assert!(iser["rdma_writes"].as_u64() > Some(0), "{iser}");
+    assert!(iser["rdma_reads"].as_u64() > Some(0), "{iser}");
+    assert_eq!(iser["data_pdus_in_sends"], 0);
+    assert_eq!(json["passed"]["header_digest"], 0);
+    let traced = sluice(&[
+        "lab",
+        "sim",
+        "--seed",
+        "5",
+        "--transport",
+        "iser",
+        "--trace",
+    ]);
+    assert!(traced.status.success(), "{}", text(&traced.stderr));
+    assert!(text(&traced.stderr).contains("RDMA Write"));
+    assert!(text(&traced.stdout).contains("iSER: Sends"));
+}
+
 /// One seed replays the same run every time, and can be traced.
 #[test]
 fn lab_sim_replays_one_seed() {
