@@ -109,3 +109,12 @@ fn a_misplaced_rdma_write_is_caught() {
     }
     assert!(sabotaged(3, Sabotage::None).is_ok());
 }
+
+/// Seed 3450 (the first 6,000-seed sweep): 30 connections' worth of small Data-In on a slow
+/// link put more RDMA Writes in flight than the send queue holds; they wait for room instead
+/// of failing the connection.
+#[test]
+fn a_full_send_queue_holds_work_requests_back() {
+    let s = run(iser(3450, FaultChoice::FromSeed)).unwrap_or_else(|v| panic!("{v}"));
+    assert!(s.iser.rdma_writes > 1024, "{:?}", s.iser);
+}

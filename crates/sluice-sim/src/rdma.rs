@@ -67,6 +67,10 @@ pub(crate) struct RdmaCounts {
 pub(crate) struct RdmaSide {
     pub(crate) ep: Endpoint,
     staged: HashMap<u64, Staged>,
+    /// Work requests waiting, in order, for room in the send queue: a driver holds them
+    /// until completions free slots rather than failing the connection (a large read cut
+    /// into small Data-In can put thousands of RDMA Writes in flight on a long link).
+    backlog: std::collections::VecDeque<SendWr>,
     next_wr: u64,
     ring: STag,
     slot_bytes: u32,
@@ -89,6 +93,7 @@ impl RdmaSide {
         let mut side = RdmaSide {
             ep,
             staged: HashMap::new(),
+            backlog: std::collections::VecDeque::new(),
             next_wr: 1,
             ring,
             slot_bytes,
@@ -113,6 +118,11 @@ impl RdmaSide {
                 },
             })
             .map_err(|e| e.to_string())
+    }
+
+    /// Whether work requests still wait for room in the send queue.
+    pub(crate) fn backlogged(&self) -> bool {
+        !self.backlog.is_empty() && !self.failed()
     }
 
     /// Whether the queue pair stopped.
@@ -147,13 +157,20 @@ impl RdmaSide {
     }
 
     fn post(&mut self, id: u64, wr: SendWr, staged: Staged) -> Result<(), String> {
-        let stag = staged.stag;
         self.staged.insert(id, staged);
-        self.ep.post_send(wr).map_err(|e| {
-            self.staged.remove(&id);
-            let _ = self.ep.pd.deregister(stag);
-            e.to_string()
-        })
+        self.backlog.push_back(wr);
+        self.post_backlog();
+        Ok(())
+    }
+
+    /// Posts what waits, in order, while the send queue has room.
+    fn post_backlog(&mut self) {
+        while let Some(wr) = self.backlog.front().copied() {
+            if self.failed() || self.ep.post_send(wr).is_err() {
+                return;
+            }
+            self.backlog.pop_front();
+        }
     }
 
     /// Posts a Send of `msg`; with `invalidate`, a Send with Invalidate of the peer's STag.
@@ -240,6 +257,7 @@ impl RdmaSide {
 
     /// The next event; completions of Sends and Writes only free their staging regions.
     pub(crate) fn poll(&mut self) -> Result<Option<RdmaEvent>, String> {
+        self.post_backlog();
         while let Some(wc) = self.ep.poll_completion() {
             if wc.status != WcStatus::Success {
                 if let Some(s) = self.staged.remove(&wc.wr_id) {

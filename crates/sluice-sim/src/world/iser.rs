@@ -50,6 +50,9 @@ pub(crate) struct TargetIser {
     ops: Vec<TargetOp>,
     /// Batches of frames sent, for the reset schedule.
     batches: u64,
+    /// The core closed the connection while work requests still waited for the send queue:
+    /// it closes once they are on the wire (its last Send is the Logout Response).
+    pub(super) close_when_posted: bool,
 }
 
 /// A deliberate datamover bug, for tests that show the sweep catches one.
@@ -116,6 +119,7 @@ impl World {
             mover: TargetDatamover::new(dsl, dsl, send_with_invalidate),
             ops: Vec::new(),
             batches: 0,
+            close_when_posted: false,
         }));
         if self.faults.iser != IserFault::None {
             self.workload.faulty = true;
@@ -372,7 +376,28 @@ impl World {
         }
         moved |= self.target_rdma_deliver(i)?;
         self.flush_rdma(i);
+        let link = &mut self.links[i];
+        if let Some(t) = link.t_iser.as_mut() {
+            if t.close_when_posted && !t.rdma.backlogged() {
+                t.close_when_posted = false;
+                link.down.close();
+                self.target_closed(i);
+                moved = true;
+            }
+        }
         Ok(moved)
+    }
+
+    /// Whether the target's end of link `i` must wait for its queued work requests before it
+    /// closes (and now does).
+    pub(super) fn target_close_waits(&mut self, i: usize) -> bool {
+        match self.links[i].t_iser.as_mut() {
+            Some(t) if t.rdma.backlogged() => {
+                t.close_when_posted = true;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Initiator PDUs of link `i` through its datamover to its queue pair (and the

@@ -83,7 +83,7 @@ impl World {
                 other => return Err(self.violation(format!("target: unexpected {other:?}"))),
             }
         }
-        if close {
+        if close && !self.target_close_waits(i) {
             self.links[i].down.close();
             self.target_closed(i);
         }
