@@ -81,6 +81,43 @@ async fn data_moves_by_rdma_write_and_read() {
     assert_eq!((i.read_buffers, i.write_buffers), (4, 3), "{i:?}");
 }
 
+/// A send queue far shorter than the work the commands in flight need: the target takes the
+/// next PDU from its connection task only while the queue has room for what it becomes, so
+/// 32 reads and 32 writes at once (each read several RDMA Writes plus a Send) complete, where
+/// posting past the queue's depth would fail the connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_send_queue_throttles_instead_of_failing() {
+    let mut serve = IserServeOptions::default();
+    serve.qp.send_queue_depth = 4;
+    let (target, portal) = iser_target(serve).await;
+    let s = Session::connect(&portal, IQN, iser_options(IserOptions::default()))
+        .await
+        .unwrap();
+    s.test_unit_ready(0).await.ok();
+    let len = 64 << 10;
+    let mut writes = tokio::task::JoinSet::new();
+    for i in 0..32u64 {
+        let s = s.clone();
+        writes.spawn(async move { s.write(0, i * 128, pattern(len, i as u8), 512).await });
+    }
+    while let Some(done) = writes.join_next().await {
+        done.unwrap().unwrap();
+    }
+    let mut reads = tokio::task::JoinSet::new();
+    for i in 0..32u64 {
+        let s = s.clone();
+        reads.spawn(async move { (i, s.read(0, i * 128, (len / 512) as u32, 512).await) });
+    }
+    while let Some(done) = reads.join_next().await {
+        let (i, back) = done.unwrap();
+        assert!(back.unwrap() == pattern(len, i as u8), "read {i} differs");
+    }
+    s.logout().await.unwrap();
+    let c = target.iser_counters().status();
+    assert_eq!(c.errors, 0, "{c:?}");
+    assert!(c.rdma_writes >= 32 && c.rdma_reads >= 32, "{c:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_buffer_advertised_outside_its_region_is_a_remote_access_error() {
     let (target, portal) = iser_target(IserServeOptions::default()).await;

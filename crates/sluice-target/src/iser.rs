@@ -403,6 +403,10 @@ async fn rdma_mode<R: AsyncRead + Unpin>(
     result
 }
 
+/// Work requests one PDU from the connection task can become: a Data-In carrying status is an
+/// RDMA Write and a Send (`TargetDatamover::handle_core_pdu`); anything else is one.
+const MAX_OPS_PER_CORE_PDU: usize = 2;
+
 async fn rdma_loop<R: AsyncRead + Unpin>(
     tcp: TcpStream,
     core: &mut CoreReader<R>,
@@ -449,7 +453,12 @@ async fn rdma_loop<R: AsyncRead + Unpin>(
     loop {
         counters.add_since(&mover.stats, reported);
         tokio::select! {
-            pdu = core.next() => {
+            // The send queue holds `send_queue_depth` work requests, and posting past that
+            // fails the connection (QueueFull). One core PDU becomes at most
+            // `MAX_OPS_PER_CORE_PDU` work requests, so the next is taken only while that much
+            // room is left; otherwise the completions below make room first, and the
+            // connection task waits on its PDU stream meanwhile.
+            pdu = core.next(), if stager.outstanding() + MAX_OPS_PER_CORE_PDU <= opts.qp.send_queue_depth => {
                 let Some(pdu) = pdu? else { break };
                 mover.handle_core_pdu(pdu, &mut ops)?;
                 for op in ops.drain(..) {
