@@ -81,6 +81,19 @@ async fn data_moves_by_rdma_write_and_read() {
     assert_eq!((i.read_buffers, i.write_buffers), (4, 3), "{i:?}");
 }
 
+/// sluice's iSER datamovers keep a task's buffers for its first issue only, so an iSER
+/// session runs at ErrorRecoveryLevel 0 whatever the initiator offered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iser_sessions_negotiate_error_recovery_level_zero() {
+    let (_target, portal) = iser_target(IserServeOptions::default()).await;
+    let mut opts = iser_options(IserOptions::default());
+    opts.offer.error_recovery_level = 2;
+    let s = Session::connect(&portal, IQN, opts).await.unwrap();
+    assert_eq!(s.params().error_recovery_level, 0);
+    write_read_verify(&s, 0, 64 << 10, 7).await;
+    s.logout().await.unwrap();
+}
+
 /// A send queue far shorter than the work the commands in flight need: the target takes the
 /// next PDU from its connection task only while the queue has room for what it becomes, so
 /// 32 reads and 32 writes at once (each read several RDMA Writes plus a Send) complete, where

@@ -222,13 +222,22 @@ pub fn rewrite_values(text: &Bytes, f: impl Fn(&str, &str) -> Option<String>) ->
     }
 }
 
-/// RFC 7145 section 6.3 (iSER-assisted mode): no digests and no markers: RDMA's own CRCs
-/// protect the data, and markers have no meaning on an RDMA stream. Offers of them are
-/// turned into `None`/`No` before the login core negotiates.
-pub fn without_digests_and_markers(text: &Bytes) -> Bytes {
+/// The initiator's operational offers as an iSER connection takes them, rewritten before the
+/// login core negotiates:
+/// - RFC 7145 section 6.3 (iSER-assisted mode): no digests and no markers: RDMA's own CRCs
+///   protect the data, and markers have no meaning on an RDMA stream. Offers of them become
+///   `None`/`No`.
+/// - ErrorRecoveryLevel becomes 0. RFC 7145 allows higher levels, but sluice's datamovers
+///   keep a task's advertised buffers only for the task's first issue: a command retried
+///   with its ITT at level 1 is given new buffers while the target may still read the old
+///   ones, and a task reassigned at level 2 is unknown to its new connection's datamover
+///   (both found by the simulator). The level is negotiated as the lower of the two sides'
+///   values (RFC 7143 section 13.20), so offering, or answering, 0 is always valid.
+pub fn iser_operational_offers(text: &Bytes) -> Bytes {
     rewrite_values(text, |k, _| match k {
         "HeaderDigest" | "DataDigest" => Some("None".to_owned()),
         "IFMarker" | "OFMarker" => Some("No".to_owned()),
+        "ErrorRecoveryLevel" => Some("0".to_owned()),
         _ => None,
     })
 }
@@ -255,10 +264,19 @@ mod rewrite_tests {
         let t = Bytes::from_static(
             b"HeaderDigest=CRC32C,None\0DataDigest=CRC32C\0IFMarker=Yes\0MaxBurstLength=4096\0",
         );
-        let out = without_digests_and_markers(&t);
+        let out = iser_operational_offers(&t);
         assert_eq!(
             &out[..],
             b"HeaderDigest=None\0DataDigest=None\0IFMarker=No\0MaxBurstLength=4096\0"
+        );
+    }
+
+    #[test]
+    fn error_recovery_level_is_offered_as_zero() {
+        let t = Bytes::from_static(b"ErrorRecoveryLevel=2\0InitialR2T=Yes\0");
+        assert_eq!(
+            &iser_operational_offers(&t)[..],
+            b"ErrorRecoveryLevel=0\0InitialR2T=Yes\0"
         );
     }
 

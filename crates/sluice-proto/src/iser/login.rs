@@ -8,8 +8,8 @@ use crate::pdu::codes::LoginStatus;
 use crate::pdu::{LoginRequest, LoginResponse};
 
 use super::keys::{
-    append_pairs, cap_max_recv, find_key, initiator_offer, take_iser_keys, target_answers,
-    without_digests_and_markers, IserKeyError, IserKeys, DEFAULT_RECV_DSL, RDMA_EXTENSIONS,
+    append_pairs, cap_max_recv, find_key, initiator_offer, iser_operational_offers, take_iser_keys,
+    target_answers, IserKeyError, IserKeys, DEFAULT_RECV_DSL, RDMA_EXTENSIONS,
 };
 
 /// The full feature phase stage number (RFC 7143 section 11.12.3).
@@ -109,7 +109,7 @@ impl TargetLoginShim {
             self.initiator_max_recv = n;
         }
         req.data = if self.rdma() {
-            without_digests_and_markers(&rest)
+            iser_operational_offers(&rest)
         } else {
             rest
         };
@@ -186,7 +186,7 @@ impl InitiatorLoginShim {
         if req.cont {
             return;
         }
-        req.data = without_digests_and_markers(&req.data);
+        req.data = iser_operational_offers(&req.data);
         if !self.offered && req.csg == OPERATIONAL {
             self.offered = true;
             req.data = append_pairs(&req.data, &initiator_offer(self.initiator_recv_dsl));
