@@ -5,41 +5,15 @@
 
 mod support;
 
-use std::net::SocketAddr;
-
 use support::*;
+
+const WORKERS: usize = 1;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spinning_connections_answer_single_commands_and_batches() {
     sluice_target::set_busy_poll_always(true);
-    let (stop_workers, _) = tokio::sync::watch::channel(false);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let handles = vec![rt.handle().clone()];
-    let mut stop = stop_workers.subscribe();
-    let worker = std::thread::spawn(move || {
-        rt.block_on(async move {
-            let _ = stop.changed().await;
-        })
-    });
-
-    let mut cfg = config();
-    cfg.portals = vec!["127.0.0.1:0".parse().unwrap()];
-    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(sluice_target::run_on(
-        cfg,
-        handles,
-        move |a: &[SocketAddr]| {
-            let _ = addr_tx.send(a[0]);
-        },
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
-    let addr = addr_rx.await.unwrap();
+    let target = WorkerTarget::start(config(), WORKERS).await;
+    let addr = target.addr;
 
     let mut sessions = Vec::new();
     for i in 0..2u8 {
@@ -67,8 +41,5 @@ async fn spinning_connections_answer_single_commands_and_batches() {
         peers.push(s.await.expect("session ran"));
     }
     drop(peers);
-    stop_tx.send(()).unwrap();
-    server.await.unwrap().expect("run_on returns Ok");
-    let _ = stop_workers.send(true);
-    worker.join().unwrap();
+    target.stop().await;
 }

@@ -4,44 +4,14 @@
 
 mod support;
 
-use std::net::SocketAddr;
-
 use support::*;
+
+const WORKERS: usize = 2;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_served_on_worker_runtimes_move_data_and_shut_down() {
-    let (stop_workers, _) = tokio::sync::watch::channel(false);
-    let mut handles = Vec::new();
-    let mut threads = Vec::new();
-    for _ in 0..2 {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        handles.push(rt.handle().clone());
-        let mut stop = stop_workers.subscribe();
-        threads.push(std::thread::spawn(move || {
-            rt.block_on(async move {
-                let _ = stop.changed().await;
-            })
-        }));
-    }
-
-    let mut cfg = config();
-    cfg.portals = vec!["127.0.0.1:0".parse().unwrap()];
-    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(sluice_target::run_on(
-        cfg,
-        handles,
-        move |a: &[SocketAddr]| {
-            let _ = addr_tx.send(a[0]);
-        },
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
-    let addr = addr_rx.await.unwrap();
+    let target = WorkerTarget::start(config(), WORKERS).await;
+    let addr = target.addr;
 
     let mut sessions = Vec::new();
     for i in 0..3u8 {
@@ -65,10 +35,5 @@ async fn connections_served_on_worker_runtimes_move_data_and_shut_down() {
         peers.push(s.await.expect("session ran"));
     }
     drop(peers); // the initiators go away: the target closes their connections
-    stop_tx.send(()).unwrap();
-    server.await.unwrap().expect("run_on returns Ok");
-    let _ = stop_workers.send(true);
-    for t in threads {
-        t.join().unwrap();
-    }
+    target.stop().await;
 }

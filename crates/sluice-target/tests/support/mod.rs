@@ -31,6 +31,10 @@ use sluice_target::Target;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::task::JoinHandle;
 
+mod workers;
+#[allow(unused_imports)] // used by the tests that run worker runtimes only
+pub use workers::WorkerTarget;
+
 pub const TARGET: &str = "iqn.2026-11.io.sluice:disk0";
 pub const INITIATOR: &str = "iqn.2026-11.io.sluice.test:initiator";
 /// Memory LUN 0: 4 MiB of 512-byte blocks.
