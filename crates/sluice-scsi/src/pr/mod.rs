@@ -553,6 +553,14 @@ pub(crate) fn persistent_reserve_out(cmd: &mut Cmd<'_>) -> Result<(), Failure> {
             }
         }
     }
+    if !effects.aborted.is_empty() && res.shared_store().is_some() {
+        // The other gateways abort the tasks of their preempted I_T nexuses before this
+        // command's status goes out.
+        if let Some(peers) = cmd.lu.alua().controller() {
+            let holders: Vec<Holder> = effects.aborted.iter().map(Registration::holder).collect();
+            peers.preempted_and_aborted(&holders);
+        }
+    }
     if !effects.aborted.is_empty() {
         let nexuses = cmd
             .fabric

@@ -132,9 +132,9 @@ fn a_reserve_through_one_gateway_is_enforced_by_the_other() {
     assert_eq!(b.run(&WRITE10, &data).0.status, GOOD);
 }
 
-/// Counts the resets it was told of.
+/// Counts the resets it was told of, and keeps the registrations PREEMPT AND ABORT preempted.
 #[derive(Debug, Default)]
-struct Peers(Mutex<usize>);
+struct Peers(Mutex<usize>, Mutex<Vec<super::Holder>>);
 
 impl crate::AluaController for Peers {
     fn request(&self, _: u16, _: crate::AccessState) -> Result<(), crate::SenseData> {
@@ -142,6 +142,9 @@ impl crate::AluaController for Peers {
     }
     fn logical_unit_reset(&self) {
         *self.0.lock().unwrap() += 1;
+    }
+    fn preempted_and_aborted(&self, preempted: &[super::Holder]) {
+        self.1.lock().unwrap().extend_from_slice(preempted);
     }
 }
 
@@ -225,9 +228,10 @@ fn reservation_unit_attentions_reach_the_other_gateways_nexuses() {
     assert_eq!(pending_ua(&a_via_b), None);
 }
 
-/// PREEMPT AND ABORT through one gateway: the preempted I_T nexus of the other gateway gets
-/// REGISTRATIONS PREEMPTED, its PREVENT MEDIUM REMOVAL is lifted, and its next commands are
-/// refused.
+/// PREEMPT AND ABORT through one gateway: the other gateways are told which registrations it
+/// preempted (they abort those I_T nexuses' tasks); the preempted I_T nexus of the other
+/// gateway gets REGISTRATIONS PREEMPTED, its PREVENT MEDIUM REMOVAL is lifted, and its next
+/// commands are refused.
 #[test]
 fn preempt_and_abort_reaches_the_other_gateway() {
     use super::tests::{out, pending_ua, register, write10, EA, PREEMPT_AND_ABORT, RESERVE};
@@ -242,12 +246,23 @@ fn preempt_and_abort_reaches_the_other_gateway() {
     a.ok(&[0x1E, 0, 0, 0, 1, 0], &[]);
     let lu_a = ga.target.lu(0).unwrap();
     assert!(lu_a.removal_prevented());
+    let peers = Arc::new(Peers::default());
+    gb.target.lu(0).unwrap().set_alua_controller(peers.clone());
+    let _a_too = nexus_as(&ga, 12, initiator(10), 1);
+    let _bystander = nexus(&ga, 13, 1);
     let r = out(&b, PREEMPT_AND_ABORT, EA, 0xB, 0xA);
     assert_eq!(r.status, GOOD);
     assert!(
         r.abort_nexuses.is_empty(),
         "no I_T nexus of B's gateway is preempted"
     );
+    // B's gateway told the others which registrations went; A's gateway finds its I_T
+    // nexuses of that initiator port through that target port, whose tasks it aborts.
+    let told = peers.1.lock().unwrap().clone();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!((told[0].port, &told[0].initiator), (1, &initiator(10)));
+    assert_eq!(ga.target.nexuses_of(&told), vec![10, 12]);
+    assert!(gb.target.nexuses_of(&told).is_empty());
     assert_eq!(pending_ua(&a), Some((0x2A, 0x05)));
     assert!(!lu_a.removal_prevented(), "SPC-4 5.12.11.2.5 c)");
     assert_eq!(write10(&a), RESERVATION_CONFLICT);
