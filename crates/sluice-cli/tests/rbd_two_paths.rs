@@ -5,6 +5,9 @@
 //!   active/optimized group) where it was: librbd moves the exclusive lock, not the LU;
 //! - a RESERVE(6) through one gateway is enforced through the other (RESERVATION CONFLICT)
 //!   until the holder releases it, or its session ends;
+//! - PREEMPT, CLEAR and PREEMPT AND ABORT through one gateway give the I_T nexus preempted
+//!   through the other its unit attention (REGISTRATIONS PREEMPTED, RESERVATIONS PREEMPTED)
+//!   on its next command there, and then RESERVATION CONFLICT;
 //! - libiscsi's whole conformance suite with one URL per gateway (so its multipath tests
 //!   write, read and reset through both) ends as it does on a memory LU seen through two
 //!   portal groups of one process, but for the capabilities an RBD LU lacks.
@@ -193,6 +196,115 @@ fn reserve6_through_one_gateway_conflicts_through_the_other() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// PERSISTENT RESERVE OUT `action` (SPC-4 6.16) with a 24-byte parameter list, once.
+fn prout(s: &Session, action: u8, kind: u8, key: u64, sa_key: u64) -> CommandOutcome {
+    let cdb = [0x5F, action, kind, 0, 0, 0, 0, 0, 24, 0];
+    let mut list = vec![0u8; 24];
+    list[..8].copy_from_slice(&key.to_be_bytes());
+    list[8..16].copy_from_slice(&sa_key.to_be_bytes());
+    once(s, Command::write(0, &cdb, list))
+}
+
+/// The unit attention TEST UNIT READY reports, if any (one attempt).
+fn unit_attention(s: &Session) -> Option<(u8, u8)> {
+    let out = once(s, Command::none(0, &[0; 6]));
+    let sense = out.sense.filter(|x| x.key.0 == 0x06)?;
+    Some((sense.asc, sense.ascq))
+}
+
+const REGISTER: u8 = 0;
+const RESERVE: u8 = 1;
+const CLEAR: u8 = 3;
+const PREEMPT: u8 = 4;
+const PREEMPT_AND_ABORT: u8 = 5;
+const EXCLUSIVE_ACCESS: u8 = 3;
+const REGISTRATIONS_PREEMPTED: (u8, u8) = (0x2A, 0x05);
+const RESERVATIONS_PREEMPTED: (u8, u8) = (0x2A, 0x03);
+
+#[test]
+fn preempting_through_one_gateway_tells_the_nexus_of_the_other() {
+    let c = CephCluster::start();
+    c.create_image("preempt", 16);
+    let gw = Gateways::start(&c, "preempt", 2, &[]);
+    let a = session(gw.url(0), "iqn.2026-11.test:pr-a");
+    let b = session(gw.url(1), "iqn.2026-11.test:pr-b");
+    // The same initiator name and ISID through gateway B: another I_T nexus, never preempted.
+    let a_via_b = session(gw.url(1), "iqn.2026-11.test:pr-a");
+    wait_for_owner(&[&a, &b], SETTLE, |_| true);
+    for x in [&a, &b, &a_via_b] {
+        past_unit_attentions(x);
+    }
+    let good = |out: CommandOutcome, what: &str| {
+        assert_eq!(out.status, ScsiStatus::Good, "{what}: {out:?}");
+    };
+    let data = block(3);
+
+    // Registered through both, reserved through A, preempted through B.
+    good(prout(&a, REGISTER, 0, 0, 0xA), "register A");
+    good(prout(&b, REGISTER, 0, 0, 0xB), "register B");
+    good(
+        prout(&a, RESERVE, EXCLUSIVE_ACCESS, 0xA, 0),
+        "reserve through A",
+    );
+    assert_eq!(write(&b, 0, &data).status, ScsiStatus::ReservationConflict);
+    good(
+        prout(&b, PREEMPT, EXCLUSIVE_ACCESS, 0xB, 0xA),
+        "preempt through B",
+    );
+    assert_eq!(
+        unit_attention(&a),
+        Some(REGISTRATIONS_PREEMPTED),
+        "A's next command through gateway A"
+    );
+    assert_eq!(unit_attention(&a), None, "reported once");
+    assert_eq!(write(&a, 0, &data).status, ScsiStatus::ReservationConflict);
+    assert_eq!(unit_attention(&b), None, "the sender gets none");
+    assert_eq!(
+        unit_attention(&a_via_b),
+        None,
+        "A's initiator port through B was not preempted"
+    );
+    good(write(&b, 0, &data), "the new holder writes");
+
+    // CLEAR through B: A, registered again, learns RESERVATIONS PREEMPTED.
+    good(prout(&a, REGISTER, 0, 0, 0xA), "register A again");
+    good(prout(&b, CLEAR, 0, 0xB, 0), "clear through B");
+    assert_eq!(unit_attention(&a), Some(RESERVATIONS_PREEMPTED));
+    assert_eq!(unit_attention(&b), None);
+
+    // PREEMPT AND ABORT through B of A's reservation: A's nexus on gateway A gets
+    // REGISTRATIONS PREEMPTED on its next command, and nothing more it sends runs.
+    good(prout(&a, REGISTER, 0, 0, 0xA), "register A");
+    good(prout(&b, REGISTER, 0, 0, 0xB), "register B");
+    good(
+        prout(&a, RESERVE, EXCLUSIVE_ACCESS, 0xA, 0),
+        "reserve through A",
+    );
+    good(write(&a, 1, &data), "the holder writes");
+    good(
+        prout(&b, PREEMPT_AND_ABORT, EXCLUSIVE_ACCESS, 0xB, 0xA),
+        "preempt and abort through B",
+    );
+    let out = write(&a, 1, &block(4));
+    assert_eq!(out.status, ScsiStatus::CheckCondition, "{out:?}");
+    let sense = out.sense.expect("sense data");
+    assert_eq!(
+        (sense.key.0, sense.asc, sense.ascq),
+        (0x06, 0x2A, 0x05),
+        "the preempted nexus's write ends with REGISTRATIONS PREEMPTED: {sense:?}"
+    );
+    assert_eq!(
+        write(&a, 1, &block(4)).status,
+        ScsiStatus::ReservationConflict
+    );
+    let back = read(&b, 1);
+    assert_eq!(back.status, ScsiStatus::Good, "{back:?}");
+    assert!(
+        back.data[..] == data[..],
+        "a write of the preempted nexus ran"
+    );
 }
 
 #[test]

@@ -52,6 +52,15 @@ pub trait AluaController: Send + Sync + std::fmt::Debug {
     /// once they were told, so their I_T nexuses have the unit attention before the reset's
     /// response goes out.
     fn logical_unit_reset(&self) {}
+
+    /// A PREEMPT AND ABORT through this process preempted the I_T nexuses of `preempted`
+    /// (SPC-4 5.12.11.2.5): tell the other processes that export the logical unit, which
+    /// abort those nexuses' tasks there (see
+    /// [`ScsiTarget::nexuses_of`](crate::ScsiTarget::nexuses_of)). Returns once they were
+    /// told (or did not answer in time), before the command's status goes out.
+    fn preempted_and_aborted(&self, preempted: &[crate::parameter_lists::Holder]) {
+        let _ = preempted;
+    }
 }
 
 /// One group's state for this logical unit.

@@ -158,11 +158,14 @@ pub use transport_id::{TransportId, TransportIdError, MAX_TRANSPORT_ID_BYTES};
 /// length and count it reads by the list it is given.
 pub mod parameter_lists {
     pub use crate::alua::{parse_set_target_port_groups, StpgDescriptor, MAX_STPG_LIST_BYTES};
+    pub use crate::pr::events::{EventLog, PrEvent, MAX_EVENT_LINES, MAX_LOGGED_COMMANDS};
     pub use crate::pr::params::{
         parse_prout_parameters, ProutParameters, ServiceAction, MAX_PROUT_LIST_BYTES,
     };
     pub use crate::pr::persist::{
-        decode as decode_reservation_state, encode as encode_reservation_state, DecodeError,
+        decode as decode_reservation_state, decode_shared as decode_shared_reservation_state,
+        encode as encode_reservation_state, encode_shared as encode_shared_reservation_state,
+        DecodeError, SharedState,
     };
     pub use crate::pr::{Holder, PrState, Registration, Reservation};
 }

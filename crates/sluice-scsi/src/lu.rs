@@ -447,6 +447,7 @@ impl LogicalUnit {
             data_out_len,
             abort,
         } = call;
+        self.catch_up(cdb, target.fabric());
         if let Some(attention) = self.unit_attention_for(nexus, cdb) {
             return attention;
         }
@@ -520,6 +521,21 @@ impl LogicalUnit {
 }
 
 impl LogicalUnit {
+    /// Before `cdb` from `nexus` is checked for unit attentions: the unit attentions another
+    /// gateway's PERSISTENT RESERVE OUT raised for this process's I_T nexuses are queued
+    /// (one atomic load unless the shared reservation state changed). INQUIRY and REPORT
+    /// LUNS, which no unit attention blocks, never wait for the shared store.
+    #[inline(always)]
+    pub(crate) fn catch_up(&self, cdb: &[u8], fabric: &crate::ports::Fabric) {
+        let opcode = cdb.first().copied().unwrap_or(0xFF);
+        if !matches!(
+            opcode,
+            crate::cdb::opcode::INQUIRY | crate::cdb::opcode::REPORT_LUNS
+        ) {
+            self.reservations.catch_up(self, fabric);
+        }
+    }
+
     /// Registers `nexus` and, unless the command is one a pending unit attention does not
     /// block, takes the oldest one queued for it: the CHECK CONDITION the command ends with.
     // Always inlined into `execute`, where it was written before `plan` shared it.

@@ -145,6 +145,7 @@ pub(crate) fn plan(
     if !cdb.first().copied().is_some_and(plannable) {
         return Planned::Execute;
     }
+    lu.catch_up(cdb, fabric);
     if let Some(attention) = lu.unit_attention_for(nexus, cdb) {
         return Planned::Done(attention);
     }

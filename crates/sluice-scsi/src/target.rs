@@ -97,6 +97,17 @@ impl ScsiTarget {
         &self.fabric
     }
 
+    /// The described I_T nexuses that one of `holders` names (an initiator port, or every
+    /// port of an initiator device, through one relative target port): those another
+    /// process's PREEMPT AND ABORT preempted.
+    pub fn nexuses_of(&self, holders: &[crate::parameter_lists::Holder]) -> Vec<NexusId> {
+        self.fabric.nexuses_where(|id| {
+            holders
+                .iter()
+                .any(|h| h.port == id.target_port && h.initiator.covers(&id.initiator))
+        })
+    }
+
     /// Describes the two ends of `nexus` (call when the transport establishes it, before its
     /// first command): persistent reservations, VPD page 83h and ALUA use them. A nexus never
     /// described counts as its own initiator port on the first target port.

@@ -354,6 +354,7 @@ impl Target {
                 }
             }
         }
+        ctx.hook_peer_aborts();
         let mut report = p.report;
         for (lun, growth) in p.grow {
             let grown = lun.device.replace(|current| match (growth, current) {

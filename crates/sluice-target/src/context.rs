@@ -39,6 +39,9 @@ pub(crate) struct LunRuntime {
     pub submits: bool,
     /// Whether its size may change outside sluice (RBD images): `capacity_watch` looks.
     pub external_size: bool,
+    /// For a LUN several gateways export: what aborts the tasks another gateway's PREEMPT
+    /// AND ABORT preempted (set by [`Context::hook_peer_aborts`]).
+    pub peer_aborts: Option<Arc<crate::gateway::PeerAborts>>,
 }
 
 /// One configured target at run time.
@@ -131,7 +134,7 @@ impl Context {
             );
         }
         let sessions = Sessions::new(config.limits.max_sessions);
-        Ok(Arc::new(Self {
+        let ctx = Arc::new(Self {
             config: RwLock::new(Arc::new(config)),
             targets: RwLock::new(targets),
             sessions,
@@ -141,7 +144,33 @@ impl Context {
             unknown_logins: LoginCounters::default(),
             changes: Mutex::new(()),
             listeners: Mutex::new(Vec::new()),
-        }))
+        });
+        ctx.hook_peer_aborts();
+        Ok(ctx)
+    }
+
+    /// Lets every gateway LUN abort the tasks of this process's I_T nexuses that another
+    /// gateway's PREEMPT AND ABORT preempted (call again after LUNs were opened; LUNs hooked
+    /// already stay as they are).
+    pub(crate) fn hook_peer_aborts(self: &Arc<Self>) {
+        for (name, t) in self.targets().iter() {
+            for l in t.luns().iter() {
+                let Some(slot) = &l.peer_aborts else {
+                    continue;
+                };
+                let (ctx, name, lun) = (Arc::downgrade(self), name.clone(), l.raw);
+                slot.set(Box::new(move |preempted| {
+                    let Some(ctx) = ctx.upgrade() else {
+                        return;
+                    };
+                    let Some(t) = ctx.target(&name) else {
+                        return;
+                    };
+                    let nexuses = t.scsi.nexuses_of(preempted);
+                    crate::ffp::abort_tasks_of(&ctx, &nexuses, sluice_proto::seq::Lun(lun), None);
+                }));
+            }
+        }
     }
 
     /// The configuration in force.
@@ -226,9 +255,10 @@ pub(crate) fn open_lun(
         })?;
     }
     let lu = Arc::new(lu);
+    let mut peer_aborts = None;
     if let (Some(gateway), Some(config)) = (gateway, gateway_config) {
         // Follows the image's exclusive lock into the LU's ALUA states, until the LU goes.
-        gateway.coordinate(&lu, config);
+        peer_aborts = Some(gateway.coordinate(&lu, config));
     }
     Ok(Arc::new(LunRuntime {
         number: l.number,
@@ -239,6 +269,7 @@ pub(crate) fn open_lun(
         blocking,
         submits,
         external_size: matches!(l.backend, Backend::Rbd { .. }),
+        peer_aborts,
     }))
 }
 

@@ -515,14 +515,27 @@ pub(crate) fn abort_other_tasks(
     lun: Lun,
     ticket: sluice_proto::target::Ticket,
 ) {
+    abort_tasks_of(ctx, nexuses, lun, Some((mine, ticket)));
+}
+
+/// Ends the tasks of `nexuses` on `lun` (PREEMPT AND ABORT through this process, or through
+/// another gateway of the same LU), but the preempting command (`mine`, when it is this
+/// process's).
+pub(crate) fn abort_tasks_of(
+    ctx: &Context,
+    nexuses: &[u64],
+    lun: Lun,
+    mine: Option<(&Arc<SharedSession>, sluice_proto::target::Ticket)>,
+) {
     for session in ctx.sessions.all() {
         if !nexuses.contains(&session.nexus) {
             continue;
         }
-        let is_mine = Arc::ptr_eq(&session, mine);
+        let except = mine.and_then(|(m, ticket)| Arc::ptr_eq(&session, m).then_some(ticket));
+        let is_mine = except.is_some();
         let aborted = {
             let mut core = session.lock();
-            let aborted = core.abort_tasks_of_lun(lun, is_mine.then_some(ticket));
+            let aborted = core.abort_tasks_of_lun(lun, except);
             session.long_running.abort_abandoned(&core);
             aborted
         };

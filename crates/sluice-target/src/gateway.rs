@@ -32,12 +32,43 @@
 //! others for a while) and notifies every gateway, which reads the record again at once.
 
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use sluice_scsi::parameter_lists::Holder;
 use sluice_scsi::LogicalUnit;
 
 use crate::config::{GatewayConfig, LunDef, RbdImage};
 use crate::swap_device::Backing;
+
+/// What aborts the tasks of this process's I_T nexuses that another gateway's PREEMPT AND
+/// ABORT preempted (SPC-4 5.12.11.2.5): set by the context once the sessions exist, called
+/// on the thread that delivers the other gateway's message.
+#[derive(Default)]
+pub(crate) struct PeerAborts(OnceLock<AbortPreempted>);
+
+/// Aborts the tasks of this process's I_T nexuses that the preempted registrations name.
+pub(crate) type AbortPreempted = Box<dyn Fn(&[Holder]) + Send + Sync>;
+
+impl std::fmt::Debug for PeerAborts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PeerAborts")
+    }
+}
+
+impl PeerAborts {
+    /// Sets what aborts the tasks (once; later calls change nothing).
+    pub(crate) fn set(&self, abort: AbortPreempted) {
+        let _ = self.0.set(abort);
+    }
+
+    /// Aborts the tasks of the I_T nexuses `preempted` names, if the context is there yet.
+    #[cfg_attr(not(feature = "rbd"), allow(dead_code))]
+    pub(crate) fn abort(&self, preempted: &[Holder]) {
+        if let Some(f) = self.0.get() {
+            f(preempted);
+        }
+    }
+}
 
 /// What a LUN's gateway role needs after its logical unit exists.
 pub(crate) struct Gateway {
@@ -91,12 +122,26 @@ impl Gateway {
     }
 
     /// Starts following the LU's shared ownership record into `lu`'s ALUA states (until `lu`
-    /// is dropped), and hands it SET TARGET PORT GROUPS.
-    pub(crate) fn coordinate(&self, lu: &Arc<LogicalUnit>, config: &GatewayConfig) {
+    /// is dropped), and hands it SET TARGET PORT GROUPS; returns the slot for what aborts
+    /// tasks another gateway's PREEMPT AND ABORT preempted.
+    pub(crate) fn coordinate(
+        &self,
+        lu: &Arc<LogicalUnit>,
+        config: &GatewayConfig,
+    ) -> Arc<PeerAborts> {
+        let aborts = Arc::new(PeerAborts::default());
         #[cfg(feature = "rbd")]
-        coordinator::start(&self.device, &self.object, &self.ownership, lu, config);
+        coordinator::start(
+            &self.device,
+            &self.object,
+            &self.ownership,
+            lu,
+            config,
+            Arc::clone(&aborts),
+        );
         #[cfg(not(feature = "rbd"))]
         let _ = (lu, config);
+        aborts
     }
 }
 

@@ -12,6 +12,7 @@
 //! With APTPL set (and a [`StateStore`] attached), every change is saved before the command
 //! completes, so the registrations and the reservation survive a crash and a restart.
 
+pub(crate) mod events;
 mod legacy;
 mod model;
 pub(crate) mod params;
@@ -33,6 +34,7 @@ use crate::sense::{
 };
 use crate::NexusId;
 
+use events::{EventLog, PrEvent};
 pub(crate) use legacy::{release, reserve};
 pub use model::{Holder, PrState, PrType, Registration, Reservation, MAX_REGISTRATIONS};
 use params::{parse_prout_parameters, ServiceAction, MAX_PROUT_LIST_BYTES};
@@ -59,6 +61,8 @@ const LEGACY_RESERVED: u8 = 0x02;
 /// A shared store changed under us: the state in memory must be read again before the gate,
 /// PERSISTENT RESERVE IN or OUT trusts it.
 const STALE: u8 = 0x04;
+/// Events of another gateway's commands wait to be delivered to this process's I_T nexuses.
+const PENDING: u8 = 0x08;
 /// How often PERSISTENT RESERVE OUT retries when another gateway changed the shared state
 /// between its read and its compare-and-write.
 const MAX_SHARED_RETRIES: usize = 16;
@@ -76,6 +80,12 @@ struct Inner {
     shared_legacy: Option<Holder>,
     /// The shared store's version `pr` was read at (shared stores only).
     version: u64,
+    /// What the last commands asked of other I_T nexuses, as the shared store holds it.
+    events: EventLog,
+    /// The newest event this process has delivered (or made, or found at start).
+    seen: u64,
+    /// Events read from the shared store, not yet delivered to this process's I_T nexuses.
+    pending: Vec<PrEvent>,
 }
 
 /// The reservations of one logical unit.
@@ -153,7 +163,7 @@ impl Reservations {
         let _ = self
             .flags
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
-                Some(old & STALE | flags)
+                Some(old & (STALE | PENDING) | flags)
             });
     }
 
@@ -175,16 +185,65 @@ impl Reservations {
             SenseData::new(SenseKey::HARDWARE_ERROR, 0x44, 0x00)
         };
         let (bytes, version) = store.load_versioned().map_err(|e| fail(e.to_string()))?;
-        let (pr, spc2) = match bytes {
+        let shared = match bytes {
             Some(b) => persist::decode_shared(&String::from_utf8_lossy(&b))
                 .map_err(|e| fail(e.to_string()))?,
-            None => (PrState::default(), None),
+            None => persist::SharedState::default(),
         };
-        inner.pr = pr;
-        inner.shared_legacy = spc2;
+        let missed = shared.events.since(inner.seen);
+        inner.pending.extend_from_slice(missed.events);
+        if missed.lost {
+            // More commands ran than the log keeps since this process last looked (it was cut
+            // off from the notifications): the registrations of its I_T nexuses that are gone
+            // were preempted or cleared.
+            let gone = inner
+                .pr
+                .registrations
+                .iter()
+                .filter(|r| {
+                    !shared
+                        .pr
+                        .registrations
+                        .iter()
+                        .any(|n| n.holder() == r.holder())
+                })
+                .map(|r| PrEvent {
+                    seq: shared.events.last_seq(),
+                    sender: None,
+                    target: r.holder(),
+                    attention: Some(crate::unit_attention::REGISTRATIONS_PREEMPTED),
+                    abort: false,
+                });
+            inner.pending.extend(gone.collect::<Vec<_>>());
+        }
+        if !inner.pending.is_empty() {
+            self.flags.fetch_or(PENDING, Ordering::AcqRel);
+        }
+        inner.seen = shared.events.last_seq();
+        inner.pr = shared.pr;
+        inner.shared_legacy = shared.spc2;
+        inner.events = shared.events;
         inner.version = version;
         self.publish(inner);
         Ok(())
+    }
+
+    /// Before a command of `lu` is checked for unit attentions: with a shared store that
+    /// changed, reads it, and gives this process's I_T nexuses the unit attentions another
+    /// gateway's PERSISTENT RESERVE OUT raised for them (and lifts their PREVENT MEDIUM
+    /// REMOVAL if it was a PREEMPT AND ABORT). One atomic load when nothing changed. A store
+    /// that cannot be read is tried again by the next command (the gate refuses what it must).
+    pub(crate) fn catch_up(&self, lu: &crate::LogicalUnit, fabric: &Fabric) {
+        if self.flags.load(Ordering::Acquire) & (STALE | PENDING) == 0 {
+            return;
+        }
+        let pending = {
+            let mut inner = self.lock();
+            let _ = self.refresh(&mut inner, false);
+            self.flags.fetch_and(!PENDING, Ordering::AcqRel);
+            std::mem::take(&mut inner.pending)
+        };
+        deliver(lu, fabric, &pending);
     }
 
     /// Whether `nexus` may run a command of treatment `access` (call when [`active`]).
@@ -288,7 +347,7 @@ impl Reservations {
             let Some(next) = decide(inner)? else {
                 return Ok(());
             };
-            let text = persist::encode_shared(&inner.pr, next.as_ref());
+            let text = persist::encode_shared(&inner.pr, next.as_ref(), &inner.events);
             match store.save_if(inner.version, text.as_bytes()) {
                 Ok(Some(version)) => {
                     inner.version = version;
@@ -308,10 +367,13 @@ impl Reservations {
     pub(crate) fn attach_store(&self, store: Arc<dyn StateStore>) -> Result<(), RestoreError> {
         let shared = store.shared();
         let (bytes, version) = store.load_versioned()?;
-        let (restored, spc2) = match bytes {
+        let restored = match bytes {
             Some(bytes) if shared => persist::decode_shared(&String::from_utf8_lossy(&bytes))?,
-            Some(bytes) => (persist::decode(&String::from_utf8_lossy(&bytes))?, None),
-            None => (PrState::default(), None),
+            Some(bytes) => persist::SharedState {
+                pr: persist::decode(&String::from_utf8_lossy(&bytes))?,
+                ..Default::default()
+            },
+            None => persist::SharedState::default(),
         };
         if shared {
             let flags = Arc::clone(&self.flags);
@@ -323,11 +385,30 @@ impl Reservations {
             .set(store)
             .map_err(|_| RestoreError::AlreadyAttached)?;
         let mut inner = self.lock();
-        inner.pr = restored;
-        inner.shared_legacy = spc2;
+        // Events logged before this process started are for I_T nexuses that are gone.
+        inner.seen = restored.events.last_seq();
+        inner.pr = restored.pr;
+        inner.shared_legacy = restored.spc2;
+        inner.events = restored.events;
         inner.version = version;
         self.publish(&inner);
         Ok(())
+    }
+}
+
+/// Gives the I_T nexuses of this process that `events` name their unit attentions, and lifts
+/// the PREVENT MEDIUM REMOVAL of those a PREEMPT AND ABORT preempted (SPC-4 5.12.11.2.5 c)).
+/// The sender of each command gets nothing ([`PrEvent::covers`]).
+fn deliver(lu: &crate::LogicalUnit, fabric: &Fabric, events: &[PrEvent]) {
+    for e in events {
+        for n in fabric.nexuses_where(|id| e.covers(id)) {
+            if let Some(code) = e.attention {
+                lu.establish(n, code);
+            }
+            if e.abort {
+                lu.state().prevent.remove(&n);
+            }
+        }
     }
 }
 
@@ -429,9 +510,17 @@ pub(crate) fn persistent_reserve_out(cmd: &mut Cmd<'_>) -> Result<(), Failure> {
             let effects = prout::apply(&mut next, &req)?;
             match store {
                 Some(store) if store.shared() => {
-                    let text = persist::encode_shared(&next, inner.shared_legacy.as_ref());
+                    // What it asks of other I_T nexuses goes in the log, for every gateway's.
+                    let mut events = inner.events.clone();
+                    events.record(&holder_of(&me), &effects.unit_attentions, &effects.aborted);
+                    let text = persist::encode_shared(&next, inner.shared_legacy.as_ref(), &events);
                     match store.save_if(inner.version, text.as_bytes()) {
-                        Ok(Some(version)) => inner.version = version,
+                        Ok(Some(version)) => {
+                            inner.version = version;
+                            // This process delivers its own command's events below.
+                            inner.seen = events.last_seq();
+                            inner.events = events;
+                        }
                         Ok(None) if attempt < MAX_SHARED_RETRIES => {
                             attempt += 1;
                             continue;
@@ -448,9 +537,13 @@ pub(crate) fn persistent_reserve_out(cmd: &mut Cmd<'_>) -> Result<(), Failure> {
             }
             inner.pr = next;
             res.publish(&inner);
-            break effects;
+            res.flags.fetch_and(!PENDING, Ordering::AcqRel);
+            break (effects, std::mem::take(&mut inner.pending));
         }
     };
+    let (effects, others) = effects;
+    // Other gateways' commands read meanwhile come first.
+    deliver(cmd.lu, cmd.fabric, &others);
     // Unit attentions and aborts reach the I_T nexuses the registrations name (the sender
     // never gets a unit attention for its own command).
     for (reg, code) in effects.unit_attentions {
@@ -458,6 +551,14 @@ pub(crate) fn persistent_reserve_out(cmd: &mut Cmd<'_>) -> Result<(), Failure> {
             if n != cmd.nexus {
                 cmd.lu.establish(n, code);
             }
+        }
+    }
+    if !effects.aborted.is_empty() && res.shared_store().is_some() {
+        // The other gateways abort the tasks of their preempted I_T nexuses before this
+        // command's status goes out.
+        if let Some(peers) = cmd.lu.alua().controller() {
+            let holders: Vec<Holder> = effects.aborted.iter().map(Registration::holder).collect();
+            peers.preempted_and_aborted(&holders);
         }
     }
     if !effects.aborted.is_empty() {

@@ -8,6 +8,15 @@
 //! reservation <type code> <relative target port of the holder> <holder's TransportID hex>
 //! ```
 //!
+//! Gateways sharing a logical unit keep more (see [`encode_shared`]): the generation, the
+//! RESERVE(6)/(10) holder and the log of what the last commands asked of other I_T nexuses
+//! (`events.rs`), one line per event:
+//!
+//! ```text
+//! pr-event <seq> <ASC ASCQ, 4 hex digits, or -> <abort 0|1> <target port> <TransportID hex>
+//!     <sender's target port or -> <sender's TransportID hex or ->
+//! ```
+//!
 //! TransportIDs are kept in their SPC-4 encoding (hex), so the file holds nothing this crate
 //! could not parse from a parameter list. PRGENERATION is not kept: power on resets it to zero
 //! whatever APTPL says (SPC-4 6.15.2). The decoder is total: a damaged file is an error, never
@@ -15,6 +24,7 @@
 
 use std::fmt::Write as _;
 
+use crate::pr::events::{EventLog, PrEvent};
 use crate::pr::model::{Holder, PrState, PrType, Registration, Reservation, MAX_REGISTRATIONS};
 use crate::transport_id::TransportId;
 
@@ -39,8 +49,9 @@ pub fn encode(state: &PrState) -> String {
 /// line, since every gateway must report the same PRGENERATION (the logical unit has not
 /// lost power while any gateway serves it), and the I_T nexus holding a RESERVE(6)/(10)
 /// reservation, if one does (`spc2-reservation <relative target port> <TransportID hex>`),
-/// so that every gateway enforces it.
-pub fn encode_shared(state: &PrState, spc2: Option<&Holder>) -> String {
+/// so that every gateway enforces it, and the `events` other gateways' I_T nexuses are to
+/// learn of.
+pub fn encode_shared(state: &PrState, spc2: Option<&Holder>, events: &EventLog) -> String {
     let mut out = encode_with(state, true);
     if let Some(h) = spc2 {
         let _ = writeln!(
@@ -50,7 +61,37 @@ pub fn encode_shared(state: &PrState, spc2: Option<&Holder>) -> String {
             hex(&h.initiator.to_bytes())
         );
     }
+    for e in events.events() {
+        let attention = e
+            .attention
+            .map_or("-".to_owned(), |(asc, ascq)| format!("{asc:02x}{ascq:02x}"));
+        let (sender_port, sender_id) = e
+            .sender
+            .as_ref()
+            .map_or(("-".to_owned(), "-".to_owned()), |s| {
+                (s.port.to_string(), hex(&s.initiator.to_bytes()))
+            });
+        let _ = writeln!(
+            out,
+            "pr-event {} {attention} {} {} {} {sender_port} {sender_id}",
+            e.seq,
+            u8::from(e.abort),
+            e.target.port,
+            hex(&e.target.initiator.to_bytes()),
+        );
+    }
     out
+}
+
+/// What a shared store holds: the state, the RESERVE holder and the event log.
+#[derive(Clone, Debug, Default, Eq, PartialEq)]
+pub struct SharedState {
+    /// Registrations, reservation, generation.
+    pub pr: PrState,
+    /// The I_T nexus holding a RESERVE(6)/(10) reservation.
+    pub spc2: Option<Holder>,
+    /// What the last commands asked of other I_T nexuses.
+    pub events: EventLog,
 }
 
 fn encode_with(state: &PrState, shared: bool) -> String {
@@ -83,22 +124,18 @@ fn encode_with(state: &PrState, shared: bool) -> String {
 /// The state `text` describes (generation zero). A state saved with APTPL off describes no
 /// registrations: reservations without APTPL do not survive power loss.
 pub fn decode(text: &str) -> Result<PrState, DecodeError> {
-    decode_with(text, false, &mut None)
+    decode_with(text, false, &mut SharedState::default())
 }
 
 /// The state a shared store's `text` describes: everything, APTPL or not, generation
 /// included, and the RESERVE holder (see [`encode_shared`]).
-pub fn decode_shared(text: &str) -> Result<(PrState, Option<Holder>), DecodeError> {
-    let mut spc2 = None;
-    let state = decode_with(text, true, &mut spc2)?;
-    Ok((state, spc2))
+pub fn decode_shared(text: &str) -> Result<SharedState, DecodeError> {
+    let mut extra = SharedState::default();
+    extra.pr = decode_with(text, true, &mut extra)?;
+    Ok(extra)
 }
 
-fn decode_with(
-    text: &str,
-    shared: bool,
-    spc2: &mut Option<Holder>,
-) -> Result<PrState, DecodeError> {
+fn decode_with(text: &str, shared: bool, extra: &mut SharedState) -> Result<PrState, DecodeError> {
     let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
     let err = |line, what| DecodeError { line, what };
     match lines.next() {
@@ -161,7 +198,14 @@ fn decode_with(
             Some("spc2-reservation") if shared => {
                 let port = port(f.next()).ok_or(err(n, "bad target port"))?;
                 let initiator = transport_id(f.next()).ok_or(err(n, "bad TransportID"))?;
-                *spc2 = Some(Holder { initiator, port });
+                extra.spc2 = Some(Holder { initiator, port });
+            }
+            Some("pr-event") if shared => {
+                let event = pr_event(&mut f).ok_or(err(n, "bad reservation event"))?;
+                extra
+                    .events
+                    .push_decoded(event)
+                    .map_err(|what| err(n, what))?;
             }
             Some("") if line.is_empty() => continue,
             _ => return Err(err(n, "unknown line")),
@@ -183,6 +227,42 @@ fn decode_with(
         state.reservation = None;
     }
     Ok(state)
+}
+
+/// The fields of a `pr-event` line after its keyword.
+fn pr_event<'a>(f: &mut impl Iterator<Item = &'a str>) -> Option<PrEvent> {
+    let seq = f.next()?.parse().ok()?;
+    let attention = match f.next()? {
+        "-" => None,
+        code if code.len() == 4 => {
+            let v = u16::from_str_radix(code, 16).ok()?;
+            Some(((v >> 8) as u8, v as u8))
+        }
+        _ => return None,
+    };
+    let abort = match f.next()? {
+        "1" => true,
+        "0" => false,
+        _ => return None,
+    };
+    let target = Holder {
+        port: port(f.next())?,
+        initiator: transport_id(f.next())?,
+    };
+    let sender = match (f.next()?, f.next()?) {
+        ("-", "-") => None,
+        (p, id) => Some(Holder {
+            port: port(Some(p))?,
+            initiator: transport_id(Some(id))?,
+        }),
+    };
+    Some(PrEvent {
+        seq,
+        sender,
+        target,
+        attention,
+        abort,
+    })
 }
 
 fn port(field: Option<&str>) -> Option<u16> {
@@ -262,9 +342,10 @@ mod tests {
         let mut s = sample();
         s.aptpl = false;
         s.generation = 42;
-        let text = encode_shared(&s, None);
+        let text = encode_shared(&s, None, &EventLog::default());
         assert!(text.contains("\ngeneration 42\n"), "{text}");
-        assert_eq!(decode_shared(&text).unwrap(), (s, None));
+        let back = decode_shared(&text).unwrap();
+        assert_eq!((back.pr, back.spc2), (s, None));
         assert!(
             decode(&text).is_err(),
             "a local file has no generation line"
@@ -279,15 +360,84 @@ mod tests {
             initiator: TransportId::iscsi_port("iqn.2026-11.c:z", [9, 8, 7, 6, 5, 4]),
             port: 2,
         };
-        let text = encode_shared(&s, Some(&holder));
+        let text = encode_shared(&s, Some(&holder), &EventLog::default());
         assert!(text.contains("\nspc2-reservation 2 "), "{text}");
-        assert_eq!(decode_shared(&text).unwrap(), (s, Some(holder)));
+        let back = decode_shared(&text).unwrap();
+        assert_eq!((back.pr, back.spc2), (s, Some(holder)));
         assert!(
             decode(&text).is_err(),
             "a local file keeps no RESERVE holder"
         );
         let bad = text.replace("spc2-reservation 2 ", "spc2-reservation x ");
         assert!(decode_shared(&bad).is_err());
+    }
+
+    fn events() -> EventLog {
+        let s = sample();
+        let (a, b) = (&s.registrations[0], &s.registrations[1]);
+        let mut log = EventLog::default();
+        log.record(
+            &a.holder(),
+            &[(b.clone(), (0x2A, 0x05))],
+            std::slice::from_ref(b),
+        );
+        log.record(&b.holder(), &[(a.clone(), (0x2A, 0x03))], &[]);
+        log.record(&a.holder(), &[], std::slice::from_ref(b));
+        log
+    }
+
+    #[test]
+    fn shared_state_keeps_the_event_log() {
+        let s = sample();
+        let log = events();
+        let text = encode_shared(&s, None, &log);
+        assert!(text.contains("\npr-event 1 2a05 1 2 "), "{text}");
+        assert!(text.contains("\npr-event 3 - 1 2 "), "{text}");
+        let back = decode_shared(&text).unwrap();
+        assert_eq!((back.pr, back.events), (s, log));
+        assert!(decode(&text).is_err(), "a local file keeps no events");
+        // A made-up event (a gateway's own, never written) has no sender.
+        let mut own = EventLog::default();
+        let mut e = events().events()[0].clone();
+        e.sender = None;
+        own.push_decoded(e).unwrap();
+        let text = encode_shared(&sample(), None, &own);
+        assert!(text.contains(" - -\n"), "{text}");
+        assert_eq!(decode_shared(&text).unwrap().events, own);
+    }
+
+    #[test]
+    fn damaged_events_are_errors() {
+        let text = encode_shared(&sample(), None, &events());
+        for (from, to) in [
+            ("pr-event 1 2a05", "pr-event x 2a05"),
+            ("pr-event 1 2a05", "pr-event 0 2a05"),
+            ("pr-event 1 2a05", "pr-event 1 2a5"),
+            ("pr-event 1 2a05", "pr-event 1 zz05"),
+            ("pr-event 1 2a05 1", "pr-event 1 2a05 2"),
+            ("pr-event 1 2a05 1 2", "pr-event 1 2a05 1 x"),
+            ("pr-event 2", "pr-event 0"),
+        ] {
+            let bad = text.replacen(from, to, 1);
+            assert_ne!(bad, text, "{from}");
+            assert!(decode_shared(&bad).is_err(), "{to}: {bad}");
+        }
+        // Sequence numbers never go down.
+        let swapped = text.replacen("pr-event 3 ", "pr-event 1 ", 1);
+        assert!(decode_shared(&swapped).is_err());
+        // Truncated lines and extra fields.
+        let line = text.lines().find(|l| l.starts_with("pr-event 1 ")).unwrap();
+        let cut = &line[..line.rfind(' ').unwrap()];
+        assert!(decode_shared(&text.replacen(line, cut, 1)).is_err());
+        assert!(decode_shared(&text.replacen(line, &format!("{line} 0"), 1)).is_err());
+        // What comes from the cluster is untrusted: no more events than the bound.
+        let full = format!(
+            "{MAGIC}\naptpl 0\ngeneration 0\n{}",
+            format!("{line}\n").repeat(crate::pr::events::MAX_EVENT_LINES)
+        );
+        let log = decode_shared(&full).unwrap().events;
+        assert_eq!(log.events().len(), crate::pr::events::MAX_EVENT_LINES);
+        assert!(decode_shared(&format!("{full}{line}\n")).is_err());
     }
 
     #[test]

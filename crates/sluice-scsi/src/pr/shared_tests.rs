@@ -19,6 +19,17 @@ type Listener = Box<dyn Fn() + Send + Sync>;
 struct SharedStore {
     state: Mutex<(Option<Vec<u8>>, u64)>,
     listeners: Mutex<Vec<Listener>>,
+    /// The first gateway misses every change notification (cut off from them).
+    first_deaf: std::sync::atomic::AtomicBool,
+}
+
+impl SharedStore {
+    /// Tells every gateway the state changed (as a broken watch does when it is restored).
+    fn notify_all(&self) {
+        for l in self.listeners.lock().unwrap().iter() {
+            l();
+        }
+    }
 }
 
 impl std::fmt::Debug for SharedStore {
@@ -49,7 +60,14 @@ impl StateStore for SharedStore {
             }
             *st = (Some(contents.to_vec()), version + 1);
         }
-        for l in self.listeners.lock().unwrap().iter() {
+        let deaf = self.first_deaf.load(std::sync::atomic::Ordering::Relaxed);
+        for l in self
+            .listeners
+            .lock()
+            .unwrap()
+            .iter()
+            .skip(usize::from(deaf))
+        {
             l();
         }
         Ok(Some(version + 1))
@@ -114,9 +132,9 @@ fn a_reserve_through_one_gateway_is_enforced_by_the_other() {
     assert_eq!(b.run(&WRITE10, &data).0.status, GOOD);
 }
 
-/// Counts the resets it was told of.
+/// Counts the resets it was told of, and keeps the registrations PREEMPT AND ABORT preempted.
 #[derive(Debug, Default)]
-struct Peers(Mutex<usize>);
+struct Peers(Mutex<usize>, Mutex<Vec<super::Holder>>);
 
 impl crate::AluaController for Peers {
     fn request(&self, _: u16, _: crate::AccessState) -> Result<(), crate::SenseData> {
@@ -124,6 +142,9 @@ impl crate::AluaController for Peers {
     }
     fn logical_unit_reset(&self) {
         *self.0.lock().unwrap() += 1;
+    }
+    fn preempted_and_aborted(&self, preempted: &[super::Holder]) {
+        self.1.lock().unwrap().extend_from_slice(preempted);
     }
 }
 
@@ -149,4 +170,141 @@ fn a_reset_through_one_gateway_reaches_the_other() {
     let sense = r.sense.expect("sense data");
     assert_eq!((sense.asc, sense.ascq), (0x29, 0x03), "{sense:?}");
     b.ok(&[0; 6], &[]);
+}
+
+/// The unit attentions a PERSISTENT RESERVE OUT raises for other I_T nexuses (SPC-4 5.12.11)
+/// reach those of the other gateway, and only the ones named: an I_T nexus is an initiator
+/// port (name and ISID) through one target port (one gateway).
+#[test]
+fn reservation_unit_attentions_reach_the_other_gateways_nexuses() {
+    use super::tests::{
+        out, pending_ua, register, write10, CLEAR, EA, PREEMPT, RELEASE, RESERVE, WE_RO,
+    };
+    let store = Arc::new(SharedStore::default());
+    let (ga, gb) = (gateway(&store), gateway(&store));
+    let a = nexus(&ga, 10, 1);
+    let b = nexus(&gb, 20, 2);
+    // The same initiator port through gateway B, and another ISID of A's initiator name
+    // through gateway A: neither is A's I_T nexus.
+    let a_via_b = nexus_as(&gb, 21, initiator(10), 2);
+    let other_isid = nexus_as(
+        &ga,
+        11,
+        crate::TransportId::iscsi_port("iqn.2026-11.test:host10", [0x80, 0, 0, 0, 0, 99]),
+        1,
+    );
+    register(&a, 0xA);
+    register(&b, 0xB);
+    assert_eq!(out(&a, RESERVE, EA, 0xA, 0).status, GOOD);
+    assert_eq!(write10(&b), RESERVATION_CONFLICT);
+
+    // PREEMPT through B of A's reservation: A loses its registration (SPC-4 5.12.11.2.4.3).
+    assert_eq!(out(&b, PREEMPT, EA, 0xB, 0xA).status, GOOD);
+    assert_eq!(
+        pending_ua(&a),
+        Some((0x2A, 0x05)),
+        "REGISTRATIONS PREEMPTED"
+    );
+    assert_eq!(pending_ua(&a), None, "once");
+    assert_eq!(pending_ua(&a_via_b), None);
+    assert_eq!(pending_ua(&other_isid), None);
+    assert_eq!(pending_ua(&b), None, "the sender gets none");
+    assert_eq!(write10(&a), RESERVATION_CONFLICT);
+
+    // CLEAR through B: every other registrant learns RESERVATIONS PREEMPTED (5.12.11.2.6).
+    register(&a, 0xA);
+    assert_eq!(out(&b, CLEAR, 0, 0xB, 0).status, GOOD);
+    assert_eq!(pending_ua(&a), Some((0x2A, 0x03)), "RESERVATIONS PREEMPTED");
+    assert_eq!(pending_ua(&b), None);
+
+    // RELEASE of a registrants-only reservation through A: B learns RESERVATIONS RELEASED
+    // (5.12.11.2.2).
+    register(&a, 0xA);
+    register(&b, 0xB);
+    assert_eq!(out(&a, RESERVE, WE_RO, 0xA, 0).status, GOOD);
+    assert_eq!(out(&a, RELEASE, WE_RO, 0xA, 0).status, GOOD);
+    assert_eq!(pending_ua(&b), Some((0x2A, 0x04)), "RESERVATIONS RELEASED");
+    assert_eq!(pending_ua(&a), None);
+    assert_eq!(pending_ua(&a_via_b), None);
+}
+
+/// PREEMPT AND ABORT through one gateway: the other gateways are told which registrations it
+/// preempted (they abort those I_T nexuses' tasks); the preempted I_T nexus of the other
+/// gateway gets REGISTRATIONS PREEMPTED, its PREVENT MEDIUM REMOVAL is lifted, and its next
+/// commands are refused.
+#[test]
+fn preempt_and_abort_reaches_the_other_gateway() {
+    use super::tests::{out, pending_ua, register, write10, EA, PREEMPT_AND_ABORT, RESERVE};
+    let store = Arc::new(SharedStore::default());
+    let (ga, gb) = (gateway(&store), gateway(&store));
+    let a = nexus(&ga, 10, 1);
+    let b = nexus(&gb, 20, 2);
+    register(&a, 0xA);
+    register(&b, 0xB);
+    assert_eq!(out(&a, RESERVE, EA, 0xA, 0).status, GOOD);
+    // PREVENT ALLOW MEDIUM REMOVAL, PREVENT=1, through A.
+    a.ok(&[0x1E, 0, 0, 0, 1, 0], &[]);
+    let lu_a = ga.target.lu(0).unwrap();
+    assert!(lu_a.removal_prevented());
+    let peers = Arc::new(Peers::default());
+    gb.target.lu(0).unwrap().set_alua_controller(peers.clone());
+    let _a_too = nexus_as(&ga, 12, initiator(10), 1);
+    let _bystander = nexus(&ga, 13, 1);
+    let r = out(&b, PREEMPT_AND_ABORT, EA, 0xB, 0xA);
+    assert_eq!(r.status, GOOD);
+    assert!(
+        r.abort_nexuses.is_empty(),
+        "no I_T nexus of B's gateway is preempted"
+    );
+    // B's gateway told the others which registrations went; A's gateway finds its I_T
+    // nexuses of that initiator port through that target port, whose tasks it aborts.
+    let told = peers.1.lock().unwrap().clone();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!((told[0].port, &told[0].initiator), (1, &initiator(10)));
+    assert_eq!(ga.target.nexuses_of(&told), vec![10, 12]);
+    assert!(gb.target.nexuses_of(&told).is_empty());
+    assert_eq!(pending_ua(&a), Some((0x2A, 0x05)));
+    assert!(!lu_a.removal_prevented(), "SPC-4 5.12.11.2.5 c)");
+    assert_eq!(write10(&a), RESERVATION_CONFLICT);
+    assert_eq!(write10(&b), GOOD);
+}
+
+/// A gateway that missed more commands than the log keeps (cut off from the notifications)
+/// still tells its I_T nexuses whose registrations went.
+#[test]
+fn a_gateway_that_missed_the_log_falls_back_on_the_registrations() {
+    use super::tests::{out, pending_ua, register, EA, PREEMPT, RESERVE};
+    let store = Arc::new(SharedStore::default());
+    let (ga, gb) = (gateway(&store), gateway(&store));
+    let a = nexus(&ga, 10, 1);
+    let b = nexus(&gb, 20, 2);
+    let c = nexus(&gb, 22, 2);
+    register(&a, 0xA);
+    register(&b, 0xB);
+    assert_eq!(out(&a, RESERVE, EA, 0xA, 0).status, GOOD);
+    // Gateway A reads the state (its copy now has A registered)...
+    assert_eq!(pending_ua(&a), None);
+    // ...then misses every notification while B preempts and more commands than the log
+    // keeps run (each RELEASE of RESERVATIONS RELEASED by c's registration to a and b).
+    store
+        .first_deaf
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(out(&b, PREEMPT, EA, 0xB, 0xA).status, GOOD);
+    register(&c, 0xC);
+    for _ in 0..super::events::MAX_LOGGED_COMMANDS {
+        assert_eq!(out(&b, PREEMPT, EA, 0xB, 0xC).status, GOOD);
+        assert_eq!(pending_ua(&c), Some((0x2A, 0x05)));
+        register(&c, 0xC);
+    }
+    assert_eq!(pending_ua(&a), None, "gateway A was not told");
+    store
+        .first_deaf
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    store.notify_all();
+    assert_eq!(
+        pending_ua(&a),
+        Some((0x2A, 0x05)),
+        "REGISTRATIONS PREEMPTED"
+    );
+    assert_eq!(pending_ua(&a), None);
 }

@@ -105,18 +105,18 @@ fn reservation(h: &Harness) -> Option<(u64, u8)> {
     (be32(&d, 4) == 16).then(|| (be64(&d, 8), d[21] & 0x0F))
 }
 
-fn read10(h: &Harness) -> u8 {
+pub(crate) fn read10(h: &Harness) -> u8 {
     h.run(&[0x28, 0, 0, 0, 0, 1, 0, 0, 1, 0], &[]).0.status
 }
 
-fn write10(h: &Harness) -> u8 {
+pub(crate) fn write10(h: &Harness) -> u8 {
     h.run(&[0x2A, 0, 0, 0, 0, 1, 0, 0, 1, 0], &[0xAB; 512])
         .0
         .status
 }
 
 /// The unit attention a nexus has pending, if any (consumed by a TEST UNIT READY).
-fn pending_ua(h: &Harness) -> Option<(u8, u8)> {
+pub(crate) fn pending_ua(h: &Harness) -> Option<(u8, u8)> {
     let (r, _) = h.run(&[0; 6], &[]);
     r.sense.filter(|s| s.key.0 == 6).map(|s| (s.asc, s.ascq))
 }

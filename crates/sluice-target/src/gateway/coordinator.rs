@@ -5,9 +5,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use sluice_scsi::{AccessState, AluaController, LogicalUnit, SenseData, SenseKey};
+use sluice_scsi::parameter_lists::Holder;
+use sluice_scsi::{AccessState, AluaController, LogicalUnit, SenseData, SenseKey, TransportId};
 use sluice_storage::{LuObject, RbdDevice, StateStore};
 
+use super::PeerAborts;
 use crate::config::GatewayConfig;
 
 /// How long a gateway waits for another's ack before it declares it dead.
@@ -27,6 +29,12 @@ const ALIVE: &str = "gateway ";
 const LU_RESET: &str = "lu-reset ";
 /// How long a reset waits for the other gateways to have reset their part.
 const RESET_NOTIFY_TIMEOUT: Duration = Duration::from_secs(1);
+/// `pr-abort <group>` then one `<relative target port> <TransportID hex>` line per preempted
+/// registration: a PREEMPT AND ABORT through that gateway preempted them.
+const PR_ABORT: &str = "pr-abort ";
+/// How long PREEMPT AND ABORT waits for the other gateways to have aborted the tasks (as
+/// long as a liveness ping: a gateway silent for longer is declared dead and fenced).
+const PR_ABORT_NOTIFY_TIMEOUT: Duration = PING_TIMEOUT;
 /// The ownership record's first line.
 const RECORD_MAGIC: &str = "sluice-owner 1";
 
@@ -66,6 +74,8 @@ struct Coordinator {
     seen: Mutex<HashMap<u16, String>>,
     /// Serialises ownership changes (the thread's and SET TARGET PORT GROUPS').
     serial: Mutex<()>,
+    /// Aborts the tasks another gateway's PREEMPT AND ABORT preempted.
+    aborts: Arc<PeerAborts>,
 }
 
 pub(super) fn start(
@@ -74,6 +84,7 @@ pub(super) fn start(
     ownership: &Arc<LuObject>,
     lu: &Arc<LogicalUnit>,
     config: &GatewayConfig,
+    aborts: Arc<PeerAborts>,
 ) {
     let c = Arc::new(Coordinator {
         device: Arc::clone(device),
@@ -92,6 +103,7 @@ pub(super) fn start(
         changed: Condvar::new(),
         seen: Mutex::new(HashMap::new()),
         serial: Mutex::new(()),
+        aborts,
     });
     let weak = Arc::downgrade(&c);
     object.subscribe(Arc::new(move |payload: &[u8]| {
@@ -141,6 +153,53 @@ fn record(r: &Record) -> String {
     }
 }
 
+/// The message that tells the other gateways which registrations a PREEMPT AND ABORT through
+/// gateway `group` preempted.
+fn pr_abort_message(group: u16, preempted: &[Holder]) -> String {
+    let mut text = format!("{PR_ABORT}{group}\n");
+    for h in preempted {
+        let id: String = h
+            .initiator
+            .to_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        text.push_str(&format!("{} {id}\n", h.port));
+    }
+    text
+}
+
+/// `(group, preempted registrations)` of a PREEMPT AND ABORT message; `None` for anything
+/// else or a damaged one. At most `MAX_REGISTRATIONS` lines are read.
+fn parse_pr_abort(payload: &[u8]) -> Option<(u16, Vec<Holder>)> {
+    let text = std::str::from_utf8(payload).ok()?.strip_prefix(PR_ABORT)?;
+    let mut lines = text.lines();
+    let group = lines.next()?.parse().ok()?;
+    let mut preempted = Vec::new();
+    for line in lines {
+        if preempted.len() >= sluice_scsi::MAX_REGISTRATIONS {
+            return None;
+        }
+        let (port, id) = line.split_once(' ')?;
+        if id.len() % 2 != 0 || id.len() > 2 * sluice_scsi::MAX_TRANSPORT_ID_BYTES {
+            return None;
+        }
+        let bytes = (0..id.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(id.get(i..i + 2)?, 16).ok())
+            .collect::<Option<Vec<u8>>>()?;
+        let (initiator, used) = TransportId::parse(&bytes).ok()?;
+        if used != bytes.len() {
+            return None;
+        }
+        preempted.push(Holder {
+            initiator,
+            port: port.parse().ok()?,
+        });
+    }
+    Some((group, preempted))
+}
+
 /// `(group, addresses)` of a liveness ack.
 fn parse_ack(payload: &[u8]) -> Option<(u16, &str)> {
     let text = std::str::from_utf8(payload).ok()?.strip_prefix(ALIVE)?;
@@ -186,6 +245,11 @@ impl Coordinator {
         if reset_by.is_some_and(|g| g != self.me) {
             if let Some(lu) = self.lu.upgrade() {
                 lu.reset_by_peer();
+            }
+        }
+        if let Some((group, preempted)) = parse_pr_abort(payload) {
+            if group != self.me {
+                self.aborts.abort(&preempted);
             }
         }
         None
@@ -514,6 +578,30 @@ impl AluaController for Controller {
             tracing::warn!(image = c.device.name(), error = %e, "cannot tell the gateways of a reset");
         }
     }
+
+    /// Every other gateway aborts the tasks of its preempted I_T nexuses before the PREEMPT
+    /// AND ABORT's status goes out. One that does not ack in time is dead, hung or cut off:
+    /// if it owns the LU it is fenced within seconds (its writes refused by the cluster);
+    /// otherwise it aborts nothing, and refuses the preempted nexuses' next commands once it
+    /// reads the shared state again (docs/ceph.md).
+    fn preempted_and_aborted(&self, preempted: &[Holder]) {
+        let c = &self.0;
+        let msg = pr_abort_message(c.me, preempted);
+        match c.object.notify(msg.as_bytes(), PR_ABORT_NOTIFY_TIMEOUT) {
+            Ok(acks) if acks.len() < c.groups.len() => tracing::warn!(
+                image = c.device.name(),
+                acked = acks.len(),
+                gateways = c.groups.len(),
+                "PREEMPT AND ABORT: not every gateway confirmed it aborted the preempted tasks"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(
+                image = c.device.name(),
+                error = %e,
+                "cannot tell the gateways of a PREEMPT AND ABORT"
+            ),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -552,6 +640,50 @@ mod tests {
         assert_eq!(parse_ack(b"gateway x y"), None);
         assert_eq!(parse_ack(b"hello"), None);
         assert_eq!(parse_ack(b""), None);
+    }
+
+    #[test]
+    fn pr_abort_messages_round_trip_and_are_bounded() {
+        let preempted = vec![
+            Holder {
+                initiator: TransportId::iscsi_port("iqn.2026-11.test:a", [0x80, 0, 0, 0x5e, 0, 1]),
+                port: 1,
+            },
+            Holder {
+                initiator: TransportId::iscsi_device("iqn.2026-11.test:b"),
+                port: 2,
+            },
+        ];
+        let msg = pr_abort_message(2, &preempted);
+        assert!(msg.starts_with("pr-abort 2\n1 "), "{msg}");
+        assert_eq!(parse_pr_abort(msg.as_bytes()), Some((2, preempted.clone())));
+        assert_eq!(parse_pr_abort(b"pr-abort 3\n"), Some((3, Vec::new())));
+        for bad in [
+            "pr-abort x\n".to_owned(),
+            msg.replacen("\n1 ", "\nx ", 1),
+            msg.replacen("\n1 ", "\n1", 1),
+            format!("{}0\n", msg.trim_end()),
+            format!("{msg}1 4\n"),
+            format!(
+                "{msg}1 {}\n",
+                "00".repeat(sluice_scsi::MAX_TRANSPORT_ID_BYTES + 1)
+            ),
+        ] {
+            assert_eq!(parse_pr_abort(bad.as_bytes()), None, "{bad}");
+        }
+        assert_eq!(parse_pr_abort(b"lu-reset 1"), None);
+        assert_eq!(parse_pr_abort(&[0xff, 0xfe]), None);
+        // What comes through the cluster is untrusted: at most one line per registration.
+        let line = msg.lines().nth(1).unwrap();
+        let full = format!(
+            "pr-abort 1\n{}",
+            format!("{line}\n").repeat(sluice_scsi::MAX_REGISTRATIONS)
+        );
+        assert_eq!(
+            parse_pr_abort(full.as_bytes()).map(|(_, v)| v.len()),
+            Some(sluice_scsi::MAX_REGISTRATIONS)
+        );
+        assert_eq!(parse_pr_abort(format!("{full}{line}\n").as_bytes()), None);
     }
 
     #[test]
