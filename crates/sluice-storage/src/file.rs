@@ -589,7 +589,7 @@ mod crc_table;
 mod huge_pages;
 mod mapping;
 
-pub use crc_table::cached_crc32c;
+pub use crc_table::{cached_crc32c, file_range, FileRange};
 pub use huge_pages::HugePageStatus;
 
 #[cfg(test)]

@@ -57,7 +57,7 @@ mod submit;
 #[cfg(test)]
 mod conformance;
 
-pub use file::{cached_crc32c, FileDevice, FileOptions, HugePageStatus};
+pub use file::{cached_crc32c, file_range, FileDevice, FileOptions, FileRange, HugePageStatus};
 pub use memory::MemoryDevice;
 pub use null::NullDevice;
 #[cfg(feature = "rbd")]

@@ -13,7 +13,7 @@ use sluice_proto::target::{
     Added, CloseReason, ConnId, ConnectionSetup, KeepaliveConfig, SessionConfig, TargetSession,
 };
 use sluice_proto::text::Role;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{watch, Notify};
 use tracing::{debug, info, warn};
 
@@ -407,7 +407,7 @@ impl Reader {
 pub(crate) async fn serve(
     ctx: Arc<Context>,
     rd: Box<dyn ReadHalf>,
-    wr: Box<dyn AsyncWrite + Send + Unpin>,
+    wr: crate::outbox::Writer,
     peer: SocketAddr,
     local: SocketAddr,
     shutdown: watch::Receiver<bool>,

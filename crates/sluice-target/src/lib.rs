@@ -43,6 +43,7 @@ mod validate;
 pub use change::{ChangeError, ChangeReport};
 pub use connection::set_busy_poll_always;
 pub use iser::{IserCounters, IserServeOptions, DEFAULT_ISER_PORT, TARGET_RECV_DSL};
+pub use outbox::{sendfile_bytes, set_sendfile};
 pub use portal_groups::DEFAULT_PORTAL_GROUP_TAG;
 pub use server::{run, run_on, Target};
 pub use validate::is_iscsi_name;

@@ -9,20 +9,51 @@
 //! connection's `select!`), and reading pauses while more than [`MAX_QUEUED_BYTES`] wait,
 //! so a peer that does not read cannot make us buffer without bound.
 //!
-//! Data segments travel as the `Bytes` they were produced in (zero copy).
+//! Data segments travel as the `Bytes` they were produced in (zero copy). A large data segment
+//! that is a range of a mapped LUN file goes out with `sendfile(2)` instead (see
+//! [`sendfile`](self::sendfile) for when, and what it means for the bytes on the wire).
+
+mod sendfile;
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
+use std::task::{ready, Context, Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
 use sluice_proto::framing::{encode, encode_parts, pad_len, Digests};
 use sluice_proto::pdu::Pdu;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
+pub use sendfile::{sendfile_bytes, set_sendfile};
+use sendfile::{FileSegment, SENDFILE_MIN};
+
 /// The socket's sending half (a TCP stream, or an in-memory pipe in tests).
-pub(crate) type Writer = Box<dyn AsyncWrite + Send + Unpin>;
+pub(crate) type Writer = Box<dyn WriteHalf>;
+
+/// A connection's sending half.
+pub(crate) trait WriteHalf: AsyncWrite + Send + Unpin {
+    /// The TCP socket underneath, for `sendfile`; `None` for other streams (which get copies).
+    fn tcp(&self) -> Option<&tokio::net::TcpStream> {
+        None
+    }
+}
+
+impl WriteHalf for tokio::net::tcp::OwnedWriteHalf {
+    fn tcp(&self) -> Option<&tokio::net::TcpStream> {
+        Some(self.as_ref())
+    }
+}
+
+impl<S: tokio::io::AsyncRead + AsyncWrite + Send> WriteHalf for tokio::io::WriteHalf<S> {}
+
+impl WriteHalf for tokio::io::DuplexStream {}
+
+impl<W: WriteHalf + ?Sized> WriteHalf for Box<W> {
+    fn tcp(&self) -> Option<&tokio::net::TcpStream> {
+        (**self).tcp()
+    }
+}
 
 /// Above this many queued bytes the connection stops reading until the peer catches up.
 pub(crate) const MAX_QUEUED_BYTES: usize = 8 << 20;
@@ -30,25 +61,52 @@ pub(crate) const MAX_QUEUED_BYTES: usize = 8 << 20;
 /// Most buffers handed to one `writev` (Linux IOV_MAX is 1024).
 const MAX_IOVECS: usize = 64;
 
+/// One queued piece of the byte stream.
+enum Segment {
+    /// Bytes in memory, written with `writev`.
+    Bytes(Bytes),
+    /// A data segment that is a range of a LUN file, written with `sendfile`.
+    File(FileSegment),
+}
+
+impl Segment {
+    fn len(&self) -> usize {
+        match self {
+            Segment::Bytes(b) => b.len(),
+            Segment::File(f) => f.len(),
+        }
+    }
+}
+
 /// Encodes PDUs and writes them to the socket.
 pub(crate) struct Outbox {
     wr: Writer,
     digests: Digests,
     scratch: BytesMut,
-    queue: VecDeque<Bytes>,
+    queue: VecDeque<Segment>,
     queued_bytes: usize,
+    /// Whether data segments of mapped LUN files may go out with `sendfile` (switched on, and
+    /// the socket is TCP); still only without a data digest and from [`SENDFILE_MIN`] bytes.
+    sendfile: bool,
+    /// Bytes this connection sent with `sendfile`, and in how many calls.
+    sendfile_sent: u64,
+    sendfile_calls: u64,
     /// The test hook's faults (see `TargetConfig::fault_hook`), shared with the reader.
     faults: Option<crate::faults::SharedFaults>,
 }
 
 impl Outbox {
     pub(crate) fn new(wr: Writer) -> Self {
+        let sendfile = sendfile::enabled() && wr.tcp().is_some();
         Self {
             wr,
             digests: Digests::NONE,
             scratch: BytesMut::with_capacity(4096),
             queue: VecDeque::new(),
             queued_bytes: 0,
+            sendfile,
+            sendfile_sent: 0,
+            sendfile_calls: 0,
             faults: None,
         }
     }
@@ -98,7 +156,7 @@ impl Outbox {
         let header = self.scratch.split().freeze();
         self.enqueue(header);
         if !data.is_empty() {
-            self.enqueue(data);
+            self.enqueue_data(data);
             let t = trailer.as_bytes();
             if !t.is_empty() {
                 // Padding and data digest go through the scratch buffer too: no allocation.
@@ -134,7 +192,21 @@ impl Outbox {
 
     fn enqueue(&mut self, b: Bytes) {
         self.queued_bytes += b.len();
-        self.queue.push_back(b);
+        self.queue.push_back(Segment::Bytes(b));
+    }
+
+    /// Queues a data segment (no data digest follows it): by `sendfile` when it is large and a
+    /// range of a mapped LUN file, as bytes otherwise.
+    fn enqueue_data(&mut self, data: Bytes) {
+        if self.sendfile && data.len() >= SENDFILE_MIN {
+            if let Some(range) = sluice_storage::file_range(&data) {
+                self.queued_bytes += data.len();
+                self.queue
+                    .push_back(Segment::File(FileSegment::new(data, range)));
+                return;
+            }
+        }
+        self.enqueue(data);
     }
 
     /// Whether anything waits to be written.
@@ -185,13 +257,32 @@ impl Outbox {
     }
 
     fn poll_write_once(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if let Some(Segment::File(_)) = self.queue.front() {
+            return self.poll_sendfile(cx);
+        }
         let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
         let mut count = 0;
-        for (slot, b) in slices.iter_mut().zip(self.queue.iter()) {
-            *slot = IoSlice::new(b);
+        let mut file_follows = false;
+        for (slot, segment) in slices.iter_mut().zip(self.queue.iter()) {
+            match segment {
+                Segment::Bytes(b) => *slot = IoSlice::new(b),
+                Segment::File(_) => {
+                    file_follows = true;
+                    break;
+                }
+            }
             count += 1;
         }
         let slices = &slices[..count];
+        if file_follows {
+            // The header before a sendfile data segment: MSG_MORE, so that it leaves in one
+            // TCP segment with the data instead of alone (the socket is TCP_NODELAY).
+            if let Some(tcp) = self.wr.tcp() {
+                let written = ready!(sendfile::poll_send_more(tcp, cx, slices))?;
+                self.consume(written);
+                return Poll::Ready(Ok(()));
+            }
+        }
         let mut probe = sluice_probe::span(sluice_probe::Stage::Syscall);
         let polled = Pin::new(&mut self.wr).poll_write_vectored(cx, slices);
         if polled.is_pending() {
@@ -210,17 +301,57 @@ impl Outbox {
         Poll::Ready(Ok(()))
     }
 
+    /// Sends (some of) the file segment at the front of the queue.
+    fn poll_sendfile(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let Some(Segment::File(segment)) = self.queue.front_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        let Some(tcp) = self.wr.tcp() else {
+            // Not reached (file segments are only queued for TCP); copy it then.
+            let bytes = segment.to_bytes();
+            self.queue[0] = Segment::Bytes(bytes);
+            return Poll::Ready(Ok(()));
+        };
+        match ready!(sendfile::poll_sendfile(tcp, cx, segment)) {
+            Ok(written) => {
+                self.sendfile_sent += written as u64;
+                self.sendfile_calls += 1;
+                self.consume(written);
+                Poll::Ready(Ok(()))
+            }
+            Err(e) if sendfile::unsupported(&e) => {
+                // The kernel cannot splice this file into this socket: send the mapped bytes,
+                // and never try again on this connection.
+                tracing::debug!(error = %e, "sendfile unsupported; copying data segments");
+                self.sendfile = false;
+                for segment in self.queue.iter_mut() {
+                    if let Segment::File(f) = segment {
+                        *segment = Segment::Bytes(f.to_bytes());
+                    }
+                }
+                Poll::Ready(Ok(()))
+            }
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+
     fn consume(&mut self, mut written: usize) {
         self.queued_bytes -= written.min(self.queued_bytes);
         while written > 0 {
             let Some(front) = self.queue.front_mut() else {
                 break;
             };
-            if written >= front.len() {
-                written -= front.len();
+            let len = front.len();
+            if written >= len {
+                written -= len;
                 self.queue.pop_front();
             } else {
-                let _ = front.split_to(written);
+                match front {
+                    Segment::Bytes(b) => {
+                        let _ = b.split_to(written);
+                    }
+                    Segment::File(f) => f.advance(written),
+                }
                 written = 0;
             }
         }
@@ -320,5 +451,149 @@ mod tests {
             drop(outbox);
             assert_eq!(reader.await.unwrap(), &want[..], "digests {digests:?}");
         }
+    }
+
+    /// A loopback TCP connection: the outbox's writer, and the peer's socket.
+    async fn tcp_pair(send_buffer: Option<usize>) -> (Writer, tokio::net::TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let connect = tokio::spawn(async move { tokio::net::TcpStream::connect(addr).await });
+        let (ours, _) = listener.accept().await.unwrap();
+        let theirs = connect.await.unwrap().unwrap();
+        ours.set_nodelay(true).unwrap();
+        if let Some(bytes) = send_buffer {
+            // The sender's buffer only: a tiny receive window would crawl on delayed ACKs.
+            socket2::SockRef::from(&ours)
+                .set_send_buffer_size(bytes)
+                .unwrap();
+        }
+        let (_, wr) = ours.into_split();
+        (Box::new(wr), theirs)
+    }
+
+    /// Data-In PDUs of a mapped LUN: large and small, aligned and not (padding), at offsets
+    /// that are not page aligned; and one in memory.
+    fn mixed_pdus(lun: &Bytes) -> Vec<Pdu> {
+        let mut pdus = vec![data_in(300_001)];
+        for (at, len) in [
+            (0, 1 << 20),
+            (512, 300_001),
+            (4096 + 7, 65_536 + 2),
+            (100, 4096),
+            (1 << 20, 65_536),
+            (3, 262_143),
+        ] {
+            pdus.push(data_in_of(lun.slice(at..at + len)));
+        }
+        pdus
+    }
+
+    /// Pushes `pdus` (a few at a time, writing between, as the connection does), closes, and
+    /// returns what the peer read, what `encode` says it should be, and the bytes sent with
+    /// sendfile and in how many calls. The peer reads in small pieces with pauses when `slow`, so the socket fills
+    /// and sends are partial.
+    async fn send_over_tcp(
+        pdus: &[Pdu],
+        digests: Digests,
+        sendfile: bool,
+        send_buffer: Option<usize>,
+        slow: bool,
+    ) -> (Vec<u8>, BytesMut, (u64, u64)) {
+        let (wr, mut theirs) = tcp_pair(send_buffer).await;
+        let reader = tokio::spawn(async move {
+            let mut got = Vec::new();
+            let mut piece = vec![0u8; if slow { 7_000 } else { 1 << 20 }];
+            loop {
+                let n = theirs.read(&mut piece).await.unwrap();
+                if n == 0 {
+                    break got;
+                }
+                got.extend_from_slice(&piece[..n]);
+                if slow && got.len() % 5 == 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+            }
+        });
+        let mut outbox = Outbox::new(wr);
+        outbox.sendfile = sendfile;
+        outbox.set_digests(digests);
+        let mut want = BytesMut::new();
+        for batch in pdus.chunks(2) {
+            for pdu in batch {
+                outbox.push(pdu);
+                encode(pdu, digests, &mut want);
+            }
+            outbox.write_now().unwrap();
+            if outbox.congested() {
+                outbox.flush().await.unwrap();
+            }
+        }
+        outbox.close().await;
+        let sent = (outbox.sendfile_sent, outbox.sendfile_calls);
+        drop(outbox);
+        (reader.await.unwrap(), want, sent)
+    }
+
+    /// Over TCP without a data digest, large data segments of a mapped LUN go out with
+    /// sendfile, byte for byte what `encode` produces (header, data, padding), whether the
+    /// socket takes everything at once or a few KiB at a time (partial sends, EAGAIN, waits
+    /// for writability).
+    #[tokio::test]
+    async fn sendfile_sends_exactly_the_encoded_bytes_over_tcp() {
+        let lun = mapped_lun();
+        let pdus = mixed_pdus(&lun.1);
+        let large = [1 << 20, 300_001, 65_538, 65_536, 262_143];
+        for (send_buffer, slow) in [(None, false), (Some(4096), true)] {
+            let (got, want, (sent, calls)) =
+                send_over_tcp(&pdus, Digests::NONE, true, send_buffer, slow).await;
+            assert!(
+                got == want[..],
+                "wire bytes differ (buffer {send_buffer:?})"
+            );
+            assert_eq!(
+                sent,
+                large.iter().sum::<u64>(),
+                "every large mapped segment, only those, by sendfile"
+            );
+            if send_buffer.is_some() {
+                assert!(
+                    calls > 4 * large.len() as u64,
+                    "partial sends: {calls} calls"
+                );
+            }
+        }
+    }
+
+    /// With a data digest, or with the switch off, nothing goes by sendfile, and the bytes are
+    /// still right.
+    #[tokio::test]
+    async fn digests_or_the_switch_keep_the_copy_path() {
+        let lun = mapped_lun();
+        let pdus = mixed_pdus(&lun.1);
+        let both = Digests {
+            header: true,
+            data: true,
+        };
+        let header_only = Digests {
+            header: true,
+            data: false,
+        };
+        for (digests, on, expect_sendfile) in [
+            (both, true, false),
+            (Digests::NONE, false, false),
+            (header_only, true, true),
+        ] {
+            let (got, want, (sent, _)) = send_over_tcp(&pdus, digests, on, Some(8192), true).await;
+            assert!(got == want[..], "wire bytes differ ({digests:?}, on {on})");
+            assert_eq!(sent > 0, expect_sendfile, "{digests:?}, on {on}");
+        }
+    }
+
+    /// In-memory pipes never take the sendfile path, whatever the switch says.
+    #[test]
+    fn only_tcp_sockets_get_sendfile() {
+        let (client, _server) = tokio::io::duplex(1024);
+        let outbox = Outbox::new(Box::new(client));
+        assert!(!outbox.sendfile);
     }
 }

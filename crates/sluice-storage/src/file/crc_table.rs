@@ -15,6 +15,7 @@
 //! * writes by other programs to the file are not seen: the file must not be written by
 //!   anything but sluice while it is served (documented on `FileDevice`).
 
+use std::fs::File;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock, Weak};
 
@@ -28,18 +29,22 @@ const MIN_CACHED: usize = 64 * 1024;
 const VALID: u64 = 1 << 63;
 const GENERATION: u64 = ((1 << 31) - 1) << 32;
 
-/// What the registry knows of one mapping: where it is, and its table once wanted.
+/// What the registry knows of one mapping: where it is, the file it maps (from offset 0), and
+/// its table once wanted.
 pub(super) struct Shared {
     base: usize,
     len: usize,
+    file: Arc<File>,
     table: OnceLock<CrcTable>,
 }
 
 impl Shared {
-    pub(super) fn register(base: usize, len: usize) -> Arc<Self> {
+    /// Registers the mapping of `len` bytes at address `base`, of `file` from offset 0.
+    pub(super) fn register(base: usize, len: usize, file: Arc<File>) -> Arc<Self> {
         let shared = Arc::new(Self {
             base,
             len,
+            file,
             table: OnceLock::new(),
         });
         let mut reg = REGISTRY.write().unwrap_or_else(|e| e.into_inner());
@@ -63,25 +68,57 @@ impl Shared {
 
 static REGISTRY: RwLock<Vec<Weak<Shared>>> = RwLock::new(Vec::new());
 
+/// The registered mapping that `data` lies wholly inside, and `data`'s offset in it (which is
+/// its offset in the file: mappings start at file offset 0).
+fn find(data: &[u8]) -> Option<(Arc<Shared>, usize)> {
+    let addr = data.as_ptr().addr();
+    let reg = REGISTRY.read().unwrap_or_else(|e| e.into_inner());
+    let shared = reg.iter().filter_map(Weak::upgrade).find(|s| {
+        addr >= s.base
+            && addr
+                .checked_add(data.len())
+                .is_some_and(|e| e <= s.base + s.len)
+    })?;
+    let offset = addr - shared.base;
+    Some((shared, offset))
+}
+
+/// Bytes `offset..offset + len` of an open file, whose page cache is what the mapping shows.
+///
+/// Only mapped LUN files have one (memory-backed regular files, never `O_DIRECT`, never thin:
+/// see `FileDevice`), so sending the range with `sendfile(2)` puts on the wire exactly the
+/// bytes a copy out of the mapping would, at the moment the kernel reads the pages.
+#[derive(Clone, Debug)]
+pub struct FileRange {
+    /// The file (its own descriptor, kept open while the range exists).
+    pub file: Arc<File>,
+    /// Where the range starts in the file.
+    pub offset: u64,
+    /// How many bytes.
+    pub len: usize,
+}
+
+/// The file range that `data` shows, when `data` lies inside a mapped LUN file; `None` for
+/// any other bytes (a copy, memory LUNs, files read with `pread`).
+pub fn file_range(data: &[u8]) -> Option<FileRange> {
+    let (shared, offset) = find(data)?;
+    Some(FileRange {
+        file: Arc::clone(&shared.file),
+        offset: offset as u64,
+        len: data.len(),
+    })
+}
+
 /// The CRC32C of `data` from the per-chunk table, when `data` lies inside a mapped LUN file
 /// and is long enough to be worth it; `None` otherwise (compute it directly).
 pub fn cached_crc32c(data: &[u8]) -> Option<u32> {
     if data.len() < MIN_CACHED {
         return None;
     }
-    let addr = data.as_ptr().addr();
-    let shared = {
-        let reg = REGISTRY.read().unwrap_or_else(|e| e.into_inner());
-        reg.iter().filter_map(Weak::upgrade).find(|s| {
-            addr >= s.base
-                && addr
-                    .checked_add(data.len())
-                    .is_some_and(|e| e <= s.base + s.len)
-        })?
-    };
+    let (shared, offset) = find(data)?;
     let table = shared.table.get_or_init(|| CrcTable::new(shared.len));
     fence(Ordering::SeqCst); // see `Shared::written`
-    Some(table.crc_of(addr - shared.base, data))
+    Some(table.crc_of(offset, data))
 }
 
 /// One entry per [`CHUNK`] of the mapping.

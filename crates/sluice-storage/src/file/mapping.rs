@@ -107,6 +107,8 @@ impl MappedFile {
         } else {
             libc::PROT_READ
         };
+        // Its own descriptor for the registry: sendfile ranges keep it open (`FileRange`).
+        let registered = std::sync::Arc::new(file.try_clone()?);
         let ptr = map_aligned(file, len, prot)?;
         let bytes = Bytes::from_owner(Mapping { ptr, len });
         let collapser = huge_pages.and_then(|name| Collapser::start(bytes.clone(), name));
@@ -114,7 +116,7 @@ impl MappedFile {
             bytes,
             write_ptr: writable.then_some(ptr),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
-            crcs: super::crc_table::Shared::register(ptr.as_ptr().addr(), len),
+            crcs: super::crc_table::Shared::register(ptr.as_ptr().addr(), len, registered),
             collapser,
         })
     }

@@ -255,6 +255,39 @@ fn files_in_ram_are_read_without_copy_and_see_later_writes() {
     assert!(got[512..1024].iter().all(|&b| b == 0x3c));
 }
 
+/// A slice of a mapped file names its file range: reading those bytes of that descriptor
+/// gives the slice's bytes, also after a write through the mapping, and after the device is
+/// gone (the range keeps the file open). Copies and unmapped files have none.
+#[test]
+fn mapped_slices_name_their_file_range_and_nothing_else_does() {
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let path = shm.path().join("lun.img");
+    let len = 1 << 20;
+    std::fs::write(&path, (0..len).map(|i| (i % 253) as u8).collect::<Vec<_>>()).unwrap();
+    let dev = FileDevice::open(&path, options(Some(len as u64), 512)).unwrap();
+    let got = dev.read_shared(8192 + 512, 70_000).unwrap().unwrap();
+    let range = crate::file_range(&got).expect("a mapped slice has a file range");
+    assert_eq!((range.offset, range.len), (8192 + 512, 70_000));
+    dev.write_at(8192 + 1024, &[0xee; 512], false).unwrap();
+    drop(dev);
+    let mut back = vec![0u8; range.len];
+    range.file.read_exact_at(&mut back, range.offset).unwrap();
+    assert!(back == got[..], "the descriptor shows the mapping's bytes");
+    assert_eq!(&back[512..1024], &[0xee; 512][..]);
+
+    assert!(crate::file_range(&got.to_vec()).is_none(), "a copy");
+    // Sparse, so not mapped: read with pread.
+    let unmapped = FileDevice::open(
+        shm.path().join("sparse.img"),
+        options(Some(len as u64), 512),
+    )
+    .unwrap();
+    assert!(unmapped.read_shared(0, 512).is_none());
+    let mut buf = BytesMut::new();
+    unmapped.read_append(0, 65_536, &mut buf).unwrap();
+    assert!(crate::file_range(&buf).is_none(), "a pread buffer");
+}
+
 #[test]
 fn disk_files_are_not_mapped_and_read_append_keeps_old_bytes() {
     let dir = tempfile::tempdir().unwrap();
