@@ -70,7 +70,7 @@ async fn large_reads_of_a_mapped_file_are_right_with_and_without_sendfile() {
     ));
     let addr = addr_rx.await.unwrap();
 
-    // Switched on (the default): the data goes by sendfile, and shows a write just made.
+    // Switched on: the data goes by sendfile, and shows a write just made.
     sluice_target::set_sendfile(true);
     let mut p = login(addr, 1, false).await;
     let before = sluice_target::sendfile_bytes();

@@ -275,7 +275,8 @@ fn mapped_slices_name_their_file_range_and_nothing_else_does() {
     assert!(back == got[..], "the descriptor shows the mapping's bytes");
     assert_eq!(&back[512..1024], &[0xee; 512][..]);
 
-    assert!(crate::file_range(&got.to_vec()).is_none(), "a copy");
+    let copy = got.to_vec();
+    assert!(crate::file_range(&copy).is_none(), "a copy");
     // Sparse, so not mapped: read with pread.
     let unmapped = FileDevice::open(
         shm.path().join("sparse.img"),

@@ -9,10 +9,16 @@
 //!
 //! When: a data segment of at least [`SENDFILE_MIN`] bytes that
 //! `sluice_storage::file_range` finds inside a mapped LUN file, on a TCP socket, with
-//! DataDigest=None, while the switch is on ([`set_sendfile`], `SLUICE_SENDFILE=0` turns it
-//! off). The header before it is written with `MSG_MORE` so both share TCP segments.
-//! Smaller segments keep their single `writev` per batch: below about 64 KiB the extra
-//! system call costs more than the copy it saves.
+//! DataDigest=None, while the switch is on ([`set_sendfile`], `SLUICE_SENDFILE=1`). The header
+//! before it is written with `MSG_MORE` so both share TCP segments. Smaller segments keep
+//! their single `writev` per batch.
+//!
+//! Off by default, because on loopback under BBR (this project's benchmark host) it loses:
+//! the kernel splices a file into a socket 16 pages (64 KiB) per `sendmsg`, each page its own
+//! fragment, so a 1 MiB segment becomes many more, smaller pushes, each arming the pacing
+//! timer; 1 MiB reads ran at half the rate with 1.4 times the CPU per read (docs/performance.md,
+//! "sendfile for file LUNs"). Where the sending copy is the bottleneck and pushes are cheap (a
+//! real NIC, which then reads the pages itself; no internal pacing) it is the path to try.
 //!
 //! What goes on the wire, and why that is acceptable:
 //! * The bytes are read when the kernel transmits them (and again for a retransmission), not
@@ -54,7 +60,9 @@ use sluice_storage::FileRange;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
-/// Smallest data segment sent with `sendfile` (docs/performance.md, "sendfile").
+/// Smallest data segment sent with `sendfile` (one `sendfile` per segment instead of one
+/// `writev` per batch: 4 KiB reads keep their batching). Chosen, not tuned: on the benchmark
+/// host sendfile lost at every size measured (128 KiB and 1 MiB).
 pub(super) const SENDFILE_MIN: usize = 64 * 1024;
 
 /// 0: not decided yet (the environment decides), 1: on, 2: off.
@@ -64,8 +72,9 @@ static SWITCH: AtomicU8 = AtomicU8::new(0);
 static SENT: AtomicU64 = AtomicU64::new(0);
 
 /// Turns sending large Data-In segments of mapped LUN files with `sendfile(2)` on or off for
-/// connections that start from now on. On by default; `SLUICE_SENDFILE=0` (or `off`) in the
-/// environment turns it off unless this is called. See docs/performance.md ("sendfile").
+/// connections that start from now on. Off by default; `SLUICE_SENDFILE=1` (or `on`) in the
+/// environment turns it on unless this is called. See docs/performance.md ("sendfile for file
+/// LUNs").
 pub fn set_sendfile(on: bool) {
     SWITCH.store(if on { 1 } else { 2 }, Ordering::Relaxed);
 }
@@ -85,7 +94,7 @@ pub(super) fn enabled() -> bool {
             static FROM_ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
             *FROM_ENV.get_or_init(|| {
                 std::env::var("SLUICE_SENDFILE")
-                    .map_or(true, |v| !matches!(v.trim(), "0" | "off" | "false" | "no"))
+                    .is_ok_and(|v| matches!(v.trim(), "1" | "on" | "true" | "yes"))
             })
         }
     }
