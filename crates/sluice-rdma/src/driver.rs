@@ -103,6 +103,37 @@ impl SoftRdma {
         self.endpoint().register(len, access, va)
     }
 
+    /// Registers the caller's memory in place: no allocation, no zero-filling, no copy.
+    pub fn register_vec(
+        &self,
+        bytes: Vec<u8>,
+        access: Access,
+        va: VaMode,
+    ) -> Result<MemoryRegion, RegisterError> {
+        self.endpoint().register_vec(bytes, access, va)
+    }
+
+    /// Registers the caller's immutable buffer in place for reading: Sends, RDMA Writes and
+    /// the peer's RDMA Reads from it slice it rather than copy it.
+    pub fn register_shared(
+        &self,
+        bytes: bytes::Bytes,
+        access: Access,
+        va: VaMode,
+    ) -> Result<MemoryRegion, RegisterError> {
+        self.endpoint().register_shared(bytes, access, va)
+    }
+
+    /// Deregisters a region and hands its memory back (no copy).
+    pub fn take(&self, stag: STag) -> Result<Vec<u8>, AccessError> {
+        self.endpoint().pd.take(stag)
+    }
+
+    /// The base address of the region `stag` names, if any.
+    pub fn describe_base(&self, stag: STag) -> Option<u64> {
+        self.endpoint().pd.describe(stag).map(|(mr, _)| mr.base_va)
+    }
+
     /// Deregisters a region.
     pub fn deregister(&self, stag: STag) -> Result<(), AccessError> {
         self.endpoint().pd.deregister(stag)

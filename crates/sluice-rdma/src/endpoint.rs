@@ -66,6 +66,34 @@ impl Endpoint {
         self.pd.register(len, access, va)
     }
 
+    /// Registers the caller's memory in place (see [`ProtectionDomain::register_vec`]),
+    /// under the same fault plan as [`register`](Self::register).
+    pub fn register_vec(
+        &mut self,
+        bytes: Vec<u8>,
+        access: Access,
+        va: VaMode,
+    ) -> Result<MemoryRegion, RegisterError> {
+        if self.faults.take_registration_failure() {
+            return Err(RegisterError::Injected);
+        }
+        self.pd.register_vec(bytes, access, va)
+    }
+
+    /// Registers the caller's immutable buffer for reading (see
+    /// [`ProtectionDomain::register_shared`]), under the same fault plan.
+    pub fn register_shared(
+        &mut self,
+        bytes: bytes::Bytes,
+        access: Access,
+        va: VaMode,
+    ) -> Result<MemoryRegion, RegisterError> {
+        if self.faults.take_registration_failure() {
+            return Err(RegisterError::Injected);
+        }
+        self.pd.register_shared(bytes, access, va)
+    }
+
     /// The queue pair's state.
     pub fn state(&self) -> QpState {
         self.qp.state()

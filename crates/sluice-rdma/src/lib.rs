@@ -8,8 +8,12 @@
 //!   region and returns its [`MemoryRegion`]: an [`STag`] (the lkey and rkey), a base address
 //!   as the peer names it (any base, or zero-based virtual addressing, RFC 7145's ZBVA:
 //!   [`VaMode`]) and a length, with [`Access`] rights (local write, remote read, remote
-//!   write; local read is always allowed). Regions are deregistered or invalidated (a local
-//!   invalidate work request, or a peer's Send with Invalidate).
+//!   write; local read is always allowed). [`ProtectionDomain::register_vec`] and
+//!   [`ProtectionDomain::register_shared`] register the caller's memory in place instead (a
+//!   shared, immutable buffer only without write rights), as real registration pins the
+//!   consumer's buffer; the checks are the same. Regions are deregistered (or taken back
+//!   with [`ProtectionDomain::take`]) or invalidated (a local invalidate work request, or a
+//!   peer's Send with Invalidate).
 //! - A [`QueuePair`] (reliable connected) takes send work requests ([`SendWr`]: Send, Send
 //!   with Invalidate, RDMA Write, RDMA Read, local invalidate) and receives ([`RecvWr`]), and
 //!   returns [`WorkCompletion`]s (opcode, status, byte count, `wr_id`) in its completion queue:
@@ -98,6 +102,7 @@ pub mod driver;
 pub mod endpoint;
 pub mod fault;
 pub mod pd;
+pub mod pool;
 pub mod qp;
 pub mod staging;
 pub mod wire;
@@ -108,6 +113,7 @@ pub use driver::SoftRdma;
 pub use endpoint::{Endpoint, Outgoing};
 pub use fault::{FaultAction, FaultPlan, FaultRule, FrameKind};
 pub use pd::{AccessError, MemoryRegion, ProtectionDomain, RegisterError};
+pub use pool::BufferPool;
 pub use qp::{PostError, QpConfig, QpState, QueuePair};
 pub use staging::{RecvRing, StageError, Stager};
 pub use work::{RecvWr, SendWr, WcOpcode, WcStatus, WorkCompletion};

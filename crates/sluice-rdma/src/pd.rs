@@ -3,6 +3,7 @@
 
 use std::ops::Range;
 
+use bytes::Bytes;
 use rustc_hash::FxHashMap;
 
 use crate::access::{Access, STag, VaMode};
@@ -77,7 +78,28 @@ struct Region {
     base_va: u64,
     access: Access,
     valid: bool,
-    bytes: Vec<u8>,
+    bytes: Memory,
+}
+
+/// A region's memory: allocated for it or handed over by the caller (writable), or the
+/// caller's immutable shared buffer (a region without write rights), which every read
+/// slices instead of copying.
+enum Memory {
+    Owned(Vec<u8>),
+    Shared(Bytes),
+}
+
+impl Memory {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Memory::Owned(v) => v,
+            Memory::Shared(b) => b,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
 }
 
 /// A protection domain: the regions one set of queue pairs may use. Its memory lives here,
@@ -102,6 +124,49 @@ impl ProtectionDomain {
         access: Access,
         va: VaMode,
     ) -> Result<MemoryRegion, RegisterError> {
+        if len > MAX_REGION_BYTES {
+            return Err(RegisterError::TooLarge(len));
+        }
+        let size = usize::try_from(len).map_err(|_| RegisterError::TooLarge(len))?;
+        self.register_vec(vec![0; size], access, va)
+    }
+
+    /// Registers the caller's memory in place, as real memory registration pins the
+    /// consumer's buffer rather than allocating one: the region is `bytes` as they are, with
+    /// no copy and no zero-filling. Every check a [`register`](Self::register)ed region gets
+    /// applies unchanged; [`take`](Self::take) hands the memory back.
+    pub fn register_vec(
+        &mut self,
+        bytes: Vec<u8>,
+        access: Access,
+        va: VaMode,
+    ) -> Result<MemoryRegion, RegisterError> {
+        self.insert(Memory::Owned(bytes), access, va)
+    }
+
+    /// Registers the caller's immutable buffer in place for reading only (a Send's or an
+    /// RDMA Write's source, or a buffer the peer RDMA-Reads): local and remote reads of it
+    /// share its bytes instead of copying them. Write rights are refused
+    /// ([`RegisterError::InvalidAccess`]): the memory cannot change.
+    pub fn register_shared(
+        &mut self,
+        bytes: Bytes,
+        access: Access,
+        va: VaMode,
+    ) -> Result<MemoryRegion, RegisterError> {
+        if access.contains(Access::LOCAL_WRITE) || access.contains(Access::REMOTE_WRITE) {
+            return Err(RegisterError::InvalidAccess);
+        }
+        self.insert(Memory::Shared(bytes), access, va)
+    }
+
+    fn insert(
+        &mut self,
+        bytes: Memory,
+        access: Access,
+        va: VaMode,
+    ) -> Result<MemoryRegion, RegisterError> {
+        let len = bytes.len() as u64;
         if access.contains(Access::REMOTE_WRITE) && !access.contains(Access::LOCAL_WRITE) {
             return Err(RegisterError::InvalidAccess);
         }
@@ -112,7 +177,6 @@ impl ProtectionDomain {
         if len > MAX_REGION_BYTES || base_va.checked_add(len).is_none() {
             return Err(RegisterError::TooLarge(len));
         }
-        let size = usize::try_from(len).map_err(|_| RegisterError::TooLarge(len))?;
         if self.next_index >= MAX_REGION_INDEX {
             return Err(RegisterError::Exhausted);
         }
@@ -126,7 +190,7 @@ impl ProtectionDomain {
                 base_va,
                 access,
                 valid: true,
-                bytes: vec![0; size],
+                bytes,
             },
         );
         Ok(MemoryRegion {
@@ -135,6 +199,19 @@ impl ProtectionDomain {
             len,
             access,
         })
+    }
+
+    /// Deregisters a region and hands its memory back to the owner (no copy): the STag
+    /// names nothing afterwards, as after [`deregister`](Self::deregister).
+    pub fn take(&mut self, stag: STag) -> Result<Vec<u8>, AccessError> {
+        self.region(stag)?;
+        self.regions
+            .remove(&stag.index())
+            .map(|r| match r.bytes {
+                Memory::Owned(v) => v,
+                Memory::Shared(b) => Vec::from(b),
+            })
+            .ok_or(AccessError::UnknownStag(stag))
     }
 
     /// Removes a region; its STag names nothing afterwards.
@@ -198,7 +275,23 @@ impl ProtectionDomain {
         need: Access,
     ) -> Result<Vec<u8>, AccessError> {
         let range = self.check(stag, va, len, need)?;
-        Ok(self.region(stag)?.bytes[range].to_vec())
+        Ok(self.region(stag)?.bytes.as_slice()[range].to_vec())
+    }
+
+    /// As [`read`](Self::read), as `Bytes`: a slice of a shared region's buffer (no copy),
+    /// a copy of anything else.
+    pub fn read_bytes(
+        &self,
+        stag: STag,
+        va: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<Bytes, AccessError> {
+        let range = self.check(stag, va, len, need)?;
+        Ok(match &self.region(stag)?.bytes {
+            Memory::Shared(b) => b.slice(range),
+            Memory::Owned(v) => Bytes::copy_from_slice(&v[range]),
+        })
     }
 
     /// Copies `data` into a region after [`check`](Self::check) with `need`.
@@ -210,7 +303,7 @@ impl ProtectionDomain {
         need: Access,
     ) -> Result<(), AccessError> {
         let range = self.check(stag, va, data.len() as u64, need)?;
-        self.region_mut(stag)?.bytes[range].copy_from_slice(data);
+        writable(self.region_mut(stag)?)?[range].copy_from_slice(data);
         Ok(())
     }
 
@@ -220,7 +313,7 @@ impl ProtectionDomain {
         let region = self.region(stag)?;
         let range =
             region_range(region, va, len).ok_or(AccessError::OutOfBounds { stag, va, len })?;
-        Ok(&region.bytes[range])
+        Ok(&region.bytes.as_slice()[range])
     }
 
     /// The owner filling its own memory (a CPU store, not a verb): bounds are checked, rights
@@ -230,7 +323,7 @@ impl ProtectionDomain {
         let len = data.len() as u64;
         let range =
             region_range(region, va, len).ok_or(AccessError::OutOfBounds { stag, va, len })?;
-        region.bytes[range].copy_from_slice(data);
+        writable(region)?[range].copy_from_slice(data);
         Ok(())
     }
 
@@ -246,6 +339,14 @@ impl ProtectionDomain {
             Some(r) if r.stag == stag => Ok(r),
             _ => Err(AccessError::UnknownStag(stag)),
         }
+    }
+}
+
+/// A region's memory to store into; a shared (immutable) buffer has no write right.
+fn writable(region: &mut Region) -> Result<&mut [u8], AccessError> {
+    match &mut region.bytes {
+        Memory::Owned(v) => Ok(v),
+        Memory::Shared(_) => Err(AccessError::NoRight(region.stag)),
     }
 }
 
@@ -373,5 +474,76 @@ mod tests {
         let b = pd.register(8, Access::NONE, VaMode::ZeroBased).expect("b");
         assert_ne!(a.stag, b.stag);
         assert!(pd.contents(a.stag, 0, 1).is_err());
+    }
+
+    #[test]
+    fn memory_registered_in_place_is_checked_like_any_region() {
+        let mut pd = ProtectionDomain::new();
+        let mr = pd
+            .register_vec(vec![7; 16], Access::REMOTE_READ, VaMode::Based(0x2000))
+            .expect("register");
+        assert_eq!(mr.len, 16);
+        assert_eq!(
+            pd.read(mr.stag, 0x2000, 16, Access::REMOTE_READ),
+            Ok(vec![7; 16])
+        );
+        assert!(matches!(
+            pd.read(mr.stag, 0x2008, 9, Access::REMOTE_READ),
+            Err(AccessError::OutOfBounds { .. })
+        ));
+        assert_eq!(
+            pd.write(mr.stag, 0x2000, &[1], Access::REMOTE_WRITE),
+            Err(AccessError::NoRight(mr.stag))
+        );
+        assert_eq!(
+            pd.register_vec(vec![0; 4], Access::REMOTE_WRITE, VaMode::ZeroBased),
+            Err(RegisterError::InvalidAccess)
+        );
+    }
+
+    #[test]
+    fn taking_a_region_returns_its_memory_and_retires_its_stag() {
+        let mut pd = ProtectionDomain::new();
+        let mr = pd
+            .register(
+                4,
+                Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+                VaMode::ZeroBased,
+            )
+            .expect("register");
+        pd.write(mr.stag, 1, &[9, 9], Access::REMOTE_WRITE)
+            .expect("write");
+        assert_eq!(pd.take(mr.stag), Ok(vec![0, 9, 9, 0]));
+        assert_eq!(pd.take(mr.stag), Err(AccessError::UnknownStag(mr.stag)));
+        assert_eq!(
+            pd.check(mr.stag, 0, 1, Access::REMOTE_WRITE),
+            Err(AccessError::UnknownStag(mr.stag))
+        );
+    }
+
+    #[test]
+    fn shared_memory_is_read_only_and_bounded() {
+        let mut pd = ProtectionDomain::new();
+        let data = Bytes::from_static(b"0123456789");
+        assert_eq!(
+            pd.register_shared(data.clone(), Access::LOCAL_WRITE, VaMode::ZeroBased),
+            Err(RegisterError::InvalidAccess)
+        );
+        let mr = pd
+            .register_shared(data, Access::REMOTE_READ, VaMode::Based(0x100))
+            .expect("register");
+        assert_eq!(
+            pd.read_bytes(mr.stag, 0x102, 3, Access::REMOTE_READ),
+            Ok(Bytes::from_static(b"234"))
+        );
+        assert!(matches!(
+            pd.read_bytes(mr.stag, 0x108, 3, Access::REMOTE_READ),
+            Err(AccessError::OutOfBounds { .. })
+        ));
+        assert_eq!(
+            pd.fill(mr.stag, 0x100, b"x"),
+            Err(AccessError::NoRight(mr.stag))
+        );
+        assert_eq!(pd.take(mr.stag), Ok(b"0123456789".to_vec()));
     }
 }

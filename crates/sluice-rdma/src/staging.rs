@@ -2,9 +2,10 @@
 //! Write or RDMA Read gets a region of its own, registered for the one work request and
 //! deregistered when it completes, and a ring of receive buffers stays posted.
 //!
-//! This provider keeps region memory inside its protection domain, so staging costs a copy
-//! per operation; a provider over real memory registration would register the consumer's
-//! buffers in place instead.
+//! Nothing is staged by copying into zero-filled memory: an RDMA Write's source is the
+//! caller's buffer registered in place (shared, read-only), a Send's parts are gathered once
+//! into a buffer registered as it is, and an RDMA Read's sink is handed to the consumer as
+//! it is when the Read completes (no copy out).
 
 use std::collections::HashMap;
 
@@ -13,6 +14,7 @@ use bytes::Bytes;
 use crate::access::{Access, RemoteAddr, STag, Sge, VaMode};
 use crate::driver::SoftRdma;
 use crate::pd::{AccessError, RegisterError};
+use crate::pool::BufferPool;
 use crate::qp::PostError;
 use crate::work::{RecvWr, SendWr, WcOpcode, WorkCompletion};
 
@@ -44,6 +46,7 @@ struct Staged {
 pub struct Stager {
     next: u64,
     posted: HashMap<u64, Staged>,
+    sinks: BufferPool,
 }
 
 impl Stager {
@@ -52,6 +55,7 @@ impl Stager {
         Stager {
             next: 1,
             posted: HashMap::new(),
+            sinks: BufferPool::new(),
         }
     }
 
@@ -68,15 +72,15 @@ impl Stager {
     ) -> Result<(u64, Sge), StageError> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let len32 = u32::try_from(len).map_err(|_| StageError::TooLong(len))?;
-        let region = rdma.register(u64::from(len32.max(1)), access, VaMode::ZeroBased)?;
-        let mut at = 0u64;
+        let mut bytes = Vec::with_capacity(len.max(1));
         for p in parts {
-            if let Err(e) = rdma.fill(region.stag, at, p) {
-                let _ = rdma.deregister(region.stag);
-                return Err(e.into());
-            }
-            at += p.len() as u64;
+            bytes.extend_from_slice(p);
         }
+        if bytes.is_empty() {
+            // A region is never empty; the work request still moves zero bytes.
+            bytes.push(0);
+        }
+        let region = rdma.register_vec(bytes, access, VaMode::ZeroBased)?;
         let id = self.next;
         self.next += 1;
         Ok((
@@ -127,14 +131,30 @@ impl Stager {
         self.post(rdma, id, sge, wr, None)
     }
 
-    /// Posts an RDMA Write of `data` to `remote`.
+    /// Posts an RDMA Write of `data` to `remote`. The buffer is registered as it is (shared,
+    /// read-only): the write moves it to the wire without a copy on this side.
     pub fn write(
         &mut self,
         rdma: &SoftRdma,
-        data: &[u8],
+        data: Bytes,
         remote: RemoteAddr,
     ) -> Result<u64, StageError> {
-        let (id, sge) = self.stage(rdma, &[data], Access::NONE)?;
+        let len = data.len();
+        let len32 = u32::try_from(len).map_err(|_| StageError::TooLong(len))?;
+        let data = if data.is_empty() {
+            // A region is never empty; the work request still moves zero bytes.
+            Bytes::from_static(&[0])
+        } else {
+            data
+        };
+        let region = rdma.register_shared(data, Access::NONE, VaMode::ZeroBased)?;
+        let id = self.next;
+        self.next += 1;
+        let sge = Sge {
+            stag: region.stag,
+            va: 0,
+            len: len32,
+        };
         let wr = SendWr::Write {
             wr_id: id,
             sge,
@@ -150,11 +170,10 @@ impl Stager {
         len: u32,
         remote: RemoteAddr,
     ) -> Result<u64, StageError> {
-        let region = rdma.register(
-            u64::from(len.max(1)),
-            Access::LOCAL_WRITE,
-            VaMode::ZeroBased,
-        )?;
+        // A Read completes only once every byte of the sink was placed (the provider checks
+        // the Read Response's length), so a reused sink need not be cleared first.
+        let sink = self.sinks.get(len.max(1) as usize, false);
+        let region = rdma.register_vec(sink, Access::LOCAL_WRITE, VaMode::ZeroBased)?;
         let id = self.next;
         self.next += 1;
         let sge = Sge {
@@ -182,15 +201,22 @@ impl Stager {
         }
         let staged = self.posted.remove(&wc.wr_id)?;
         let data = match staged.read_len {
+            // The sink region's memory becomes the data: no copy out.
             Some(len) if wc.status == crate::work::WcStatus::Success => {
-                match rdma.contents(staged.stag, 0, u64::from(len)) {
-                    Ok(v) => Ok(Some(Bytes::from(v))),
-                    Err(e) => Err(e),
-                }
+                rdma.take(staged.stag).map(|mut v| {
+                    v.truncate(len as usize);
+                    Some(self.sinks.share(v))
+                })
             }
-            _ => Ok(None),
+            _ => {
+                if let Ok(v) = rdma.take(staged.stag) {
+                    if staged.read_len.is_some() {
+                        self.sinks.put(v);
+                    }
+                }
+                Ok(None)
+            }
         };
-        let _ = rdma.deregister(staged.stag);
         Some(data)
     }
 }

@@ -1,6 +1,8 @@
 //! The requester's half of a queue pair: the send queue moved onto the wire in order under
 //! the ORD/IRD limit, and the Acks, Read Responses and Terminates that complete it.
 
+use bytes::Bytes;
+
 use super::{Blame, InFlight, Peer, QpState, QueuePair};
 use crate::access::{Access, Sge};
 use crate::pd::ProtectionDomain;
@@ -127,7 +129,7 @@ impl QueuePair {
                     Message::Send {
                         msn,
                         invalidate,
-                        payload: payload.into(),
+                        payload,
                     }
                 }
                 SendWr::Write { sge, remote, .. } => {
@@ -138,7 +140,7 @@ impl QueuePair {
                         msn,
                         stag: remote.stag,
                         va: remote.va,
-                        payload: payload.into(),
+                        payload,
                     }
                 }
                 SendWr::Read { sge, remote, .. } => {
@@ -177,12 +179,13 @@ impl QueuePair {
     }
 
     /// The bytes of a Send or Write, or `None` after failing the work request.
-    fn gather(&mut self, pd: &ProtectionDomain, sge: Sge, peer: Peer) -> Option<Vec<u8>> {
+    fn gather(&mut self, pd: &ProtectionDomain, sge: Sge, peer: Peer) -> Option<Bytes> {
         if sge.len > peer.max_payload {
             self.fail_head(WcStatus::LocalLength);
             return None;
         }
-        match pd.read(sge.stag, sge.va, u64::from(sge.len), Access::NONE) {
+        // A shared (caller's) region is sliced, not copied.
+        match pd.read_bytes(sge.stag, sge.va, u64::from(sge.len), Access::NONE) {
             Ok(data) => Some(data),
             Err(_) => {
                 self.fail_head(WcStatus::LocalProtection);

@@ -42,13 +42,10 @@ impl QueuePair {
             );
             return;
         }
-        match pd.read(stag, va, u64::from(len), Access::REMOTE_READ) {
-            Ok(data) => {
+        match pd.read_bytes(stag, va, u64::from(len), Access::REMOTE_READ) {
+            Ok(payload) => {
                 self.responses_queued += 1;
-                self.tx.push_back(Message::ReadResponse {
-                    msn,
-                    payload: data.into(),
-                });
+                self.tx.push_back(Message::ReadResponse { msn, payload });
             }
             Err(_) => self.remote_access_error(msn),
         }
