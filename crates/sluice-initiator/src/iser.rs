@@ -10,19 +10,22 @@
 //! extra loopback hop is iSER's cost here, never the TCP path's.
 
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use sluice_proto::framing::{encode, Digests, Framer, LOGIN_MAX_DATA_SEGMENT};
+use sluice_proto::framing::{encode, encode_parts, Digests, Framer, LOGIN_MAX_DATA_SEGMENT};
 use sluice_proto::iser::login::{InitiatorLoginShim, LoginEnd};
 use sluice_proto::iser::{
     encode_send, BufferAdvertisement, Hello, InitiatorDatamover, InitiatorMoverStats, InitiatorOut,
     IserMessage, Regions, ISER_VERSION,
 };
+use sluice_proto::params::SessionParams;
 use sluice_proto::pdu::Pdu;
 use sluice_rdma::{
-    Access, FaultPlan, QpConfig, RecvRing, STag, SoftRdma, Stager, VaMode, WcOpcode, WcStatus,
+    Access, BufferPool, FaultPlan, QpConfig, RecvRing, STag, SoftRdma, Stager, VaMode, WcOpcode,
+    WcStatus,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -71,21 +74,48 @@ impl Default for IserOptions {
     }
 }
 
-/// Why the bridge ended a connection, kept for the driver's error.
+/// What the bridge tells the driver: whether the connection switched to RDMA mode, and why
+/// it ended the connection, if it did (kept for the driver's error).
 #[derive(Clone, Debug, Default)]
-pub(crate) struct FailureSlot(Arc<Mutex<Option<String>>>);
+pub(crate) struct BridgeSlot {
+    failure: Arc<Mutex<Option<String>>>,
+    rdma_mode: Arc<AtomicBool>,
+}
 
-impl FailureSlot {
+impl BridgeSlot {
     fn set(&self, why: String) {
         tracing::warn!("iSER: {why}");
-        if let Ok(mut s) = self.0.lock() {
+        if let Ok(mut s) = self.failure.lock() {
             s.get_or_insert(why);
         }
     }
 
     /// The reason, once the bridge failed.
     pub(crate) fn reason(&self) -> Option<String> {
-        self.0.lock().ok().and_then(|s| s.clone())
+        self.failure.lock().ok().and_then(|s| s.clone())
+    }
+
+    /// Whether the connection is in RDMA mode (set before the final Login Response reaches
+    /// the driver; a connection that fell back to iSCSI over TCP never is).
+    pub(crate) fn rdma_mode(&self) -> bool {
+        self.rdma_mode.load(Ordering::Acquire)
+    }
+}
+
+/// The session parameters the driver's session core runs a connection in RDMA mode with.
+///
+/// Over iSER, Data-Out answering an R2T never reaches the wire: the target fetches that data
+/// with RDMA Reads from the buffer the command advertised (RFC 7145 section 7.3), and the
+/// datamover asks the core for it with R2Ts of its own. Only immediate and unsolicited data
+/// travel in Sends, bounded by TargetRecvDataSegmentLength (section 6.3.2), which the core
+/// sees as the target's MaxRecvDataSegmentLength. When the session sends neither
+/// (ImmediateData=No, InitialR2T=Yes), that bound limits nothing on the wire, and the core
+/// may hand the datamover each burst as one Data-Out PDU instead of one per 16 KiB.
+pub(crate) fn rdma_mode_params(params: &mut SessionParams) {
+    if !params.immediate_data && params.initial_r2t {
+        params.target_max_recv_data_segment_length = params
+            .target_max_recv_data_segment_length
+            .max(params.max_burst_length);
     }
 }
 
@@ -131,12 +161,12 @@ impl IserStats {
 
 /// Connects to the target at `portal` and returns the loopback address the caller's driver
 /// connects to; the bridge lives as long as that connection. Failures after this returns are
-/// written to `failure`.
+/// written to `slot`.
 pub(crate) async fn connect(
     portal: &str,
     opts: IserOptions,
     stats: IserStats,
-    failure: FailureSlot,
+    slot: BridgeSlot,
     connect_timeout: Duration,
 ) -> std::io::Result<SocketAddr> {
     let tcp = tokio::time::timeout(connect_timeout, TcpStream::connect(portal))
@@ -163,8 +193,8 @@ pub(crate) async fn connect(
         else {
             return;
         };
-        if let Err(why) = bridge(driver, tcp, &opts, &stats).await {
-            failure.set(why);
+        if let Err(why) = bridge(driver, tcp, &opts, &stats, &slot).await {
+            slot.set(why);
         }
         drop(keep);
     });
@@ -208,6 +238,7 @@ async fn bridge(
     mut tcp: TcpStream,
     opts: &IserOptions,
     stats: &IserStats,
+    slot: &BridgeSlot,
 ) -> Result<(), String> {
     let mut shim = InitiatorLoginShim::new(INITIATOR_RECV_DSL);
     let (end, final_rsp) = loop {
@@ -248,7 +279,7 @@ async fn bridge(
         } => {
             let mut mover =
                 InitiatorDatamover::new(initiator_recv_dsl, initiator_core_max_recv, max_burst);
-            rdma_mode(driver, tcp, &final_rsp, &mut mover, opts, stats).await
+            rdma_mode(driver, tcp, &final_rsp, &mut mover, opts, stats, slot).await
         }
         _ => {
             let answer = shim.rdma_answer().unwrap_or("nothing").to_owned();
@@ -271,11 +302,14 @@ async fn bridge(
 
 /// The driver's queue pair's memory as the datamover sees it: each buffer its own region,
 /// at a virtual base address of its own (not zero-based), so the base offsets the iSER
-/// header carries are exercised.
+/// header carries are exercised. Their memory comes from a pool and goes back to it (a
+/// read's data once the driver has taken it), zeroed on reuse: a target that places less
+/// than it reports must find zeros, not an earlier command's data.
 struct SoftRegions<'a> {
     rdma: &'a SoftRdma,
     next_va: u64,
     skew: u64,
+    pool: BufferPool,
 }
 
 impl Regions for SoftRegions<'_> {
@@ -290,9 +324,10 @@ impl Regions for SoftRegions<'_> {
             .next_va
             .wrapping_add(u64::from(len).next_multiple_of(4096) + 4096)
             % (1 << 48);
+        let memory = self.pool.get(len.max(1) as usize, true);
         let mr = self
             .rdma
-            .register(u64::from(len.max(1)), access, VaMode::Based(va))
+            .register_vec(memory, access, VaMode::Based(va))
             .map_err(|e| e.to_string())?;
         Ok(BufferAdvertisement {
             stag: mr.stag.0,
@@ -306,19 +341,30 @@ impl Regions for SoftRegions<'_> {
             .map_err(|e| e.to_string())
     }
 
+    /// Called once the target is done with the buffer (its SCSI Response arrived): the
+    /// region is deregistered and its memory handed over as it is, without a copy.
     fn contents(&mut self, buf: BufferAdvertisement, len: u32) -> Result<Bytes, String> {
-        self.rdma
-            .contents(
-                STag(buf.stag),
-                buf.base_offset.wrapping_sub(self.skew),
-                u64::from(len),
-            )
-            .map(Bytes::from)
-            .map_err(|e| e.to_string())
+        let stag = STag(buf.stag);
+        let offset = buf
+            .base_offset
+            .wrapping_sub(self.skew)
+            .checked_sub(self.rdma.describe_base(stag).ok_or("unknown read buffer")?)
+            .ok_or("read buffer offset below its region")?;
+        let bytes = self
+            .pool
+            .share(self.rdma.take(stag).map_err(|e| e.to_string())?);
+        let start = usize::try_from(offset).map_err(|e| e.to_string())?;
+        let end = start
+            .checked_add(len as usize)
+            .filter(|&end| end <= bytes.len())
+            .ok_or_else(|| format!("{len} bytes at {offset} leave the read buffer"))?;
+        Ok(bytes.slice(start..end))
     }
 
     fn release(&mut self, buf: BufferAdvertisement) {
-        let _ = self.rdma.deregister(STag(buf.stag));
+        if let Ok(memory) = self.rdma.take(STag(buf.stag)) {
+            self.pool.put(memory);
+        }
     }
 }
 
@@ -327,17 +373,44 @@ fn core_writer<W: AsyncWrite + Unpin + Send + 'static>(mut wr: W) -> mpsc::Unbou
     tokio::spawn(async move {
         let mut out = BytesMut::new();
         while let Some(pdu) = rx.recv().await {
-            encode(&pdu, Digests::NONE, &mut out);
+            let mut batch = vec![pdu];
             while let Ok(more) = rx.try_recv() {
-                encode(&more, Digests::NONE, &mut out);
+                batch.push(more);
             }
-            if wr.write_all(&out).await.is_err() {
+            if write_pdus(&mut wr, batch, &mut out).await.is_err() {
                 return;
             }
-            out.clear();
         }
     });
     tx
+}
+
+/// Data segments at least this long are written from the PDU's own buffer (a read's data,
+/// straight out of the region the target wrote) instead of being copied into the batch.
+const ZERO_COPY_MIN: usize = 16 << 10;
+
+/// Writes `pdus` to the driver: headers and short PDUs batched in `out`, long data segments
+/// from their own `Bytes`.
+async fn write_pdus<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    pdus: Vec<Pdu>,
+    out: &mut BytesMut,
+) -> std::io::Result<()> {
+    out.clear();
+    for pdu in pdus {
+        let (data, trailer) = encode_parts(&pdu, Digests::NONE, out);
+        if data.len() >= ZERO_COPY_MIN {
+            wr.write_all(out).await?;
+            out.clear();
+            wr.write_all(&data).await?;
+        } else {
+            out.extend_from_slice(&data);
+        }
+        out.extend_from_slice(trailer.as_bytes());
+    }
+    wr.write_all(out).await?;
+    out.clear();
+    Ok(())
 }
 
 async fn rdma_mode(
@@ -347,6 +420,7 @@ async fn rdma_mode(
     mover: &mut InitiatorDatamover,
     opts: &IserOptions,
     stats: &IserStats,
+    bridge_slot: &BridgeSlot,
 ) -> Result<(), String> {
     let slot = stats.slot();
     let rdma = SoftRdma::spawn_gated(tcp, opts.qp, opts.faults.clone());
@@ -397,6 +471,7 @@ async fn rdma_mode(
     }
     let (driver_rd, driver_wr) = driver.into_split();
     let core_tx = core_writer(driver_wr);
+    bridge_slot.rdma_mode.store(true, Ordering::Release);
     let _ = core_tx.send(final_rsp.clone());
     let mut core = driver_rd;
     let mut framer = Framer::new(0x00ff_ffff);
@@ -405,6 +480,7 @@ async fn rdma_mode(
         rdma: &rdma,
         next_va: 0x7f00_0000_0000,
         skew: opts.advertise_skew,
+        pool: BufferPool::new(),
     };
     let mut out = InitiatorOut::default();
     let mut buf = BytesMut::new();

@@ -124,7 +124,10 @@ async fn login_once(
         };
         match login.handle_response(&rsp, &mut random) {
             InitiatorStep::Send(next) => req = next,
-            InitiatorStep::Complete(outcome) => {
+            InitiatorStep::Complete(mut outcome) => {
+                if t.iser_rdma_mode() {
+                    crate::iser::rdma_mode_params(&mut outcome.params);
+                }
                 if opts.udp.is_some()
                     && target.is_some()
                     && outcome.params.error_recovery_level == 0

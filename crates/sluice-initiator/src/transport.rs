@@ -45,8 +45,9 @@ pub(crate) struct Transport {
     tuner: Option<sluice_tcp::SendBufferTuner>,
     /// When [`Self::socket_full`] may next look.
     next_tune: Instant,
-    /// Over iSER: why the bridge to the target ended the connection, if it did.
-    iser_failure: Option<crate::iser::FailureSlot>,
+    /// Over iSER: whether the bridge switched to RDMA mode, and why it ended the
+    /// connection to the target, if it did.
+    iser_failure: Option<crate::iser::BridgeSlot>,
 }
 
 impl Transport {
@@ -62,7 +63,7 @@ impl Transport {
         let iser_failure = opts
             .iser
             .as_ref()
-            .map(|_| crate::iser::FailureSlot::default());
+            .map(|_| crate::iser::BridgeSlot::default());
         let stream_to = match (&opts.iser, opts.udp) {
             (Some(iser), _) => {
                 let local = crate::iser::connect(
@@ -156,6 +157,14 @@ impl Transport {
             tuner.applied(current, after);
             tracing::debug!(portal = %self.portal, before = current, after, "send buffer grown");
         }
+    }
+
+    /// Whether this connection reached iSER's RDMA mode (an iSER connection that fell back
+    /// to iSCSI over TCP did not).
+    pub(crate) fn iser_rdma_mode(&self) -> bool {
+        self.iser_failure
+            .as_ref()
+            .is_some_and(crate::iser::BridgeSlot::rdma_mode)
     }
 
     /// Switches to the negotiated parameters (RFC 7143 section 13.1: digests start with the

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use sluice_proto::framing::{encode, Digests, Framer, LOGIN_MAX_DATA_SEGMENT};
+use sluice_proto::framing::{encode, encode_parts, Digests, Framer, LOGIN_MAX_DATA_SEGMENT};
 use sluice_proto::iser::login::{LoginEnd, TargetLoginShim};
 use sluice_proto::iser::{
     encode_send, IserMessage, MoverStats, TargetDatamover, TargetOp, ISER_VERSION,
@@ -287,18 +287,45 @@ fn core_writer<W: AsyncWrite + Unpin + Send + 'static>(mut wr: W) -> mpsc::Unbou
     tokio::spawn(async move {
         let mut out = BytesMut::new();
         while let Some(pdu) = rx.recv().await {
-            encode(&pdu, Digests::NONE, &mut out);
+            let mut batch = vec![pdu];
             while let Ok(more) = rx.try_recv() {
-                encode(&more, Digests::NONE, &mut out);
+                batch.push(more);
             }
-            if wr.write_all(&out).await.is_err() {
+            if write_pdus(&mut wr, batch, &mut out).await.is_err() {
                 return;
             }
-            out.clear();
         }
         let _ = wr.shutdown().await;
     });
     tx
+}
+
+/// Data segments at least this long are written from the PDU's own buffer (write data,
+/// straight out of the RDMA Read's sink) instead of being copied into the batch.
+const ZERO_COPY_MIN: usize = 16 << 10;
+
+/// Writes `pdus` to the connection task: headers and short PDUs batched in `out`, long data
+/// segments from their own `Bytes`.
+async fn write_pdus<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    pdus: Vec<Pdu>,
+    out: &mut BytesMut,
+) -> std::io::Result<()> {
+    out.clear();
+    for pdu in pdus {
+        let (data, trailer) = encode_parts(&pdu, Digests::NONE, out);
+        if data.len() >= ZERO_COPY_MIN {
+            wr.write_all(out).await?;
+            out.clear();
+            wr.write_all(&data).await?;
+        } else {
+            out.extend_from_slice(&data);
+        }
+        out.extend_from_slice(trailer.as_bytes());
+    }
+    wr.write_all(out).await?;
+    out.clear();
+    Ok(())
 }
 
 async fn bridge(
@@ -469,7 +496,7 @@ async fn rdma_loop<R: AsyncRead + Unpin>(
                             stager.send(&rdma, &[&buf], invalidate.map(STag))?;
                         }
                         TargetOp::Write { stag, va, data } => {
-                            stager.write(&rdma, &data, RemoteAddr { stag: STag(stag), va })?;
+                            stager.write(&rdma, data, RemoteAddr { stag: STag(stag), va })?;
                         }
                         TargetOp::Read { id, stag, va, len } => {
                             let wr = stager.read(&rdma, len, RemoteAddr { stag: STag(stag), va })?;

@@ -33,7 +33,9 @@ pub trait Regions {
     fn register(&mut self, len: u32, remote_write: bool) -> Result<BufferAdvertisement, String>;
     /// Stores `data` at `offset` of a registered buffer.
     fn fill(&mut self, buf: BufferAdvertisement, offset: u32, data: &[u8]) -> Result<(), String>;
-    /// The first `len` bytes of a registered buffer.
+    /// The first `len` bytes of a registered buffer, once the peer is done with it (the
+    /// task's response arrived; [`release`](Self::release) follows): an implementation may
+    /// hand its memory over rather than copy it, and deregister it here.
     fn contents(&mut self, buf: BufferAdvertisement, len: u32) -> Result<Bytes, String>;
     /// Deregisters a buffer.
     fn release(&mut self, buf: BufferAdvertisement);
