@@ -164,12 +164,12 @@ impl Cluster {
         // write, and a read through another gateway of the same image never misses a write
         // that sits in this one's cache (nor returns stale data from its own cache).
         cluster.set("rbd_cache", "false")?;
-        // Writes hand librbd the Data-Out buffers themselves instead of a copy. librbd copies
-        // by default so that a client changing a buffer while it is in flight cannot make the
-        // messenger's CRC disagree with the data; ours are immutable until librbd calls back,
-        // and librbd delays that callback until the messenger has dropped its last reference
-        // to them, so the copy (a third of the target's CPU on 1 MiB writes) buys nothing.
-        cluster.set("rbd_disable_zero_copy_writes", "false")?;
+        // librbd copies every write's data (`rbd_disable_zero_copy_writes`, on by default), 14 %
+        // of the target's CPU on 1 MiB writes. Turning the copy off saved a quarter of that CPU
+        // but is not safe here: librbd then holds a write's completion until the messenger
+        // drops its last reference to the buffer, and for a write refused because this client
+        // was blocklisted (fenced) that never happened, so the write never completed. A fenced
+        // gateway must fail its writes, not hang them (docs/performance.md, "RBD LUNs").
         // SAFETY: the handle is valid, configured and not yet connected.
         let r = unsafe { sys::rados_connect(cluster.handle) };
         check(r, || {
