@@ -545,6 +545,35 @@ pub fn encode_parts(pdu: &Pdu, digests: Digests, out: &mut BytesMut) -> (Bytes, 
     (data, trailer)
 }
 
+/// Encodes `pdus` as the chunks to write to a byte stream, in order: headers, short data
+/// segments, padding and digests gathered in `out` (no copy per PDU of its own), data
+/// segments of at least `own_chunk_min` bytes as the `Bytes` they already are (no copy at
+/// all). Writing the chunks back to back gives what [`encode`] gives PDU after PDU.
+pub fn encode_chunks(
+    pdus: impl IntoIterator<Item = Pdu>,
+    digests: Digests,
+    own_chunk_min: usize,
+    out: &mut BytesMut,
+) -> Vec<Bytes> {
+    let mut chunks = Vec::new();
+    for pdu in pdus {
+        let (data, trailer) = encode_parts(&pdu, digests, out);
+        if data.len() >= own_chunk_min {
+            if !out.is_empty() {
+                chunks.push(out.split().freeze());
+            }
+            chunks.push(data);
+        } else {
+            out.extend_from_slice(&data);
+        }
+        out.extend_from_slice(trailer.as_bytes());
+    }
+    if !out.is_empty() {
+        chunks.push(out.split().freeze());
+    }
+    chunks
+}
+
 /// Bytes of padding after a data segment of `len` bytes (RFC 7143 section 11.1: the data
 /// segment is padded to a whole number of 4-byte words).
 pub fn pad_len(len: usize) -> usize {

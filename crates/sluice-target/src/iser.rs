@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use sluice_proto::framing::{encode, encode_parts, Digests, Framer, LOGIN_MAX_DATA_SEGMENT};
+use sluice_proto::framing::{encode, encode_chunks, Digests, Framer, LOGIN_MAX_DATA_SEGMENT};
 use sluice_proto::iser::login::{LoginEnd, TargetLoginShim};
 use sluice_proto::iser::{
     encode_send, IserMessage, MoverStats, TargetDatamover, TargetOp, ISER_VERSION,
@@ -304,27 +304,16 @@ fn core_writer<W: AsyncWrite + Unpin + Send + 'static>(mut wr: W) -> mpsc::Unbou
 /// straight out of the RDMA Read's sink) instead of being copied into the batch.
 const ZERO_COPY_MIN: usize = 16 << 10;
 
-/// Writes `pdus` to the connection task: headers and short PDUs batched in `out`, long data
-/// segments from their own `Bytes`.
+/// Writes `pdus`: long data segments from their own `Bytes`, the rest batched in `out`
+/// (`encode_chunks`).
 async fn write_pdus<W: AsyncWrite + Unpin>(
     wr: &mut W,
     pdus: Vec<Pdu>,
     out: &mut BytesMut,
 ) -> std::io::Result<()> {
-    out.clear();
-    for pdu in pdus {
-        let (data, trailer) = encode_parts(&pdu, Digests::NONE, out);
-        if data.len() >= ZERO_COPY_MIN {
-            wr.write_all(out).await?;
-            out.clear();
-            wr.write_all(&data).await?;
-        } else {
-            out.extend_from_slice(&data);
-        }
-        out.extend_from_slice(trailer.as_bytes());
+    for chunk in encode_chunks(pdus, Digests::NONE, ZERO_COPY_MIN, out) {
+        wr.write_all(&chunk).await?;
     }
-    wr.write_all(out).await?;
-    out.clear();
     Ok(())
 }
 

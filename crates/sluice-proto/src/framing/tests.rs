@@ -380,3 +380,34 @@ proptest! {
         prop_assert!(buf.len() <= bytes.len());
     }
 }
+
+/// The chunks written back to back are the PDUs' encodings, and every data segment of at
+/// least the threshold is a chunk of its own, the very `Bytes` the PDU holds.
+#[test]
+fn encode_chunks_matches_encode_and_keeps_long_segments_whole() {
+    static LONG: [u8; 64] = [0x5a; 64];
+    let pdus = vec![
+        nop_out(b"abc"),
+        nop_out(&LONG),
+        nop_out(b""),
+        nop_out(&LONG[..61]),
+    ];
+    for digests in [
+        Digests::NONE,
+        Digests {
+            header: true,
+            data: true,
+        },
+    ] {
+        let mut out = BytesMut::new();
+        let chunks = encode_chunks(pdus.clone(), digests, 61, &mut out);
+        assert_eq!(chunks.concat(), wire(&pdus, digests).to_vec());
+        let whole: Vec<_> = chunks
+            .iter()
+            .filter(|c| c.as_ptr() == LONG.as_ptr())
+            .map(Bytes::len)
+            .collect();
+        assert_eq!(whole, [64, 61], "long segments go as their own Bytes");
+        assert!(chunks.iter().all(|c| !c.is_empty()));
+    }
+}
