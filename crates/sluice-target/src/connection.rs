@@ -186,6 +186,9 @@ pub(crate) struct Reader {
     read_hint: usize,
     /// The test hook's faults (see `TargetConfig::fault_hook`), shared with the outbox.
     faults: Option<crate::faults::SharedFaults>,
+    /// When the reader was last at the socket: PDUs handed out after a stall are checked
+    /// against a close the initiator already sent (see `crate::peer_gone`).
+    stall: crate::peer_gone::StallWatch,
 }
 
 /// Why reading stopped.
@@ -226,6 +229,7 @@ impl Reader {
             last_batch: 0,
             read_hint: 0,
             faults: None,
+            stall: crate::peer_gone::StallWatch::new(),
         }
     }
 
@@ -357,6 +361,33 @@ impl Reader {
         self.buf.len() >= sluice_proto::pdu::BHS_LEN && self.framer.bytes_needed(&self.buf) == 0
     }
 
+    /// After a stall, ends the connection instead of handing out a PDU if the initiator has
+    /// already closed or reset it: its commands were meant for a connection it has given up
+    /// on (see `crate::peer_gone`).
+    fn unless_peer_gone(&mut self) -> Result<(), ReadEnd> {
+        use crate::peer_gone::{peer_gone, Gone};
+        if !self.stall.stalled() {
+            return Ok(());
+        }
+        let Some(sock) = self.rd.socket() else {
+            return Ok(());
+        };
+        let gone = peer_gone(&sock).map_err(ReadEnd::Io)?;
+        let Some(gone) = gone else {
+            return Ok(());
+        };
+        warn!(
+            unexecuted_bytes = self.buf.len(),
+            ?gone,
+            "the initiator left this connection while the target was stalled: \
+             its remaining commands are not executed"
+        );
+        Err(match gone {
+            Gone::Closed => ReadEnd::Closed,
+            Gone::Reset => ReadEnd::Io(std::io::ErrorKind::ConnectionReset.into()),
+        })
+    }
+
     /// The next PDU (or a rejectable error), reading from the socket as needed.
     pub(crate) async fn next(&mut self) -> Result<Incoming, ReadEnd> {
         loop {
@@ -366,6 +397,7 @@ impl Reader {
             match decoded {
                 Ok(Some(pdu)) => {
                     self.decoded += 1;
+                    self.unless_peer_gone()?;
                     return Ok(Incoming::Pdu(pdu));
                 }
                 Ok(None) => {}
@@ -378,6 +410,7 @@ impl Reader {
                 self.decoded = 0;
             }
             let before = self.buf.len();
+            self.stall.reading();
             match self.spin_read(need) {
                 Ok(Some(0)) => return Err(ReadEnd::Closed),
                 Ok(Some(_)) => {
@@ -880,6 +913,42 @@ mod tests {
         let (stream, _) = tokio::io::duplex(64);
         let (rd, _) = tokio::io::split(stream);
         Reader::new(Box::new(rd))
+    }
+
+    /// A PDU read before the initiator's FIN is handed out as usual; one handed out after the
+    /// reader stalled, with the FIN already there, ends the connection instead (what a
+    /// resumed target must not execute: see `crate::peer_gone`).
+    #[tokio::test]
+    async fn commands_behind_a_close_are_not_handed_out_after_a_stall() {
+        use std::io::Write;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut client =
+            std::net::TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (server, _) = listener.accept().expect("accept");
+        server.set_nonblocking(true).expect("nonblocking");
+        let (rd, _wr) = tokio::net::TcpStream::from_std(server)
+            .expect("tokio stream")
+            .into_split();
+        // Two NOP-Outs (immediate, no data), then the initiator closes its half.
+        let mut nop = [0u8; sluice_proto::pdu::BHS_LEN];
+        nop[0] = 0x40;
+        nop[1] = 0x80;
+        nop[16..20].copy_from_slice(&[0xff; 4]);
+        client.write_all(&nop).expect("first NOP-Out");
+        client.write_all(&nop).expect("second NOP-Out");
+        client.shutdown(std::net::Shutdown::Write).expect("FIN");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+
+        let mut r = Reader::new(Box::new(rd));
+        assert!(
+            matches!(r.next().await, Ok(Incoming::Pdu(_))),
+            "no stall: handed out"
+        );
+        r.stall = crate::peer_gone::StallWatch::stalled_since(crate::peer_gone::STALL * 2);
+        assert!(
+            matches!(r.next().await, Err(ReadEnd::Closed)),
+            "after a stall, the closed connection ends instead"
+        );
     }
 
     /// Reads that fill their room make the next ask for more, up to `READ_MAX`; reads that

@@ -33,6 +33,7 @@ mod login_env;
 mod long_running;
 mod metrics;
 mod outbox;
+mod peer_gone;
 mod portal_groups;
 mod server;
 mod sessions;
