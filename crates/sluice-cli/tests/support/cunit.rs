@@ -25,10 +25,15 @@ pub fn run_suite(urls: &[&str], tests: &str, extra: &[&str]) -> Vec<TestResult> 
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     let results = parse(&text);
+    let count = |f: fn(&Outcome) -> bool| results.iter().filter(|r| f(&r.outcome)).count();
     eprintln!(
-        "iscsi-test-cu -t {tests}: {} tests in {:.0?}",
+        "iscsi-test-cu -t {tests} {}: {} tests in {:.0?}: {} passed, {} skipped, {} failed",
+        urls.join(" "),
         results.len(),
-        started.elapsed()
+        started.elapsed(),
+        count(|o| *o == Outcome::Pass),
+        count(|o| matches!(o, Outcome::Skip(_))),
+        count(|o| matches!(o, Outcome::Fail(_))),
     );
     assert!(!results.is_empty(), "iscsi-test-cu ran no test:\n{text}");
     results
