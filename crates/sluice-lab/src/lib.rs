@@ -39,6 +39,7 @@ pub mod crc;
 pub mod crc_alias;
 mod error;
 pub mod iser;
+mod lab_target;
 mod latency;
 pub mod link;
 mod loopback;

@@ -13,10 +13,11 @@ use std::time::{Duration, Instant};
 
 use sluice_initiator::{ConnectOptions, Session};
 use sluice_rdma::bench::{loopback, BenchOp};
-use sluice_target::config::{Acl, Backend, LunDef, OperationalOffer, TargetConfig, TargetDef};
+use sluice_target::config::OperationalOffer;
 
 use super::plan::{Direction, IserPlan, IserPoint, Transport};
 use super::row::IserRun;
+use crate::lab_target::{memory_target_config, InProcessTarget};
 use crate::{CpuTime, LabError, Progress, RwMode, SizeDist, Workload};
 
 const IQN: &str = "iqn.2026-11.io.sluice:lab-iser";
@@ -44,134 +45,45 @@ pub enum Event<'a> {
     },
 }
 
-/// A target on its own runtime thread, serving TCP and iSER; stopped on drop.
-struct LabTarget {
+/// The addresses of the study's in-process target: iSCSI over TCP, and iSER.
+struct Portals {
     tcp: SocketAddr,
     iser: SocketAddr,
-    target: Arc<sluice_target::Target>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
 }
 
-impl LabTarget {
-    fn start() -> Result<LabTarget, LabError> {
-        let target = Arc::new(
-            sluice_target::Target::new(config())
-                .map_err(|e| LabError::Workload(format!("target: {e}")))?,
-        );
-        let served = Arc::clone(&target);
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("lab-iser-target".into())
-            .spawn(move || {
-                let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(1)
-                    .thread_name("lab-iser-target")
-                    .enable_all()
-                    .build()
-                else {
-                    return;
-                };
-                rt.block_on(async move {
-                    let iser_target = Arc::clone(&served);
-                    let on_listening = move |addrs: &[SocketAddr]| {
-                        let tcp = addrs.first().copied();
-                        let iser = std::net::TcpListener::bind("127.0.0.1:0")
-                            .and_then(|l| l.set_nonblocking(true).map(|()| l))
-                            .and_then(tokio::net::TcpListener::from_std);
-                        match (tcp, iser) {
-                            (Some(tcp), Ok(listener)) => {
-                                let at = listener.local_addr().ok();
-                                tokio::spawn(async move {
-                                    iser_target
-                                        .serve_iser(
-                                            listener,
-                                            sluice_target::IserServeOptions::default(),
-                                        )
-                                        .await;
-                                });
-                                let _ = addr_tx.send(at.map(|a| (tcp, a)));
-                            }
-                            _ => {
-                                let _ = addr_tx.send(None);
-                            }
-                        }
-                    };
-                    let _ = served
-                        .serve(Vec::new(), on_listening, async {
-                            let _ = stop_rx.await;
-                        })
-                        .await;
-                });
-            })
-            .map_err(|e| LabError::Workload(format!("target thread: {e}")))?;
-        let (tcp, iser) = addr_rx
-            .recv_timeout(Duration::from_secs(10))
-            .ok()
-            .flatten()
-            .ok_or_else(|| {
-                LabError::Workload("the target did not listen on TCP and iSER".into())
-            })?;
-        Ok(LabTarget {
-            tcp,
-            iser,
-            target,
-            stop: Some(stop_tx),
-            thread: Some(thread),
-        })
-    }
-}
+/// The study's target: TCP and iSER on the software provider, from one memory LUN.
+type LabTarget = InProcessTarget<Portals>;
 
-impl Drop for LabTarget {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn config() -> TargetConfig {
-    TargetConfig {
-        portals: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
-        portal_groups: Vec::new(),
-        state_dir: None,
-        targets: vec![TargetDef {
-            iqn: IQN.into(),
-            alias: None,
-            luns: vec![LunDef {
-                number: 0,
-                backend: Backend::Memory { size: LUN_BYTES },
-                block_size: 512,
-                read_only: false,
-                serial: None,
-                removable: false,
-                options: Default::default(),
-            }],
-            acl: Acl::Open,
-            chap: None,
-        }],
-        discovery_auth: None,
-        offer: OperationalOffer {
-            max_recv_data_segment_length: STUDY_SEGMENT,
-            max_burst_length: STUDY_SEGMENT,
-            first_burst_length: STUDY_SEGMENT,
-            initial_r2t: true,
-            immediate_data: false,
-            ..OperationalOffer::default()
+fn start_target() -> Result<LabTarget, LabError> {
+    let offer = OperationalOffer {
+        max_recv_data_segment_length: STUDY_SEGMENT,
+        max_burst_length: STUDY_SEGMENT,
+        first_burst_length: STUDY_SEGMENT,
+        initial_r2t: true,
+        immediate_data: false,
+        ..OperationalOffer::default()
+    };
+    let config = memory_target_config(IQN, LUN_BYTES, offer);
+    InProcessTarget::start(
+        "lab-iser-target",
+        config,
+        "TCP and iSER",
+        |target, addrs| {
+            let tcp = addrs.first().copied()?;
+            let listener = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.set_nonblocking(true).map(|()| l))
+                .and_then(tokio::net::TcpListener::from_std)
+                .ok()?;
+            let iser = listener.local_addr().ok()?;
+            let target = Arc::clone(target);
+            tokio::spawn(async move {
+                target
+                    .serve_iser(listener, sluice_target::IserServeOptions::default())
+                    .await;
+            });
+            Some(Portals { tcp, iser })
         },
-        limits: sluice_target::config::Limits {
-            shutdown_grace: Duration::from_millis(200),
-            ..Default::default()
-        },
-        keepalive: None,
-        recovery: Default::default(),
-        fault_hook: None,
-        gateway: None,
-    }
+    )
 }
 
 /// Measures every run of `plan` whose key is not in `done`, reporting to `sink`; stops early
@@ -188,7 +100,7 @@ pub fn run(
         .enable_all()
         .build()
         .map_err(|e| LabError::Workload(format!("runtime: {e}")))?;
-    let target = LabTarget::start()?;
+    let target = start_target()?;
     for p in &plan.points {
         if stop() {
             return Ok(());
@@ -263,9 +175,9 @@ async fn measure_iscsi(
     let portal = match p.transport {
         Transport::Iser => {
             opts.use_iser(sluice_initiator::iser::IserOptions::default());
-            target.iser
+            target.addrs.iser
         }
-        _ => target.tcp,
+        _ => target.addrs.tcp,
     };
     let counters = target.target.iser_counters();
     let before_target = counters.status();

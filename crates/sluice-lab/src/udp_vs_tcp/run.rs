@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_initiator::{ConnectOptions, Session};
-use sluice_target::config::{Acl, Backend, LunDef, OperationalOffer, TargetConfig, TargetDef};
+use sluice_target::config::OperationalOffer;
 use sluice_udp::relay::LossyRelay;
 use sluice_udp::UdpConfig;
 
 use super::plan::{Point, Transport};
+use crate::lab_target::{memory_target_config, InProcessTarget};
 use crate::{LabError, Progress, RwMode, SizeDist, Workload};
 
 const IQN: &str = "iqn.2026-11.io.sluice:udp-vs-tcp";
@@ -47,116 +48,32 @@ pub struct Row {
     pub dropped: u64,
 }
 
-/// A target served on its own runtime thread over TCP and UDP on one port; stopped on drop.
-struct LabTarget {
-    addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl LabTarget {
-    fn start(timeout: Duration) -> Result<LabTarget, LabError> {
-        let mut config = config();
-        config.recovery.sequence_timeout = timeout;
-        let target = Arc::new(
-            sluice_target::Target::new(config)
-                .map_err(|e| LabError::Workload(format!("target: {e}")))?,
-        );
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("udp-vs-tcp-target".into())
-            .spawn(move || {
-                let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(1)
-                    .enable_all()
-                    .build()
-                else {
-                    return;
-                };
-                rt.block_on(async move {
-                    let udp_target = Arc::clone(&target);
-                    let on_listening = move |addrs: &[SocketAddr]| {
-                        let bound = addrs.first().copied();
-                        let udp = bound.and_then(|a| std::net::UdpSocket::bind(a).ok());
-                        let udp = udp
-                            .filter(|s| s.set_nonblocking(true).is_ok())
-                            .and_then(|s| tokio::net::UdpSocket::from_std(s).ok());
-                        if let Some(socket) = udp {
-                            tokio::spawn(async move {
-                                udp_target.serve_udp(socket, UdpConfig::default()).await;
-                            });
-                            let _ = addr_tx.send(bound);
-                        } else {
-                            let _ = addr_tx.send(None);
-                        }
-                    };
-                    let _ = target
-                        .serve(Vec::new(), on_listening, async {
-                            let _ = stop_rx.await;
-                        })
-                        .await;
-                });
-            })
-            .map_err(|e| LabError::Workload(format!("target thread: {e}")))?;
-        let addr = addr_rx
-            .recv_timeout(Duration::from_secs(10))
-            .ok()
-            .flatten()
-            .ok_or_else(|| LabError::Workload("the target did not listen on TCP and UDP".into()))?;
-        Ok(LabTarget {
-            addr,
-            stop: Some(stop_tx),
-            thread: Some(thread),
-        })
-    }
-}
-
-impl Drop for LabTarget {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn config() -> TargetConfig {
-    TargetConfig {
-        portals: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
-        portal_groups: Vec::new(),
-        state_dir: None,
-        targets: vec![TargetDef {
-            iqn: IQN.into(),
-            alias: None,
-            luns: vec![LunDef {
-                number: 0,
-                backend: Backend::Memory { size: LUN_BYTES },
-                block_size: 512,
-                read_only: false,
-                serial: None,
-                removable: false,
-                options: Default::default(),
-            }],
-            acl: Acl::Open,
-            chap: None,
-        }],
-        discovery_auth: None,
-        offer: OperationalOffer {
-            max_recv_data_segment_length: MRDSL,
-            ..OperationalOffer::default()
+/// A target served in this process over TCP and UDP on one port, its sequence reception
+/// timeout set to `timeout`.
+fn start_target(timeout: Duration) -> Result<InProcessTarget<SocketAddr>, LabError> {
+    let offer = OperationalOffer {
+        max_recv_data_segment_length: MRDSL,
+        ..OperationalOffer::default()
+    };
+    let mut config = memory_target_config(IQN, LUN_BYTES, offer);
+    config.recovery.sequence_timeout = timeout;
+    InProcessTarget::start(
+        "udp-vs-tcp-target",
+        config,
+        "TCP and UDP",
+        |target, addrs| {
+            let bound = addrs.first().copied()?;
+            let socket = std::net::UdpSocket::bind(bound)
+                .ok()
+                .filter(|s| s.set_nonblocking(true).is_ok())
+                .and_then(|s| tokio::net::UdpSocket::from_std(s).ok())?;
+            let target = Arc::clone(target);
+            tokio::spawn(async move {
+                target.serve_udp(socket, UdpConfig::default()).await;
+            });
+            Some(bound)
         },
-        limits: sluice_target::config::Limits {
-            shutdown_grace: Duration::from_millis(200),
-            ..Default::default()
-        },
-        keepalive: None,
-        recovery: Default::default(),
-        fault_hook: None,
-        gateway: None,
-    }
+    )
 }
 
 /// Measures every point, one target per timeout; stops early (keeping what was measured)
@@ -175,7 +92,7 @@ pub(super) fn measure_all(
     timeouts.sort();
     timeouts.dedup();
     for timeout in timeouts {
-        let target = LabTarget::start(timeout)?;
+        let target = start_target(timeout)?;
         for (i, p) in points
             .iter()
             .enumerate()
@@ -184,7 +101,7 @@ pub(super) fn measure_all(
             if progress.stopped() {
                 return Ok(rows);
             }
-            let row = rt.block_on(measure(p, target.addr, i as u64))?;
+            let row = rt.block_on(measure(p, target.addrs, i as u64))?;
             rows.push(row);
         }
     }
