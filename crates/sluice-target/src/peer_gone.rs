@@ -16,7 +16,7 @@
 //! away from the socket for longer than [`STALL`]: a connection that reads continuously
 //! never asks, an idle one asks once when its next command arrives.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long the reader may be away from the socket (waiting in, or since, its last read)
 /// before the next PDU it hands out is checked against a close the initiator already sent. An
@@ -59,16 +59,28 @@ pub(crate) fn peer_gone(sock: &socket2::SockRef<'_>) -> std::io::Result<Option<G
     }
 }
 
+/// The coarse monotonic clock (`CLOCK_MONOTONIC_COARSE`, a few milliseconds of resolution):
+/// read for every PDU handed out, so it must cost next to nothing, and a one-second threshold
+/// needs no finer grain.
+fn coarse_now() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
+    Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or(0),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
+}
+
 /// When the reader last was at the socket, to decide whether a PDU needs the check.
 #[derive(Debug)]
 pub(crate) struct StallWatch {
-    since: Instant,
+    /// On the coarse monotonic clock.
+    since: Duration,
 }
 
 impl StallWatch {
     pub(crate) fn new() -> Self {
         Self {
-            since: Instant::now(),
+            since: coarse_now(),
         }
     }
 
@@ -76,21 +88,21 @@ impl StallWatch {
     #[cfg(test)]
     pub(crate) fn stalled_since(away: Duration) -> Self {
         Self {
-            since: Instant::now().checked_sub(away).expect("uptime"),
+            since: coarse_now().saturating_sub(away),
         }
     }
 
     /// A read of the socket is about to start.
     pub(crate) fn reading(&mut self) {
-        self.since = Instant::now();
+        self.since = coarse_now();
     }
 
     /// Whether a PDU handed out now needs the check: the reader has been away from the socket
     /// for longer than [`STALL`] since the read that brought it began. Restarts the clock, so
     /// a stalled connection asks once, not once per buffered PDU.
     pub(crate) fn stalled(&mut self) -> bool {
-        let now = Instant::now();
-        if now.duration_since(self.since) <= STALL {
+        let now = coarse_now();
+        if now.saturating_sub(self.since) <= STALL {
             return false;
         }
         self.since = now;
