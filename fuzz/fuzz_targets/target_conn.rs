@@ -75,6 +75,7 @@ fn config() -> &'static TargetConfig {
             recovery: Default::default(),
             fault_hook: None,
             gateway: None,
+            tcp_congestion: None,
         }
     })
 }

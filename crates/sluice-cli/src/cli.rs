@@ -628,6 +628,14 @@ pub struct TargetArgs {
     #[arg(long, requires = "threads")]
     pub busy_poll: bool,
 
+    /// TCP congestion control of accepted connections, e.g. cubic, bbr or reno: one listed in
+    /// /proc/sys/net/ipv4/tcp_available_congestion_control (root may pick any of them, others
+    /// only those in tcp_allowed_congestion_control). It decides how Data-In is sent, so it
+    /// matters for reads. Default: the host's (net.ipv4.tcp_congestion_control). See
+    /// docs/performance.md, "Congestion control".
+    #[arg(long, value_name = "NAME")]
+    pub tcp_congestion: Option<String>,
+
     /// Leave --file LUNs on tmpfs with 4 KiB pages. By default a background thread asks the
     /// kernel to back a fully allocated tmpfs LUN file with 2 MiB pages (MADV_COLLAPSE; the
     /// contents never change, the pages stay huge after exit). See docs/configuration.md.

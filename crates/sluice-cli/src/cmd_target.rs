@@ -266,6 +266,7 @@ pub fn config_from_flags(args: &TargetArgs, luns: Vec<LunFlag>) -> anyhow::Resul
                 .gateway_non_owner
                 .unwrap_or(AccessState::ActiveNonOptimized),
         }),
+        tcp_congestion: args.tcp_congestion.clone(),
     };
     config.validate().context("invalid target flags")?;
     Ok(config)
@@ -347,6 +348,9 @@ pub fn summary(config: &TargetConfig) -> String {
     }
     if let Some(dir) = &config.state_dir {
         out += &format!("state directory: {}\n", dir.display());
+    }
+    if let Some(name) = &config.tcp_congestion {
+        out += &format!("TCP congestion control: {name}\n");
     }
     out += &format!(
         "discovery CHAP: {}\n",
@@ -770,6 +774,26 @@ mod tests {
         assert_eq!(
             urls(&c.targets, &c.portals),
             ["iscsi://127.0.0.1:3260/iqn.2026-11.io.sluice:default/0"]
+        );
+    }
+
+    #[test]
+    fn tcp_congestion_flag_is_checked_against_the_host() {
+        assert_eq!(parse(&[]).unwrap().tcp_congestion, None);
+        let c = parse(&["--tcp-congestion", "reno"]).unwrap();
+        assert_eq!(c.tcp_congestion.as_deref(), Some("reno"));
+        assert!(summary(&c).contains("TCP congestion control: reno\n"));
+        let e = parse(&["--tcp-congestion", "no-such-cc"]).unwrap_err();
+        assert!(
+            matches!(
+                e.downcast_ref::<ConfigError>(),
+                Some(ConfigError::TcpCongestion(_))
+            ),
+            "{e:#}"
+        );
+        assert!(
+            format!("{e:#}").contains("\"no-such-cc\" is not available on this host"),
+            "{e:#}"
         );
     }
 

@@ -303,3 +303,90 @@ fn lab_sim_replays_one_seed() {
     let bad = sluice(&["lab", "sim", "--connections", "9"]);
     assert!(!bad.status.success());
 }
+
+#[test]
+fn an_unknown_tcp_congestion_is_a_startup_error() {
+    let out = sluice(&[
+        "target",
+        "--listen",
+        "127.0.0.1:0",
+        "--memory",
+        "16M",
+        "--tcp-congestion",
+        "no-such-cc",
+    ]);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(
+            "TCP congestion control \"no-such-cc\" is not available on this host (available: "
+        ),
+        "{stderr}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "nothing served: {}",
+        text(&out.stdout)
+    );
+}
+
+/// The congestion control of the established TCP sockets whose local port is `port`, as the
+/// kernel reports it (the first word of each socket's `ss -ti` information line).
+fn congestion_of_local_port(port: u16) -> Vec<String> {
+    let out = Command::new("ss")
+        .args(["-H", "-t", "-i", "-n", "state", "established"])
+        .arg(format!("sport = :{port}"))
+        .output()
+        .expect("ss (iproute2) runs");
+    assert!(out.status.success(), "ss: {out:?}");
+    text(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with([' ', '\t']))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .collect()
+}
+
+/// `--tcp-congestion` puts the algorithm on the target's side of accepted connections; the
+/// initiator's side is not the target's to change.
+#[cfg(unix)]
+#[test]
+fn tcp_congestion_is_set_on_accepted_connections() {
+    let default = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap();
+    let available =
+        std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").unwrap();
+    // One other than the host's default, so that the check shows the flag took effect.
+    let chosen = available
+        .split_whitespace()
+        .find(|a| *a != default.trim())
+        .expect("the kernel offers more than one congestion control")
+        .to_owned();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["target", "--listen", "127.0.0.1:0", "--memory", "16M"])
+        .args(["--tcp-congestion", &chosen])
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = lines.next().expect("a URL").unwrap();
+    let port: u16 = url
+        .trim_start_matches("iscsi://127.0.0.1:")
+        .split('/')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {url}"));
+    let _conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    // The target sets it right after accepting; give it a moment.
+    let mut seen = Vec::new();
+    for _ in 0..100 {
+        seen = congestion_of_local_port(port);
+        if seen == std::slice::from_ref(&chosen) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(seen, [chosen], "the target's side of the connection");
+}

@@ -49,6 +49,7 @@ pub(crate) fn memory_target_config(
         recovery: Default::default(),
         fault_hook: None,
         gateway: None,
+        tcp_congestion: None,
     }
 }
 

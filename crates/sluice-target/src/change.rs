@@ -176,9 +176,15 @@ impl Target {
         if old.state_dir != new.state_dir {
             return Err(ChangeError::NeedsRestart("state_dir"));
         }
+        // The listeners pass it on to the connections they accept.
+        if old.tcp_congestion != new.tcp_congestion {
+            return Err(ChangeError::NeedsRestart("tcp_congestion"));
+        }
         for addr in new.portals.iter().filter(|a| !old.portals.contains(a)) {
-            p.bind
-                .push(BoundPortal::bind(*addr).map_err(ChangeError::Bind)?);
+            p.bind.push(
+                BoundPortal::bind(*addr, new.tcp_congestion.as_deref())
+                    .map_err(ChangeError::Bind)?,
+            );
             p.report.push(format!("listen {addr}: added"));
         }
         for addr in old.portals.iter().filter(|a| !new.portals.contains(a)) {
@@ -224,6 +230,7 @@ impl Target {
         if old.limits != new.limits {
             p.report.push("limits: changed".into());
         }
+
         Ok(p)
     }
 

@@ -50,6 +50,10 @@ pub struct TargetConfig {
     /// This process is one of several gateways exporting the same RBD images under the same
     /// target names (see [`GatewayConfig`]); `None`: a stand-alone target.
     pub gateway: Option<GatewayConfig>,
+    /// The TCP congestion control algorithm of accepted connections (`cubic`, `bbr`, `reno`,
+    /// ...: one of the kernel's available ones, see `sluice_tcp::check_congestion_control`); `None` leaves
+    /// the host's default (`net.ipv4.tcp_congestion_control`).
+    pub tcp_congestion: Option<String>,
 }
 
 /// One gateway of several that export the same RBD images as the same target names and LU
@@ -85,6 +89,7 @@ impl PartialEq for TargetConfig {
             recovery,
             fault_hook,
             gateway,
+            tcp_congestion,
         } = self;
         let same_hook = match (fault_hook, &other.fault_hook) {
             (None, None) => true,
@@ -101,6 +106,7 @@ impl PartialEq for TargetConfig {
             && *keepalive == other.keepalive
             && *recovery == other.recovery
             && *gateway == other.gateway
+            && *tcp_congestion == other.tcp_congestion
             && same_hook
     }
 }
@@ -390,6 +396,9 @@ pub enum ConfigError {
     /// active/non-optimized, or explicit portal groups besides.
     #[error("gateway: {0}")]
     Gateway(&'static str),
+    /// A TCP congestion control algorithm this host does not offer.
+    #[error(transparent)]
+    TcpCongestion(#[from] sluice_tcp::CongestionError),
     /// A target without LUNs.
     #[error("target {0}: no LUNs")]
     NoLuns(TargetRef),

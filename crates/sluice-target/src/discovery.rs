@@ -179,6 +179,7 @@ pub(crate) mod tests {
             recovery: Default::default(),
             fault_hook: None,
             gateway: None,
+            tcp_congestion: None,
         }
     }
 

@@ -54,10 +54,11 @@ pub(crate) struct BoundPortal {
 }
 
 impl BoundPortal {
-    /// Binds `addr`.
-    pub(crate) fn bind(addr: SocketAddr) -> io::Result<Self> {
-        let listener =
-            bind(addr).map_err(|e| io::Error::new(e.kind(), format!("bind {addr}: {e}")))?;
+    /// Binds `addr`, its accepted connections to use the congestion control `congestion`
+    /// (the host's default when `None`).
+    pub(crate) fn bind(addr: SocketAddr, congestion: Option<&str>) -> io::Result<Self> {
+        let listener = bind(addr, congestion)
+            .map_err(|e| io::Error::new(e.kind(), format!("bind {addr}: {e}")))?;
         Ok(Self {
             configured: addr,
             listener,
@@ -96,7 +97,7 @@ impl Target {
         let bound = config
             .portals
             .iter()
-            .map(|a| BoundPortal::bind(*a))
+            .map(|a| BoundPortal::bind(*a, config.tcp_congestion.as_deref()))
             .collect::<io::Result<Vec<_>>>()?;
         for b in bound {
             self.start_portal(b);
@@ -269,13 +270,21 @@ pub async fn run_on(
         .await
 }
 
-fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+fn bind(addr: SocketAddr, congestion: Option<&str>) -> io::Result<TcpListener> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
         TcpSocket::new_v6()?
     };
     socket.set_reuseaddr(true)?;
+    // On the listener, so that a name the process may not use (EPERM: not in
+    // tcp_allowed_congestion_control, no CAP_NET_ADMIN) fails here, at start, and so that
+    // connections have it from their handshake on.
+    if let Some(name) = congestion {
+        sluice_tcp::set_congestion_control(&socket, name).map_err(|e| {
+            io::Error::new(e.kind(), format!("TCP congestion control {name:?}: {e}"))
+        })?;
+    }
     socket.bind(addr)?;
     socket.listen(BACKLOG)
 }
@@ -358,6 +367,13 @@ async fn serve_tcp(
     // delayed ACKs. Initiators with delayed ACK on (ESXi by default, VMware KB 1002598) stall
     // a sender that waits for ACKs; open-iscsi sets TCP_NODELAY on its side for the same reason.
     let _ = stream.set_nodelay(true);
+    // Again on the connection: a route's `congctl` would take precedence over what the
+    // listener passes on, and the operator asked for this one.
+    if let Some(name) = &ctx.config().tcp_congestion {
+        if let Err(e) = sluice_tcp::set_congestion_control(&stream, name) {
+            warn!(%peer, error = %e, congestion = %name, "cannot set the TCP congestion control");
+        }
+    }
     let (rd, wr) = stream.into_split();
     connection::serve(ctx, Box::new(rd), Box::new(wr), peer, local, stop).await;
 }

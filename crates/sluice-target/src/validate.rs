@@ -27,6 +27,9 @@ impl TargetConfig {
                 ));
             }
         }
+        if let Some(name) = &self.tcp_congestion {
+            sluice_tcp::check_congestion_control(name)?;
+        }
         let mut names = HashSet::new();
         for (index, t) in self.targets.iter().enumerate() {
             let target = || TargetRef {
@@ -223,6 +226,7 @@ mod tests {
             recovery: Default::default(),
             fault_hook: None,
             gateway: None,
+            tcp_congestion: None,
         }
     }
 

@@ -14,22 +14,31 @@
 //!   them not yet sent.
 //! - [`SocketOptions`]: congestion control, buffer sizes, `TCP_NODELAY`,
 //!   `TCP_NOTSENT_LOWAT`, applied before or after connecting as each needs.
+//! - [`check_congestion_control`]: whether a congestion control algorithm may be given to a
+//!   socket on this host, with an error that lists those that may
+//!   ([`set_congestion_control`], [`congestion_control`] set and read it).
 //! - [`SendBufferTuner`]: sluice's answer to the stall: it watches the send-buffer-limited
 //!   time and grows the buffer past the kernel's autotuning ceiling towards the measured
 //!   bandwidth-delay product, within a bound (sans-IO; the initiator's driver feeds it).
 //!
 //! Module map: `info` (the decoder and the layout), `sys` (the system calls, the crate's only
-//! `unsafe`), `options`, `tuner`.
+//! `unsafe`), `options`, `congestion`, `tuner`.
 
 // `unsafe` only in `sys` (getsockopt, ioctl, setsockopt with raw buffers), each block with a
 // SAFETY comment.
 #![deny(unsafe_code)]
 
+mod congestion;
 mod info;
 mod options;
 mod sys;
 mod tuner;
 
+pub use congestion::{
+    check_congestion_control, check_congestion_control_in, congestion_control,
+    parse_available_congestion_controls, set_congestion_control, CongestionError,
+    AVAILABLE_CONGESTION_CONTROLS,
+};
 pub use info::{CaState, TcpInfo, TCP_INFO_MIN_LEN};
 pub use options::{set_recv_buffer, set_send_buffer, BufferPolicy, SocketOptions};
 pub use sys::{send_buffer_bytes, set_notsent_lowat, tcp_info, SendQueue};

@@ -70,6 +70,7 @@ pub fn config() -> TargetConfig {
         recovery: Default::default(),
         fault_hook: None,
         gateway: None,
+        tcp_congestion: None,
     }
 }
 

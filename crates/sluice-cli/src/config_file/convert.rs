@@ -210,6 +210,10 @@ pub(super) fn convert(file: FileToml, base: &Path) -> Result<(TargetConfig, Span
         spans.targets.push(ts);
     }
 
+    let tcp_congestion = file.tcp_congestion.as_ref().map(|c| {
+        spans.tcp_congestion = Some(c.span());
+        c.get_ref().clone()
+    });
     let config = TargetConfig {
         portals,
         portal_groups,
@@ -222,6 +226,7 @@ pub(super) fn convert(file: FileToml, base: &Path) -> Result<(TargetConfig, Span
         recovery,
         fault_hook: None,
         gateway,
+        tcp_congestion,
     };
     Ok((config, spans))
 }

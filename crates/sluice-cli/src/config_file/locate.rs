@@ -18,6 +18,8 @@ pub(super) struct Spans {
     pub(super) discovery_chap: Option<ChapSpans>,
     /// The `[gateway]` table.
     pub(super) gateway: Option<Range<usize>>,
+    /// The value of `tcp_congestion`.
+    pub(super) tcp_congestion: Option<Range<usize>>,
     /// Parallel to `TargetConfig::targets`.
     pub(super) targets: Vec<TargetSpans>,
 }
@@ -105,6 +107,7 @@ pub(super) fn locate_validation_error(spans: &Spans, e: &ConfigError) -> Range<u
         },
         ConfigError::ChapSameSecret(owner) => chap(owner).and_then(|c| c.mutual_secret.clone()),
         ConfigError::Gateway(_) => spans.gateway.clone(),
+        ConfigError::TcpCongestion(_) => spans.tcp_congestion.clone(),
         // A check added to TargetConfig::validate later: the start of the file.
         _ => None,
     }

@@ -27,6 +27,7 @@ pub(super) struct FileToml {
     pub(super) metrics: Option<MetricsToml>,
     pub(super) control: Option<ControlToml>,
     pub(super) gateway: Option<Spanned<GatewayToml>>,
+    pub(super) tcp_congestion: Option<Spanned<String>>,
     #[serde(default, rename = "target")]
     pub(super) targets: Vec<Spanned<TargetToml>>,
 }

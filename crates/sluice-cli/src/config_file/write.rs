@@ -46,6 +46,9 @@ pub fn to_toml(config: &TargetConfig, service: &ServiceConfig) -> String {
     if let Some(dir) = &config.state_dir {
         kv(w, "state_dir", quote_path(dir));
     }
+    if let Some(name) = &config.tcp_congestion {
+        kv(w, "tcp_congestion", quote(name));
+    }
     for g in &config.portal_groups {
         line(w, "");
         line(w, "[[portal_group]]");

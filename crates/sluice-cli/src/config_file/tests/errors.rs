@@ -268,3 +268,23 @@ fn chap_errors_name_owner_and_secret() {
         })
     );
 }
+
+#[test]
+fn an_unknown_tcp_congestion_is_named_at_its_line() {
+    let src = format!("\ntcp_congestion = \"no-such-cc\"\n{MINIMAL}");
+    let kind = kind_at(&src, 2);
+    assert!(
+        matches!(kind, ErrorKind::Invalid(ConfigError::TcpCongestion(_))),
+        "{kind:?}"
+    );
+    let text = kind.to_string();
+    assert!(
+        text.starts_with(
+            "TCP congestion control \"no-such-cc\" is not available on this host (available: "
+        ) && text.contains("reno"),
+        "{text}"
+    );
+    // Not a string: the reader refuses it.
+    let kind = kind_at(&format!("tcp_congestion = 1\n{MINIMAL}"), 1);
+    assert!(matches!(kind, ErrorKind::Syntax(_)), "{kind:?}");
+}

@@ -268,3 +268,11 @@ fn relative_paths_follow_the_config_file() {
         }
     );
 }
+
+#[test]
+fn tcp_congestion_is_taken_as_written_and_absent_by_default() {
+    // Reno is built into every Linux kernel, so the check against the host passes.
+    let c = parse(&format!("tcp_congestion = \"reno\"\n{MINIMAL}")).unwrap();
+    assert_eq!(c.tcp_congestion.as_deref(), Some("reno"));
+    assert_eq!(parse(MINIMAL).unwrap().tcp_congestion, None);
+}

@@ -69,6 +69,8 @@ size = "1G"
         },
     ];
     config.state_dir = Some("/var/lib/sluice".into());
+    // Linux always has Reno built in.
+    config.tcp_congestion = Some("reno".into());
     config.discovery_auth = Some(ChapCredentials {
         user: "disco".into(),
         secret: "0123456789abcdef".into(),
