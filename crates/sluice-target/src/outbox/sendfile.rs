@@ -17,8 +17,11 @@
 //! the kernel splices a file into a socket 16 pages (64 KiB) per `sendmsg`, each page its own
 //! fragment, so a 1 MiB segment becomes many more, smaller pushes, each arming the pacing
 //! timer; 1 MiB reads ran at half the rate with 1.4 times the CPU per read (docs/performance.md,
-//! "sendfile for file LUNs"). Where the sending copy is the bottleneck and pushes are cheap (a
-//! real NIC, which then reads the pages itself; no internal pacing) it is the path to try.
+//! "sendfile for file LUNs"). Under CUBIC (`--tcp-congestion cubic`) it halves the target's CPU
+//! per read, but over loopback the receiver then copies 4 KiB page fragments, and libiscsi's
+//! client on the same host lost more than the target saved ("Congestion control"). Where the
+//! sending copy is the bottleneck and pushes are cheap (a real NIC, which then reads the pages
+//! itself; no internal pacing) it is the path to try.
 //!
 //! What goes on the wire, and why that is acceptable:
 //! * The bytes are read when the kernel transmits them (and again for a retransmission), not
