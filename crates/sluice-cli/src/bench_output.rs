@@ -211,6 +211,8 @@ pub fn iser_json(s: &sluice_proto::iser::InitiatorMoverStats) -> Value {
         "rdma_write_bytes": s.placed_bytes,
         "rdma_read_buffers": s.write_buffers,
         "rdma_read_bytes": s.readable_bytes,
+        "unsolicited_bytes": s.unsolicited_bytes,
+        "unsolicited_data_outs": s.unsolicited_data_outs,
     })
 }
 
@@ -393,15 +395,17 @@ fn print_paths(r: &Report) {
 }
 
 /// Over iSER: what crossed the wire. The PDU line above counts what the session core saw;
-/// over iSER its Data-In, Data-Out and R2T PDUs never leave the host (the target RDMA-Writes
-/// read data into the buffers advertised and RDMA-Reads write data out of them; the
-/// target's metrics count those operations, `sluice_iser_operations`).
+/// over iSER its Data-In, R2T and solicited Data-Out PDUs never leave the host (the target
+/// RDMA-Writes read data into the buffers advertised and RDMA-Reads write data out of them;
+/// the target's metrics count those operations, `sluice_iser_operations`); immediate data
+/// and unsolicited Data-Out travel in Sends.
 pub fn print_iser(r: &Report, s: &sluice_proto::iser::InitiatorMoverStats) {
     let per = |n: u64| n as f64 / (r.pdus.commands.max(1) as f64);
     outln!(
         "  iser: {} Sends sent, {} received ({:.2} and {:.2} per command); {} read buffers \
          advertised, {:.1} MiB placed by RDMA Write; {} write buffers advertised, {:.1} MiB \
-         for RDMA Read; no Data-In, Data-Out or R2T PDU on the wire",
+         for RDMA Read; {:.1} MiB of write data in Sends ({} unsolicited Data-Out); no Data-In, \
+         R2T or solicited Data-Out PDU on the wire",
         s.sends,
         s.sends_received,
         per(s.sends),
@@ -410,5 +414,7 @@ pub fn print_iser(r: &Report, s: &sluice_proto::iser::InitiatorMoverStats) {
         s.placed_bytes as f64 / 1048576.0,
         s.write_buffers,
         s.readable_bytes as f64 / 1048576.0,
+        s.unsolicited_bytes as f64 / 1048576.0,
+        s.unsolicited_data_outs,
     );
 }

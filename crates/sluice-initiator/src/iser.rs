@@ -24,8 +24,8 @@ use sluice_proto::iser::{
 use sluice_proto::params::SessionParams;
 use sluice_proto::pdu::Pdu;
 use sluice_rdma::{
-    Access, BufferPool, FaultPlan, QpConfig, RecvRing, STag, SoftRdma, Stager, VaMode, WcOpcode,
-    WcStatus,
+    Access, BufferPool, FaultPlan, PostError, QpConfig, RecvRing, STag, SoftRdma, StageError,
+    Stager, VaMode, WcOpcode, WcStatus,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -136,6 +136,8 @@ impl IserStats {
             t.placed_bytes += s.placed_bytes;
             t.write_buffers += s.write_buffers;
             t.readable_bytes += s.readable_bytes;
+            t.unsolicited_bytes += s.unsolicited_bytes;
+            t.unsolicited_data_outs += s.unsolicited_data_outs;
         }
         t
     }
@@ -275,10 +277,15 @@ async fn bridge(
             initiator_recv_dsl,
             initiator_core_max_recv,
             max_burst,
+            first_burst,
             ..
         } => {
-            let mut mover =
-                InitiatorDatamover::new(initiator_recv_dsl, initiator_core_max_recv, max_burst);
+            let mut mover = InitiatorDatamover::new(
+                initiator_recv_dsl,
+                initiator_core_max_recv,
+                max_burst,
+                first_burst,
+            );
             rdma_mode(driver, tcp, &final_rsp, &mut mover, opts, stats, slot).await
         }
         _ => {
@@ -473,6 +480,7 @@ async fn rdma_mode(
     };
     let mut out = InitiatorOut::default();
     let mut buf = BytesMut::new();
+    let mut backlog = SendBacklog::default();
     let mut logged_out = false;
     let result = loop {
         stats.update(slot, &mover.stats);
@@ -494,7 +502,7 @@ async fn rdma_mode(
                     for (header, pdu) in out.sends.drain(..) {
                         buf.clear();
                         encode_send(&header, &pdu, &mut buf);
-                        stager.send(&rdma, &[&buf], None).map_err(|e| e.to_string())?;
+                        backlog.send(&rdma, &mut stager, &buf)?;
                     }
                     for pdu in out.to_core.drain(..) {
                         let _ = core_tx.send(pdu);
@@ -522,6 +530,7 @@ async fn rdma_mode(
                     }
                 } else {
                     stager.complete(&rdma, &wc);
+                    backlog.flush(&rdma, &mut stager)?;
                 }
             }
         }
@@ -529,6 +538,41 @@ async fn rdma_mode(
     mover.release_all(&mut regions);
     stats.update(slot, &mover.stats);
     result
+}
+
+/// Sends that found the send queue full, in order: a write's unsolicited Data-Out can post
+/// more Sends at once than the queue holds; they wait for completions to free room rather
+/// than fail the connection.
+#[derive(Default)]
+struct SendBacklog(std::collections::VecDeque<Vec<u8>>);
+
+impl SendBacklog {
+    fn send(&mut self, rdma: &SoftRdma, stager: &mut Stager, msg: &[u8]) -> Result<(), String> {
+        if self.0.is_empty() && try_send(rdma, stager, msg)? {
+            return Ok(());
+        }
+        self.0.push_back(msg.to_vec());
+        Ok(())
+    }
+
+    fn flush(&mut self, rdma: &SoftRdma, stager: &mut Stager) -> Result<(), String> {
+        while let Some(msg) = self.0.front() {
+            if !try_send(rdma, stager, msg)? {
+                break;
+            }
+            self.0.pop_front();
+        }
+        Ok(())
+    }
+}
+
+/// Posts a Send; `false` when the send queue is full.
+fn try_send(rdma: &SoftRdma, stager: &mut Stager, msg: &[u8]) -> Result<bool, String> {
+    match stager.send(rdma, &[msg], None) {
+        Ok(_) => Ok(true),
+        Err(StageError::Post(PostError::QueueFull)) => Ok(false),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn describe_failure(op: WcOpcode, status: WcStatus) -> String {

@@ -222,13 +222,13 @@ impl ConnectOptions {
         self
     }
 
-    /// Carries the session over iSER with `iser`. Data beyond a write's immediate data is
-    /// fetched by the target's RDMA Reads, never sent unsolicited (RFC 7145 section 7.3.4:
-    /// unsolicited data would need receive buffers for whole bursts), so InitialR2T=Yes is
-    /// offered; digests are off (section 6.3: the RDMA layer's CRC protects the data).
+    /// Carries the session over iSER with `iser`. ImmediateData and InitialR2T are offered
+    /// as over TCP: immediate data travels in the command's Send and, with InitialR2T=No,
+    /// unsolicited Data-Out in Sends of their own up to FirstBurstLength; the target fetches
+    /// the rest with RDMA Reads (RFC 7145 section 7.3.4). Digests are off (section 6.3: the
+    /// RDMA layer's CRC protects the data).
     pub fn use_iser(&mut self, iser: crate::iser::IserOptions) -> &mut Self {
         self.iser = Some(iser);
-        self.offer.initial_r2t = true;
         self.set_digests(false, false);
         self
     }

@@ -24,6 +24,7 @@ mod mover_tests;
 mod target_mover;
 #[cfg(test)]
 mod tests;
+pub mod unsolicited;
 
 /// Bytes of the iSER header at the start of every RDMA Send (RFC 7145 section 9.2): one flags
 /// byte, three reserved bytes, Write STag (4), Write Base Offset (8), Read STag (4), Read Base

@@ -42,10 +42,13 @@ pub const DEFAULT_ISER_PORT: u16 = 3261;
 /// declared MaxRecvDataSegmentLength is capped to it so the initiator never sends more.
 pub const TARGET_RECV_DSL: u32 = 16384;
 
-/// Receive buffers posted per connection: a full command window (128 by default) plus task
-/// management, NOP-Outs, text and logout, with room to spare. A Send that finds none is
-/// final (the provider does not retry), so the depth is generous.
-const RECV_DEPTH: u32 = 512;
+/// Receive buffers posted per connection: a full command window (128 by default), each
+/// command with its unsolicited Data-Out (at most `keys::MAX_UNSOLICITED_SENDS` more Sends:
+/// the login caps FirstBurstLength at that many TargetRecvDataSegmentLengths), 640 Sends,
+/// plus task management, NOP-Outs, text and logout, with room to spare. A Send that finds
+/// none is final (the provider does not retry), so the depth is generous; the provider's
+/// receive queue holds 1024.
+const RECV_DEPTH: u32 = 1024;
 
 /// Header room in a receive buffer: the iSER header, the BHS, the largest AHS and padding.
 const RECV_HEADROOM: u32 = 28 + 48 + 1020 + 4;
@@ -98,6 +101,10 @@ pub struct IserCounters {
     pub rdma_reads: AtomicU64,
     /// Bytes they fetched.
     pub rdma_read_bytes: AtomicU64,
+    /// Unsolicited Data-Out PDUs received in Sends.
+    pub unsolicited_data_outs: AtomicU64,
+    /// Write data received in Sends (immediate data and unsolicited Data-Out).
+    pub unsolicited_bytes: AtomicU64,
 }
 
 impl IserCounters {
@@ -114,6 +121,8 @@ impl IserCounters {
             rdma_write_bytes: l(&self.rdma_write_bytes),
             rdma_reads: l(&self.rdma_reads),
             rdma_read_bytes: l(&self.rdma_read_bytes),
+            unsolicited_data_outs: l(&self.unsolicited_data_outs),
+            unsolicited_bytes: l(&self.unsolicited_bytes),
         }
     }
 
@@ -126,6 +135,8 @@ impl IserCounters {
             rdma_write_bytes: now.rdma_write_bytes - reported.rdma_write_bytes,
             rdma_reads: now.rdma_reads - reported.rdma_reads,
             rdma_read_bytes: now.rdma_read_bytes - reported.rdma_read_bytes,
+            unsolicited_bytes: now.unsolicited_bytes - reported.unsolicited_bytes,
+            unsolicited_data_outs: now.unsolicited_data_outs - reported.unsolicited_data_outs,
         };
         self.add(&d);
         *reported = *now;
@@ -141,6 +152,10 @@ impl IserCounters {
         self.rdma_reads.fetch_add(s.rdma_reads, Ordering::Relaxed);
         self.rdma_read_bytes
             .fetch_add(s.rdma_read_bytes, Ordering::Relaxed);
+        self.unsolicited_data_outs
+            .fetch_add(s.unsolicited_data_outs, Ordering::Relaxed);
+        self.unsolicited_bytes
+            .fetch_add(s.unsolicited_bytes, Ordering::Relaxed);
     }
 }
 
@@ -345,6 +360,7 @@ async fn bridge(
         LoginEnd::Rdma {
             target_recv_dsl,
             target_core_max_recv,
+            first_burst,
             ..
         } => {
             ctx.iser.rdma_connections.fetch_add(1, Ordering::Relaxed);
@@ -353,6 +369,7 @@ async fn bridge(
                 target_recv_dsl,
                 target_core_max_recv,
                 opts.send_with_invalidate,
+                first_burst,
             );
             rdma_mode(tcp, &mut core, &core_tx, &mut mover, opts, &ctx.iser).await
         }

@@ -365,6 +365,10 @@ pub struct IserStatus {
     pub rdma_reads: u64,
     /// Bytes they fetched.
     pub rdma_read_bytes: u64,
+    /// Unsolicited Data-Out PDUs received, each in a Send (InitialR2T=No).
+    pub unsolicited_data_outs: u64,
+    /// Write data received in Sends: immediate data and unsolicited Data-Out.
+    pub unsolicited_bytes: u64,
 }
 
 /// One target.

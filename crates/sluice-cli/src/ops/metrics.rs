@@ -298,12 +298,14 @@ fn target_families(e: &mut DescriptorEncoder, s: &Status) -> std::fmt::Result {
     counters(
         e,
         "sluice_iser_operations",
-        "iSER datamover operations: Sends posted and received (control-type PDUs), RDMA Writes \
-         (in place of Data-In PDUs) and RDMA Reads (in place of R2T and Data-Out PDUs)",
+        "iSER datamover operations: Sends posted and received (control-type PDUs; of those \
+         received, unsolicited_data_out carried unsolicited Data-Out), RDMA Writes (in place of \
+         Data-In PDUs) and RDMA Reads (in place of R2T and Data-Out PDUs)",
         None,
         vec![
             (op("send"), i.sends),
             (op("send_received"), i.sends_received),
+            (op("unsolicited_data_out"), i.unsolicited_data_outs),
             (op("rdma_write"), i.rdma_writes),
             (op("rdma_read"), i.rdma_reads),
         ],
@@ -311,11 +313,14 @@ fn target_families(e: &mut DescriptorEncoder, s: &Status) -> std::fmt::Result {
     counters(
         e,
         "sluice_iser_data",
-        "Bytes moved by the iSER datamover's RDMA Writes (read data) and RDMA Reads (write data)",
+        "Bytes moved by the iSER datamover's RDMA Writes (read data) and RDMA Reads (solicited \
+         write data), and write data received in Sends (unsolicited: immediate data and \
+         unsolicited Data-Out)",
         Some(Unit::Bytes),
         vec![
             (op("rdma_write"), i.rdma_write_bytes),
             (op("rdma_read"), i.rdma_read_bytes),
+            (op("unsolicited"), i.unsolicited_bytes),
         ],
     )?;
     let mode = |name: &str| vec![("mode", name.to_string())];

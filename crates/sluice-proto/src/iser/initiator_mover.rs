@@ -5,21 +5,25 @@
 //!   offset go in the iSER header (RSV). When the SCSI Response arrives in a Send, the data
 //!   the target placed is handed to the core as Data-In PDUs ahead of the response, so the
 //!   core completes the read exactly as over TCP.
-//! - A write command gets a registered buffer the target may RDMA-Read (WSV) holding all its
-//!   data. The core only hands out data beyond the immediate data in answer to R2Ts, so the
-//!   datamover asks the core for it with R2Ts of its own (never sent on the wire, each at
-//!   most MaxBurstLength), holds the command until the buffer is full, then sends it with
-//!   its immediate data (section 7.3.4). The target's R2Ts become RDMA Reads and never
-//!   reach this side.
+//! - A write's immediate data travels in the command's Send and, when the command's F bit is
+//!   clear (InitialR2T=No), its unsolicited Data-Out PDUs in Sends of their own right after
+//!   it, up to FirstBurstLength (section 7.3.4). The rest, the solicited part, gets a
+//!   registered buffer the target may RDMA-Read (WSV), whose base offset addresses the first
+//!   solicited byte (section 9.2). The core only hands out solicited data in answer to R2Ts,
+//!   so the datamover asks the core for it with R2Ts of its own (never sent on the wire,
+//!   each at most MaxBurstLength), holds the command (and the unsolicited Data-Out the core
+//!   queues behind it) until the buffer is full, then sends them. The target's R2Ts become
+//!   RDMA Reads and never reach this side.
 
 use std::collections::HashMap;
 
 use bytes::Bytes;
 
 use super::target_mover::{decode_one, MoverError};
+use super::unsolicited::unsolicited_len;
 use super::{BufferAdvertisement, IserHeader, IserMessage};
 use crate::framing::Framer;
-use crate::pdu::{DataIn, Pdu, R2t, ScsiCommand};
+use crate::pdu::{DataIn, DataOut, Pdu, R2t, ScsiCommand};
 use crate::seq::{Itt, Lun, SeqNum, Ttt};
 
 /// Target transfer tags of the datamover's own R2Ts carry this high bit, so that a Data-Out
@@ -48,6 +52,10 @@ struct Task {
     write: Option<BufferAdvertisement>,
     /// A write command held until its buffer is full, and the next offset to ask for.
     held: Option<(ScsiCommand, u32)>,
+    /// Unsolicited Data-Out the core queued behind a held command, sent right after it.
+    held_data: Vec<DataOut>,
+    /// Bytes of the write that travel in Sends; the write buffer holds the rest.
+    unsolicited: u32,
 }
 
 /// What to do with the output of [`InitiatorDatamover::handle_core_pdu`].
@@ -72,8 +80,12 @@ pub struct InitiatorMoverStats {
     pub placed_bytes: u64,
     /// Write buffers advertised (WSV).
     pub write_buffers: u64,
-    /// Bytes the target could RDMA-Read (beyond immediate data).
+    /// Bytes the target could RDMA-Read (beyond the immediate and unsolicited data).
     pub readable_bytes: u64,
+    /// Write data sent in Sends: immediate data and unsolicited Data-Out.
+    pub unsolicited_bytes: u64,
+    /// Unsolicited Data-Out PDUs sent (each in a Send of its own).
+    pub unsolicited_data_outs: u64,
 }
 
 /// The initiator's datamover for one connection.
@@ -83,6 +95,7 @@ pub struct InitiatorDatamover {
     framer: Framer,
     core_max_recv: u32,
     max_burst: u32,
+    first_burst: u32,
     /// StatSN, ExpCmdSN and MaxCmdSN for the datamover's own R2Ts: the last the target
     /// sent, or, before it sent any, a window the core ignores (MaxCmdSN below ExpCmdSN - 1,
     /// RFC 7143 section 4.2.2.1), so that an R2T never moves the core's command window.
@@ -94,13 +107,21 @@ pub struct InitiatorDatamover {
 impl InitiatorDatamover {
     /// A datamover that receives Sends with data segments up to `initiator_recv_dsl`, hands
     /// Data-In of up to `core_max_recv` bytes to the core and asks it for at most
-    /// `max_burst` bytes per R2T of its own (the negotiated MaxBurstLength).
-    pub fn new(initiator_recv_dsl: u32, core_max_recv: u32, max_burst: u32) -> Self {
+    /// `max_burst` bytes per R2T of its own (the negotiated MaxBurstLength); `first_burst`
+    /// is the negotiated FirstBurstLength (how much of a write whose command has the F bit
+    /// clear travels in Sends).
+    pub fn new(
+        initiator_recv_dsl: u32,
+        core_max_recv: u32,
+        max_burst: u32,
+        first_burst: u32,
+    ) -> Self {
         InitiatorDatamover {
             tasks: HashMap::new(),
             framer: Framer::new(initiator_recv_dsl),
             core_max_recv: core_max_recv.max(512),
             max_burst: max_burst.max(512),
+            first_burst,
             last: (SeqNum::new(0), SeqNum::new(2), SeqNum::new(0)),
             stats: InitiatorMoverStats::default(),
         }
@@ -121,12 +142,30 @@ impl InitiatorDatamover {
                     .get_mut(&d.itt)
                     .ok_or(MoverError::UnknownTask(d.itt.0))?;
                 let buf = task.write.ok_or(MoverError::UnknownTask(d.itt.0))?;
+                let at = d
+                    .buffer_offset
+                    .checked_sub(task.unsolicited)
+                    .ok_or_else(|| {
+                        MoverError::Malformed(format!(
+                            "core's Data-Out at {} inside the unsolicited data",
+                            d.buffer_offset
+                        ))
+                    })?;
                 regions
-                    .fill(buf, d.buffer_offset, &d.data)
+                    .fill(buf, at, &d.data)
                     .map_err(MoverError::Malformed)?;
                 if d.final_bit {
                     let (cmd, next) = task.held.take().ok_or(MoverError::UnknownTask(d.itt.0))?;
                     self.ask_or_send(cmd, next, out);
+                }
+                Ok(())
+            }
+            Pdu::DataOut(d) if d.ttt == Ttt::RESERVED => {
+                // Unsolicited data follows its command on the wire: behind a held command
+                // it waits for it.
+                match self.tasks.get_mut(&d.itt) {
+                    Some(task) if task.held.is_some() => task.held_data.push(d),
+                    _ => self.send_unsolicited(d, out),
                 }
                 Ok(())
             }
@@ -135,6 +174,12 @@ impl InitiatorDatamover {
                 Ok(())
             }
         }
+    }
+
+    fn send_unsolicited(&mut self, d: DataOut, out: &mut InitiatorOut) {
+        self.stats.unsolicited_data_outs += 1;
+        self.stats.unsolicited_bytes += d.data.len() as u64;
+        self.send(IserHeader::default(), Pdu::DataOut(d), out);
     }
 
     fn command(
@@ -150,11 +195,14 @@ impl InitiatorDatamover {
         } else {
             0
         };
+        let unsolicited = unsolicited_len(&cmd, self.first_burst);
         let mut task = Task {
             lun: cmd.lun,
             read: None,
             write: None,
             held: None,
+            held_data: Vec::new(),
+            unsolicited,
         };
         if read_len > 0 {
             let buf = regions
@@ -164,17 +212,18 @@ impl InitiatorDatamover {
             task.read = Some((buf, read_len));
         }
         let edtl = cmd.expected_data_transfer_length;
-        let immediate = u32::try_from(cmd.data.len()).unwrap_or(u32::MAX);
-        if cmd.write && edtl > immediate {
+        if cmd.write && edtl > unsolicited {
+            // Section 9.2: the buffer holds the solicited data only; its base offset is
+            // that of the first solicited byte.
             let buf = regions
-                .register(edtl, false)
-                .map_err(MoverError::Malformed)?;
-            regions
-                .fill(buf, 0, &cmd.data)
+                .register(edtl - unsolicited, false)
                 .map_err(MoverError::Malformed)?;
             self.stats.write_buffers += 1;
-            self.stats.readable_bytes += u64::from(edtl - immediate);
+            self.stats.readable_bytes += u64::from(edtl - unsolicited);
             task.write = Some(buf);
+        }
+        if cmd.write {
+            self.stats.unsolicited_bytes += cmd.data.len() as u64;
         }
         let itt = cmd.itt;
         // An ITT still on record belongs to a task that ended without a response reaching
@@ -182,7 +231,7 @@ impl InitiatorDatamover {
         if let Some(old) = self.tasks.insert(itt, task) {
             release(regions, &old);
         }
-        self.ask_or_send(cmd, immediate, out);
+        self.ask_or_send(cmd, unsolicited, out);
         Ok(())
     }
 
@@ -196,9 +245,8 @@ impl InitiatorDatamover {
         if cmd.write && next < edtl {
             let len = (edtl - next).min(self.max_burst);
             // R2TSNs count from 0 (RFC 7143 section 11.8.5) from the first byte after the
-            // immediate data, which may be a whole MaxBurstLength.
-            let immediate = u32::try_from(cmd.data.len()).unwrap_or(u32::MAX);
-            let r2t_sn = next.saturating_sub(immediate) / self.max_burst;
+            // unsolicited data, which may be a whole MaxBurstLength.
+            let r2t_sn = next.saturating_sub(task.unsolicited) / self.max_burst;
             let (stat_sn, exp_cmd_sn, max_cmd_sn) = self.last;
             out.to_core.push(Pdu::R2t(R2t {
                 lun: task.lun,
@@ -218,7 +266,11 @@ impl InitiatorDatamover {
             write: task.write,
             read: task.read.map(|(b, _)| b),
         };
+        let held_data = std::mem::take(&mut task.held_data);
         self.send(header, Pdu::ScsiCommand(cmd), out);
+        for d in held_data {
+            self.send_unsolicited(d, out);
+        }
     }
 
     fn send(&mut self, header: IserHeader, pdu: Pdu, out: &mut InitiatorOut) {

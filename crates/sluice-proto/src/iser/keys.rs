@@ -246,8 +246,25 @@ pub fn iser_operational_offers(text: &Bytes) -> Bytes {
 /// PDUs arrive in Sends whose receive buffers hold `cap` bytes of data segment (RFC 7145
 /// section 6.3.2-6.3.3 replace MaxRecvDataSegmentLength with these lengths).
 pub fn cap_max_recv(text: &Bytes, cap: u32) -> Bytes {
+    cap_number(text, "MaxRecvDataSegmentLength", cap)
+}
+
+/// Unsolicited Data-Out PDUs one write may send over iSER at most, beside its command: the
+/// target caps FirstBurstLength at this many TargetRecvDataSegmentLengths, so that a full
+/// CmdSN window of commands with their unsolicited data fits the receive buffers it posts
+/// (RFC 7145 section 7.3.4: immediate and unsolicited data arrive in Sends, each needing a
+/// posted receive; a Send that finds none fails the connection).
+pub const MAX_UNSOLICITED_SENDS: u32 = 4;
+
+/// Caps an offered FirstBurstLength (a Minimum key, RFC 7143 section 13.14, so lowering an
+/// offer or a declaration is always valid) at `cap`.
+pub fn cap_first_burst(text: &Bytes, cap: u32) -> Bytes {
+    cap_number(text, "FirstBurstLength", cap)
+}
+
+fn cap_number(text: &Bytes, key: &str, cap: u32) -> Bytes {
     rewrite_values(text, |k, v| {
-        (k == "MaxRecvDataSegmentLength")
+        (k == key)
             .then(|| v.parse::<u32>().ok())
             .flatten()
             .filter(|n| *n > cap)
@@ -289,5 +306,16 @@ mod rewrite_tests {
         );
         let small = Bytes::from_static(b"MaxRecvDataSegmentLength=4096\0");
         assert_eq!(cap_max_recv(&small, 16384), small);
+    }
+
+    #[test]
+    fn first_burst_is_capped_and_irrelevant_left_alone() {
+        let t = Bytes::from_static(b"FirstBurstLength=16776192\0MaxBurstLength=16776192\0");
+        assert_eq!(
+            &cap_first_burst(&t, 65536)[..],
+            b"FirstBurstLength=65536\0MaxBurstLength=16776192\0"
+        );
+        let irrelevant = Bytes::from_static(b"FirstBurstLength=Irrelevant\0");
+        assert_eq!(cap_first_burst(&irrelevant, 65536), irrelevant);
     }
 }

@@ -8,8 +8,9 @@ use crate::pdu::codes::LoginStatus;
 use crate::pdu::{LoginRequest, LoginResponse};
 
 use super::keys::{
-    append_pairs, cap_max_recv, find_key, initiator_offer, iser_operational_offers, take_iser_keys,
-    target_answers, IserKeyError, IserKeys, DEFAULT_RECV_DSL, RDMA_EXTENSIONS,
+    append_pairs, cap_first_burst, cap_max_recv, find_key, initiator_offer,
+    iser_operational_offers, take_iser_keys, target_answers, IserKeyError, IserKeys,
+    DEFAULT_RECV_DSL, MAX_UNSOLICITED_SENDS, RDMA_EXTENSIONS,
 };
 
 /// The full feature phase stage number (RFC 7143 section 11.12.3).
@@ -35,6 +36,9 @@ pub enum LoginEnd {
         initiator_core_max_recv: u32,
         /// The negotiated MaxBurstLength (the target's answer).
         max_burst: u32,
+        /// The negotiated FirstBurstLength: how much of a write whose command has the F bit
+        /// clear travels in Sends (RFC 7145 section 7.3.4).
+        first_burst: u32,
     },
     /// The final Login Response without RDMAExtensions=Yes: the connection stays iSCSI over
     /// TCP.
@@ -64,10 +68,32 @@ pub struct TargetLoginShim {
     initiator_max_recv: u32,
     core_max_recv: u32,
     max_burst: u32,
+    first_burst: FirstBurst,
 }
 
 /// RFC 7143 section 13.13: MaxBurstLength's default.
 const DEFAULT_MAX_BURST: u32 = 262_144;
+/// RFC 7143 section 13.14: FirstBurstLength's default.
+const DEFAULT_FIRST_BURST: u32 = 65_536;
+
+/// FirstBurstLength as login text settles it: the minimum of every value either side sent
+/// (RFC 7143 section 13.14: the result function is Minimum, so an offer's answer is never
+/// above it), the default when neither sent one (a connection joining a session, where
+/// the leading-only key is the session's, keeps the default; see docs/iser.md).
+#[derive(Clone, Copy, Debug)]
+struct FirstBurst(Option<u32>);
+
+impl FirstBurst {
+    fn see(&mut self, text: &[u8]) {
+        if let Some(n) = number(text, "FirstBurstLength") {
+            self.0 = Some(self.0.map_or(n, |m| m.min(n)));
+        }
+    }
+
+    fn value(self) -> u32 {
+        self.0.unwrap_or(DEFAULT_FIRST_BURST)
+    }
+}
 
 impl TargetLoginShim {
     /// A shim for a listener that serves iSER (`serves_iser`) with receive buffers for
@@ -81,7 +107,14 @@ impl TargetLoginShim {
             initiator_max_recv: DEFAULT_RECV_DSL,
             core_max_recv: DEFAULT_RECV_DSL,
             max_burst: DEFAULT_MAX_BURST,
+            first_burst: FirstBurst(None),
         }
+    }
+
+    /// The largest FirstBurstLength this target takes over iSER: its unsolicited data in
+    /// at most [`MAX_UNSOLICITED_SENDS`] Sends.
+    fn max_first_burst(&self) -> u32 {
+        self.target_recv_dsl.saturating_mul(MAX_UNSOLICITED_SENDS)
     }
 
     fn rdma(&self) -> bool {
@@ -109,10 +142,11 @@ impl TargetLoginShim {
             self.initiator_max_recv = n;
         }
         req.data = if self.rdma() {
-            iser_operational_offers(&rest)
+            cap_first_burst(&iser_operational_offers(&rest), self.max_first_burst())
         } else {
             rest
         };
+        self.first_burst.see(&req.data);
         Ok(())
     }
 
@@ -127,7 +161,9 @@ impl TargetLoginShim {
         }
         if self.rdma() {
             rsp.data = cap_max_recv(&rsp.data, self.target_recv_dsl);
+            rsp.data = cap_first_burst(&rsp.data, self.max_first_burst());
         }
+        self.first_burst.see(&rsp.data);
         if !self.answers.is_empty() && rsp.csg == OPERATIONAL && !rsp.cont {
             let answers = std::mem::take(&mut self.answers);
             rsp.data = append_pairs(&rsp.data, &answers);
@@ -145,6 +181,7 @@ impl TargetLoginShim {
                 target_core_max_recv: self.core_max_recv,
                 initiator_core_max_recv: self.initiator_max_recv,
                 max_burst: self.max_burst,
+                first_burst: self.first_burst.value(),
             },
             Some(true) => LoginEnd::Tcp,
         }
@@ -160,6 +197,7 @@ pub struct InitiatorLoginShim {
     core_max_recv: u32,
     target_core_max_recv: u32,
     max_burst: u32,
+    first_burst: FirstBurst,
 }
 
 impl InitiatorLoginShim {
@@ -173,6 +211,7 @@ impl InitiatorLoginShim {
             core_max_recv: DEFAULT_RECV_DSL,
             target_core_max_recv: DEFAULT_RECV_DSL,
             max_burst: DEFAULT_MAX_BURST,
+            first_burst: FirstBurst(None),
         }
     }
 
@@ -183,6 +222,7 @@ impl InitiatorLoginShim {
         if let Some(n) = number(&req.data, "MaxRecvDataSegmentLength") {
             self.core_max_recv = n;
         }
+        self.first_burst.see(&req.data);
         if req.cont {
             return;
         }
@@ -208,6 +248,7 @@ impl InitiatorLoginShim {
         if let Some(n) = number(&rsp.data, "MaxBurstLength") {
             self.max_burst = n;
         }
+        self.first_burst.see(&rsp.data);
         Ok(match end_of(rsp) {
             None => LoginEnd::Pending,
             Some(false) => LoginEnd::Failed,
@@ -218,6 +259,7 @@ impl InitiatorLoginShim {
                     target_core_max_recv: self.target_core_max_recv,
                     initiator_core_max_recv: self.core_max_recv,
                     max_burst: self.max_burst,
+                    first_burst: self.first_burst.value(),
                 },
                 _ => LoginEnd::Tcp,
             },
@@ -288,7 +330,7 @@ mod tests {
             OPERATIONAL,
             FULL_FEATURE_PHASE,
             true,
-            b"HeaderDigest=CRC32C,None\0MaxRecvDataSegmentLength=1048576\0",
+            b"HeaderDigest=CRC32C,None\0MaxRecvDataSegmentLength=1048576\0FirstBurstLength=131072\0",
         );
         ini.handle_request(&mut req);
         assert_eq!(find_key(&req.data, RDMA_EXTENSIONS).as_deref(), Some("Yes"));
@@ -296,9 +338,14 @@ mod tests {
         // What the target's login core sees: no iSER key, no digest offered.
         assert_eq!(find_key(&req.data, RDMA_EXTENSIONS), None);
         assert_eq!(find_key(&req.data, "HeaderDigest").as_deref(), Some("None"));
+        // The first burst is capped at four of the target's receive lengths.
+        assert_eq!(
+            find_key(&req.data, "FirstBurstLength").as_deref(),
+            Some("65536")
+        );
         let mut rsp = response(
             &req,
-            b"HeaderDigest=None\0MaxRecvDataSegmentLength=262144\0MaxBurstLength=262144\0",
+            b"HeaderDigest=None\0MaxRecvDataSegmentLength=262144\0MaxBurstLength=262144\0FirstBurstLength=65536\0",
         );
         let t_end = tgt.handle_response(&mut rsp);
         assert_eq!(
@@ -316,20 +363,27 @@ mod tests {
             target_recv_dsl,
             initiator_core_max_recv,
             max_burst,
+            first_burst,
             ..
         } = i_end
         else {
             panic!("{i_end:?}")
         };
         assert_eq!(
-            (target_recv_dsl, initiator_core_max_recv, max_burst),
-            (16384, 1_048_576, 262_144)
+            (
+                target_recv_dsl,
+                initiator_core_max_recv,
+                max_burst,
+                first_burst
+            ),
+            (16384, 1_048_576, 262_144, 65_536)
         );
         assert!(
             matches!(
                 t_end,
                 LoginEnd::Rdma {
                     target_core_max_recv: 262_144,
+                    first_burst: 65_536,
                     ..
                 }
             ),

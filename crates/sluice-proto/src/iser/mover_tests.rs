@@ -110,8 +110,8 @@ fn sends(out: &mut InitiatorOut) -> Vec<(IserHeader, Vec<u8>)> {
 #[test]
 fn a_read_is_placed_by_rdma_write_and_handed_to_the_core_as_data_in() {
     let mut regions = FakeRegions::default();
-    let mut ini = InitiatorDatamover::new(8192, 4096, 262_144);
-    let mut tgt = TargetDatamover::new(16384, 65536, true);
+    let mut ini = InitiatorDatamover::new(8192, 4096, 262_144, 65536);
+    let mut tgt = TargetDatamover::new(16384, 65536, true, 65536);
     let mut out = InitiatorOut::default();
     ini.handle_core_pdu(
         Pdu::ScsiCommand(command(7, true, 10_000, Bytes::new())),
@@ -211,8 +211,8 @@ fn a_read_is_placed_by_rdma_write_and_handed_to_the_core_as_data_in() {
 #[test]
 fn a_write_beyond_its_immediate_data_is_fetched_by_rdma_read() {
     let mut regions = FakeRegions::default();
-    let mut ini = InitiatorDatamover::new(8192, 4096, 8192);
-    let mut tgt = TargetDatamover::new(16384, 4096, false);
+    let mut ini = InitiatorDatamover::new(8192, 4096, 8192, 65536);
+    let mut tgt = TargetDatamover::new(16384, 4096, false, 65536);
     let mut out = InitiatorOut::default();
     let data = pattern(20_000);
     ini.handle_core_pdu(
@@ -277,7 +277,9 @@ fn a_write_beyond_its_immediate_data_is_fetched_by_rdma_read() {
     let [TargetOp::Read { id, stag, va, len }] = ops[..] else {
         panic!("{ops:?}")
     };
-    assert_eq!((stag, va, len), (adv.stag, adv.base_offset + 4096, 15_904));
+    // The Write Base Offset addresses the first solicited byte (RFC 7145 section 9.2), so
+    // the R2T at offset 4096, just past the immediate data, reads from the base itself.
+    assert_eq!((stag, va, len), (adv.stag, adv.base_offset, 15_904));
     let fetched = regions.remote_read(stag, va, len);
     let outs = tgt.handle_read_done(id, fetched).unwrap();
     assert_eq!(outs.len(), 4);
@@ -300,7 +302,7 @@ fn a_write_beyond_its_immediate_data_is_fetched_by_rdma_read() {
 
 #[test]
 fn commands_without_their_buffers_and_data_for_unknown_tasks_are_errors() {
-    let mut tgt = TargetDatamover::new(16384, 4096, false);
+    let mut tgt = TargetDatamover::new(16384, 4096, false, 65536);
     let mut buf = bytes::BytesMut::new();
     encode_send(
         &IserHeader::default(),
@@ -346,7 +348,7 @@ fn commands_without_their_buffers_and_data_for_unknown_tasks_are_errors() {
 #[test]
 fn own_r2ts_count_from_zero_and_move_no_window() {
     let mut regions = FakeRegions::default();
-    let mut ini = InitiatorDatamover::new(8192, 4096, 4096);
+    let mut ini = InitiatorDatamover::new(8192, 4096, 4096, 65536);
     let mut out = InitiatorOut::default();
     ini.handle_core_pdu(
         Pdu::ScsiCommand(command(3, false, 12_288, pattern(4096))),
@@ -382,4 +384,173 @@ fn own_r2ts_count_from_zero_and_move_no_window() {
     };
     assert_eq!((second.r2t_sn, second.buffer_offset), (1, 8192));
     assert_ne!(second.ttt, r2t.ttt);
+}
+
+fn data_out(itt: u32, ttt: Ttt, offset: u32, data: Bytes, final_bit: bool) -> DataOut {
+    DataOut {
+        final_bit,
+        lun: Lun(0),
+        itt: Itt(itt),
+        ttt,
+        exp_stat_sn: SeqNum::new(1),
+        data_sn: 0,
+        buffer_offset: offset,
+        data,
+    }
+}
+
+/// InitialR2T=No (RFC 7145 section 7.3.4): immediate data in the command's Send, unsolicited
+/// Data-Out in Sends right behind it up to FirstBurstLength, and only the rest fetched by
+/// RDMA Read from a buffer whose base offset is the first solicited byte.
+#[test]
+fn unsolicited_data_travels_in_sends_and_only_the_rest_by_rdma_read() {
+    const FIRST_BURST: u32 = 16_384;
+    let mut regions = FakeRegions::default();
+    let mut ini = InitiatorDatamover::new(8192, 4096, 8192, FIRST_BURST);
+    let mut tgt = TargetDatamover::new(16384, 4096, false, FIRST_BURST);
+    let mut out = InitiatorOut::default();
+    let data = pattern(40_000);
+    let mut cmd = command(11, false, 40_000, data.slice(..8192));
+    cmd.final_bit = false; // unsolicited Data-Out follows
+    ini.handle_core_pdu(Pdu::ScsiCommand(cmd), &mut regions, &mut out)
+        .unwrap();
+    // The core queues its unsolicited Data-Out behind the command: held with it.
+    for (start, last) in [(8192u32, false), (12_288, true)] {
+        let d = data.slice(start as usize..start as usize + 4096);
+        ini.handle_core_pdu(
+            Pdu::DataOut(data_out(11, Ttt::RESERVED, start, d, last)),
+            &mut regions,
+            &mut out,
+        )
+        .unwrap();
+    }
+    assert!(out.sends.is_empty(), "sent before the write buffer is full");
+    // The datamover asks the core for the solicited part only, numbered from R2TSN 0.
+    let mut offset = FIRST_BURST;
+    while let Some(Pdu::R2t(r2t)) = out.to_core.pop() {
+        assert_eq!(r2t.buffer_offset, offset);
+        assert_eq!(r2t.r2t_sn, (offset - FIRST_BURST) / 8192);
+        let len = r2t.desired_data_transfer_length;
+        let d = data.slice(offset as usize..(offset + len) as usize);
+        ini.handle_core_pdu(
+            Pdu::DataOut(data_out(11, r2t.ttt, offset, d, true)),
+            &mut regions,
+            &mut out,
+        )
+        .unwrap();
+        offset += len;
+    }
+    assert_eq!(offset, 40_000);
+    let sent = sends(&mut out);
+    assert_eq!(
+        sent.len(),
+        3,
+        "the command, then its two unsolicited Data-Out"
+    );
+    let adv = sent[0].0.write.expect("WSV");
+    assert!(sent[1..].iter().all(|(h, _)| *h == IserHeader::default()));
+    assert_eq!(ini.stats.unsolicited_bytes, u64::from(FIRST_BURST));
+    assert_eq!(ini.stats.unsolicited_data_outs, 2);
+    assert_eq!(ini.stats.readable_bytes, 40_000 - u64::from(FIRST_BURST));
+    // The target hands all three to its core as over TCP.
+    let mut got = Vec::new();
+    for (_, bytes) in &sent {
+        match tgt.handle_send(bytes).unwrap() {
+            Pdu::ScsiCommand(c) => got.extend_from_slice(&c.data),
+            Pdu::DataOut(d) => {
+                assert_eq!(d.ttt, Ttt::RESERVED);
+                assert_eq!(d.buffer_offset as usize, got.len());
+                got.extend_from_slice(&d.data);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(tgt.stats.unsolicited_bytes, u64::from(FIRST_BURST));
+    // An R2T inside the unsolicited part is refused; the first solicited byte is at the base.
+    let r2t = |offset: u32, len: u32| R2t {
+        lun: Lun(0),
+        itt: Itt(11),
+        ttt: Ttt(0x77),
+        stat_sn: SeqNum::new(3),
+        exp_cmd_sn: SeqNum::new(2),
+        max_cmd_sn: SeqNum::new(9),
+        r2t_sn: 0,
+        buffer_offset: offset,
+        desired_data_transfer_length: len,
+    };
+    let mut ops = Vec::new();
+    assert_eq!(
+        tgt.handle_core_pdu(Pdu::R2t(r2t(8192, 4096)), &mut ops),
+        Err(MoverError::InsideUnsolicited {
+            itt: 11,
+            offset: 8192,
+            unsolicited: FIRST_BURST
+        })
+    );
+    tgt.handle_core_pdu(Pdu::R2t(r2t(FIRST_BURST, 40_000 - FIRST_BURST)), &mut ops)
+        .unwrap();
+    let [TargetOp::Read { id, stag, va, len }] = ops[..] else {
+        panic!("{ops:?}")
+    };
+    assert_eq!((stag, va), (adv.stag, adv.base_offset));
+    let fetched = regions.remote_read(stag, va, len);
+    for pdu in tgt.handle_read_done(id, fetched).unwrap() {
+        let Pdu::DataOut(d) = pdu else { panic!() };
+        assert_eq!(d.buffer_offset as usize, got.len());
+        got.extend_from_slice(&d.data);
+    }
+    assert_eq!(got, data.to_vec());
+    assert_eq!(tgt.stats.rdma_read_bytes, 40_000 - u64::from(FIRST_BURST));
+}
+
+/// A write no longer than the first burst is all in Sends: no buffer, nothing held.
+#[test]
+fn a_write_within_the_first_burst_advertises_no_buffer() {
+    let mut regions = FakeRegions::default();
+    let mut ini = InitiatorDatamover::new(8192, 4096, 8192, 65536);
+    let mut tgt = TargetDatamover::new(16384, 4096, false, 65536);
+    let mut out = InitiatorOut::default();
+    let mut cmd = command(12, false, 8192, pattern(4096));
+    cmd.final_bit = false;
+    ini.handle_core_pdu(Pdu::ScsiCommand(cmd), &mut regions, &mut out)
+        .unwrap();
+    ini.handle_core_pdu(
+        Pdu::DataOut(data_out(12, Ttt::RESERVED, 4096, pattern(4096), true)),
+        &mut regions,
+        &mut out,
+    )
+    .unwrap();
+    assert!(out.to_core.is_empty());
+    let sent = sends(&mut out);
+    assert_eq!(sent.len(), 2);
+    assert!(sent[0].0.write.is_none() && regions.regions.is_empty());
+    for (_, bytes) in &sent {
+        tgt.handle_send(bytes).unwrap();
+    }
+    assert_eq!(tgt.tasks_in_flight(), 0);
+}
+
+/// Solicited data never travels in a Send (RFC 7145 section 7.3.4): a Data-Out with a
+/// target transfer tag in one ends the connection.
+#[test]
+fn a_solicited_data_out_in_a_send_is_a_protocol_error() {
+    let mut tgt = TargetDatamover::new(16384, 4096, false, 65536);
+    let mut buf = bytes::BytesMut::new();
+    encode_send(
+        &IserHeader::default(),
+        &Pdu::DataOut(data_out(3, Ttt(5), 0, pattern(512), true)),
+        &mut buf,
+    );
+    assert_eq!(tgt.handle_send(&buf), Err(MoverError::SolicitedDataOut(3)));
+    // And a Send's data segment is bounded by TargetRecvDataSegmentLength.
+    let mut big = bytes::BytesMut::new();
+    encode_send(
+        &IserHeader::default(),
+        &Pdu::DataOut(data_out(3, Ttt::RESERVED, 0, pattern(16_896), true)),
+        &mut big,
+    );
+    assert!(matches!(
+        tgt.handle_send(&big),
+        Err(MoverError::Malformed(_))
+    ));
 }

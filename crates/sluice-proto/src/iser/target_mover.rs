@@ -3,12 +3,19 @@
 //! becomes which RDMA operation and keeps each task's advertised buffers:
 //!
 //! - a SCSI Command arrives in a Send behind an iSER header whose WSV/RSV advertise the
-//!   initiator's write and read buffers; the datamover records them per ITT;
+//!   initiator's write and read buffers; the datamover records them per ITT, with the part of
+//!   a write that travels in Sends (its immediate data and, with the F bit clear, the
+//!   unsolicited Data-Out up to FirstBurstLength: section 7.3.4);
+//! - unsolicited Data-Out (TTT 0xffffffff) arrives in Sends and goes to the core as over TCP;
+//!   a Data-Out answering an R2T in a Send is a protocol error (solicited data moves by RDMA
+//!   Read only);
 //! - a Data-In from the core becomes an RDMA Write into the read buffer at its buffer offset
 //!   (section 7.3.5), and a status carried in the Data-In becomes a SCSI Response in a Send
 //!   (iSER has no phase collapse: section 7.3.5);
-//! - an R2T from the core becomes an RDMA Read of the write buffer (section 7.3.6); its data
-//!   goes back to the core as the Data-Out PDUs it asked for;
+//! - an R2T from the core becomes an RDMA Read of the write buffer (section 7.3.6) at the
+//!   Write Base Offset plus the R2T's buffer offset less the unsolicited part (the base
+//!   offset addresses the first solicited byte, section 9.2); its data goes back to the core
+//!   as the Data-Out PDUs it asked for;
 //! - a SCSI Response goes in a Send, with Invalidate of the task's STag when negotiated
 //!   (section 7.3.5, 7.3.7), and ends the task's bookkeeping;
 //! - every other PDU from the core goes in a Send behind an iSER header with no buffer
@@ -18,6 +25,7 @@ use std::collections::HashMap;
 
 use bytes::{Bytes, BytesMut};
 
+use super::unsolicited::{solicited_address, unsolicited_len};
 use super::{BufferAdvertisement, IserHeader, IserMessage};
 use crate::framing::{encode, Digests, Framer};
 use crate::pdu::codes::ScsiResponseCode;
@@ -95,12 +103,28 @@ pub enum MoverError {
     /// An RDMA Read the datamover never asked for completed.
     #[error("unknown RDMA Read {0}")]
     UnknownRead(u64),
+    /// A Data-Out with a target transfer tag in a Send: solicited data is fetched by RDMA
+    /// Read, only unsolicited Data-Out travels in Sends (RFC 7145 section 7.3.4).
+    #[error("task {0:#x}: solicited Data-Out in a Send")]
+    SolicitedDataOut(u32),
+    /// An R2T for data the command's Sends carried (before the first solicited byte).
+    #[error("task {itt:#x}: R2T at offset {offset} inside the {unsolicited} unsolicited bytes")]
+    InsideUnsolicited {
+        /// The task.
+        itt: u32,
+        /// The R2T's buffer offset.
+        offset: u32,
+        /// Bytes of the write that travelled in Sends.
+        unsolicited: u32,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
 struct Task {
     read: Option<BufferAdvertisement>,
     write: Option<BufferAdvertisement>,
+    /// Bytes of the write that travel in Sends; the write buffer starts after them.
+    unsolicited: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -126,6 +150,10 @@ pub struct MoverStats {
     pub rdma_reads: u64,
     /// Bytes they fetched.
     pub rdma_read_bytes: u64,
+    /// Write data that arrived in Sends: immediate data and unsolicited Data-Out.
+    pub unsolicited_bytes: u64,
+    /// Unsolicited Data-Out PDUs received (each in a Send of its own).
+    pub unsolicited_data_outs: u64,
 }
 
 /// The target's datamover for one connection.
@@ -137,6 +165,8 @@ pub struct TargetDatamover {
     /// The core's MaxRecvDataSegmentLength: Data-Out handed to it is cut to this.
     core_max_recv: u32,
     send_with_invalidate: bool,
+    /// The negotiated FirstBurstLength: with a command's F bit clear, the unsolicited part.
+    first_burst: u32,
     framer: Framer,
     last_exp_stat_sn: SeqNum,
     /// What was done so far.
@@ -146,14 +176,22 @@ pub struct TargetDatamover {
 impl TargetDatamover {
     /// A datamover whose Sends carry data segments of up to `target_recv_dsl` bytes, feeding
     /// Data-Out of up to `core_max_recv` bytes to the core; `send_with_invalidate` when the
-    /// initiator accepts Send with Invalidate.
-    pub fn new(target_recv_dsl: u32, core_max_recv: u32, send_with_invalidate: bool) -> Self {
+    /// initiator accepts Send with Invalidate; `first_burst` is the session's negotiated
+    /// FirstBurstLength (how much of a write whose command has the F bit clear travels in
+    /// Sends).
+    pub fn new(
+        target_recv_dsl: u32,
+        core_max_recv: u32,
+        send_with_invalidate: bool,
+        first_burst: u32,
+    ) -> Self {
         TargetDatamover {
             tasks: HashMap::new(),
             reads: HashMap::new(),
             next_read: 1,
             core_max_recv: core_max_recv.max(512),
             send_with_invalidate,
+            first_burst,
             framer: Framer::new(target_recv_dsl),
             last_exp_stat_sn: SeqNum::new(0),
             stats: MoverStats::default(),
@@ -179,8 +217,20 @@ impl TargetDatamover {
             Err(e) => return Err(MoverError::Malformed(e.to_string())),
         };
         let pdu = decode_one(&mut self.framer, rest)?;
+        if let Pdu::DataOut(d) = &pdu {
+            // RFC 7145 section 7.3.4: only unsolicited Data-Out travels in Sends; its amount
+            // (at most FirstBurstLength) is the core's to check, as over TCP.
+            if d.ttt != Ttt::RESERVED {
+                return Err(MoverError::SolicitedDataOut(d.itt.0));
+            }
+            self.stats.unsolicited_data_outs += 1;
+            self.stats.unsolicited_bytes += d.data.len() as u64;
+        }
         if let Pdu::ScsiCommand(cmd) = &pdu {
             self.last_exp_stat_sn = cmd.exp_stat_sn;
+            if cmd.write {
+                self.stats.unsolicited_bytes += cmd.data.len() as u64;
+            }
             let read_len = if cmd.write {
                 cmd.bidi_read_length.unwrap_or(0)
             } else if cmd.read {
@@ -194,11 +244,10 @@ impl TargetDatamover {
                     what: "read",
                 });
             }
-            // RFC 7145 section 7.3.4: data beyond the immediate data is RDMA-Read from the
-            // buffer WSV advertises.
-            let solicited = cmd.write
-                && cmd.expected_data_transfer_length
-                    > u32::try_from(cmd.data.len()).unwrap_or(u32::MAX);
+            // RFC 7145 section 7.3.4: data beyond the immediate and unsolicited data is
+            // RDMA-Read from the buffer WSV advertises.
+            let unsolicited = unsolicited_len(cmd, self.first_burst);
+            let solicited = cmd.write && cmd.expected_data_transfer_length > unsolicited;
             if solicited && header.write.is_none() {
                 return Err(MoverError::NoBuffer {
                     itt: cmd.itt.0,
@@ -214,6 +263,7 @@ impl TargetDatamover {
                     Task {
                         read: header.read,
                         write: header.write,
+                        unsolicited,
                     },
                 );
             }
@@ -290,9 +340,14 @@ impl TargetDatamover {
         if self.reads.len() >= MAX_PENDING_READS {
             return Err(MoverError::TooMany(MAX_PENDING_READS));
         }
-        let va = adv
-            .base_offset
-            .checked_add(u64::from(r2t.buffer_offset))
+        if r2t.buffer_offset < task.unsolicited {
+            return Err(MoverError::InsideUnsolicited {
+                itt: r2t.itt.0,
+                offset: r2t.buffer_offset,
+                unsolicited: task.unsolicited,
+            });
+        }
+        let va = solicited_address(adv.base_offset, task.unsolicited, r2t.buffer_offset)
             .ok_or(MoverError::Wraps(r2t.itt.0))?;
         let id = self.next_read;
         self.next_read += 1;

@@ -67,11 +67,10 @@ pub(crate) enum Sabotage {
 }
 
 /// What an iSER session offers differently (RFC 7145 section 6.3): no digests (the RDMA
-/// layer protects the data), data segments sized for Sends, InitialR2T=Yes (section 7.3.4:
-/// write data beyond the immediate data is fetched by RDMA Read, never sent unsolicited), as
-/// sluice's iSER initiator offers, and ErrorRecoveryLevel 0.
+/// layer protects the data), data segments sized for Sends and ErrorRecoveryLevel 0.
+/// ImmediateData, InitialR2T and FirstBurstLength range as over TCP (section 7.3.4:
+/// immediate and unsolicited data travel in Sends, the rest by RDMA Read).
 pub(crate) fn adapt_offers(target: &mut OperationalOffer, initiator: &mut OperationalOffer) {
-    initiator.initial_r2t = true;
     for offer in [target, initiator] {
         // ErrorRecoveryLevel 0: the datamovers follow a task's buffers neither through a
         // command retry with the same ITT (level 1, RFC 7143 section 6.2.1: the initiator's
@@ -114,9 +113,14 @@ impl World {
         // Most seeds' initiators accept Send with Invalidate (RFC 7145 section 5.1.1's
         // private data flag), some do not.
         let send_with_invalidate = !self.cfg.seed.is_multiple_of(4);
+        // FirstBurstLength is the session's (leading-only, RFC 7143 section 13.14).
+        let first_burst = self
+            .tsession
+            .as_ref()
+            .map_or(params.first_burst_length, |s| s.params().first_burst_length);
         self.links[i].t_iser = Some(Box::new(TargetIser {
             rdma,
-            mover: TargetDatamover::new(dsl, dsl, send_with_invalidate),
+            mover: TargetDatamover::new(dsl, dsl, send_with_invalidate, first_burst),
             ops: Vec::new(),
             batches: 0,
             close_when_posted: false,
@@ -139,10 +143,12 @@ impl World {
         let dsl = params.initiator_max_recv_data_segment_length;
         // MaxBurstLength is the session's (a leading-only key, RFC 7143 section 13.13): a
         // connection that joins a session did not negotiate it.
-        let max_burst = self
+        let (max_burst, first_burst) = self
             .isession
             .as_ref()
-            .map_or(params.max_burst_length, |s| s.params().max_burst_length);
+            .map_or((params.max_burst_length, params.first_burst_length), |s| {
+                (s.params().max_burst_length, s.params().first_burst_length)
+            });
         let plan = self.faults.rdma_plan(self.cfg.seed, i, 0);
         let rdma = RdmaSide::new(dsl, plan)
             .map_err(|e| self.violation(format!("initiator RDMA setup: {e}")))?;
@@ -152,7 +158,7 @@ impl World {
         });
         self.links[i].i_iser = Some(Box::new(InitiatorIser {
             rdma,
-            mover: InitiatorDatamover::new(dsl, dsl, max_burst),
+            mover: InitiatorDatamover::new(dsl, dsl, max_burst, first_burst),
             buffers,
             out: InitiatorOut::default(),
         }));
