@@ -67,6 +67,7 @@ struct IserTotals {
     rdma_reads: u64,
     rdma_read_bytes: u64,
     data_pdus_in_sends: u64,
+    unsolicited_data_outs: u64,
     wrong_stags: u64,
     remote_access_errors: u64,
 }
@@ -80,6 +81,7 @@ impl IserTotals {
         self.rdma_reads += c.rdma_reads;
         self.rdma_read_bytes += c.rdma_read_bytes;
         self.data_pdus_in_sends += c.data_pdus_in_sends;
+        self.unsolicited_data_outs += c.unsolicited_data_outs;
         self.wrong_stags += c.wrong_stags;
         self.remote_access_errors += c.remote_access_errors;
     }
@@ -376,13 +378,14 @@ fn print_summary(args: &SimArgs, t: &Totals, violations: &[Violation], wall: f64
 
 fn print_iser(i: &IserTotals) {
     outln!(
-        "  iSER: Sends {} (with Invalidate {}), RDMA Writes {} ({:.1} MB) in place of Data-In, RDMA Reads {} ({:.1} MB) in place of R2T and Data-Out, data PDUs in Sends {}; wrong STags advertised {}, remote access errors {}",
+        "  iSER: Sends {} (with Invalidate {}), RDMA Writes {} ({:.1} MB) in place of Data-In, RDMA Reads {} ({:.1} MB) in place of R2T and Data-Out, unsolicited Data-Out in Sends {}, other data PDUs in Sends {}; wrong STags advertised {}, remote access errors {}",
         i.sends,
         i.send_invalidates,
         i.rdma_writes,
         i.rdma_write_bytes as f64 / 1e6,
         i.rdma_reads,
         i.rdma_read_bytes as f64 / 1e6,
+        i.unsolicited_data_outs,
         i.data_pdus_in_sends,
         i.wrong_stags,
         i.remote_access_errors

@@ -110,8 +110,11 @@ pub struct IserCounts {
     pub rdma_reads: u64,
     /// Bytes the RDMA Reads fetched.
     pub rdma_read_bytes: u64,
-    /// Data-In, Data-Out and R2T PDUs that travelled in Sends: always 0 (a monitor checks).
+    /// Data-In, R2T and solicited Data-Out PDUs that travelled in Sends: always 0 (a monitor
+    /// checks).
     pub data_pdus_in_sends: u64,
+    /// Unsolicited Data-Out PDUs the initiator sent in Sends (InitialR2T=No).
+    pub unsolicited_data_outs: u64,
     /// Task buffers advertised with a wrong STag (fault injection).
     pub wrong_stags: u64,
     /// RDMA connections that ended in a remote access error.

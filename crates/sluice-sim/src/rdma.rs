@@ -26,9 +26,9 @@ use sluice_rdma::{
 pub(crate) const RECV_HEADROOM: u32 = 28 + 48 + 1020 + 4;
 
 /// Receive buffers each side keeps posted: a full command window (256 at most here) plus
-/// task management, NOP, text and logout PDUs, with room to spare. A Send that finds none is
-/// final (the provider does not retry).
-const RECV_DEPTH: u32 = 512;
+/// task management, NOP, text and logout PDUs, with room to spare, as many as the provider's
+/// receive queue holds. A Send that finds none is final (the provider does not retry).
+const RECV_DEPTH: u32 = 1024;
 
 /// Where the initiator's task buffers start in its (made-up) address space: not zero, so that
 /// a datamover that forgets the advertised base address misses the region.

@@ -346,7 +346,11 @@ async fn bridge(
         framer: Framer::new(0x00ff_ffff),
         buf: BytesMut::new(),
     };
-    let mut shim = TargetLoginShim::new(true, TARGET_RECV_DSL);
+    // A Send carries at most what the target's core takes in one PDU, so a smaller configured
+    // MaxRecvDataSegmentLength is the receive length declared (and the unit of the
+    // FirstBurstLength cap: each unsolicited Data-Out needs a receive buffer).
+    let recv_dsl = TARGET_RECV_DSL.min(ctx.config().offer.max_recv_data_segment_length.max(512));
+    let mut shim = TargetLoginShim::new(true, recv_dsl);
     // The connection task times the login out on its side; this side stops waiting then too
     // (an initiator that connects and says nothing must not hold the bridge).
     let login_timeout = ctx.config().limits.login_timeout;

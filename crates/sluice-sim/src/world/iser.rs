@@ -71,7 +71,7 @@ pub(crate) enum Sabotage {
 /// ImmediateData, InitialR2T and FirstBurstLength range as over TCP (section 7.3.4:
 /// immediate and unsolicited data travel in Sends, the rest by RDMA Read).
 pub(crate) fn adapt_offers(target: &mut OperationalOffer, initiator: &mut OperationalOffer) {
-    for offer in [target, initiator] {
+    for offer in [&mut *target, &mut *initiator] {
         // ErrorRecoveryLevel 0: the datamovers follow a task's buffers neither through a
         // command retry with the same ITT (level 1, RFC 7143 section 6.2.1: the initiator's
         // datamover registers new buffers and releases the ones the target may still be
@@ -84,10 +84,25 @@ pub(crate) fn adapt_offers(target: &mut OperationalOffer, initiator: &mut Operat
             .max_recv_data_segment_length
             .min(MAX_SEND_DATA_SEGMENT);
     }
+    // As sluice's target does over iSER: unsolicited data in at most MAX_UNSOLICITED_SENDS
+    // Sends of its receive length per command, so that a window of commands with their
+    // unsolicited Data-Out fits the receives posted.
+    target.first_burst_length = target.first_burst_length.min(
+        target
+            .max_recv_data_segment_length
+            .saturating_mul(sluice_proto::iser::keys::MAX_UNSOLICITED_SENDS),
+    );
 }
 
+/// A data PDU that iSER moves by RDMA and never in a Send: every Data-In and R2T, and a
+/// Data-Out answering an R2T. Unsolicited Data-Out (TTT 0xffffffff) travels in Sends (RFC 7145
+/// section 7.3.4).
 fn is_data_pdu(pdu: &Pdu) -> bool {
-    matches!(pdu, Pdu::DataIn(_) | Pdu::DataOut(_) | Pdu::R2t(_))
+    match pdu {
+        Pdu::DataIn(_) | Pdu::R2t(_) => true,
+        Pdu::DataOut(d) => d.ttt != sluice_proto::seq::Ttt::RESERVED,
+        _ => false,
+    }
 }
 
 impl World {
@@ -442,6 +457,9 @@ impl World {
                         "initiator: a {:?} in a Send: iSER moves data by RDMA",
                         pdu.opcode()
                     )));
+                }
+                if matches!(pdu, Pdu::DataOut(_)) {
+                    self.iser_counts.unsolicited_data_outs += 1;
                 }
                 let mut buf = BytesMut::new();
                 encode_send(&header, &pdu, &mut buf);
