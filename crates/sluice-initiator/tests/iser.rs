@@ -64,21 +64,29 @@ async fn data_moves_by_rdma_write_and_read() {
     let c = target.iser_counters().status();
     assert_eq!(c.rdma_connections, 1, "{c:?}");
     assert_eq!(c.errors, 0, "{c:?}");
-    // Every read's data went by RDMA Write, every write's data beyond the immediate data
-    // by RDMA Read; the rest in Sends.
+    // Both sides' defaults: ImmediateData=Yes, InitialR2T=No, FirstBurstLength 64 KiB (the
+    // target's cap over iSER). Every read's data went by RDMA Write; each write's first
+    // 64 KiB in Sends (immediate data and unsolicited Data-Out), the rest by RDMA Read.
+    assert_eq!(s.params().first_burst_length, 65536);
+    assert!(!s.params().initial_r2t && s.params().immediate_data);
     assert!(
         c.rdma_writes >= 4 && c.rdma_write_bytes >= (4096 + 65536 + (9 << 20)),
         "{c:?}"
     );
-    assert!(
-        c.rdma_reads >= 3 && c.rdma_read_bytes > (9 << 20) - 65536,
-        "{c:?}"
-    );
+    let solicited = ((1 << 20) - 65536) + ((8 << 20) - 65536);
+    assert!(c.rdma_reads >= 2 && c.rdma_read_bytes == solicited, "{c:?}");
+    assert_eq!(c.unsolicited_bytes, 4096 + 3 * 65536, "{c:?}");
     assert!(c.sends >= 8 && c.sends_received >= 8, "{c:?}");
     let i = stats.snapshot();
     assert_eq!(i.placed_bytes, c.rdma_write_bytes, "{i:?} {c:?}");
-    // Four reads; three writes go beyond their immediate data (the 4 KiB one does not).
-    assert_eq!((i.read_buffers, i.write_buffers), (4, 3), "{i:?}");
+    assert_eq!(i.readable_bytes, solicited, "{i:?}");
+    assert_eq!(
+        (i.unsolicited_bytes, i.unsolicited_data_outs),
+        (c.unsolicited_bytes, c.unsolicited_data_outs),
+        "{i:?} {c:?}"
+    );
+    // Four reads; two writes go beyond the first burst (the 4 KiB and 64 KiB ones do not).
+    assert_eq!((i.read_buffers, i.write_buffers), (4, 2), "{i:?}");
 }
 
 /// sluice's iSER datamovers keep a task's buffers for its first issue only, so an iSER
@@ -103,9 +111,11 @@ async fn a_short_send_queue_throttles_instead_of_failing() {
     let mut serve = IserServeOptions::default();
     serve.qp.send_queue_depth = 4;
     let (target, portal) = iser_target(serve).await;
-    let s = Session::connect(&portal, IQN, iser_options(IserOptions::default()))
-        .await
-        .unwrap();
+    // InitialR2T=Yes, so that each 64 KiB write's data beyond its immediate data is
+    // RDMA-Read (with InitialR2T=No it would all fit the first burst, in Sends).
+    let mut opts = iser_options(IserOptions::default());
+    opts.offer.initial_r2t = true;
+    let s = Session::connect(&portal, IQN, opts).await.unwrap();
     s.test_unit_ready(0).await.ok();
     let len = 64 << 10;
     let mut writes = tokio::task::JoinSet::new();
