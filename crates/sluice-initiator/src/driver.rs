@@ -348,14 +348,14 @@ impl ConnectionTask {
                 let Transport {
                     stream,
                     rbuf,
-                    wbuf,
+                    out,
                     placing,
                     framer,
                     header_reads,
                     ..
                 } = &mut self.t;
                 let (mut rd, mut wr) = stream.split();
-                let want_write = !wbuf.is_empty();
+                let want_write = !out.is_empty();
                 let place = placing.as_mut().filter(|p| p.wants_data());
                 let limit = if *header_reads {
                     crate::placement::HEADER_READ_BYTES
@@ -372,7 +372,7 @@ impl ConnectionTask {
                     };
                     rbuf.reserve(READ_CHUNK.max(rest));
                 }
-                let reading = wbuf.len() < SEND_HIGH_WATER;
+                let reading = out.len() < SEND_HIGH_WATER;
                 // Every read and write is a span in a cost-probes build (a newtype that
                 // only forwards otherwise).
                 let mut rd = sluice_probe::ProbedIo(&mut rd);
@@ -380,7 +380,7 @@ impl ConnectionTask {
                 tokio::select! {
                     biased;
                     () = self.wake.notified() => Ev::Wake,
-                    w = wr.write_buf(wbuf), if want_write => Ev::Wrote(w),
+                    w = out.write_some(&mut wr), if want_write => Ev::Wrote(w),
                     r = read_some(&mut rd, rbuf, limit, place), if reading => Ev::Read(r),
                     () = timer.as_mut(), if arm.is_armed() => Ev::Timer,
                 }
@@ -406,7 +406,7 @@ impl ConnectionTask {
                 }
                 Ev::Read(Err(e)) | Ev::Wrote(Err(e)) => return Err(self.t.io(e)),
                 Ev::Wrote(Ok(_)) => {
-                    if !self.t.wbuf.is_empty() {
+                    if !self.t.out.is_empty() {
                         // The socket took less than we had: its send buffer is full.
                         self.t.socket_full();
                     }

@@ -35,6 +35,7 @@
 //! ```
 //!
 //! Module map: `url` (URL grammar), `options`, `error`, `transport` (socket + framer),
+//! `send_queue` (vectored, copy-free sends of data segments),
 //! `login` (login driver, redirects), `discovery` (SendTargets), `driver` + `inbound` +
 //! `tasks` + `placement` (the full-feature driver), `session` (the handle), `scsi` (data-in decoders),
 //! `counters`, `blocking`, `multipath` (path selection and retry policy sans-IO in
@@ -54,6 +55,7 @@ pub mod multipath;
 mod options;
 mod placement;
 pub mod scsi;
+mod send_queue;
 mod session;
 mod supervisor;
 mod transport;

@@ -1,5 +1,6 @@
-//! One TCP connection: the sans-IO framer on the receive side, `encode` on the send side,
-//! counters and the PDU trace on both. Login and discovery use [`Transport::send`] and
+//! One TCP connection: the sans-IO framer on the receive side, a [`SendQueue`] on the send side
+//! (data segments written from the caller's buffers, not copied), counters and the PDU trace on
+//! both. Login and discovery use [`Transport::send`] and
 //! [`Transport::recv`]; the full-feature driver uses the buffers directly so that it can read
 //! and write at the same time.
 
@@ -10,13 +11,14 @@ use sluice_proto::framing::{encode, Digests, FrameError, Framer, LOGIN_MAX_DATA_
 use sluice_proto::params::SessionParams;
 use sluice_proto::pdu::Pdu;
 use sluice_proto::text::Role;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::{TcpSocket, TcpStream};
 
 use crate::counters::Counters;
 use crate::error::Error;
 use crate::options::{ConnectOptions, Direction, PduTrace};
 use crate::placement::Placing;
+use crate::send_queue::SendQueue;
 
 /// Bytes asked of the socket per read.
 const READ_CHUNK: usize = 64 * 1024;
@@ -31,7 +33,8 @@ pub(crate) struct Transport {
     pub(crate) stream: TcpStream,
     pub(crate) framer: Framer,
     pub(crate) rbuf: BytesMut,
-    pub(crate) wbuf: BytesMut,
+    /// What is yet to be written.
+    pub(crate) out: SendQueue,
     pub(crate) digests: Digests,
     pub(crate) counters: Counters,
     /// A Data-In payload being received into its read's buffer (see `placement`).
@@ -118,7 +121,7 @@ impl Transport {
             stream,
             framer: Framer::new(LOGIN_MAX_DATA_SEGMENT),
             rbuf: BytesMut::with_capacity(READ_CHUNK),
-            wbuf: BytesMut::new(),
+            out: SendQueue::default(),
             digests: Digests::NONE,
             counters,
             placing: None,
@@ -193,17 +196,21 @@ impl Transport {
         });
     }
 
-    /// Appends `pdu` to the send buffer.
+    /// Queues `pdu` to be sent.
     pub(crate) fn queue(&mut self, pdu: &Pdu) {
         let _probe = sluice_probe::span(sluice_probe::Stage::Framing);
-        let before = self.wbuf.len();
-        encode(pdu, self.digests, &mut self.wbuf);
-        self.counters.pdu_sent(pdu, self.wbuf.len() - before);
         if let Some(faults) = &mut self.faults {
-            let mut frame = self.wbuf.split_off(before);
+            // The hook rewrites, drops or repeats whole frames in place, so under it (tests
+            // only) each PDU is encoded in one piece and copied into the queue.
+            let mut frame = BytesMut::new();
+            encode(pdu, self.digests, &mut frame);
+            self.counters.pdu_sent(pdu, frame.len());
             for _ in 0..faults.on_send(&mut frame) {
-                self.wbuf.extend_from_slice(&frame);
+                self.out.push_frame(&frame);
             }
+        } else {
+            let wire_len = self.out.push(pdu, self.digests);
+            self.counters.pdu_sent(pdu, wire_len);
         }
         if let Some(trace) = &self.trace {
             trace(Direction::Sent, pdu);
@@ -217,10 +224,11 @@ impl Transport {
         self.flush().await
     }
 
-    /// Writes the whole send buffer.
+    /// Writes everything queued, with vectored writes.
     pub(crate) async fn flush(&mut self) -> Result<(), Error> {
-        let res = self.stream.write_all(&self.wbuf).await;
-        self.wbuf.clear();
+        let res = self.out.write_all(&mut self.stream).await;
+        // After an error the connection is over: what was not written never will be.
+        self.out.clear();
         res.map_err(|source| self.io(source))
     }
 
