@@ -6,9 +6,10 @@
 //! reference-counted `Bytes` the PDU carries (a slice of the caller's buffer) and is written to
 //! the socket from there, so the kernel's copy into the socket is its only copy. The data
 //! digest is computed over those same bytes ([`encode_parts`]). Shorter data segments (login,
-//! text, NOP-Out pings, sense-sized payloads) are copied into the tail: a copy of under 1 KiB
-//! costs less than the extra buffer handle and `iovec` it would otherwise take, and several
-//! such PDUs still leave in one contiguous piece.
+//! text, NOP-Out pings, tiny writes) are copied into the tail: a copy of under 1 KiB costs
+//! less than the extra buffer handle, reference count and `iovec` it would otherwise take (at
+//! 4 KiB the two already cost a client about the same; docs/performance.md), and several such
+//! PDUs still leave in one contiguous piece.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
