@@ -37,47 +37,7 @@ fn series(metrics: &str, family: &str, label: &str) -> f64 {
 
 #[test]
 fn bench_verifies_reads_and_writes_of_every_size_over_iser() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("target.log");
-    let mut target = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args([
-            "target",
-            "--listen",
-            "127.0.0.1:0",
-            "--memory",
-            "256M",
-            "--iser",
-            "--iser-port",
-            "0",
-            "--metrics",
-            "127.0.0.1:0",
-        ])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let url = BufReader::new(target.stdout.take().unwrap())
-        .lines()
-        .map_while(Result::ok)
-        .find(|l| l.starts_with("iser://"))
-        .expect("sluice target --iser prints an iser:// URL");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let metrics_addr = loop {
-        let text = std::fs::read_to_string(&log).unwrap();
-        if let Some(a) = text
-            .lines()
-            .find_map(|l| l.strip_prefix("sluice metrics on http://"))
-        {
-            break a.trim_end_matches("/metrics").to_string();
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no metrics address:\n{text}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-
+    let (mut target, url, metrics_addr, _dir) = start_target();
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args([
             "bench", &url, "--rw", "randrw", "--bs", SIZES, "--qd", "4", "--time", "3", "--verify",

@@ -57,18 +57,7 @@ async fn large_reads_of_a_mapped_file_are_right_with_and_without_sendfile() {
         direct: false,
         huge_pages: false,
     };
-    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(sluice_target::run(
-        cfg,
-        move |a: &[SocketAddr]| {
-            let _ = addr_tx.send(a[0]);
-        },
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
-    let addr = addr_rx.await.unwrap();
+    let (addr, stop_tx, server) = run_tcp(cfg).await;
 
     // Switched on: the data goes by sendfile, and shows a write just made.
     sluice_target::set_sendfile(true);

@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use sluice_proto::pdu::codes::{AsyncEvent, LogoutReason, LogoutResponseCode};
@@ -18,18 +17,7 @@ async fn shutdown_asks_sessions_to_log_out_and_run_returns_after_logout() {
     // Long enough that only the logout (not the grace period) can end the connection within
     // the waits below.
     cfg.limits.shutdown_grace = Duration::from_secs(30);
-    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(sluice_target::run(
-        cfg,
-        move |a: &[SocketAddr]| {
-            let _ = addr_tx.send(a[0]);
-        },
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
-    let addr = addr_rx.await.unwrap();
+    let (addr, stop_tx, server) = run_tcp(cfg).await;
 
     let mut p = Peer::tcp(addr).await;
     p.login(&LoginOpts::normal()).await.expect("login");

@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use support::*;
@@ -46,18 +45,7 @@ async fn accepted_connections_run_the_configured_algorithm() {
     let mut cfg = config();
     cfg.portals = vec!["127.0.0.1:0".parse().unwrap()];
     cfg.tcp_congestion = Some(chosen.clone());
-    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(sluice_target::run(
-        cfg,
-        move |a: &[SocketAddr]| {
-            let _ = addr_tx.send(a[0]);
-        },
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
-    let addr = addr_rx.await.unwrap();
+    let (addr, stop_tx, server) = run_tcp(cfg).await;
 
     let mut p = Peer::tcp(addr).await;
     p.login(&LoginOpts::normal()).await.expect("login");

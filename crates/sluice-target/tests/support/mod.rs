@@ -83,6 +83,29 @@ pub fn config() -> TargetConfig {
     }
 }
 
+/// [`sluice_target::run`] with `config`, on this runtime: the first portal's address once it
+/// listens, the sender that stops the target, and the server task.
+pub async fn run_tcp(
+    config: TargetConfig,
+) -> (
+    SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    JoinHandle<std::io::Result<()>>,
+) {
+    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(sluice_target::run(
+        config,
+        move |a: &[SocketAddr]| {
+            let _ = addr_tx.send(a[0]);
+        },
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    (addr_rx.await.unwrap(), stop_tx, server)
+}
+
 /// A target serving in-memory connections.
 pub struct Harness {
     pub target: Arc<Target>,
