@@ -35,6 +35,27 @@ fn series(metrics: &str, family: &str, label: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {family}{{{label}}} in\n{metrics}"))
 }
 
+/// `sluice bench --verify` (its output `out`, stdout `text`) against `url` succeeded: no
+/// error, no mismatch, nothing lost, and something was read back.
+fn assert_verified_clean(out: &std::process::Output, text: &str, url: &str) {
+    assert!(
+        out.status.success(),
+        "sluice bench {url} failed:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains(", 0 errors"), "{text}");
+    let verify = text
+        .lines()
+        .find(|l| l.contains("verify:"))
+        .expect("verify line");
+    assert!(verify.contains(" 0 mismatches"), "{text}");
+    assert!(verify.ends_with(" 0 lost"), "{text}");
+    assert!(
+        !verify.contains(" 0 read-backs"),
+        "nothing verified: {text}"
+    );
+}
+
 #[test]
 fn bench_verifies_reads_and_writes_of_every_size_over_iser() {
     let (mut target, url, metrics_addr, _dir) = start_target();
@@ -58,22 +79,7 @@ fn bench_verifies_reads_and_writes_of_every_size_over_iser() {
     let metrics = scrape(&metrics_addr);
     let _ = target.kill();
     let _ = target.wait();
-    assert!(
-        out.status.success(),
-        "sluice bench {url} failed:\n{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(text.contains(", 0 errors"), "{text}");
-    let verify = text
-        .lines()
-        .find(|l| l.contains("verify:"))
-        .expect("verify line");
-    assert!(verify.contains(" 0 mismatches"), "{text}");
-    assert!(verify.ends_with(" 0 lost"), "{text}");
-    assert!(
-        !verify.contains(" 0 read-backs"),
-        "nothing verified: {text}"
-    );
+    assert_verified_clean(&out, &text, &url);
     // The initiator's datamover advertised buffers; the target placed and fetched the data.
     let iser = text
         .lines()
@@ -233,22 +239,7 @@ fn bench_verifies_writes_with_immediate_and_unsolicited_data_over_iser() {
     let _ = target.kill();
     let _ = target.wait();
 
-    assert!(
-        out.status.success(),
-        "sluice bench {unsolicited} failed:\n{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(text.contains(", 0 errors"), "{text}");
-    let verify = text
-        .lines()
-        .find(|l| l.contains("verify:"))
-        .expect("verify line");
-    assert!(verify.contains(" 0 mismatches"), "{text}");
-    assert!(verify.ends_with(" 0 lost"), "{text}");
-    assert!(
-        !verify.contains(" 0 read-backs"),
-        "nothing verified: {text}"
-    );
+    assert_verified_clean(&out, &text, &unsolicited);
     for (len, in_sends, doc) in &runs {
         assert_eq!(doc["errors"], 0, "{doc}");
         assert_eq!(doc["transport"], "iser", "{doc}");
