@@ -4,13 +4,15 @@
 //! from one to the next. Each command is: a selector byte (bits 0-1 nexus, bit 2 LUN 0 or a
 //! missing LUN, bit 3 the REPORT LUNS well-known LUN, bits 4-7 a reset or nexus loss before
 //! the command), a CDB length byte (mod 33), the CDB, a Data-Out length byte (× 64), the
-//! Data-Out. Invariants: no panic; GOOD or CHECK CONDITION with decodable sense; no Data-In on
-//! CHECK CONDITION.
+//! Data-Out. Invariants: no panic; GOOD, CHECK CONDITION with decodable sense, or RESERVATION
+//! CONFLICT without sense (another nexus holds a RESERVE or persistent reservation); no Data-In
+//! unless GOOD.
 #![no_main]
 
 use std::sync::{Arc, Mutex};
 
 use bytes::BytesMut;
+use sluice_scsi::status::{CHECK_CONDITION, GOOD, RESERVATION_CONFLICT};
 use sluice_scsi::{LogicalUnit, LuConfig, ResetKind, ScsiTarget, SenseData};
 use sluice_storage::{check_range, BlockDevice, StorageError};
 
@@ -96,11 +98,15 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         let _ = t.transfer(lun, cdb);
         let r = t.execute(nexus, lun, cdb, out, &mut din);
         match r.status {
-            0 => assert!(r.sense.is_none()),
-            2 => {
+            GOOD => assert!(r.sense.is_none()),
+            CHECK_CONDITION => {
                 assert!(din.is_empty());
                 let bytes = r.sense_bytes().expect("CHECK CONDITION carries sense");
                 SenseData::parse(&bytes).expect("sense decodes");
+            }
+            RESERVATION_CONFLICT => {
+                assert!(din.is_empty());
+                assert!(r.sense.is_none());
             }
             s => panic!("unexpected status {s:#04x}"),
         }
