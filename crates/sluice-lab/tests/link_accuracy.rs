@@ -5,7 +5,39 @@
 
 use std::time::Duration;
 
-use sluice_lab::link::{EmulatedLink, LinkSpec};
+use sluice_lab::link::{EmulatedLink, LinkAccuracy, LinkSpec};
+
+/// What the forwarder may add to a round trip of its own: a few hundred microseconds on a
+/// quiet machine, with room to spare.
+const FORWARDER_ALLOWANCE: Duration = Duration::from_millis(2);
+
+/// Round trips take the configured delay, checked where the emulator answers for it on any
+/// machine, however loaded:
+/// - no probe comes back early: the delay is applied, both ways;
+/// - the fastest of the 50 probes came back within the forwarder's allowance: the link adds
+///   no time of its own (a delay applied twice or rounded up, a forwarder polling instead of
+///   waking on time, fail here). A loaded machine delays most wake-ups, but one probe of 50
+///   getting through undelayed was seen at every load tried (load 13 on 2 cores: 0.3 ms);
+/// - the median is not past twice the delay: most probes do not take the delay again.
+///
+/// How close the median stays to the delay is the scheduler's business as much as the
+/// link's (a 50 ms link measured a 60 ms median at load 13 on 2 cores, and 50.3 ms quiet):
+/// `sluice lab wan` reports it in "The link's accuracy", beside the forwarder's lateness.
+fn assert_round_trips_take(a: &LinkAccuracy, want: Duration) {
+    let want_us = want.as_secs_f64() * 1e6;
+    assert_eq!(a.rtt.answered, a.rtt.sent, "{a:?}");
+    assert!(a.rtt.min_us >= want_us, "RTT {:?} for {want:?}", a.rtt);
+    assert!(
+        a.rtt.min_us < want_us + FORWARDER_ALLOWANCE.as_secs_f64() * 1e6,
+        "RTT {:?} for {want:?}: even the fastest probe took more than {FORWARDER_ALLOWANCE:?} extra",
+        a.rtt
+    );
+    assert!(
+        a.rtt.median_us < 2.0 * want_us,
+        "RTT {:?} for {want:?}",
+        a.rtt
+    );
+}
 
 fn require_root() {
     let root = std::fs::read_to_string("/proc/self/status")
@@ -25,14 +57,7 @@ fn delay_and_rate_are_what_was_asked() {
     let mut link = EmulatedLink::start(spec).unwrap();
     let a = link.measure_accuracy(Duration::from_millis(500)).unwrap();
     eprintln!("{a:?}");
-    assert_eq!(a.rtt.answered, a.rtt.sent, "{a:?}");
-    // The forwarder adds the delay and at most a few hundred microseconds of its own.
-    let want_us = 20_000.0;
-    assert!(
-        a.rtt.min_us >= want_us && a.rtt.median_us < want_us + 2_000.0,
-        "RTT {:?} for 20 ms",
-        a.rtt
-    );
+    assert_round_trips_take(&a, Duration::from_millis(20));
     let rate = a.forward_rate_bps.unwrap();
     assert!(
         (0.9e8..1.05e8).contains(&rate),
@@ -44,11 +69,8 @@ fn delay_and_rate_are_what_was_asked() {
     link.set_spec(spec.with_rtt(Duration::from_millis(50)))
         .unwrap();
     let b = link.measure_accuracy(Duration::ZERO).unwrap();
-    assert!(
-        b.rtt.min_us >= 50_000.0 && b.rtt.median_us < 52_000.0,
-        "RTT {:?} for 50 ms",
-        b.rtt
-    );
+    eprintln!("{b:?}");
+    assert_round_trips_take(&b, Duration::from_millis(50));
     assert!(b.forward_rate_bps.is_none());
     assert!(link
         .set_spec(LinkSpec { mtu: 1500, ..spec })
