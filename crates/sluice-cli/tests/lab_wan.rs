@@ -10,8 +10,16 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use sluice_lab::link::LinkSpec;
 use sluice_lab::study::table::parse_csv;
-use sluice_lab::wan::{preset, WanRun};
+use sluice_lab::wan::{monitor, preset, WanRun};
+use sluice_test_support::Wakeups;
+
+/// How far apart the TCP_INFO samples may be (99th percentile of a run's gaps) beyond what a
+/// thread doing nothing but the monitor's sleep saw meanwhile: the monitor's own cost (three
+/// socket reads a sample) with room to spare. The rest is the scheduler's: a loaded machine
+/// wakes every thread late, the monitor no less than the sleeper.
+const SAMPLE_GAP_ALLOWANCE_US: u64 = 4_000;
 
 fn require_root() {
     let root = std::fs::read_to_string("/proc/self/status")
@@ -44,7 +52,12 @@ fn tiny_wan_study_runs_end_to_end() {
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("wan");
+    // A sleeper on the monitor's schedule, alongside the study, measures how promptly this
+    // machine wakes threads meanwhile.
+    let machine = Wakeups::start(monitor::PERIOD);
     let run = wan(&out, &[]);
+    let machine = machine.finish();
+    eprintln!("machine wake-ups: {machine:?}");
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "sluice lab wan failed:\n{stderr}");
 
@@ -76,14 +89,24 @@ fn tiny_wan_study_runs_end_to_end() {
         let t = r
             .tcp
             .unwrap_or_else(|| panic!("{what}: no TCP_INFO samples"));
+        // The monitor keeps its schedule as well as a bare sleeper does: at least half its
+        // rate of wake-ups (a quiet machine: 2000 a second, so at least 1000), and gaps that
+        // exceed the sleeper's by no more than the monitor's allowance.
+        let sleeper_per_s = 1e6 / machine.mean_gap_us();
         assert!(
-            t.samples as f64 >= r.seconds * 500.0,
-            "{what}: {} samples",
-            t.samples
+            t.samples as f64 >= r.seconds * sleeper_per_s / 2.0,
+            "{what}: {} samples in {} s; a sleeper woke {sleeper_per_s} times a second",
+            t.samples,
+            r.seconds
+        );
+        let gap_bound_us = machine.gap_quantile_us(0.99) + SAMPLE_GAP_ALLOWANCE_US;
+        eprintln!(
+            "{what}: samples {} us apart (p99); bound {gap_bound_us} us",
+            t.gap_p99_us
         );
         assert!(
-            t.gap_p99_us < 5_000,
-            "{what}: samples {} us apart",
+            t.gap_p99_us < gap_bound_us,
+            "{what}: samples {} us apart (p99), a sleeper's {machine:?}",
             t.gap_p99_us
         );
         assert!(
@@ -127,8 +150,16 @@ fn tiny_wan_study_runs_end_to_end() {
         .expect("the link's accuracy");
     assert_eq!(acc.len(), 2, "one per RTT");
     for a in acc {
-        let median_ms = a["rtt_median_us"].as_f64().unwrap() / 1e3;
-        assert!((2.0..25.0).contains(&median_ms), "{a}");
+        // The delay was applied, and the fastest probe came back within the forwarder's
+        // allowance (crates/sluice-lab/tests/link_accuracy.rs says why that holds on a loaded
+        // machine too; the median is the scheduler's business as much as the link's).
+        let spec: LinkSpec = a["link"].as_str().unwrap().parse().unwrap();
+        let rtt_us = spec.rtt().as_secs_f64() * 1e6;
+        let min_us = a["rtt_min_us"].as_f64().unwrap();
+        assert!(
+            (rtt_us..rtt_us + 2_000.0).contains(&min_us),
+            "{a}: {rtt_us} us configured"
+        );
     }
     let rate = acc[0]["forward_rate_bps"].as_f64().unwrap();
     assert!((0.85e8..1.05e8).contains(&rate), "{rate} bit/s");

@@ -1,12 +1,15 @@
 //! Helpers shared by the end-to-end tests of several crates: a `sluice target` served
-//! in-process on 127.0.0.1:0 and torn down on drop, Debian's tgtd, and a single-node Ceph
-//! cluster (`CephCluster`, from `scripts/ceph-cluster`).
+//! in-process on 127.0.0.1:0 and torn down on drop, Debian's tgtd, a single-node Ceph
+//! cluster (`CephCluster`, from `scripts/ceph-cluster`), and the machine's wake-up latency
+//! ([`Wakeups`]) for tests that bound how late a timed loop runs.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a failure is a test failure
 #![forbid(unsafe_code)]
 
 mod ceph;
+mod wakeups;
 
 pub use ceph::{CephCluster, POOL as CEPH_POOL};
+pub use wakeups::{WakeupStats, Wakeups};
 
 use std::net::SocketAddr;
 use std::sync::mpsc;
