@@ -451,9 +451,13 @@ async fn lu_reset_completes_and_the_next_command_gets_unit_attention() {
 
 fn keepalive_config() -> sluice_target::config::TargetConfig {
     let mut cfg = config();
+    // A ping every 200 ms; an answer may take 2 s, so that a loaded machine that runs the
+    // answering test late is not taken for a dead initiator (wake-ups 200 ms late were seen
+    // at load 13 on 2 cores), while one that never answers is still closed well within
+    // ANSWER.
     cfg.keepalive = Some(Keepalive {
         interval: Duration::from_millis(200),
-        timeout: Duration::from_millis(300),
+        timeout: Duration::from_secs(2),
     });
     cfg
 }
