@@ -167,10 +167,20 @@ pub fn free_port() -> u16 {
     }
 }
 
-/// A management-socket number for `tgtd -C`: tgtd names its socket after it, and it must stay
-/// below 32768.
+/// A management-socket number for `tgtd -C` that no other tgtd uses now (the rule of
+/// `scripts/tgt-control`): tgtd names its socket `/var/run/tgtd/socket.N`, a file shared by
+/// every network namespace, so the number is drawn at random (from a free port, which the
+/// kernel picks at random) and kept only if no such file exists. It must stay below 32768.
 pub fn tgtd_control_port() -> String {
-    (2000 + free_port() % 28000).to_string()
+    for _ in 0..100 {
+        let n = 1000 + free_port() % 31000;
+        let taken = std::path::Path::new(&format!("/var/run/tgtd/socket.{n}")).exists()
+            || std::path::Path::new(&format!("/var/run/tgtd/socket.{n}.lock")).exists();
+        if !taken {
+            return n.to_string();
+        }
+    }
+    panic!("no free tgtd management socket number under /var/run/tgtd");
 }
 
 /// Starts Debian's tgtd in the foreground on 127.0.0.1:`port` with management socket
