@@ -26,6 +26,28 @@ use crate::url::IscsiUrl;
 /// How often [`Session::execute_good`] repeats a command that met a UNIT ATTENTION.
 pub const UNIT_ATTENTION_RETRIES: u32 = 4;
 
+/// Runs a command through `run` until it meets no UNIT ATTENTION, at most
+/// [`UNIT_ATTENTION_RETRIES`] times more, and fails unless the last status is GOOD: the
+/// `execute_good` of a session and of a multipath device.
+pub(crate) async fn retry_unit_attention<F, Fut>(mut run: F) -> Result<CommandOutcome, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<CommandOutcome, Error>>,
+{
+    let mut left = UNIT_ATTENTION_RETRIES;
+    loop {
+        let out = run().await?;
+        let ua = out
+            .sense
+            .as_ref()
+            .is_some_and(|s| s.key == SenseKey::UNIT_ATTENTION);
+        if !ua || left == 0 {
+            return out.check();
+        }
+        left -= 1;
+    }
+}
+
 /// A logged-in normal session, over one or more connections (MC/S).
 ///
 /// Cheap to clone; every clone drives the same session, so many tasks can have commands in
@@ -221,18 +243,7 @@ impl Session {
     /// power-on condition every new I_T nexus sees, SAM-5 5.14) is retried up to
     /// [`UNIT_ATTENTION_RETRIES`] times, as operating system initiators do.
     pub async fn execute_good(&self, cmd: Command) -> Result<CommandOutcome, Error> {
-        let mut left = UNIT_ATTENTION_RETRIES;
-        loop {
-            let out = self.execute(cmd.clone()).await?;
-            let ua = out
-                .sense
-                .as_ref()
-                .is_some_and(|s| s.key == SenseKey::UNIT_ATTENTION);
-            if !ua || left == 0 {
-                return out.check();
-            }
-            left -= 1;
-        }
+        retry_unit_attention(|| self.execute(cmd.clone())).await
     }
 
     /// Reads `blocks` blocks at `lba` with READ(16).

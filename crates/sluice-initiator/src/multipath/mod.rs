@@ -338,18 +338,7 @@ impl Multipath {
     /// Runs a command and fails unless its status is GOOD; UNIT ATTENTIONs other than the
     /// ALUA ones (a new I_T nexus's power-on condition) are retried a few times.
     pub async fn execute_good(&self, cmd: Command) -> Result<CommandOutcome, Error> {
-        let mut left = crate::session::UNIT_ATTENTION_RETRIES;
-        loop {
-            let out = self.execute(cmd.clone()).await?;
-            let ua = out
-                .sense
-                .as_ref()
-                .is_some_and(|s| s.key == SenseKey::UNIT_ATTENTION);
-            if !ua || left == 0 {
-                return out.check();
-            }
-            left -= 1;
-        }
+        crate::session::retry_unit_attention(|| self.execute(cmd.clone())).await
     }
 
     /// READ(16) of `blocks` blocks at `lba`.
