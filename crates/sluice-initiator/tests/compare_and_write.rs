@@ -35,15 +35,7 @@ fn pattern(v: u8) -> Bytes {
 
 fn target_with(backend: Backend) -> TestTarget {
     let mut c = config();
-    c.targets[0].luns = vec![LunDef {
-        number: 0,
-        backend,
-        block_size: BS,
-        read_only: false,
-        removable: false,
-        serial: None,
-        options: Default::default(),
-    }];
+    c.targets[0].luns = vec![LunDef::new(0, backend, BS)];
     TestTarget::start_with_workers(c, 2)
 }
 

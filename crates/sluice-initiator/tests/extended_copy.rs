@@ -35,19 +35,14 @@ fn two_file_luns(dir: &Path, size: u64) -> (TestTarget, PathBuf, PathBuf) {
         .unwrap()
         .set_len(size)
         .unwrap();
-    let lun = |number, path: &Path| LunDef {
-        number,
-        backend: Backend::File {
+    let lun = |number, path: &Path| {
+        let backend = Backend::File {
             path: path.to_owned(),
             size: None,
             direct: false,
             huge_pages: false,
-        },
-        block_size: BS,
-        read_only: false,
-        removable: false,
-        serial: None,
-        options: Default::default(),
+        };
+        LunDef::new(number, backend, BS)
     };
     let mut c = config();
     c.targets[0].luns = vec![lun(0, &src), lun(1, &dst)];

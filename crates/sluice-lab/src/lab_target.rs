@@ -27,15 +27,7 @@ pub(crate) fn memory_target_config(
         targets: vec![TargetDef {
             iqn: iqn.into(),
             alias: None,
-            luns: vec![LunDef {
-                number: 0,
-                backend: Backend::Memory { size: lun_bytes },
-                block_size: 512,
-                read_only: false,
-                serial: None,
-                removable: false,
-                options: Default::default(),
-            }],
+            luns: vec![LunDef::new(0, Backend::Memory { size: lun_bytes }, 512)],
             acl: Acl::Open,
             chap: None,
         }],

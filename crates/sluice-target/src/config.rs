@@ -212,6 +212,22 @@ pub struct LunDef {
     pub options: LuOptions,
 }
 
+impl LunDef {
+    /// LUN `number` on `backend` with `block_size`-byte blocks: writable, not removable, its
+    /// serial generated, default options (what a LUN is unless configured otherwise).
+    pub fn new(number: u16, backend: Backend, block_size: u32) -> Self {
+        Self {
+            number,
+            backend,
+            block_size,
+            read_only: false,
+            removable: false,
+            serial: None,
+            options: LuOptions::default(),
+        }
+    }
+}
+
 /// The storage behind a LUN.
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub enum Backend {

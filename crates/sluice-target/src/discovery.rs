@@ -142,15 +142,7 @@ pub(crate) mod tests {
     };
 
     pub(crate) fn config() -> TargetConfig {
-        let lun = LunDef {
-            number: 0,
-            backend: Backend::Memory { size: 1 << 20 },
-            block_size: 512,
-            read_only: false,
-            removable: false,
-            options: Default::default(),
-            serial: None,
-        };
+        let lun = LunDef::new(0, Backend::Memory { size: 1 << 20 }, 512);
         let target = |iqn: &str, acl| TargetDef {
             iqn: iqn.into(),
             alias: None,

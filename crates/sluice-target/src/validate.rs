@@ -207,15 +207,7 @@ mod tests {
             targets: vec![TargetDef {
                 iqn: "iqn.2026-11.io.sluice:a".into(),
                 alias: None,
-                luns: vec![LunDef {
-                    number: 0,
-                    backend: Backend::Memory { size: 1 << 20 },
-                    block_size: 512,
-                    read_only: false,
-                    removable: false,
-                    options: Default::default(),
-                    serial: None,
-                }],
+                luns: vec![LunDef::new(0, Backend::Memory { size: 1 << 20 }, 512)],
                 acl: Acl::Open,
                 chap: None,
             }],

@@ -15,15 +15,7 @@ use support::*;
 const OPERATOR: &str = "test";
 
 fn memory_lun(number: u16, size: u64) -> LunDef {
-    LunDef {
-        number,
-        backend: Backend::Memory { size },
-        block_size: BLOCK as u32,
-        read_only: false,
-        removable: false,
-        serial: None,
-        options: Default::default(),
-    }
+    LunDef::new(number, Backend::Memory { size }, BLOCK as u32)
 }
 
 /// Runs a command without data out on `lun`.

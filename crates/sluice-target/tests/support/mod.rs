@@ -51,15 +51,11 @@ pub fn target_def(iqn: &str) -> TargetDef {
     TargetDef {
         iqn: iqn.into(),
         alias: None,
-        luns: vec![LunDef {
-            number: 0,
-            backend: Backend::Memory { size: LUN_SIZE },
-            block_size: BLOCK as u32,
-            read_only: false,
-            removable: false,
-            options: Default::default(),
-            serial: None,
-        }],
+        luns: vec![LunDef::new(
+            0,
+            Backend::Memory { size: LUN_SIZE },
+            BLOCK as u32,
+        )],
         acl: Acl::Open,
         chap: None,
     }
