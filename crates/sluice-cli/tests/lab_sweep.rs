@@ -141,15 +141,7 @@ fn unknown_preset_names_the_presets() {
 
 #[test]
 fn emulated_link_holds_its_rate() {
-    // Network namespaces and TUN devices need root, which the test command has (it
-    // installs packages as root).
-    assert!(
-        std::fs::read_to_string("/proc/self/status")
-            .unwrap()
-            .lines()
-            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")),
-        "the emulated-link test needs root (network namespaces, TUN devices)"
-    );
+    sluice_test_support::require_root("the emulated-link test (network namespaces, TUN devices)");
     let dir = tempfile::tempdir().unwrap();
     let grid = dir.path().join("grid.toml");
     std::fs::write(

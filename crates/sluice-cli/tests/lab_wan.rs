@@ -13,24 +13,13 @@ use std::process::{Command, Output};
 use sluice_lab::link::LinkSpec;
 use sluice_lab::study::table::parse_csv;
 use sluice_lab::wan::{monitor, preset, WanRun};
-use sluice_test_support::Wakeups;
+use sluice_test_support::{require_root, Wakeups};
 
 /// How far apart the TCP_INFO samples may be (99th percentile of a run's gaps) beyond what a
 /// thread doing nothing but the monitor's sleep saw meanwhile: the monitor's own cost (three
 /// socket reads a sample) with room to spare. The rest is the scheduler's: a loaded machine
 /// wakes every thread late, the monitor no less than the sleeper.
 const SAMPLE_GAP_ALLOWANCE_US: u64 = 4_000;
-
-fn require_root() {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
-    assert!(
-        root,
-        "sluice lab wan needs root (network namespaces and TUN devices); run the tests as root"
-    );
-}
 
 fn wan(out: &Path, extra: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sluice"))
@@ -49,7 +38,7 @@ fn rows(out: &Path) -> Vec<WanRun> {
 
 #[test]
 fn tiny_wan_study_runs_end_to_end() {
-    require_root();
+    require_root("sluice lab wan (network namespaces and TUN devices)");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("wan");
     // A sleeper on the monitor's schedule, alongside the study, measures how promptly this

@@ -13,14 +13,7 @@ use sluice_lab::wan::WanRun;
 #[test]
 fn libiscsi_writes_through_the_link() {
     support::require_tool("qemu-img", "qemu-utils and qemu-block-extra");
-    let root = std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
-    assert!(
-        root,
-        "sluice lab wan needs root (network namespaces and TUN devices)"
-    );
+    sluice_test_support::require_root("sluice lab wan (network namespaces and TUN devices)");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("wan");
     let run = Command::new(env!("CARGO_BIN_EXE_sluice"))

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use sluice_lab::link::{EmulatedLink, LinkAccuracy, LinkSpec};
+use sluice_test_support::require_root;
 
 /// What the forwarder may add to a round trip of its own: a few hundred microseconds on a
 /// quiet machine, with room to spare.
@@ -39,20 +40,9 @@ fn assert_round_trips_take(a: &LinkAccuracy, want: Duration) {
     );
 }
 
-fn require_root() {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
-    assert!(
-        root,
-        "the emulated-link tests need root (network namespaces and TUN devices)"
-    );
-}
-
 #[test]
 fn delay_and_rate_are_what_was_asked() {
-    require_root();
+    require_root("the emulated link (network namespaces and TUN devices)");
     let spec: LinkSpec = "rate=100mbit,rtt=20ms,queue=512K,mtu=9000".parse().unwrap();
     let mut link = EmulatedLink::start(spec).unwrap();
     let a = link.measure_accuracy(Duration::from_millis(500)).unwrap();

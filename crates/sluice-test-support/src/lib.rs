@@ -61,6 +61,16 @@ pub fn config() -> TargetConfig {
     }
 }
 
+/// Fails the test, saying that `what` needs root, unless it runs as root (the test command
+/// does: it installs packages as root).
+pub fn require_root(what: &str) {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .expect("/proc/self/status")
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+    assert!(root, "{what} needs root; run the tests as root");
+}
+
 /// CHAP credentials, optionally mutual.
 pub fn chap(user: &str, secret: &str, mutual: Option<(&str, &str)>) -> ChapCredentials {
     ChapCredentials {
