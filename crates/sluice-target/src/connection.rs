@@ -730,7 +730,13 @@ fn leave_session(
     if ended {
         end_session(ctx, session);
     } else if session.connection_count() == 0 {
-        info!("the last connection failed; the session waits for connection recovery");
+        if session.lock().awaits_connection_recovery() {
+            info!("the last connection failed; the session waits for connection recovery");
+        } else {
+            // ErrorRecoveryLevel 0 or 1: nothing to recover, but a command the SCSI layer is
+            // still running keeps the I_T nexus until it returns.
+            info!("the last connection is gone; the session ends when the SCSI layer returns its commands");
+        }
         tokio::spawn(keep_session(Arc::clone(ctx), Arc::clone(session)));
     }
 }
@@ -744,7 +750,8 @@ fn end_session(ctx: &Context, session: &SharedSession) {
 }
 
 /// Runs the timers of a session that has no connection (its tasks wait for reassignment,
-/// ErrorRecoveryLevel 2) until a connection joins it or it ends.
+/// ErrorRecoveryLevel 2, or the SCSI layer still runs a command of it) until a connection
+/// joins it or it ends.
 async fn keep_session(ctx: Arc<Context>, session: Arc<SharedSession>) {
     loop {
         let next = {

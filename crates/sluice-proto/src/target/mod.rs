@@ -474,6 +474,13 @@ impl TargetSession {
             && !self.tasks.values().any(scsi::Task::running)
     }
 
+    /// Whether a failed connection's tasks wait for a connection to take them over
+    /// (ErrorRecoveryLevel 2, RFC 7143 section 7.2.2), as opposed to a session kept only
+    /// until the SCSI layer returns the commands it still runs.
+    pub fn awaits_connection_recovery(&self) -> bool {
+        !self.orphans.is_empty()
+    }
+
     /// Tasks in the task table (commands delivered and not yet answered or aborted).
     pub fn task_count(&self) -> usize {
         self.tasks.len()
