@@ -241,6 +241,9 @@ impl InitiatorLoginShim {
                 self.answer = Some(keys);
             }
             rsp.data = rest;
+            if let Some(cap) = self.send_cap() {
+                rsp.data = cap_max_recv(&rsp.data, cap);
+            }
         }
         if let Some(n) = number(&rsp.data, "MaxRecvDataSegmentLength") {
             self.target_core_max_recv = n;
@@ -264,6 +267,25 @@ impl InitiatorLoginShim {
                 _ => LoginEnd::Tcp,
             },
         })
+    }
+
+    /// The most data a Send to the target may carry, as far as the login has told: in
+    /// iSER-assisted mode immediate and unsolicited data travel in Sends, each landing in a
+    /// receive buffer of TargetRecvDataSegmentLength bytes (RFC 7145 sections 6.3.2 and
+    /// 7.3.4), whatever MaxRecvDataSegmentLength the target's iSCSI layer declared (a target
+    /// such as Linux's declares the two independently). The core sizes those PDUs by the
+    /// target's MaxRecvDataSegmentLength, so the shim caps that at this. Before the target
+    /// has answered RDMAExtensions the cap is the key's default, 8192: the only length known
+    /// to fit if the answer turns out Yes, and a declarative limit the initiator may always
+    /// stay under if it turns out No. After a No (or NotUnderstood) nothing is capped.
+    fn send_cap(&self) -> Option<u32> {
+        match &self.answer {
+            None => Some(DEFAULT_RECV_DSL),
+            Some(a) if a.rdma_extensions.as_deref() == Some("Yes") => {
+                Some(a.target_recv_dsl.unwrap_or(DEFAULT_RECV_DSL))
+            }
+            Some(_) => None,
+        }
     }
 
     /// The target's answer to RDMAExtensions, if it gave one (`NotUnderstood` from a target
@@ -388,6 +410,81 @@ mod tests {
                 }
             ),
             "{t_end:?}"
+        );
+    }
+
+    #[test]
+    fn a_targets_max_recv_is_capped_at_its_target_recv_dsl_for_sends() {
+        // A target (Linux LIO, say) that declares a MaxRecvDataSegmentLength above its
+        // TargetRecvDataSegmentLength: the initiator's core must size immediate and
+        // unsolicited data by the smaller, as they travel in Sends.
+        let mut ini = InitiatorLoginShim::new(8192);
+        let mut req = request(OPERATIONAL, FULL_FEATURE_PHASE, true, b"");
+        ini.handle_request(&mut req);
+        let mut rsp = response(
+            &req,
+            b"RDMAExtensions=Yes\0TargetRecvDataSegmentLength=65536\0MaxRecvDataSegmentLength=262144\0",
+        );
+        let end = ini.handle_response(&mut rsp).unwrap();
+        assert_eq!(
+            find_key(&rsp.data, "MaxRecvDataSegmentLength").as_deref(),
+            Some("65536"),
+            "the core sees the Send limit"
+        );
+        assert!(
+            matches!(
+                end,
+                LoginEnd::Rdma {
+                    target_recv_dsl: 65_536,
+                    target_core_max_recv: 65_536,
+                    ..
+                }
+            ),
+            "{end:?}"
+        );
+
+        // A smaller MaxRecvDataSegmentLength is kept as declared.
+        let mut ini = InitiatorLoginShim::new(8192);
+        let mut req = request(OPERATIONAL, FULL_FEATURE_PHASE, true, b"");
+        ini.handle_request(&mut req);
+        let mut rsp = response(
+            &req,
+            b"RDMAExtensions=Yes\0TargetRecvDataSegmentLength=65536\0MaxRecvDataSegmentLength=16384\0",
+        );
+        ini.handle_response(&mut rsp).unwrap();
+        assert_eq!(
+            find_key(&rsp.data, "MaxRecvDataSegmentLength").as_deref(),
+            Some("16384")
+        );
+
+        // No TargetRecvDataSegmentLength declared: its default, 8192, is the limit.
+        let mut ini = InitiatorLoginShim::new(8192);
+        let mut req = request(OPERATIONAL, FULL_FEATURE_PHASE, true, b"");
+        ini.handle_request(&mut req);
+        let mut rsp = response(
+            &req,
+            b"RDMAExtensions=Yes\0MaxRecvDataSegmentLength=262144\0",
+        );
+        ini.handle_response(&mut rsp).unwrap();
+        assert_eq!(
+            find_key(&rsp.data, "MaxRecvDataSegmentLength").as_deref(),
+            Some("8192")
+        );
+    }
+
+    #[test]
+    fn a_target_that_refuses_iser_keeps_its_max_recv() {
+        let mut ini = InitiatorLoginShim::new(8192);
+        let mut req = request(OPERATIONAL, FULL_FEATURE_PHASE, true, b"");
+        ini.handle_request(&mut req);
+        let mut rsp = response(
+            &req,
+            b"RDMAExtensions=No\0MaxRecvDataSegmentLength=262144\0",
+        );
+        assert_eq!(ini.handle_response(&mut rsp).unwrap(), LoginEnd::Tcp);
+        assert_eq!(
+            find_key(&rsp.data, "MaxRecvDataSegmentLength").as_deref(),
+            Some("262144")
         );
     }
 
