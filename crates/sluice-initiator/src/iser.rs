@@ -36,8 +36,19 @@ use tokio::sync::mpsc;
 /// Responses with sense data, NOP-Ins, text, Async Messages); read data is RDMA-Written.
 pub const INITIATOR_RECV_DSL: u32 = 8192;
 
-/// Receive buffers posted: a full command window of responses plus unexpected PDUs.
-const RECV_DEPTH: u32 = 512;
+/// Receive buffers kept for the target's unexpected PDUs (NOP-In pings, Async Messages:
+/// what no request of this initiator asked for), declared to the target as
+/// MaxOutstandingUnexpectedPDUs (RFC 7145 section 6.3.4). A target keeps one ping
+/// outstanding at a time, or a few; 64 is room to spare.
+pub const MAX_UNEXPECTED: u32 = 64;
+
+/// Receive buffers for what the initiator's own requests ask for: a SCSI Response per
+/// command in flight (sluice's target grants a window of 128 by default) and the answers to
+/// task management, text, logout and pings.
+const RESPONSE_RECVS: u32 = 448;
+
+/// Receive buffers posted: the responses plus the unexpected PDUs declared.
+const RECV_DEPTH: u32 = RESPONSE_RECVS + MAX_UNEXPECTED;
 
 /// Header room in a receive buffer: the iSER header, the BHS, the largest AHS and padding.
 const RECV_HEADROOM: u32 = 28 + 48 + 1020 + 4;
@@ -138,6 +149,8 @@ impl IserStats {
             t.readable_bytes += s.readable_bytes;
             t.unsolicited_bytes += s.unsolicited_bytes;
             t.unsolicited_data_outs += s.unsolicited_data_outs;
+            t.held_back += s.held_back;
+            t.peak_unexpected = t.peak_unexpected.max(s.peak_unexpected);
         }
         t
     }
@@ -242,7 +255,7 @@ async fn bridge(
     stats: &IserStats,
     slot: &BridgeSlot,
 ) -> Result<(), String> {
-    let mut shim = InitiatorLoginShim::new(INITIATOR_RECV_DSL);
+    let mut shim = InitiatorLoginShim::new(INITIATOR_RECV_DSL).with_max_unexpected(MAX_UNEXPECTED);
     let (end, final_rsp) = loop {
         let Some(mut pdu) = read_login_pdu(&mut driver).await? else {
             return Ok(());
@@ -278,6 +291,7 @@ async fn bridge(
             initiator_core_max_recv,
             max_burst,
             first_burst,
+            peer_max_unexpected,
             ..
         } => {
             let mut mover = InitiatorDatamover::new(
@@ -285,7 +299,8 @@ async fn bridge(
                 initiator_core_max_recv,
                 max_burst,
                 first_burst,
-            );
+            )
+            .with_unexpected_limit(peer_max_unexpected);
             rdma_mode(driver, tcp, &final_rsp, &mut mover, opts, stats, slot).await
         }
         _ => {
@@ -523,6 +538,13 @@ async fn rdma_mode(
                     let bytes = ring.take(&rdma, &wc).map_err(|e| e.to_string())?;
                     if let Err(e) = mover.handle_send(&bytes, &mut regions, &mut out) {
                         break Err(e.to_string());
+                    }
+                    // A response may free room for Sends held back by the target's
+                    // MaxOutstandingUnexpectedPDUs.
+                    for (header, pdu) in out.sends.drain(..) {
+                        buf.clear();
+                        encode_send(&header, &pdu, &mut buf);
+                        backlog.send(&rdma, &mut stager, &buf)?;
                     }
                     for pdu in out.to_core.drain(..) {
                         logged_out |= matches!(pdu, Pdu::LogoutResponse(_));

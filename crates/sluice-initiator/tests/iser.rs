@@ -253,3 +253,66 @@ async fn a_plain_iscsi_initiator_on_the_iser_port_stays_on_tcp() {
     let c = target.iser_counters().status();
     assert_eq!((c.tcp_connections, c.rdma_connections), (1, 0), "{c:?}");
 }
+
+/// A target that declares MaxOutstandingUnexpectedPDUs=2 (RFC 7145 section 6.3.4, the
+/// key's minimum): 32 verified writes and reads in flight at once with pings beside them
+/// complete, the initiator never has more than two unexpected PDUs (the pings, immediate)
+/// outstanding, and task management functions, whose responses release what they answer,
+/// leave no count behind: pings still go after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_unexpected_pdu_limit_holds_pdus_back_and_loses_nothing() {
+    let (target, portal) = iser_target(IserServeOptions {
+        declare_max_unexpected: Some(2),
+        ..IserServeOptions::default()
+    })
+    .await;
+    let opts = iser_options(IserOptions::default());
+    let stats = opts.iser_stats.clone();
+    let s = Session::connect(&portal, IQN, opts).await.unwrap();
+    s.test_unit_ready(0).await.ok();
+    let len = 64 << 10;
+    let mut io = tokio::task::JoinSet::new();
+    for i in 0..32u64 {
+        let s = s.clone();
+        io.spawn(async move {
+            let data = pattern(len, i as u8);
+            s.write(0, i * 128, data.clone(), 512).await.unwrap();
+            let back = s.read(0, i * 128, (len / 512) as u32, 512).await.unwrap();
+            assert!(back == data, "block {i} read back differently");
+        });
+    }
+    let mut pings = tokio::task::JoinSet::new();
+    for _ in 0..16 {
+        let s = s.clone();
+        pings.spawn(async move { s.ping().await });
+    }
+    while let Some(done) = io.join_next().await {
+        done.unwrap();
+    }
+    while let Some(done) = pings.join_next().await {
+        done.unwrap().unwrap();
+    }
+    // Task management ends with its response: three in a row, then pings, would stall
+    // behind a limit of two if any were left counted.
+    let tmfs = async {
+        for _ in 0..3 {
+            s.task_management(sluice_initiator::TmfFunction::LogicalUnitReset, 0, None)
+                .await
+                .unwrap();
+        }
+        for _ in 0..3 {
+            s.ping().await.unwrap();
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), tmfs)
+        .await
+        .expect("nothing is held back for good");
+    s.logout().await.unwrap();
+    let i = stats.snapshot();
+    assert!(
+        (1..=2).contains(&i.peak_unexpected),
+        "the target's limit held: {i:?}"
+    );
+    let c = target.iser_counters().status();
+    assert_eq!(c.errors, 0, "{c:?}");
+}

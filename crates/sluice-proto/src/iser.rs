@@ -24,6 +24,7 @@ mod mover_tests;
 mod target_mover;
 #[cfg(test)]
 mod tests;
+pub mod unexpected;
 pub mod unsolicited;
 
 /// Bytes of the iSER header at the start of every RDMA Send (RFC 7145 section 9.2): one flags

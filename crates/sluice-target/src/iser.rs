@@ -50,6 +50,18 @@ pub const TARGET_RECV_DSL: u32 = 16384;
 /// receive queue holds 1024.
 const RECV_DEPTH: u32 = 1024;
 
+/// The MaxOutstandingUnexpectedPDUs this target declares (RFC 7145 section 6.3.4): the
+/// receive buffers left once a full command window (`queue_depth`, MaxCmdSN - ExpCmdSN + 1)
+/// has one for each command and for each of its unsolicited Data-Out: 1024 - 128 x 5 = 384
+/// by default. Unexpected PDUs are those outside that flow control: immediate requests
+/// (task management, NOP-Out pings, text, logout) and NOP-Outs that answer nothing. Never
+/// below 2, the key's minimum and iSCSI's own promise (RFC 7143 section 4.2.2.1: one
+/// immediate task management and one other immediate request per connection).
+pub fn declared_unexpected(queue_depth: u32) -> u32 {
+    let expected = queue_depth.saturating_mul(1 + sluice_proto::iser::keys::MAX_UNSOLICITED_SENDS);
+    RECV_DEPTH.saturating_sub(expected).max(2)
+}
+
 /// Header room in a receive buffer: the iSER header, the BHS, the largest AHS and padding.
 const RECV_HEADROOM: u32 = 28 + 48 + 1020 + 4;
 
@@ -67,6 +79,10 @@ pub struct IserServeOptions {
     pub faults: FaultPlan,
     /// Answer a SCSI Response with Send with Invalidate of the task's STag.
     pub send_with_invalidate: bool,
+    /// Test hook: the MaxOutstandingUnexpectedPDUs declared (RFC 7145 section 6.3.4) in
+    /// place of what the receive buffers leave ([`declared_unexpected`]), so that a test can
+    /// hold the initiator to a small limit.
+    pub declare_max_unexpected: Option<u32>,
 }
 
 impl Default for IserServeOptions {
@@ -76,6 +92,7 @@ impl Default for IserServeOptions {
             qp: QpConfig::default(),
             faults: FaultPlan::default(),
             send_with_invalidate: true,
+            declare_max_unexpected: None,
         }
     }
 }
@@ -350,7 +367,10 @@ async fn bridge(
     // MaxRecvDataSegmentLength is the receive length declared (and the unit of the
     // FirstBurstLength cap: each unsolicited Data-Out needs a receive buffer).
     let recv_dsl = TARGET_RECV_DSL.min(ctx.config().offer.max_recv_data_segment_length.max(512));
-    let mut shim = TargetLoginShim::new(true, recv_dsl);
+    let max_unexpected = opts
+        .declare_max_unexpected
+        .unwrap_or_else(|| declared_unexpected(ctx.config().offer.queue_depth));
+    let mut shim = TargetLoginShim::new(true, recv_dsl).with_max_unexpected(max_unexpected);
     // The connection task times the login out on its side; this side stops waiting then too
     // (an initiator that connects and says nothing must not hold the bridge).
     let login_timeout = ctx.config().limits.login_timeout;

@@ -15,11 +15,12 @@
 //!   queues behind it) until the buffer is full, then sends them. The target's R2Ts become
 //!   RDMA Reads and never reach this side.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use bytes::Bytes;
 
 use super::target_mover::{decode_one, MoverError};
+use super::unexpected::UnexpectedWindow;
 use super::unsolicited::unsolicited_len;
 use super::{BufferAdvertisement, IserHeader, IserMessage};
 use crate::framing::Framer;
@@ -86,6 +87,11 @@ pub struct InitiatorMoverStats {
     pub unsolicited_bytes: u64,
     /// Unsolicited Data-Out PDUs sent (each in a Send of its own).
     pub unsolicited_data_outs: u64,
+    /// Sends held back because the target's MaxOutstandingUnexpectedPDUs was reached
+    /// (each sent later, once a response freed room).
+    pub held_back: u64,
+    /// The most unexpected PDUs outstanding at the target at once.
+    pub peak_unexpected: u64,
 }
 
 /// The initiator's datamover for one connection.
@@ -100,6 +106,10 @@ pub struct InitiatorDatamover {
     /// sent, or, before it sent any, a window the core ignores (MaxCmdSN below ExpCmdSN - 1,
     /// RFC 7143 section 4.2.2.1), so that an R2T never moves the core's command window.
     last: (SeqNum, SeqNum, SeqNum),
+    /// Unexpected PDUs outstanding at the target, against its declared limit.
+    unexpected: UnexpectedWindow,
+    /// Sends held back, in order, while the limit is reached (see [`Self::send`]).
+    pending: VecDeque<(IserHeader, Pdu)>,
     /// What was done so far.
     pub stats: InitiatorMoverStats,
 }
@@ -123,8 +133,27 @@ impl InitiatorDatamover {
             max_burst: max_burst.max(512),
             first_burst,
             last: (SeqNum::new(0), SeqNum::new(2), SeqNum::new(0)),
+            unexpected: UnexpectedWindow::default(),
+            pending: VecDeque::new(),
             stats: InitiatorMoverStats::default(),
         }
+    }
+
+    /// Holds this side to the target's MaxOutstandingUnexpectedPDUs (RFC 7145 section
+    /// 6.3.4; 0: no limit).
+    pub fn with_unexpected_limit(mut self, limit: u32) -> Self {
+        self.unexpected = UnexpectedWindow::new(limit);
+        self
+    }
+
+    /// Unexpected PDUs outstanding at the target now.
+    pub fn unexpected_outstanding(&self) -> usize {
+        self.unexpected.outstanding()
+    }
+
+    /// Sends held back now.
+    pub fn held_back(&self) -> usize {
+        self.pending.len()
     }
 
     /// One PDU the core wants sent.
@@ -273,9 +302,41 @@ impl InitiatorDatamover {
         }
     }
 
+    /// Sends a PDU, or holds it back while the target's limit of unexpected PDUs is reached
+    /// (RFC 7145 section 6.3.4: the limit is the receive buffers the target keeps beyond
+    /// what iSCSI's own flow control bounds; holding back, not failing, is the sender's
+    /// part). Once one Send waits, every later one waits behind it, so the target sees them
+    /// in the order the core sent them (a command before its unsolicited Data-Out).
     fn send(&mut self, header: IserHeader, pdu: Pdu, out: &mut InitiatorOut) {
+        if !self.pending.is_empty() || !self.unexpected.may_send(&pdu) {
+            self.stats.held_back += 1;
+            self.pending.push_back((header, pdu));
+            return;
+        }
+        self.post(header, pdu, out);
+    }
+
+    fn post(&mut self, header: IserHeader, pdu: Pdu, out: &mut InitiatorOut) {
+        self.unexpected.sent(&pdu);
+        self.stats.peak_unexpected = self
+            .stats
+            .peak_unexpected
+            .max(self.unexpected.outstanding() as u64);
         self.stats.sends += 1;
         out.sends.push((header, pdu));
+    }
+
+    /// Sends what was held back, as far as the limit now allows.
+    fn release_pending(&mut self, out: &mut InitiatorOut) {
+        while self
+            .pending
+            .front()
+            .is_some_and(|(_, pdu)| self.unexpected.may_send(pdu))
+        {
+            if let Some((header, pdu)) = self.pending.pop_front() {
+                self.post(header, pdu, out);
+            }
+        }
     }
 
     /// One received Send: the PDUs for the core (a read's data as Data-In ahead of its
@@ -325,6 +386,8 @@ impl InitiatorDatamover {
             }
             _ => {}
         }
+        self.unexpected.received(&pdu);
+        self.release_pending(out);
         out.to_core.push(pdu);
         Ok(())
     }

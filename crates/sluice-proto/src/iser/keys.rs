@@ -16,8 +16,10 @@ pub const TARGET_RECV_DSL: &str = "TargetRecvDataSegmentLength";
 /// `InitiatorRecvDataSegmentLength` (section 6.3.3): the largest data segment the initiator
 /// receives in one Send, declared by the initiator; default 8192.
 pub const INITIATOR_RECV_DSL: &str = "InitiatorRecvDataSegmentLength";
-/// `MaxOutstandingUnexpectedPDUs` (section 6.3.4): unexpected PDUs (not responses to a
-/// command) a side may have outstanding; 0 means no limit.
+/// `MaxOutstandingUnexpectedPDUs` (section 6.3.4): how many unexpected control-type PDUs
+/// (those iSCSI's own flow control does not bound; see [`super::unexpected`]) the declaring
+/// side can receive outstanding; 0 means no limit. Declarative and leading-only: there is no
+/// result function, each side's value binds what the other sends.
 pub const MAX_OUTSTANDING_UNEXPECTED: &str = "MaxOutstandingUnexpectedPDUs";
 
 /// RFC 7145 section 6.3.2/6.3.3: both data segment lengths default to 8192 bytes.
@@ -137,6 +139,7 @@ pub fn target_answers(
     offer: &IserKeys,
     serves_iser: bool,
     target_recv_dsl: u32,
+    max_unexpected: u32,
 ) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     if let Some(v) = &offer.rdma_extensions {
@@ -144,21 +147,24 @@ pub fn target_answers(
         out.push((RDMA_EXTENSIONS, if yes { "Yes" } else { "No" }.to_owned()));
         if yes {
             out.push((TARGET_RECV_DSL, target_recv_dsl.to_string()));
-            // RFC 7145 section 6.3.4: declared by both sides; this target sends only
-            // responses and the NOP-Ins and Async Messages RFC 7143 allows, never more than
-            // its receive queue holds.
-            out.push((MAX_OUTSTANDING_UNEXPECTED, "0".to_owned()));
+            // RFC 7145 section 6.3.4: declared by both sides, each its own receive
+            // buffers beyond what the CmdSN window and FirstBurstLength account for.
+            out.push((MAX_OUTSTANDING_UNEXPECTED, max_unexpected.to_string()));
         }
     }
     out
 }
 
-/// The initiator's offer: RDMAExtensions=Yes and its receive length.
-pub fn initiator_offer(initiator_recv_dsl: u32) -> Vec<(&'static str, String)> {
+/// The initiator's offer: RDMAExtensions=Yes, its receive length and the unexpected PDUs
+/// it can receive outstanding.
+pub fn initiator_offer(
+    initiator_recv_dsl: u32,
+    max_unexpected: u32,
+) -> Vec<(&'static str, String)> {
     vec![
         (RDMA_EXTENSIONS, "Yes".to_owned()),
         (INITIATOR_RECV_DSL, initiator_recv_dsl.to_string()),
-        (MAX_OUTSTANDING_UNEXPECTED, "0".to_owned()),
+        (MAX_OUTSTANDING_UNEXPECTED, max_unexpected.to_string()),
     ]
 }
 
@@ -180,7 +186,38 @@ mod tests {
         assert!(take_iser_keys(b"TargetRecvDataSegmentLength=511\0").is_err());
         assert!(take_iser_keys(b"TargetRecvDataSegmentLength=16777216\0").is_err());
         assert!(take_iser_keys(b"MaxOutstandingUnexpectedPDUs=1\0").is_err());
-        assert!(take_iser_keys(b"MaxOutstandingUnexpectedPDUs=0\0").is_ok());
+        assert!(take_iser_keys(b"MaxOutstandingUnexpectedPDUs=x\0").is_err());
+        assert!(take_iser_keys(b"MaxOutstandingUnexpectedPDUs=4294967296\0").is_err());
+    }
+
+    #[test]
+    fn max_outstanding_unexpected_takes_zero_and_two_up() {
+        for (text, n) in [
+            (&b"MaxOutstandingUnexpectedPDUs=0\0"[..], 0),
+            (b"MaxOutstandingUnexpectedPDUs=2\0", 2),
+            (b"MaxOutstandingUnexpectedPDUs=4294967295\0", u32::MAX),
+        ] {
+            let (keys, rest) = take_iser_keys(text).unwrap();
+            assert_eq!(keys.max_outstanding_unexpected, Some(n));
+            assert!(rest.is_empty());
+        }
+    }
+
+    #[test]
+    fn each_side_declares_its_own_limit() {
+        let offer = initiator_offer(8192, 48);
+        assert!(offer.contains(&(MAX_OUTSTANDING_UNEXPECTED, "48".to_owned())));
+        let keys = IserKeys {
+            rdma_extensions: Some("Yes".into()),
+            max_outstanding_unexpected: Some(48),
+            ..IserKeys::default()
+        };
+        // Declarative: the target states its own value, whatever the initiator's was.
+        let answers = target_answers(&keys, true, 16384, 300);
+        assert!(answers.contains(&(MAX_OUTSTANDING_UNEXPECTED, "300".to_owned())));
+        // Irrelevant without RDMAExtensions=Yes: not declared.
+        let no = target_answers(&keys, false, 16384, 300);
+        assert!(!no.iter().any(|(k, _)| *k == MAX_OUTSTANDING_UNEXPECTED));
     }
 
     #[test]
@@ -189,11 +226,11 @@ mod tests {
             rdma_extensions: Some("Yes".into()),
             ..IserKeys::default()
         };
-        assert_eq!(target_answers(&offer, false, 8192)[0].1, "No");
-        let yes = target_answers(&offer, true, 65536);
+        assert_eq!(target_answers(&offer, false, 8192, 0)[0].1, "No");
+        let yes = target_answers(&offer, true, 65536, 0);
         assert_eq!(yes[0].1, "Yes");
         assert!(yes.contains(&(TARGET_RECV_DSL, "65536".to_owned())));
-        assert!(target_answers(&IserKeys::default(), true, 8192).is_empty());
+        assert!(target_answers(&IserKeys::default(), true, 8192, 0).is_empty());
     }
 }
 

@@ -39,6 +39,10 @@ pub enum LoginEnd {
         /// The negotiated FirstBurstLength: how much of a write whose command has the F bit
         /// clear travels in Sends (RFC 7145 section 7.3.4).
         first_burst: u32,
+        /// The MaxOutstandingUnexpectedPDUs the other side declared (RFC 7145 section
+        /// 6.3.4; 0, the default, when it declared none: no limit): what this side may
+        /// have outstanding at it.
+        peer_max_unexpected: u32,
     },
     /// The final Login Response without RDMAExtensions=Yes: the connection stays iSCSI over
     /// TCP.
@@ -63,6 +67,7 @@ fn end_of(rsp: &LoginResponse) -> Option<bool> {
 pub struct TargetLoginShim {
     serves_iser: bool,
     target_recv_dsl: u32,
+    max_unexpected: u32,
     offer: Option<IserKeys>,
     answers: Vec<(&'static str, String)>,
     initiator_max_recv: u32,
@@ -102,6 +107,7 @@ impl TargetLoginShim {
         TargetLoginShim {
             serves_iser,
             target_recv_dsl,
+            max_unexpected: 0,
             offer: None,
             answers: Vec::new(),
             initiator_max_recv: DEFAULT_RECV_DSL,
@@ -109,6 +115,13 @@ impl TargetLoginShim {
             max_burst: DEFAULT_MAX_BURST,
             first_burst: FirstBurst(None),
         }
+    }
+
+    /// Declares MaxOutstandingUnexpectedPDUs=`n` (RFC 7145 section 6.3.4): the receive
+    /// buffers this target keeps for unexpected PDUs (0, the default: no limit).
+    pub fn with_max_unexpected(mut self, n: u32) -> Self {
+        self.max_unexpected = n;
+        self
     }
 
     /// The largest FirstBurstLength this target takes over iSER: its unsolicited data in
@@ -135,7 +148,12 @@ impl TargetLoginShim {
         }
         let (keys, rest) = take_iser_keys(&req.data)?;
         if keys.rdma_extensions.is_some() {
-            self.answers = target_answers(&keys, self.serves_iser, self.target_recv_dsl);
+            self.answers = target_answers(
+                &keys,
+                self.serves_iser,
+                self.target_recv_dsl,
+                self.max_unexpected,
+            );
             self.offer = Some(keys);
         }
         if let Some(n) = number(&rest, "MaxRecvDataSegmentLength") {
@@ -182,6 +200,11 @@ impl TargetLoginShim {
                 initiator_core_max_recv: self.initiator_max_recv,
                 max_burst: self.max_burst,
                 first_burst: self.first_burst.value(),
+                peer_max_unexpected: self
+                    .offer
+                    .as_ref()
+                    .and_then(|o| o.max_outstanding_unexpected)
+                    .unwrap_or(0),
             },
             Some(true) => LoginEnd::Tcp,
         }
@@ -192,6 +215,7 @@ impl TargetLoginShim {
 #[derive(Debug)]
 pub struct InitiatorLoginShim {
     initiator_recv_dsl: u32,
+    max_unexpected: u32,
     offered: bool,
     answer: Option<IserKeys>,
     core_max_recv: u32,
@@ -206,6 +230,7 @@ impl InitiatorLoginShim {
     pub fn new(initiator_recv_dsl: u32) -> Self {
         InitiatorLoginShim {
             initiator_recv_dsl,
+            max_unexpected: 0,
             offered: false,
             answer: None,
             core_max_recv: DEFAULT_RECV_DSL,
@@ -213,6 +238,13 @@ impl InitiatorLoginShim {
             max_burst: DEFAULT_MAX_BURST,
             first_burst: FirstBurst(None),
         }
+    }
+
+    /// Declares MaxOutstandingUnexpectedPDUs=`n` (RFC 7145 section 6.3.4): the receive
+    /// buffers this initiator keeps for unexpected PDUs (0, the default: no limit).
+    pub fn with_max_unexpected(mut self, n: u32) -> Self {
+        self.max_unexpected = n;
+        self
     }
 
     /// A Login Request from the initiator's login core, with iSER's offer added to the
@@ -229,7 +261,10 @@ impl InitiatorLoginShim {
         req.data = iser_operational_offers(&req.data);
         if !self.offered && req.csg == OPERATIONAL {
             self.offered = true;
-            req.data = append_pairs(&req.data, &initiator_offer(self.initiator_recv_dsl));
+            req.data = append_pairs(
+                &req.data,
+                &initiator_offer(self.initiator_recv_dsl, self.max_unexpected),
+            );
         }
     }
 
@@ -263,6 +298,7 @@ impl InitiatorLoginShim {
                     initiator_core_max_recv: self.core_max_recv,
                     max_burst: self.max_burst,
                     first_burst: self.first_burst.value(),
+                    peer_max_unexpected: a.max_outstanding_unexpected.unwrap_or(0),
                 },
                 _ => LoginEnd::Tcp,
             },
@@ -346,8 +382,8 @@ mod tests {
 
     #[test]
     fn both_shims_agree_on_rdma_mode_and_the_cores_never_see_iser_keys() {
-        let mut ini = InitiatorLoginShim::new(8192);
-        let mut tgt = TargetLoginShim::new(true, 16384);
+        let mut ini = InitiatorLoginShim::new(8192).with_max_unexpected(64);
+        let mut tgt = TargetLoginShim::new(true, 16384).with_max_unexpected(384);
         let mut req = request(
             OPERATIONAL,
             FULL_FEATURE_PHASE,
@@ -380,6 +416,26 @@ mod tests {
             find_key(&rsp.data, RDMA_EXTENSIONS),
             None,
             "stripped for the core"
+        );
+        assert!(
+            matches!(
+                i_end,
+                LoginEnd::Rdma {
+                    peer_max_unexpected: 384,
+                    ..
+                }
+            ),
+            "the initiator holds itself to the target's declaration: {i_end:?}"
+        );
+        assert!(
+            matches!(
+                t_end,
+                LoginEnd::Rdma {
+                    peer_max_unexpected: 64,
+                    ..
+                }
+            ),
+            "and the target to the initiator's: {t_end:?}"
         );
         let LoginEnd::Rdma {
             target_recv_dsl,

@@ -554,3 +554,79 @@ fn a_solicited_data_out_in_a_send_is_a_protocol_error() {
         Err(MoverError::Malformed(_))
     ));
 }
+
+fn ping(itt: u32) -> Pdu {
+    Pdu::NopOut(crate::pdu::NopOut {
+        immediate: true,
+        lun: Lun(0),
+        itt: Itt(itt),
+        ttt: Ttt::RESERVED,
+        cmd_sn: SeqNum::new(1),
+        exp_stat_sn: SeqNum::new(1),
+        data: Bytes::new(),
+    })
+}
+
+fn ping_answer(itt: u32) -> Vec<u8> {
+    let pdu = Pdu::NopIn(crate::pdu::NopIn {
+        lun: Lun(0),
+        itt: Itt(itt),
+        ttt: Ttt::RESERVED,
+        stat_sn: SeqNum::new(1),
+        exp_cmd_sn: SeqNum::new(1),
+        max_cmd_sn: SeqNum::new(64),
+        data: Bytes::new(),
+    });
+    let mut buf = bytes::BytesMut::new();
+    encode_send(&IserHeader::default(), &pdu, &mut buf);
+    buf.to_vec()
+}
+
+fn sent_itts(out: &mut InitiatorOut) -> Vec<u32> {
+    out.sends.drain(..).map(|(_, p)| p.itt().0).collect()
+}
+
+#[test]
+fn the_initiator_holds_back_unexpected_pdus_beyond_the_targets_limit() {
+    // RFC 7145 section 6.3.4: the target declared room for 2 unexpected PDUs.
+    let mut regions = FakeRegions::default();
+    let mut ini = InitiatorDatamover::new(8192, 8192, 262_144, 65536).with_unexpected_limit(2);
+    let mut out = InitiatorOut::default();
+    for itt in 1..=3 {
+        ini.handle_core_pdu(ping(itt), &mut regions, &mut out)
+            .unwrap();
+    }
+    assert_eq!(sent_itts(&mut out), [1, 2], "the third ping waits");
+    assert_eq!(ini.unexpected_outstanding(), 2);
+    assert_eq!(ini.held_back(), 1);
+    // A command, expected as it is, keeps its place behind the held ping.
+    ini.handle_core_pdu(
+        Pdu::ScsiCommand(command(10, true, 512, Bytes::new())),
+        &mut regions,
+        &mut out,
+    )
+    .unwrap();
+    assert!(out.sends.is_empty());
+    // The answer to ping 1 makes room: ping 3 goes, then the command.
+    ini.handle_send(&ping_answer(1), &mut regions, &mut out)
+        .unwrap();
+    assert_eq!(sent_itts(&mut out), [3, 10]);
+    assert_eq!(ini.unexpected_outstanding(), 2);
+    assert_eq!(ini.held_back(), 0);
+    assert_eq!(ini.stats.held_back, 2);
+    // Nothing was lost on the way: the core got the answer.
+    assert!(matches!(out.to_core.as_slice(), [Pdu::NopIn(_)]));
+}
+
+#[test]
+fn without_a_limit_nothing_is_held_back() {
+    let mut regions = FakeRegions::default();
+    let mut ini = InitiatorDatamover::new(8192, 8192, 262_144, 65536);
+    let mut out = InitiatorOut::default();
+    for itt in 1..=100 {
+        ini.handle_core_pdu(ping(itt), &mut regions, &mut out)
+            .unwrap();
+    }
+    assert_eq!(out.sends.len(), 100);
+    assert_eq!(ini.stats.held_back, 0);
+}

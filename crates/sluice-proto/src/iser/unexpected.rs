@@ -1,0 +1,203 @@
+//! MaxOutstandingUnexpectedPDUs (RFC 7145 section 6.3.4) on the initiator's side: how many
+//! "unexpected" control-type PDUs it has outstanding at the target, so that it never has
+//! more than the target declared it can receive.
+//!
+//! Every control-type PDU arrives at the target in a Send, which consumes one of the
+//! receive buffers the target posted (section 8). The target provisions those from what
+//! iSCSI's own flow control bounds: non-immediate requests by the CmdSN window (MaxCmdSN),
+//! their unsolicited data by FirstBurstLength, and NOP-Outs that answer its own pings. The
+//! rest arrive unannounced, and those are the unexpected PDUs the key bounds:
+//! - immediate requests (the I bit: SCSI Command, Task Management Function Request, Text
+//!   Request, Logout Request, and a NOP-Out ping, whose ITT is set): outside the CmdSN
+//!   window, each is outstanding until its response with the same ITT arrives (or a Reject
+//!   quoting it, which replaces the response);
+//! - a unidirectional NOP-Out (ITT and TTT reserved, always immediate): no reply comes, so
+//!   it is outstanding until a PDU from the target on the same connection carries an
+//!   ExpCmdSN above the NOP-Out's CmdSN: the target has then taken a later command, sent
+//!   behind the NOP-Out on this connection, and with it the NOP-Out.
+//!
+//! The key's minimum, 2, is iSCSI's own guarantee (RFC 7143 section 4.2.2.1: a target takes
+//! at least one immediate task management command and one other immediate command per
+//! connection).
+//!
+//! Tasks that end without the response the count waits for:
+//! - a Task Management Function ends tasks whose responses never come (RFC 7143 section
+//!   4.2.3: the target answers the TMF, not the tasks it aborted). When the TMF is sent,
+//!   the window notes which counted tasks it reaches: its Referenced Task Tag for ABORT
+//!   TASK; every counted task on its LUN for ABORT TASK SET, CLEAR TASK SET and LOGICAL UNIT
+//!   RESET; every counted task for the target resets. When its response says the function
+//!   completed (or, for ABORT TASK, that the task does not exist: its response came
+//!   earlier, which released it, or will never come), those are released. A refused
+//!   function leaves them outstanding: the tasks go on.
+//! - a Logout Request is answered (released by its Logout Response); the connection then
+//!   ends, and the window with it.
+//! - an ITT used again by a new request: the earlier request's response can no longer be
+//!   told apart (RFC 7143 section 11.1: an ITT is unique among tasks outstanding), so it is
+//!   replaced, never counted twice.
+
+use std::collections::HashMap;
+
+use crate::pdu::codes::{TmfFunction, TmfResponse};
+use crate::pdu::Pdu;
+use crate::seq::{Itt, Lun, SeqNum, Ttt};
+
+/// Opcodes of the requests the window counts (RFC 7143 section 11.1.1).
+const COUNTED_OPCODES: [u8; 5] = [0x00, 0x01, 0x02, 0x04, 0x06];
+
+/// The initiator's unexpected PDUs outstanding at the target, against the target's limit.
+#[derive(Clone, Debug, Default)]
+pub struct UnexpectedWindow {
+    /// The target's MaxOutstandingUnexpectedPDUs; 0: no limit.
+    limit: u32,
+    /// Immediate requests awaiting their response, by ITT, with their LUN.
+    requests: HashMap<Itt, Lun>,
+    /// CmdSNs of unidirectional NOP-Outs not yet acknowledged by ExpCmdSN.
+    one_way_nops: Vec<SeqNum>,
+    /// Task management requests sent, by ITT: the counted tasks each would end.
+    tmfs: HashMap<Itt, (TmfFunction, Vec<Itt>)>,
+}
+
+impl UnexpectedWindow {
+    /// A window for a target that declared `limit` (0: no limit).
+    pub fn new(limit: u32) -> Self {
+        UnexpectedWindow {
+            limit,
+            ..UnexpectedWindow::default()
+        }
+    }
+
+    /// The limit the target declared (0: none).
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// Unexpected PDUs outstanding now.
+    pub fn outstanding(&self) -> usize {
+        self.requests.len() + self.one_way_nops.len()
+    }
+
+    /// Whether `pdu`, sent to the target, is an unexpected PDU.
+    pub fn counts(pdu: &Pdu) -> bool {
+        match pdu {
+            Pdu::ScsiCommand(p) => p.immediate,
+            Pdu::TaskMgmtRequest(p) => p.immediate,
+            Pdu::TextRequest(p) => p.immediate,
+            Pdu::LogoutRequest(p) => p.immediate,
+            // A NOP-Out answering the target's ping (TTT set) is one the target expects.
+            Pdu::NopOut(p) => p.ttt == Ttt::RESERVED,
+            _ => false,
+        }
+    }
+
+    /// Whether one more unexpected PDU may be sent now.
+    pub fn has_room(&self) -> bool {
+        self.limit == 0 || self.outstanding() < self.limit as usize
+    }
+
+    /// Whether `pdu` may be sent now (an expected PDU always may).
+    pub fn may_send(&self, pdu: &Pdu) -> bool {
+        !Self::counts(pdu) || self.has_room()
+    }
+
+    /// Notes a PDU sent to the target.
+    pub fn sent(&mut self, pdu: &Pdu) {
+        if let Pdu::TaskMgmtRequest(t) = pdu {
+            let reached = self.reached_by(t.function, t.lun, t.referenced_task_tag);
+            self.tmfs.insert(t.itt, (t.function, reached));
+        }
+        if !Self::counts(pdu) {
+            return;
+        }
+        match pdu {
+            Pdu::NopOut(n) if n.itt == Itt::RESERVED => self.one_way_nops.push(n.cmd_sn),
+            Pdu::ScsiCommand(p) => _ = self.requests.insert(p.itt, p.lun),
+            Pdu::TaskMgmtRequest(p) => _ = self.requests.insert(p.itt, p.lun),
+            Pdu::NopOut(p) => _ = self.requests.insert(p.itt, p.lun),
+            other => _ = self.requests.insert(other.itt(), Lun(0)),
+        }
+    }
+
+    /// The counted tasks a task management function would end.
+    fn reached_by(&self, function: TmfFunction, lun: Lun, rtt: Itt) -> Vec<Itt> {
+        match function {
+            TmfFunction::AbortTask => vec![rtt],
+            TmfFunction::AbortTaskSet
+            | TmfFunction::ClearTaskSet
+            | TmfFunction::LogicalUnitReset => self
+                .requests
+                .iter()
+                .filter(|(_, l)| **l == lun)
+                .map(|(itt, _)| *itt)
+                .collect(),
+            TmfFunction::TargetWarmReset | TmfFunction::TargetColdReset => {
+                self.requests.keys().copied().collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Notes a PDU received from the target on this connection: what it answers, or
+    /// acknowledges, is no longer outstanding.
+    pub fn received(&mut self, pdu: &Pdu) {
+        if let Some(exp) = exp_cmd_sn(pdu) {
+            self.one_way_nops.retain(|sn| !exp.gt(*sn));
+        }
+        match pdu {
+            Pdu::ScsiResponse(_)
+            | Pdu::TextResponse(_)
+            | Pdu::LogoutResponse(_)
+            | Pdu::NopIn(_) => {
+                if pdu.itt() != Itt::RESERVED {
+                    self.requests.remove(&pdu.itt());
+                }
+            }
+            Pdu::TaskMgmtResponse(r) => {
+                self.requests.remove(&r.itt);
+                if let Some((function, reached)) = self.tmfs.remove(&r.itt) {
+                    let ended = r.response == TmfResponse::FunctionComplete
+                        || (function == TmfFunction::AbortTask
+                            && r.response == TmfResponse::TaskDoesNotExist);
+                    if ended {
+                        for itt in reached {
+                            self.requests.remove(&itt);
+                        }
+                    }
+                }
+            }
+            Pdu::Reject(r) => {
+                // The rejected PDU's header follows (RFC 7143 section 11.17.1): an immediate
+                // request rejected gets no other answer.
+                if let Some(h) = r.data.get(..20) {
+                    let opcode = h[0] & 0x3f;
+                    let immediate = h[0] & 0x40 != 0;
+                    let itt = Itt(u32::from_be_bytes([h[16], h[17], h[18], h[19]]));
+                    if immediate && COUNTED_OPCODES.contains(&opcode) {
+                        self.requests.remove(&itt);
+                        self.tmfs.remove(&itt);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The ExpCmdSN a PDU from the target carries, if it carries one.
+fn exp_cmd_sn(pdu: &Pdu) -> Option<SeqNum> {
+    Some(match pdu {
+        Pdu::ScsiResponse(p) => p.exp_cmd_sn,
+        Pdu::NopIn(p) => p.exp_cmd_sn,
+        Pdu::TaskMgmtResponse(p) => p.exp_cmd_sn,
+        Pdu::TextResponse(p) => p.exp_cmd_sn,
+        Pdu::LogoutResponse(p) => p.exp_cmd_sn,
+        Pdu::AsyncMessage(p) => p.exp_cmd_sn,
+        Pdu::Reject(p) => p.exp_cmd_sn,
+        Pdu::R2t(p) => p.exp_cmd_sn,
+        Pdu::DataIn(p) => p.exp_cmd_sn,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+#[path = "unexpected_tests.rs"]
+mod tests;

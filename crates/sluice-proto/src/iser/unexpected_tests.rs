@@ -1,0 +1,290 @@
+//! The unexpected-PDU count: what counts, what releases it, and tasks ended by a TMF.
+
+use bytes::{Bytes, BytesMut};
+
+use super::UnexpectedWindow;
+use crate::pdu::codes::{
+    LogoutReason, LogoutResponseCode, RejectReason, ScsiResponseCode, ScsiStatus, TmfFunction,
+    TmfResponse,
+};
+use crate::pdu::{
+    Cdb, LogoutRequest, LogoutResponse, NopIn, NopOut, Pdu, Reject, ScsiCommand, ScsiResponse,
+    TaskAttr, TaskMgmtRequest, TaskMgmtResponse,
+};
+use crate::seq::{Itt, Lun, SeqNum, Ttt};
+
+pub(crate) fn command(itt: u32, lun: u64, immediate: bool) -> Pdu {
+    Pdu::ScsiCommand(ScsiCommand {
+        immediate,
+        final_bit: true,
+        read: false,
+        write: false,
+        attr: TaskAttr::Simple,
+        lun: Lun(lun),
+        itt: Itt(itt),
+        expected_data_transfer_length: 0,
+        cmd_sn: SeqNum::new(1),
+        exp_stat_sn: SeqNum::new(1),
+        cdb: Cdb::new(&[0; 16]),
+        bidi_read_length: None,
+        data: Bytes::new(),
+    })
+}
+
+pub(crate) fn response(itt: u32, exp_cmd_sn: u32) -> Pdu {
+    Pdu::ScsiResponse(ScsiResponse {
+        bidi_overflow: false,
+        bidi_underflow: false,
+        overflow: false,
+        underflow: false,
+        response: ScsiResponseCode::Completed,
+        status: ScsiStatus::Good,
+        itt: Itt(itt),
+        snack_tag: 0,
+        stat_sn: SeqNum::new(1),
+        exp_cmd_sn: SeqNum::new(exp_cmd_sn),
+        max_cmd_sn: SeqNum::new(exp_cmd_sn.wrapping_add(64)),
+        exp_data_sn: 0,
+        bidi_residual: 0,
+        residual: 0,
+        data: Bytes::new(),
+    })
+}
+
+pub(crate) fn tmf(itt: u32, function: TmfFunction, lun: u64, rtt: u32) -> Pdu {
+    Pdu::TaskMgmtRequest(TaskMgmtRequest {
+        immediate: true,
+        function,
+        lun: Lun(lun),
+        itt: Itt(itt),
+        referenced_task_tag: Itt(rtt),
+        cmd_sn: SeqNum::new(1),
+        exp_stat_sn: SeqNum::new(1),
+        ref_cmd_sn: SeqNum::new(0),
+        exp_data_sn: 0,
+    })
+}
+
+pub(crate) fn tmf_response(itt: u32, response: TmfResponse) -> Pdu {
+    Pdu::TaskMgmtResponse(TaskMgmtResponse {
+        response,
+        itt: Itt(itt),
+        stat_sn: SeqNum::new(1),
+        exp_cmd_sn: SeqNum::new(1),
+        max_cmd_sn: SeqNum::new(64),
+    })
+}
+
+pub(crate) fn nop_out(itt: u32, ttt: u32, cmd_sn: u32) -> Pdu {
+    Pdu::NopOut(NopOut {
+        immediate: true,
+        lun: Lun(0),
+        itt: Itt(itt),
+        ttt: Ttt(ttt),
+        cmd_sn: SeqNum::new(cmd_sn),
+        exp_stat_sn: SeqNum::new(1),
+        data: Bytes::new(),
+    })
+}
+
+pub(crate) fn nop_in(itt: u32, ttt: u32, exp_cmd_sn: u32) -> Pdu {
+    Pdu::NopIn(NopIn {
+        lun: Lun(0),
+        itt: Itt(itt),
+        ttt: Ttt(ttt),
+        stat_sn: SeqNum::new(1),
+        exp_cmd_sn: SeqNum::new(exp_cmd_sn),
+        max_cmd_sn: SeqNum::new(exp_cmd_sn.wrapping_add(64)),
+        data: Bytes::new(),
+    })
+}
+
+const RESERVED: u32 = 0xffff_ffff;
+
+#[test]
+fn only_requests_outside_iscsi_flow_control_count() {
+    // Non-immediate commands are bounded by the CmdSN window, a NOP-Out echoing the
+    // target's ping answers it: the target expects both.
+    assert!(!UnexpectedWindow::counts(&command(1, 0, false)));
+    assert!(!UnexpectedWindow::counts(&nop_out(RESERVED, 9, 1)));
+    assert!(UnexpectedWindow::counts(&command(1, 0, true)));
+    assert!(UnexpectedWindow::counts(&tmf(
+        2,
+        TmfFunction::AbortTask,
+        0,
+        1
+    )));
+    assert!(UnexpectedWindow::counts(&nop_out(3, RESERVED, 1)));
+    assert!(UnexpectedWindow::counts(&nop_out(RESERVED, RESERVED, 1)));
+}
+
+#[test]
+fn a_request_is_outstanding_until_its_response() {
+    let mut w = UnexpectedWindow::new(2);
+    w.sent(&command(1, 0, true));
+    w.sent(&nop_out(2, RESERVED, 5));
+    assert_eq!(w.outstanding(), 2);
+    assert!(!w.has_room());
+    assert!(w.may_send(&command(3, 0, false)), "expected PDUs always go");
+    assert!(!w.may_send(&command(3, 0, true)));
+    // Another task's response releases nothing.
+    w.received(&response(7, 5));
+    assert_eq!(w.outstanding(), 2);
+    w.received(&nop_in(2, RESERVED, 5));
+    assert_eq!(w.outstanding(), 1);
+    w.received(&response(1, 5));
+    assert_eq!(w.outstanding(), 0);
+    // A target's ping (ITT reserved) releases nothing either.
+    w.sent(&command(4, 0, true));
+    w.received(&nop_in(RESERVED, 77, 5));
+    assert_eq!(w.outstanding(), 1);
+}
+
+#[test]
+fn zero_means_no_limit() {
+    let mut w = UnexpectedWindow::new(0);
+    for itt in 0..1000 {
+        w.sent(&command(itt, 0, true));
+    }
+    assert!(w.has_room());
+}
+
+#[test]
+fn a_one_way_nop_out_ends_when_exp_cmd_sn_passes_it() {
+    let mut w = UnexpectedWindow::new(2);
+    // Immediate, CmdSN 10 not advanced: the next command also carries 10.
+    w.sent(&nop_out(RESERVED, RESERVED, 10));
+    assert_eq!(w.outstanding(), 1);
+    w.received(&response(1, 10));
+    assert_eq!(w.outstanding(), 1, "ExpCmdSN 10: command 10 not yet taken");
+    w.received(&response(1, 11));
+    assert_eq!(w.outstanding(), 0);
+    // Serial arithmetic across the wrap.
+    w.sent(&nop_out(RESERVED, RESERVED, u32::MAX));
+    w.received(&nop_in(RESERVED, RESERVED, u32::MAX));
+    assert_eq!(w.outstanding(), 1);
+    w.received(&nop_in(RESERVED, RESERVED, 0));
+    assert_eq!(w.outstanding(), 0);
+}
+
+#[test]
+fn abort_task_releases_the_aborted_task_whose_response_never_comes() {
+    let mut w = UnexpectedWindow::new(4);
+    w.sent(&command(1, 0, true));
+    w.sent(&tmf(2, TmfFunction::AbortTask, 0, 1));
+    assert_eq!(w.outstanding(), 2);
+    w.received(&tmf_response(2, TmfResponse::FunctionComplete));
+    assert_eq!(w.outstanding(), 0);
+    // "Task does not exist": its response came first (and released it), or never will.
+    w.sent(&command(3, 0, true));
+    w.sent(&tmf(4, TmfFunction::AbortTask, 0, 3));
+    w.received(&tmf_response(4, TmfResponse::TaskDoesNotExist));
+    assert_eq!(w.outstanding(), 0);
+}
+
+#[test]
+fn a_refused_tmf_leaves_its_tasks_outstanding() {
+    let mut w = UnexpectedWindow::new(4);
+    w.sent(&command(1, 0, true));
+    w.sent(&tmf(2, TmfFunction::AbortTask, 0, 1));
+    w.received(&tmf_response(2, TmfResponse::FunctionRejected));
+    assert_eq!(
+        w.outstanding(),
+        1,
+        "the task goes on; its response will come"
+    );
+    w.received(&response(1, 1));
+    assert_eq!(w.outstanding(), 0);
+}
+
+#[test]
+fn a_logical_unit_reset_releases_that_units_tasks_only() {
+    let mut w = UnexpectedWindow::new(8);
+    w.sent(&command(1, 0, true));
+    w.sent(&command(2, 0, true));
+    w.sent(&command(3, 1, true));
+    w.sent(&tmf(4, TmfFunction::LogicalUnitReset, 0, RESERVED));
+    assert_eq!(w.outstanding(), 4);
+    // A task sent after the reset is not reached by it.
+    w.sent(&command(5, 0, true));
+    w.received(&tmf_response(4, TmfResponse::FunctionComplete));
+    assert_eq!(w.outstanding(), 2, "LUN 1's task and the later one remain");
+    w.received(&response(3, 1));
+    w.received(&response(5, 1));
+    assert_eq!(w.outstanding(), 0);
+}
+
+#[test]
+fn a_non_immediate_tmf_still_ends_counted_tasks() {
+    let mut w = UnexpectedWindow::new(4);
+    w.sent(&command(1, 2, true));
+    let Pdu::TaskMgmtRequest(mut t) = tmf(2, TmfFunction::AbortTaskSet, 2, RESERVED) else {
+        unreachable!()
+    };
+    t.immediate = false;
+    w.sent(&Pdu::TaskMgmtRequest(t));
+    assert_eq!(w.outstanding(), 1);
+    w.received(&tmf_response(2, TmfResponse::FunctionComplete));
+    assert_eq!(w.outstanding(), 0);
+}
+
+#[test]
+fn a_target_reset_releases_everything() {
+    let mut w = UnexpectedWindow::new(8);
+    w.sent(&command(1, 0, true));
+    w.sent(&command(2, 3, true));
+    w.sent(&tmf(9, TmfFunction::TargetWarmReset, 0, RESERVED));
+    w.received(&tmf_response(9, TmfResponse::FunctionComplete));
+    assert_eq!(w.outstanding(), 0);
+}
+
+#[test]
+fn a_logout_is_released_by_its_response() {
+    let mut w = UnexpectedWindow::new(2);
+    w.sent(&Pdu::LogoutRequest(LogoutRequest {
+        immediate: true,
+        reason: LogoutReason::CloseSession,
+        itt: Itt(6),
+        cid: 0,
+        cmd_sn: SeqNum::new(1),
+        exp_stat_sn: SeqNum::new(1),
+    }));
+    assert_eq!(w.outstanding(), 1);
+    w.received(&Pdu::LogoutResponse(LogoutResponse {
+        response: LogoutResponseCode::Closed,
+        itt: Itt(6),
+        stat_sn: SeqNum::new(1),
+        exp_cmd_sn: SeqNum::new(1),
+        max_cmd_sn: SeqNum::new(1),
+        time2wait: 0,
+        time2retain: 0,
+    }));
+    assert_eq!(w.outstanding(), 0);
+}
+
+#[test]
+fn a_rejected_immediate_request_is_released() {
+    let mut w = UnexpectedWindow::new(2);
+    let ping = nop_out(5, RESERVED, 1);
+    w.sent(&ping);
+    let mut header = BytesMut::new();
+    ping.emit_header(&mut header);
+    header.truncate(crate::pdu::BHS_LEN);
+    w.received(&Pdu::Reject(Reject {
+        reason: RejectReason::ProtocolError,
+        stat_sn: SeqNum::new(1),
+        exp_cmd_sn: SeqNum::new(1),
+        max_cmd_sn: SeqNum::new(1),
+        data_sn: 0,
+        data: header.freeze(),
+    }));
+    assert_eq!(w.outstanding(), 0);
+}
+
+#[test]
+fn an_itt_used_again_is_counted_once() {
+    let mut w = UnexpectedWindow::new(4);
+    w.sent(&nop_out(5, RESERVED, 1));
+    w.sent(&nop_out(5, RESERVED, 1));
+    assert_eq!(w.outstanding(), 1);
+}
