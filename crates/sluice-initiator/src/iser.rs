@@ -71,6 +71,10 @@ pub struct IserOptions {
     /// Test hook: added to the base offset of every read buffer advertised, so that the
     /// target's RDMA Writes fall outside the region (a remote access error).
     pub advertise_skew: u64,
+    /// Test hook: receive buffers posted in all, the HelloReply's included; once they are
+    /// used none is posted again, so the target's next Send finds no receive (receiver not
+    /// ready).
+    pub recv_budget: Option<u32>,
 }
 
 impl Default for IserOptions {
@@ -81,6 +85,7 @@ impl Default for IserOptions {
             qp: QpConfig::default(),
             faults: FaultPlan::default(),
             advertise_skew: 0,
+            recv_budget: None,
         }
     }
 }
@@ -435,8 +440,14 @@ async fn rdma_mode(
 ) -> Result<(), String> {
     let slot = stats.slot();
     let rdma = SoftRdma::spawn_gated(tcp, opts.qp, opts.faults.clone());
-    let ring = RecvRing::post(&rdma, RECV_DEPTH, RECV_HEADROOM + INITIATOR_RECV_DSL)
+    let depth = opts.recv_budget.map_or(RECV_DEPTH, |b| b.min(RECV_DEPTH));
+    let ring = RecvRing::post(&rdma, depth, RECV_HEADROOM + INITIATOR_RECV_DSL)
         .map_err(|e| e.to_string())?;
+    let mut receives = Receives {
+        ring,
+        posted: depth,
+        budget: opts.recv_budget,
+    };
     rdma.start();
     let mut stager = Stager::new();
     // RFC 7145 section 5.1.3 (iWARP): the initiator's first Send is the iSER Hello.
@@ -468,7 +479,7 @@ async fn rdma_mode(
             stager.complete(&rdma, &wc);
             continue;
         }
-        let bytes = ring.take(&rdma, &wc).map_err(|e| e.to_string())?;
+        let bytes = receives.take(&rdma, &wc)?;
         match IserMessage::parse(&bytes) {
             Ok((IserMessage::HelloReply(r), _)) => break r,
             _ => return Err("the target's first Send is not an iSER HelloReply".into()),
@@ -535,7 +546,7 @@ async fn rdma_mode(
                     break Err(describe_failure(wc.opcode, wc.status));
                 }
                 if wc.opcode == WcOpcode::Recv {
-                    let bytes = ring.take(&rdma, &wc).map_err(|e| e.to_string())?;
+                    let bytes = receives.take(&rdma, &wc)?;
                     if let Err(e) = mover.handle_send(&bytes, &mut regions, &mut out) {
                         break Err(e.to_string());
                     }
@@ -560,6 +571,29 @@ async fn rdma_mode(
     mover.release_all(&mut regions);
     stats.update(slot, &mover.stats);
     result
+}
+
+/// The receive ring, and how many buffers it may still post under a test's budget.
+struct Receives {
+    ring: RecvRing,
+    posted: u32,
+    budget: Option<u32>,
+}
+
+impl Receives {
+    fn take(
+        &mut self,
+        rdma: &SoftRdma,
+        wc: &sluice_rdma::WorkCompletion,
+    ) -> Result<Vec<u8>, String> {
+        let taken = if self.budget.is_some_and(|b| self.posted >= b) {
+            self.ring.take_last(rdma, wc)
+        } else {
+            self.posted += 1;
+            self.ring.take(rdma, wc)
+        };
+        taken.map_err(|e| e.to_string())
+    }
 }
 
 /// Sends that found the send queue full, in order: a write's unsolicited Data-Out can post
@@ -604,6 +638,18 @@ fn describe_failure(op: WcOpcode, status: WcStatus) -> String {
              its region or rights; the connection is closed"
         ),
         WcStatus::TransportLost => "the target closed the RDMA connection".into(),
+        // RFC 7145 section 8: every Send needs a receive buffer posted at the other end; a
+        // Send that finds none is final (no retry).
+        WcStatus::ReceiveQueueEmpty => {
+            "a Send from the target found no receive buffer posted here (receiver not ready); \
+             the connection is closed"
+                .into()
+        }
+        WcStatus::ReceiverNotReady => {
+            "the target had no receive buffer posted for a Send (receiver not ready); the \
+             connection is closed"
+                .into()
+        }
         other => format!("RDMA {op:?} completed with {other:?}; the connection is closed"),
     }
 }

@@ -316,3 +316,46 @@ async fn a_small_unexpected_pdu_limit_holds_pdus_back_and_loses_nothing() {
     let c = target.iser_counters().status();
     assert_eq!(c.errors, 0, "{c:?}");
 }
+
+/// RFC 7145 section 8: every Send consumes a receive buffer the peer posted, and a Send that
+/// finds none is final. An initiator that stops posting receives (a test hook: three in
+/// all, the HelloReply's included) gets a clear error on the command whose response found
+/// none, not a hang or a panic; the target ends that connection (ReceiverNotReady) and
+/// serves the next session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_that_finds_no_receive_ends_the_connection_clearly() {
+    let (target, portal) = iser_target(IserServeOptions::default()).await;
+    let starved = iser_options(IserOptions {
+        recv_budget: Some(3),
+        ..IserOptions::default()
+    });
+    let s = Session::connect(&portal, IQN, starved).await.unwrap();
+    let mut failure = None;
+    for _ in 0..4 {
+        match tokio::time::timeout(Duration::from_secs(20), s.read(0, 0, 8, 512))
+            .await
+            .expect("the read ends, it does not hang")
+        {
+            Ok(_) => {}
+            Err(e) => {
+                failure = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    let text = failure.expect("the third Send from the target found no receive");
+    assert!(text.contains("receiver not ready"), "{text}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while target.iser_counters().status().errors == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the target saw no error"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let good = Session::connect(&portal, IQN, iser_options(IserOptions::default()))
+        .await
+        .unwrap();
+    write_read_verify(&good, 0, 65536, 11).await;
+    good.logout().await.unwrap();
+}

@@ -264,9 +264,15 @@ impl RecvRing {
 
     /// The bytes of a successful receive completion; its buffer is posted again.
     pub fn take(&self, rdma: &SoftRdma, wc: &WorkCompletion) -> Result<Vec<u8>, StageError> {
-        let va = wc.wr_id * u64::from(self.slot_bytes);
-        let bytes = rdma.contents(self.stag, va, u64::from(wc.byte_len))?;
+        let bytes = self.take_last(rdma, wc)?;
         self.repost(rdma, wc.wr_id)?;
         Ok(bytes)
+    }
+
+    /// The bytes of a successful receive completion, its buffer left unposted (tests: a
+    /// receiver that stops posting, so that a later Send finds none).
+    pub fn take_last(&self, rdma: &SoftRdma, wc: &WorkCompletion) -> Result<Vec<u8>, StageError> {
+        let va = wc.wr_id * u64::from(self.slot_bytes);
+        Ok(rdma.contents(self.stag, va, u64::from(wc.byte_len))?)
     }
 }
