@@ -385,6 +385,7 @@ async fn bridge(
             target_recv_dsl,
             target_core_max_recv,
             first_burst,
+            peer_max_unexpected,
             ..
         } => {
             ctx.iser.rdma_connections.fetch_add(1, Ordering::Relaxed);
@@ -394,7 +395,8 @@ async fn bridge(
                 target_core_max_recv,
                 opts.send_with_invalidate,
                 first_burst,
-            );
+            )
+            .with_unexpected_limit(peer_max_unexpected);
             rdma_mode(tcp, &mut core, &core_tx, &mut mover, opts, &ctx.iser).await
         }
         LoginEnd::Tcp => {
@@ -460,6 +462,75 @@ async fn rdma_mode<R: AsyncRead + Unpin>(
     result
 }
 
+/// Posts the work requests the datamover asked for.
+fn post_ops(
+    rdma: &SoftRdma,
+    stager: &mut Stager,
+    reads: &mut std::collections::HashMap<u64, u64>,
+    ops: &mut Vec<TargetOp>,
+    buf: &mut BytesMut,
+) -> Result<(), IserFailure> {
+    for op in ops.drain(..) {
+        match op {
+            TargetOp::Send {
+                header,
+                pdu,
+                invalidate,
+            } => {
+                buf.clear();
+                encode_send(&header, &pdu, buf);
+                stager.send(rdma, &[&buf[..]], invalidate.map(STag))?;
+            }
+            TargetOp::Write { stag, va, data } => {
+                stager.write(
+                    rdma,
+                    data,
+                    RemoteAddr {
+                        stag: STag(stag),
+                        va,
+                    },
+                )?;
+            }
+            TargetOp::Read { id, stag, va, len } => {
+                let wr = stager.read(
+                    rdma,
+                    len,
+                    RemoteAddr {
+                        stag: STag(stag),
+                        va,
+                    },
+                )?;
+                reads.insert(wr, id);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Sends what the datamover held back for the initiator's MaxOutstandingUnexpectedPDUs, as
+/// far as its limit and the send queue's room allow.
+#[allow(clippy::too_many_arguments)]
+fn release_held(
+    mover: &mut TargetDatamover,
+    opts: &IserServeOptions,
+    rdma: &SoftRdma,
+    stager: &mut Stager,
+    reads: &mut std::collections::HashMap<u64, u64>,
+    ops: &mut Vec<TargetOp>,
+    buf: &mut BytesMut,
+) -> Result<(), IserFailure> {
+    if mover.held_back() == 0 {
+        return Ok(());
+    }
+    let room = opts
+        .qp
+        .send_queue_depth
+        .saturating_sub(stager.outstanding())
+        / MAX_OPS_PER_CORE_PDU;
+    mover.release_held(room, ops)?;
+    post_ops(rdma, stager, reads, ops, buf)
+}
+
 /// Work requests one PDU from the connection task can become: a Data-In carrying status is an
 /// RDMA Write and a Send (`TargetDatamover::handle_core_pdu`); anything else is one.
 const MAX_OPS_PER_CORE_PDU: usize = 2;
@@ -515,25 +586,14 @@ async fn rdma_loop<R: AsyncRead + Unpin>(
             // `MAX_OPS_PER_CORE_PDU` work requests, so the next is taken only while that much
             // room is left; otherwise the completions below make room first, and the
             // connection task waits on its PDU stream meanwhile.
-            pdu = core.next(), if stager.outstanding() + MAX_OPS_PER_CORE_PDU <= opts.qp.send_queue_depth => {
+            // While PDUs are held back for the initiator's MaxOutstandingUnexpectedPDUs,
+            // none is taken from the connection task either: the held ones are bounded, and
+            // the task waits on its PDU stream.
+            pdu = core.next(), if mover.held_back() == 0
+                && stager.outstanding() + MAX_OPS_PER_CORE_PDU <= opts.qp.send_queue_depth => {
                 let Some(pdu) = pdu? else { break };
                 mover.handle_core_pdu(pdu, &mut ops)?;
-                for op in ops.drain(..) {
-                    match op {
-                        TargetOp::Send { header, pdu, invalidate } => {
-                            buf.clear();
-                            encode_send(&header, &pdu, &mut buf);
-                            stager.send(&rdma, &[&buf], invalidate.map(STag))?;
-                        }
-                        TargetOp::Write { stag, va, data } => {
-                            stager.write(&rdma, data, RemoteAddr { stag: STag(stag), va })?;
-                        }
-                        TargetOp::Read { id, stag, va, len } => {
-                            let wr = stager.read(&rdma, len, RemoteAddr { stag: STag(stag), va })?;
-                            reads.insert(wr, id);
-                        }
-                    }
-                }
+                post_ops(&rdma, &mut stager, &mut reads, &mut ops, &mut buf)?;
             }
             wc = rdma.next_completion() => {
                 if wc.status != WcStatus::Success {
@@ -545,6 +605,7 @@ async fn rdma_loop<R: AsyncRead + Unpin>(
                     if core_tx.send(pdu).is_err() {
                         break;
                     }
+                    release_held(mover, opts, &rdma, &mut stager, &mut reads, &mut ops, &mut buf)?;
                     continue;
                 }
                 if let Some(done) = stager.complete(&rdma, &wc) {
@@ -555,6 +616,8 @@ async fn rdma_loop<R: AsyncRead + Unpin>(
                         }
                     }
                 }
+                // A completion made room in the send queue for what is held back.
+                release_held(mover, opts, &rdma, &mut stager, &mut reads, &mut ops, &mut buf)?;
             }
         }
     }

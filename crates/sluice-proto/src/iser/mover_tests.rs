@@ -630,3 +630,81 @@ fn without_a_limit_nothing_is_held_back() {
     assert_eq!(out.sends.len(), 100);
     assert_eq!(ini.stats.held_back, 0);
 }
+
+fn target_ping(ttt: u32) -> Pdu {
+    Pdu::NopIn(crate::pdu::NopIn {
+        lun: Lun(0),
+        itt: Itt::RESERVED,
+        ttt: Ttt(ttt),
+        stat_sn: SeqNum::new(1),
+        exp_cmd_sn: SeqNum::new(1),
+        max_cmd_sn: SeqNum::new(64),
+        data: Bytes::new(),
+    })
+}
+
+fn sent_pdus(ops: &mut Vec<TargetOp>) -> Vec<Pdu> {
+    ops.drain(..)
+        .filter_map(|op| match op {
+            TargetOp::Send { pdu, .. } => Some(pdu),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_target_holds_back_pings_beyond_the_initiators_limit() {
+    let mut tgt = TargetDatamover::new(16384, 65536, true, 65536).with_unexpected_limit(2);
+    let mut ops = Vec::new();
+    for ttt in 1..=3 {
+        tgt.handle_core_pdu(target_ping(ttt), &mut ops).unwrap();
+    }
+    // A response behind the held ping keeps its place (StatSN order).
+    let rsp = crate::pdu::ScsiResponse {
+        bidi_overflow: false,
+        bidi_underflow: false,
+        overflow: false,
+        underflow: false,
+        response: crate::pdu::codes::ScsiResponseCode::Completed,
+        status: ScsiStatus::Good,
+        itt: Itt(5),
+        snack_tag: 0,
+        stat_sn: SeqNum::new(1),
+        exp_cmd_sn: SeqNum::new(1),
+        max_cmd_sn: SeqNum::new(64),
+        exp_data_sn: 0,
+        bidi_residual: 0,
+        residual: 0,
+        data: Bytes::new(),
+    };
+    tgt.handle_core_pdu(Pdu::ScsiResponse(rsp), &mut ops)
+        .unwrap();
+    let sent = sent_pdus(&mut ops);
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!(tgt.held_back(), 2);
+    // Nothing moves until the initiator answers.
+    assert_eq!(tgt.release_held(16, &mut ops).unwrap(), 0);
+    // The echo of ping 1 makes room: ping 3, then the response.
+    let echo = Pdu::NopOut(crate::pdu::NopOut {
+        immediate: true,
+        lun: Lun(0),
+        itt: Itt::RESERVED,
+        ttt: Ttt(1),
+        cmd_sn: SeqNum::new(1),
+        exp_stat_sn: SeqNum::new(1),
+        data: Bytes::new(),
+    });
+    let mut buf = bytes::BytesMut::new();
+    encode_send(&IserHeader::default(), &echo, &mut buf);
+    assert!(matches!(tgt.handle_send(&buf).unwrap(), Pdu::NopOut(_)));
+    assert_eq!(tgt.release_held(16, &mut ops).unwrap(), 2);
+    let sent = sent_pdus(&mut ops);
+    assert!(
+        matches!(
+            sent.as_slice(),
+            [Pdu::NopIn(p), Pdu::ScsiResponse(_)] if p.ttt == Ttt(3)
+        ),
+        "{sent:?}"
+    );
+    assert_eq!(tgt.held_back(), 0);
+}

@@ -21,10 +21,11 @@
 //! - every other PDU from the core goes in a Send behind an iSER header with no buffer
 //!   advertised (section 7.3.1).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use bytes::{Bytes, BytesMut};
 
+use super::unexpected::TargetUnexpectedWindow;
 use super::unsolicited::{solicited_address, unsolicited_len};
 use super::{BufferAdvertisement, IserHeader, IserMessage};
 use crate::framing::{encode, Digests, Framer};
@@ -169,6 +170,10 @@ pub struct TargetDatamover {
     first_burst: u32,
     framer: Framer,
     last_exp_stat_sn: SeqNum,
+    /// Unexpected PDUs outstanding at the initiator, against its declared limit.
+    unexpected: TargetUnexpectedWindow,
+    /// PDUs from the core held back, in order, while that limit is reached.
+    pending: VecDeque<Pdu>,
     /// What was done so far.
     pub stats: MoverStats,
 }
@@ -194,8 +199,46 @@ impl TargetDatamover {
             first_burst,
             framer: Framer::new(target_recv_dsl),
             last_exp_stat_sn: SeqNum::new(0),
+            unexpected: TargetUnexpectedWindow::default(),
+            pending: VecDeque::new(),
             stats: MoverStats::default(),
         }
+    }
+
+    /// Holds this side to the initiator's MaxOutstandingUnexpectedPDUs (RFC 7145 section
+    /// 6.3.4; 0: no limit).
+    pub fn with_unexpected_limit(mut self, limit: u32) -> Self {
+        self.unexpected = TargetUnexpectedWindow::new(limit);
+        self
+    }
+
+    /// PDUs from the core held back now (the driver takes no more from the core while any
+    /// are, and calls [`Self::release_held`] as Sends arrive).
+    pub fn held_back(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Moves up to `max` held-back PDUs that may now go (a Send from the initiator freed
+    /// room); how many went.
+    pub fn release_held(
+        &mut self,
+        max: usize,
+        out: &mut Vec<TargetOp>,
+    ) -> Result<usize, MoverError> {
+        let mut moved = 0;
+        while moved < max
+            && self
+                .pending
+                .front()
+                .is_some_and(|pdu| self.unexpected.may_send(pdu))
+        {
+            if let Some(pdu) = self.pending.pop_front() {
+                self.unexpected.sent(&pdu);
+                self.move_pdu(pdu, out)?;
+                moved += 1;
+            }
+        }
+        Ok(moved)
     }
 
     /// Tasks with buffers on record.
@@ -217,6 +260,7 @@ impl TargetDatamover {
             Err(e) => return Err(MoverError::Malformed(e.to_string())),
         };
         let pdu = decode_one(&mut self.framer, rest)?;
+        self.unexpected.received(&pdu);
         if let Pdu::DataOut(d) = &pdu {
             // RFC 7145 section 7.3.4: only unsolicited Data-Out travels in Sends; its amount
             // (at most FirstBurstLength) is the core's to check, as over TCP.
@@ -271,8 +315,20 @@ impl TargetDatamover {
         Ok(pdu)
     }
 
-    /// One PDU the core wants sent: the operations that carry it.
+    /// One PDU the core wants sent: the operations that carry it, or none yet while the
+    /// initiator's limit of unexpected PDUs is reached (RFC 7145 section 6.3.4: the sender
+    /// holds back). Once one PDU waits, every later one waits behind it, so the initiator
+    /// sees StatSN in order.
     pub fn handle_core_pdu(&mut self, pdu: Pdu, out: &mut Vec<TargetOp>) -> Result<(), MoverError> {
+        if !self.pending.is_empty() || !self.unexpected.may_send(&pdu) {
+            self.pending.push_back(pdu);
+            return Ok(());
+        }
+        self.unexpected.sent(&pdu);
+        self.move_pdu(pdu, out)
+    }
+
+    fn move_pdu(&mut self, pdu: Pdu, out: &mut Vec<TargetOp>) -> Result<(), MoverError> {
         match pdu {
             Pdu::DataIn(d) => {
                 let task = self

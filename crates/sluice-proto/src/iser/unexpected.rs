@@ -1,6 +1,7 @@
-//! MaxOutstandingUnexpectedPDUs (RFC 7145 section 6.3.4) on the initiator's side: how many
-//! "unexpected" control-type PDUs it has outstanding at the target, so that it never has
-//! more than the target declared it can receive.
+//! MaxOutstandingUnexpectedPDUs (RFC 7145 section 6.3.4): how many "unexpected"
+//! control-type PDUs a side has outstanding at its peer, so that it never has more than the
+//! peer declared it can receive. [`UnexpectedWindow`] is the initiator's count,
+//! [`TargetUnexpectedWindow`] the target's.
 //!
 //! Every control-type PDU arrives at the target in a Send, which consumes one of the
 //! receive buffers the target posted (section 8). The target provisions those from what
@@ -180,6 +181,94 @@ impl UnexpectedWindow {
             _ => {}
         }
     }
+}
+
+/// The target's unexpected PDUs outstanding at the initiator, against the initiator's
+/// declared MaxOutstandingUnexpectedPDUs (RFC 7145 section 6.3.4). The initiator provisions
+/// receives for the answers to its own requests; what the target sends unasked is
+/// unexpected:
+/// - a NOP-In ping (TTT set), outstanding until the NOP-Out that echoes its TTT;
+/// - a NOP-In that asks for nothing (ITT and TTT reserved) and an Asynchronous Message,
+///   outstanding until a PDU from the initiator on the same connection acknowledges its
+///   StatSN (ExpStatSN above it; a one-way NOP-In does not advance StatSN, so that is the
+///   status after it).
+#[derive(Clone, Debug, Default)]
+pub struct TargetUnexpectedWindow {
+    /// The initiator's MaxOutstandingUnexpectedPDUs; 0: no limit.
+    limit: u32,
+    /// TTTs of pings awaiting their echo.
+    pings: Vec<Ttt>,
+    /// StatSNs of one-way NOP-Ins and Asynchronous Messages not yet acknowledged.
+    unacknowledged: Vec<SeqNum>,
+}
+
+impl TargetUnexpectedWindow {
+    /// A window for an initiator that declared `limit` (0: no limit).
+    pub fn new(limit: u32) -> Self {
+        TargetUnexpectedWindow {
+            limit,
+            ..TargetUnexpectedWindow::default()
+        }
+    }
+
+    /// Unexpected PDUs outstanding now.
+    pub fn outstanding(&self) -> usize {
+        self.pings.len() + self.unacknowledged.len()
+    }
+
+    /// Whether `pdu`, sent to the initiator, is an unexpected PDU.
+    pub fn counts(pdu: &Pdu) -> bool {
+        match pdu {
+            // A NOP-In with the ITT set answers the initiator's ping.
+            Pdu::NopIn(n) => n.itt == Itt::RESERVED,
+            Pdu::AsyncMessage(_) => true,
+            _ => false,
+        }
+    }
+
+    /// Whether `pdu` may be sent now (an expected PDU always may).
+    pub fn may_send(&self, pdu: &Pdu) -> bool {
+        !Self::counts(pdu) || self.limit == 0 || self.outstanding() < self.limit as usize
+    }
+
+    /// Notes a PDU sent to the initiator.
+    pub fn sent(&mut self, pdu: &Pdu) {
+        match pdu {
+            Pdu::NopIn(n) if n.itt == Itt::RESERVED && n.ttt != Ttt::RESERVED => {
+                if !self.pings.contains(&n.ttt) {
+                    self.pings.push(n.ttt);
+                }
+            }
+            Pdu::NopIn(n) if n.itt == Itt::RESERVED => self.unacknowledged.push(n.stat_sn),
+            Pdu::AsyncMessage(a) => self.unacknowledged.push(a.stat_sn),
+            _ => {}
+        }
+    }
+
+    /// Notes a PDU received from the initiator on this connection.
+    pub fn received(&mut self, pdu: &Pdu) {
+        if let Pdu::NopOut(n) = pdu {
+            if n.ttt != Ttt::RESERVED {
+                self.pings.retain(|t| *t != n.ttt);
+            }
+        }
+        if let Some(exp) = exp_stat_sn(pdu) {
+            self.unacknowledged.retain(|sn| !exp.gt(*sn));
+        }
+    }
+}
+
+/// The ExpStatSN a PDU from the initiator carries, if it carries one.
+fn exp_stat_sn(pdu: &Pdu) -> Option<SeqNum> {
+    Some(match pdu {
+        Pdu::ScsiCommand(p) => p.exp_stat_sn,
+        Pdu::NopOut(p) => p.exp_stat_sn,
+        Pdu::TaskMgmtRequest(p) => p.exp_stat_sn,
+        Pdu::TextRequest(p) => p.exp_stat_sn,
+        Pdu::LogoutRequest(p) => p.exp_stat_sn,
+        Pdu::DataOut(p) => p.exp_stat_sn,
+        _ => return None,
+    })
 }
 
 /// The ExpCmdSN a PDU from the target carries, if it carries one.

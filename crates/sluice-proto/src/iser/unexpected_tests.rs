@@ -288,3 +288,75 @@ fn an_itt_used_again_is_counted_once() {
     w.sent(&nop_out(5, RESERVED, 1));
     assert_eq!(w.outstanding(), 1);
 }
+
+mod target_side {
+    use super::*;
+    use crate::iser::unexpected::TargetUnexpectedWindow;
+    use crate::pdu::codes::AsyncEvent;
+    use crate::pdu::AsyncMessage;
+
+    pub(crate) fn async_message(stat_sn: u32) -> Pdu {
+        Pdu::AsyncMessage(AsyncMessage {
+            lun: Lun(0),
+            stat_sn: SeqNum::new(stat_sn),
+            exp_cmd_sn: SeqNum::new(1),
+            max_cmd_sn: SeqNum::new(64),
+            async_event: AsyncEvent::LogoutRequested,
+            async_vcode: 0,
+            parameter1: 0,
+            parameter2: 0,
+            parameter3: 0,
+            data: Bytes::new(),
+        })
+    }
+
+    fn command_acking(exp_stat_sn: u32) -> Pdu {
+        let Pdu::ScsiCommand(mut c) = command(1, 0, false) else {
+            unreachable!()
+        };
+        c.exp_stat_sn = SeqNum::new(exp_stat_sn);
+        Pdu::ScsiCommand(c)
+    }
+
+    #[test]
+    fn what_the_target_sends_unasked_counts() {
+        assert!(TargetUnexpectedWindow::counts(&nop_in(RESERVED, 7, 1)));
+        assert!(TargetUnexpectedWindow::counts(&nop_in(
+            RESERVED, RESERVED, 1
+        )));
+        assert!(TargetUnexpectedWindow::counts(&async_message(3)));
+        // The answer to the initiator's ping, and responses, it expects.
+        assert!(!TargetUnexpectedWindow::counts(&nop_in(4, RESERVED, 1)));
+        assert!(!TargetUnexpectedWindow::counts(&response(4, 1)));
+    }
+
+    #[test]
+    fn a_ping_is_outstanding_until_its_echo() {
+        let mut w = TargetUnexpectedWindow::new(2);
+        w.sent(&nop_in(RESERVED, 7, 1));
+        w.sent(&nop_in(RESERVED, 8, 1));
+        assert!(!w.may_send(&nop_in(RESERVED, 9, 1)));
+        assert!(w.may_send(&response(1, 1)));
+        w.received(&nop_out(RESERVED, 99, 1));
+        assert_eq!(w.outstanding(), 2, "another TTT's echo");
+        w.received(&nop_out(RESERVED, 7, 1));
+        assert_eq!(w.outstanding(), 1);
+        assert!(w.may_send(&nop_in(RESERVED, 9, 1)));
+    }
+
+    #[test]
+    fn an_async_message_is_outstanding_until_exp_stat_sn_passes_it() {
+        let mut w = TargetUnexpectedWindow::new(2);
+        let Pdu::NopIn(mut one_way) = nop_in(RESERVED, RESERVED, 1) else {
+            unreachable!()
+        };
+        one_way.stat_sn = SeqNum::new(5);
+        w.sent(&Pdu::NopIn(one_way));
+        w.sent(&async_message(5));
+        assert_eq!(w.outstanding(), 2);
+        w.received(&command_acking(5));
+        assert_eq!(w.outstanding(), 2, "StatSN 5 not yet acknowledged");
+        w.received(&command_acking(6));
+        assert_eq!(w.outstanding(), 0);
+    }
+}
