@@ -213,6 +213,8 @@ pub fn iser_json(s: &sluice_proto::iser::InitiatorMoverStats) -> Value {
         "rdma_read_bytes": s.readable_bytes,
         "unsolicited_bytes": s.unsolicited_bytes,
         "unsolicited_data_outs": s.unsolicited_data_outs,
+        "held_back": s.held_back,
+        "peak_unexpected": s.peak_unexpected,
     })
 }
 

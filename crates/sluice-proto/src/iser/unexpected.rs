@@ -43,7 +43,9 @@ use crate::pdu::Pdu;
 use crate::seq::{Itt, Lun, SeqNum, Ttt};
 
 /// Opcodes of the requests the window counts (RFC 7143 section 11.1.1).
-const COUNTED_OPCODES: [u8; 5] = [0x00, 0x01, 0x02, 0x04, 0x06];
+const COUNTED_OPCODES: [u8; 5] = [0x00, 0x01, TMF_REQUEST, 0x04, 0x06];
+/// The Task Management Function Request's opcode.
+const TMF_REQUEST: u8 = 0x02;
 
 /// The initiator's unexpected PDUs outstanding at the target, against the target's limit.
 #[derive(Clone, Debug, Default)]
@@ -84,8 +86,10 @@ impl UnexpectedWindow {
             Pdu::TaskMgmtRequest(p) => p.immediate,
             Pdu::TextRequest(p) => p.immediate,
             Pdu::LogoutRequest(p) => p.immediate,
-            // A NOP-Out answering the target's ping (TTT set) is one the target expects.
-            Pdu::NopOut(p) => p.ttt == Ttt::RESERVED,
+            // A NOP-Out answering the target's ping (TTT set) is one the target expects; a
+            // ping sent without the I bit takes a CmdSN like any request (a one-way NOP-Out
+            // always has the I bit, RFC 7143 section 11.18).
+            Pdu::NopOut(p) => p.immediate && p.ttt == Ttt::RESERVED,
             _ => false,
         }
     }
@@ -174,6 +178,9 @@ impl UnexpectedWindow {
                     let itt = Itt(u32::from_be_bytes([h[16], h[17], h[18], h[19]]));
                     if immediate && COUNTED_OPCODES.contains(&opcode) {
                         self.requests.remove(&itt);
+                    }
+                    // A rejected TMF ends nothing.
+                    if opcode == TMF_REQUEST {
                         self.tmfs.remove(&itt);
                     }
                 }

@@ -116,6 +116,11 @@ fn only_requests_outside_iscsi_flow_control_count() {
     )));
     assert!(UnexpectedWindow::counts(&nop_out(3, RESERVED, 1)));
     assert!(UnexpectedWindow::counts(&nop_out(RESERVED, RESERVED, 1)));
+    let Pdu::NopOut(mut windowed) = nop_out(3, RESERVED, 1) else {
+        unreachable!()
+    };
+    windowed.immediate = false;
+    assert!(!UnexpectedWindow::counts(&Pdu::NopOut(windowed)));
 }
 
 #[test]
