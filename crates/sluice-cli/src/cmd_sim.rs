@@ -70,6 +70,7 @@ struct IserTotals {
     unsolicited_data_outs: u64,
     wrong_stags: u64,
     remote_access_errors: u64,
+    held_back: u64,
 }
 
 impl IserTotals {
@@ -84,6 +85,7 @@ impl IserTotals {
         self.unsolicited_data_outs += c.unsolicited_data_outs;
         self.wrong_stags += c.wrong_stags;
         self.remote_access_errors += c.remote_access_errors;
+        self.held_back += c.held_back;
     }
 }
 
@@ -378,7 +380,7 @@ fn print_summary(args: &SimArgs, t: &Totals, violations: &[Violation], wall: f64
 
 fn print_iser(i: &IserTotals) {
     outln!(
-        "  iSER: Sends {} (with Invalidate {}), RDMA Writes {} ({:.1} MB) in place of Data-In, RDMA Reads {} ({:.1} MB) in place of R2T and Data-Out, unsolicited Data-Out in Sends {}, other data PDUs in Sends {}; wrong STags advertised {}, remote access errors {}",
+        "  iSER: Sends {} (with Invalidate {}), RDMA Writes {} ({:.1} MB) in place of Data-In, RDMA Reads {} ({:.1} MB) in place of R2T and Data-Out, unsolicited Data-Out in Sends {}, other data PDUs in Sends {}; wrong STags advertised {}, remote access errors {}; Sends held back for MaxOutstandingUnexpectedPDUs {}",
         i.sends,
         i.send_invalidates,
         i.rdma_writes,
@@ -388,6 +390,7 @@ fn print_iser(i: &IserTotals) {
         i.unsolicited_data_outs,
         i.data_pdus_in_sends,
         i.wrong_stags,
-        i.remote_access_errors
+        i.remote_access_errors,
+        i.held_back
     );
 }

@@ -24,6 +24,7 @@ fn sweep(seeds: std::ops::Range<u64>, faults: FaultChoice) -> Vec<Summary> {
 fn iser_seeds_move_data_by_rdma_and_keep_every_invariant() {
     let runs = sweep(0..60, FaultChoice::Off);
     let (mut writes, mut reads, mut invalidates, mut unsolicited) = (0, 0, 0, 0);
+    let mut held_back = 0;
     for s in &runs {
         assert_eq!(s.transport, Transport::Iser);
         assert_eq!(s.iser.data_pdus_in_sends, 0);
@@ -46,7 +47,11 @@ fn iser_seeds_move_data_by_rdma_and_keep_every_invariant() {
         reads += s.iser.rdma_reads;
         invalidates += s.iser.send_invalidates;
         unsolicited += s.iser.unsolicited_data_outs;
+        held_back += s.iser.held_back;
     }
+    // One seed in three holds both sides to MaxOutstandingUnexpectedPDUs=2: some of their
+    // pings and task management requests wait for room, and every seed still passes.
+    assert!(held_back > 0);
     assert!(writes > 0 && reads > 0 && invalidates > 0);
     // InitialR2T ranges as over TCP: some seeds send unsolicited Data-Out in Sends.
     assert!(unsolicited > 0);

@@ -119,6 +119,9 @@ pub struct IserCounts {
     pub wrong_stags: u64,
     /// RDMA connections that ended in a remote access error.
     pub remote_access_errors: u64,
+    /// Sends the initiator held back for the target's MaxOutstandingUnexpectedPDUs (one
+    /// seed in three runs both sides at the key's minimum, 2).
+    pub held_back: u64,
 }
 
 /// Whether a run has faults.

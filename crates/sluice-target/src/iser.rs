@@ -531,6 +531,10 @@ fn release_held(
     post_ops(rdma, stager, reads, ops, buf)
 }
 
+/// PDUs the datamover may hold back for the initiator's MaxOutstandingUnexpectedPDUs before
+/// the driver stops taking more from the connection task.
+const MAX_HELD: usize = 64;
+
 /// Work requests one PDU from the connection task can become: a Data-In carrying status is an
 /// RDMA Write and a Send (`TargetDatamover::handle_core_pdu`); anything else is one.
 const MAX_OPS_PER_CORE_PDU: usize = 2;
@@ -586,10 +590,10 @@ async fn rdma_loop<R: AsyncRead + Unpin>(
             // `MAX_OPS_PER_CORE_PDU` work requests, so the next is taken only while that much
             // room is left; otherwise the completions below make room first, and the
             // connection task waits on its PDU stream meanwhile.
-            // While PDUs are held back for the initiator's MaxOutstandingUnexpectedPDUs,
-            // none is taken from the connection task either: the held ones are bounded, and
-            // the task waits on its PDU stream.
-            pdu = core.next(), if mover.held_back() == 0
+            // PDUs held back for the initiator's MaxOutstandingUnexpectedPDUs (pings, and
+            // what queues behind a held Async Message) are bounded: past `MAX_HELD` the
+            // connection task waits on its PDU stream.
+            pdu = core.next(), if mover.held_back() < MAX_HELD
                 && stager.outstanding() + MAX_OPS_PER_CORE_PDU <= opts.qp.send_queue_depth => {
                 let Some(pdu) = pdu? else { break };
                 mover.handle_core_pdu(pdu, &mut ops)?;

@@ -305,15 +305,29 @@ impl InitiatorDatamover {
     /// Sends a PDU, or holds it back while the target's limit of unexpected PDUs is reached
     /// (RFC 7145 section 6.3.4: the limit is the receive buffers the target keeps beyond
     /// what iSCSI's own flow control bounds; holding back, not failing, is the sender's
-    /// part). Once one Send waits, every later one waits behind it, so the target sees them
-    /// in the order the core sent them (a command before its unsolicited Data-Out).
+    /// part). Only unexpected PDUs wait for room, in the order the core sent them; an
+    /// expected PDU goes at once unless a PDU of its own task is held (a command's
+    /// unsolicited Data-Out stays behind the command). Holding a non-immediate command
+    /// behind a held request would stall the target, which takes commands in CmdSN order
+    /// and answers a TMF only once the commands before it arrived; a NOP-Out echoing the
+    /// target's ping must never wait, as the target may hold its own Sends until it comes.
     fn send(&mut self, header: IserHeader, pdu: Pdu, out: &mut InitiatorOut) {
-        if !self.pending.is_empty() || !self.unexpected.may_send(&pdu) {
+        if self.must_wait(&pdu, self.pending.iter().map(|(_, p)| p)) {
             self.stats.held_back += 1;
             self.pending.push_back((header, pdu));
             return;
         }
         self.post(header, pdu, out);
+    }
+
+    /// Whether `pdu` must wait behind `held` (the PDUs held before it).
+    fn must_wait<'a>(&self, pdu: &Pdu, mut held: impl Iterator<Item = &'a Pdu>) -> bool {
+        if UnexpectedWindow::counts(pdu) {
+            !self.unexpected.has_room() || held.any(UnexpectedWindow::counts)
+        } else {
+            let itt = pdu.itt();
+            itt != Itt::RESERVED && held.any(|p| p.itt() == itt)
+        }
     }
 
     fn post(&mut self, header: IserHeader, pdu: Pdu, out: &mut InitiatorOut) {
@@ -328,15 +342,19 @@ impl InitiatorDatamover {
 
     /// Sends what was held back, as far as the limit now allows.
     fn release_pending(&mut self, out: &mut InitiatorOut) {
-        while self
-            .pending
-            .front()
-            .is_some_and(|(_, pdu)| self.unexpected.may_send(pdu))
-        {
-            if let Some((header, pdu)) = self.pending.pop_front() {
+        if self.pending.is_empty() {
+            return;
+        }
+        let held = std::mem::take(&mut self.pending);
+        let mut kept: VecDeque<(IserHeader, Pdu)> = VecDeque::new();
+        for (header, pdu) in held {
+            if self.must_wait(&pdu, kept.iter().map(|(_, p)| p)) {
+                kept.push_back((header, pdu));
+            } else {
                 self.post(header, pdu, out);
             }
         }
+        self.pending = kept;
     }
 
     /// One received Send: the PDUs for the core (a read's data as Data-In ahead of its

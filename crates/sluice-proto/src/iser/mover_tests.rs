@@ -599,20 +599,36 @@ fn the_initiator_holds_back_unexpected_pdus_beyond_the_targets_limit() {
     assert_eq!(sent_itts(&mut out), [1, 2], "the third ping waits");
     assert_eq!(ini.unexpected_outstanding(), 2);
     assert_eq!(ini.held_back(), 1);
-    // A command, expected as it is, keeps its place behind the held ping.
+    // A non-immediate command is expected: it goes at once (the target takes commands in
+    // CmdSN order and must not wait behind a held request), and so does the echo of a
+    // target's ping.
     ini.handle_core_pdu(
         Pdu::ScsiCommand(command(10, true, 512, Bytes::new())),
         &mut regions,
         &mut out,
     )
     .unwrap();
+    let echo = Pdu::NopOut(crate::pdu::NopOut {
+        immediate: true,
+        lun: Lun(0),
+        itt: Itt::RESERVED,
+        ttt: Ttt(77),
+        cmd_sn: SeqNum::new(1),
+        exp_stat_sn: SeqNum::new(1),
+        data: Bytes::new(),
+    });
+    ini.handle_core_pdu(echo, &mut regions, &mut out).unwrap();
+    assert_eq!(sent_itts(&mut out), [10, Itt::RESERVED.0]);
+    // A fourth ping waits behind the third.
+    ini.handle_core_pdu(ping(4), &mut regions, &mut out)
+        .unwrap();
     assert!(out.sends.is_empty());
-    // The answer to ping 1 makes room: ping 3 goes, then the command.
+    // The answer to ping 1 makes room for ping 3 only.
     ini.handle_send(&ping_answer(1), &mut regions, &mut out)
         .unwrap();
-    assert_eq!(sent_itts(&mut out), [3, 10]);
+    assert_eq!(sent_itts(&mut out), [3]);
     assert_eq!(ini.unexpected_outstanding(), 2);
-    assert_eq!(ini.held_back(), 0);
+    assert_eq!(ini.held_back(), 1);
     assert_eq!(ini.stats.held_back, 2);
     // Nothing was lost on the way: the core got the answer.
     assert!(matches!(out.to_core.as_slice(), [Pdu::NopIn(_)]));
@@ -679,12 +695,15 @@ fn the_target_holds_back_pings_beyond_the_initiators_limit() {
     };
     tgt.handle_core_pdu(Pdu::ScsiResponse(rsp), &mut ops)
         .unwrap();
+    // The response is expected: it goes past the held ping (the initiator may be waiting
+    // on it to free room of its own).
     let sent = sent_pdus(&mut ops);
-    assert_eq!(sent.len(), 2, "{sent:?}");
-    assert_eq!(tgt.held_back(), 2);
+    assert_eq!(sent.len(), 3, "{sent:?}");
+    assert!(matches!(sent[2], Pdu::ScsiResponse(_)), "{sent:?}");
+    assert_eq!(tgt.held_back(), 1);
     // Nothing moves until the initiator answers.
     assert_eq!(tgt.release_held(16, &mut ops).unwrap(), 0);
-    // The echo of ping 1 makes room: ping 3, then the response.
+    // The echo of ping 1 makes room for ping 3, with the StatSN after the response.
     let echo = Pdu::NopOut(crate::pdu::NopOut {
         immediate: true,
         lun: Lun(0),
@@ -697,12 +716,12 @@ fn the_target_holds_back_pings_beyond_the_initiators_limit() {
     let mut buf = bytes::BytesMut::new();
     encode_send(&IserHeader::default(), &echo, &mut buf);
     assert!(matches!(tgt.handle_send(&buf).unwrap(), Pdu::NopOut(_)));
-    assert_eq!(tgt.release_held(16, &mut ops).unwrap(), 2);
+    assert_eq!(tgt.release_held(16, &mut ops).unwrap(), 1);
     let sent = sent_pdus(&mut ops);
     assert!(
         matches!(
             sent.as_slice(),
-            [Pdu::NopIn(p), Pdu::ScsiResponse(_)] if p.ttt == Ttt(3)
+            [Pdu::NopIn(p)] if p.ttt == Ttt(3) && p.stat_sn == SeqNum::new(2)
         ),
         "{sent:?}"
     );

@@ -174,6 +174,8 @@ pub struct TargetDatamover {
     unexpected: TargetUnexpectedWindow,
     /// PDUs from the core held back, in order, while that limit is reached.
     pending: VecDeque<Pdu>,
+    /// The StatSN after the last status sent, for a held NOP-In sent late.
+    next_stat_sn: Option<SeqNum>,
     /// What was done so far.
     pub stats: MoverStats,
 }
@@ -201,6 +203,7 @@ impl TargetDatamover {
             last_exp_stat_sn: SeqNum::new(0),
             unexpected: TargetUnexpectedWindow::default(),
             pending: VecDeque::new(),
+            next_stat_sn: None,
             stats: MoverStats::default(),
         }
     }
@@ -225,20 +228,43 @@ impl TargetDatamover {
         max: usize,
         out: &mut Vec<TargetOp>,
     ) -> Result<usize, MoverError> {
-        let mut moved = 0;
-        while moved < max
-            && self
-                .pending
-                .front()
-                .is_some_and(|pdu| self.unexpected.may_send(pdu))
-        {
-            if let Some(pdu) = self.pending.pop_front() {
-                self.unexpected.sent(&pdu);
-                self.move_pdu(pdu, out)?;
-                moved += 1;
-            }
+        if self.pending.is_empty() {
+            return Ok(0);
         }
+        let held = std::mem::take(&mut self.pending);
+        let mut kept = VecDeque::new();
+        let mut moved = 0;
+        for mut pdu in held {
+            if moved >= max || self.must_wait(&pdu, kept.iter()) {
+                kept.push_back(pdu);
+                continue;
+            }
+            // A NOP-In does not advance StatSN but carries the next one (RFC 7143 section
+            // 11.19.1); responses may have gone past it while it was held.
+            if let (Pdu::NopIn(n), Some(next)) = (&mut pdu, self.next_stat_sn) {
+                if n.itt == Itt::RESERVED {
+                    n.stat_sn = next;
+                }
+            }
+            self.unexpected.sent(&pdu);
+            self.move_pdu(pdu, out)?;
+            moved += 1;
+        }
+        self.pending = kept;
         Ok(moved)
+    }
+
+    /// Whether `pdu` must wait behind `held` (the PDUs held before it): an unexpected PDU
+    /// while the initiator's limit is reached or behind another held one; any other PDU
+    /// only behind a held Asynchronous Message, whose StatSN comes before its own. Responses
+    /// never wait behind a held ping: the initiator may be waiting on them to free its own
+    /// limit.
+    fn must_wait<'a>(&self, pdu: &Pdu, mut held: impl Iterator<Item = &'a Pdu>) -> bool {
+        if TargetUnexpectedWindow::counts(pdu) {
+            !self.unexpected.may_send(pdu) || held.any(TargetUnexpectedWindow::counts)
+        } else {
+            held.any(|p| matches!(p, Pdu::AsyncMessage(_)))
+        }
     }
 
     /// Tasks with buffers on record.
@@ -317,10 +343,9 @@ impl TargetDatamover {
 
     /// One PDU the core wants sent: the operations that carry it, or none yet while the
     /// initiator's limit of unexpected PDUs is reached (RFC 7145 section 6.3.4: the sender
-    /// holds back). Once one PDU waits, every later one waits behind it, so the initiator
-    /// sees StatSN in order.
+    /// holds back; see `must_wait` for what waits behind what).
     pub fn handle_core_pdu(&mut self, pdu: Pdu, out: &mut Vec<TargetOp>) -> Result<(), MoverError> {
-        if !self.pending.is_empty() || !self.unexpected.may_send(&pdu) {
+        if self.must_wait(&pdu, self.pending.iter()) {
             self.pending.push_back(pdu);
             return Ok(());
         }
@@ -329,6 +354,9 @@ impl TargetDatamover {
     }
 
     fn move_pdu(&mut self, pdu: Pdu, out: &mut Vec<TargetOp>) -> Result<(), MoverError> {
+        if let Some(sn) = advancing_stat_sn(&pdu) {
+            self.next_stat_sn = Some(sn.next());
+        }
         match pdu {
             Pdu::DataIn(d) => {
                 let task = self
@@ -499,5 +527,20 @@ pub(crate) fn decode_one(framer: &mut Framer, bytes: &[u8]) -> Result<Pdu, Mover
         Ok(Some(_)) => Err(MoverError::Malformed("bytes after the PDU".into())),
         Ok(None) => Err(MoverError::Malformed("truncated PDU".into())),
         Err(e) => Err(MoverError::Malformed(e.to_string())),
+    }
+}
+
+/// The StatSN of a PDU that advances it (RFC 7143 section 4.2.2.2).
+fn advancing_stat_sn(pdu: &Pdu) -> Option<SeqNum> {
+    match pdu {
+        Pdu::ScsiResponse(p) => Some(p.stat_sn),
+        Pdu::DataIn(p) if p.status_present => Some(p.stat_sn),
+        Pdu::TaskMgmtResponse(p) => Some(p.stat_sn),
+        Pdu::TextResponse(p) => Some(p.stat_sn),
+        Pdu::LogoutResponse(p) => Some(p.stat_sn),
+        Pdu::AsyncMessage(p) => Some(p.stat_sn),
+        Pdu::Reject(p) => Some(p.stat_sn),
+        Pdu::NopIn(p) if p.itt != Itt::RESERVED => Some(p.stat_sn),
+        _ => None,
     }
 }

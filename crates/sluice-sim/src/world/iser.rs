@@ -97,6 +97,18 @@ pub(crate) fn adapt_offers(target: &mut OperationalOffer, initiator: &mut Operat
 /// A data PDU that iSER moves by RDMA and never in a Send: every Data-In and R2T, and a
 /// Data-Out answering an R2T. Unsolicited Data-Out (TTT 0xffffffff) travels in Sends (RFC 7145
 /// section 7.3.4).
+/// The MaxOutstandingUnexpectedPDUs both sides hold each other to (RFC 7145 section 6.3.4):
+/// the key's minimum, 2, in one seed of three, so that pings, task management and the
+/// tasks it ends run against a limit the datamovers must hold Sends back for; no limit in
+/// the rest.
+fn unexpected_limit(seed: u64) -> u32 {
+    if seed.is_multiple_of(3) {
+        2
+    } else {
+        0
+    }
+}
+
 fn is_data_pdu(pdu: &Pdu) -> bool {
     match pdu {
         Pdu::DataIn(_) | Pdu::R2t(_) => true,
@@ -135,7 +147,8 @@ impl World {
             .map_or(params.first_burst_length, |s| s.params().first_burst_length);
         self.links[i].t_iser = Some(Box::new(TargetIser {
             rdma,
-            mover: TargetDatamover::new(dsl, dsl, send_with_invalidate, first_burst),
+            mover: TargetDatamover::new(dsl, dsl, send_with_invalidate, first_burst)
+                .with_unexpected_limit(unexpected_limit(self.cfg.seed)),
             ops: Vec::new(),
             batches: 0,
             close_when_posted: false,
@@ -173,7 +186,8 @@ impl World {
         });
         self.links[i].i_iser = Some(Box::new(InitiatorIser {
             rdma,
-            mover: InitiatorDatamover::new(dsl, dsl, max_burst, first_burst),
+            mover: InitiatorDatamover::new(dsl, dsl, max_burst, first_burst)
+                .with_unexpected_limit(unexpected_limit(self.cfg.seed)),
             buffers,
             out: InitiatorOut::default(),
         }));
@@ -218,7 +232,17 @@ impl World {
             moved = true;
             let pdus = match event {
                 RdmaEvent::Received(msg) => match t.mover.handle_send(&msg) {
-                    Ok(pdu) => vec![pdu],
+                    Ok(pdu) => {
+                        // The initiator's PDU may free room for what the target held back
+                        // for its MaxOutstandingUnexpectedPDUs.
+                        let mut ops = std::mem::take(&mut t.ops);
+                        if let Err(e) = t.mover.release_held(usize::MAX, &mut ops) {
+                            return Err(self.violation(format!("target datamover: {e}")));
+                        }
+                        let offset = self.sabotage_write_offset();
+                        self.target_post_ops(i, ops, offset)?;
+                        vec![pdu]
+                    }
                     Err(e) => return Err(self.violation(format!("target datamover: {e}"))),
                 },
                 RdmaEvent::ReadDone(id, data) => match t.mover.handle_read_done(id, data) {
@@ -264,6 +288,9 @@ impl World {
                     if let Err(err) = e.mover.handle_send(&msg, &mut bufs, &mut e.out) {
                         return Err(self.violation(format!("initiator datamover: {err}")));
                     }
+                    // A response may free room for Sends held back for the target's
+                    // MaxOutstandingUnexpectedPDUs.
+                    self.initiator_post_sends(i)?;
                 }
                 RdmaEvent::ReadDone(..) => {
                     return Err(self.violation("an RDMA Read completed at the initiator"))
@@ -272,6 +299,9 @@ impl World {
                     return self.rdma_failed(i, "initiator", op, status)
                 }
             }
+            let Some(e) = self.links[i].i_iser.as_mut() else {
+                return Ok(moved);
+            };
             let to_core: Vec<Pdu> = e.out.to_core.drain(..).collect();
             let at = self.at(self.now);
             if let Some(s) = self.isession.as_mut() {
@@ -347,6 +377,34 @@ impl World {
             if let Err(e) = t.mover.handle_core_pdu(pdu, &mut ops) {
                 return Err(self.violation(format!("target datamover: {e}")));
             }
+            self.target_post_ops(i, ops, offset)?;
+        }
+        moved |= self.target_rdma_deliver(i)?;
+        self.flush_rdma(i);
+        let link = &mut self.links[i];
+        if let Some(t) = link.t_iser.as_mut() {
+            if t.close_when_posted && !t.rdma.backlogged() {
+                t.close_when_posted = false;
+                link.down.close();
+                self.target_closed(i);
+                moved = true;
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Posts the work requests the target's datamover asked for on link `i`.
+    fn target_post_ops(
+        &mut self,
+        i: usize,
+        mut ops: Vec<TargetOp>,
+        offset: u64,
+    ) -> Result<(), Violation> {
+        let link = &mut self.links[i];
+        let Some(t) = link.t_iser.as_mut() else {
+            return Ok(());
+        };
+        {
             for op in ops.drain(..) {
                 let posted = match op {
                     TargetOp::Send {
@@ -395,18 +453,7 @@ impl World {
             }
             t.ops = ops;
         }
-        moved |= self.target_rdma_deliver(i)?;
-        self.flush_rdma(i);
-        let link = &mut self.links[i];
-        if let Some(t) = link.t_iser.as_mut() {
-            if t.close_when_posted && !t.rdma.backlogged() {
-                t.close_when_posted = false;
-                link.down.close();
-                self.target_closed(i);
-                moved = true;
-            }
-        }
-        Ok(moved)
+        Ok(())
     }
 
     /// Whether the target's end of link `i` must wait for its queued work requests before it
@@ -449,26 +496,10 @@ impl World {
             if let Err(err) = e.mover.handle_core_pdu(pdu, &mut bufs, &mut e.out) {
                 return Err(self.violation(format!("initiator datamover: {err}")));
             }
-            let sends: Vec<_> = e.out.sends.drain(..).collect();
-            for (header, pdu) in sends {
-                if is_data_pdu(&pdu) {
-                    self.iser_counts.data_pdus_in_sends += 1;
-                    return Err(self.violation(format!(
-                        "initiator: a {:?} in a Send: iSER moves data by RDMA",
-                        pdu.opcode()
-                    )));
-                }
-                if matches!(pdu, Pdu::DataOut(_)) {
-                    self.iser_counts.unsolicited_data_outs += 1;
-                }
-                let mut buf = BytesMut::new();
-                encode_send(&header, &pdu, &mut buf);
-                if let Err(err) = e.rdma.send(&buf, None) {
-                    if !e.rdma.failed() {
-                        return Err(self.violation(format!("initiator RDMA post: {err}")));
-                    }
-                }
-            }
+            self.initiator_post_sends(i)?;
+            let Some(e) = self.links[i].i_iser.as_mut() else {
+                return Ok(moved);
+            };
             let to_core: Vec<Pdu> = e.out.to_core.drain(..).collect();
             if let Some(s) = self.isession.as_mut() {
                 for pdu in to_core {
@@ -479,6 +510,37 @@ impl World {
         moved |= self.initiator_rdma_deliver(i)?;
         self.flush_rdma(i);
         Ok(moved)
+    }
+
+    /// Posts the Sends the initiator's datamover has ready on link `i`.
+    fn initiator_post_sends(&mut self, i: usize) -> Result<(), Violation> {
+        let Some(e) = self.links[i].i_iser.as_mut() else {
+            return Ok(());
+        };
+        let sends: Vec<_> = e.out.sends.drain(..).collect();
+        for (header, pdu) in sends {
+            if is_data_pdu(&pdu) {
+                self.iser_counts.data_pdus_in_sends += 1;
+                return Err(self.violation(format!(
+                    "initiator: a {:?} in a Send: iSER moves data by RDMA",
+                    pdu.opcode()
+                )));
+            }
+            if matches!(pdu, Pdu::DataOut(_)) {
+                self.iser_counts.unsolicited_data_outs += 1;
+            }
+            let mut buf = BytesMut::new();
+            encode_send(&header, &pdu, &mut buf);
+            let Some(e) = self.links[i].i_iser.as_mut() else {
+                return Ok(());
+            };
+            if let Err(err) = e.rdma.send(&buf, None) {
+                if !e.rdma.failed() {
+                    return Err(self.violation(format!("initiator RDMA post: {err}")));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The frames both queue pairs of link `i` have for the pipes; the reset schedule.
@@ -528,6 +590,7 @@ impl World {
             if let Some(e) = &link.i_iser {
                 c.sends += e.rdma.counts.sends;
                 c.wrong_stags += e.buffers.wrong_advertised;
+                c.held_back += e.mover.stats.held_back;
             }
         }
         c
