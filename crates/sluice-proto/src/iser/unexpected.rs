@@ -152,9 +152,8 @@ impl UnexpectedWindow {
             | Pdu::TextResponse(_)
             | Pdu::LogoutResponse(_)
             | Pdu::NopIn(_) => {
-                if pdu.itt() != Itt::RESERVED {
-                    self.requests.remove(&pdu.itt());
-                }
+                // A target's own ping carries the reserved ITT, never one on record.
+                self.requests.remove(&pdu.itt());
             }
             Pdu::TaskMgmtResponse(r) => {
                 self.requests.remove(&r.itt);
@@ -242,9 +241,8 @@ impl TargetUnexpectedWindow {
     pub fn sent(&mut self, pdu: &Pdu) {
         match pdu {
             Pdu::NopIn(n) if n.itt == Itt::RESERVED && n.ttt != Ttt::RESERVED => {
-                if !self.pings.contains(&n.ttt) {
-                    self.pings.push(n.ttt);
-                }
+                self.pings.retain(|t| *t != n.ttt);
+                self.pings.push(n.ttt);
             }
             Pdu::NopIn(n) if n.itt == Itt::RESERVED => self.unacknowledged.push(n.stat_sn),
             Pdu::AsyncMessage(a) => self.unacknowledged.push(a.stat_sn),
