@@ -80,7 +80,7 @@ pub struct IserServeOptions {
     /// Answer a SCSI Response with Send with Invalidate of the task's STag.
     pub send_with_invalidate: bool,
     /// Test hook: the MaxOutstandingUnexpectedPDUs declared (RFC 7145 section 6.3.4) in
-    /// place of what the receive buffers leave ([`declared_unexpected`]), so that a test can
+    /// place of what the receive buffers leave (`declared_unexpected`), so that a test can
     /// hold the initiator to a small limit.
     pub declare_max_unexpected: Option<u32>,
 }
