@@ -638,3 +638,18 @@ async fn rdma_loop<R: AsyncRead + Unpin>(
     let _ = tokio::time::timeout(Duration::from_secs(2), drain).await;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_declared_limit_is_what_the_receives_leave() {
+        // 1,024 receives, 128 commands each with up to four unsolicited Data-Out Sends.
+        assert_eq!(declared_unexpected(128), 384);
+        assert_eq!(declared_unexpected(1), 1019);
+        // A window the ring cannot hold: the key's minimum, never 0 (which means no limit).
+        assert_eq!(declared_unexpected(1000), 2);
+        assert_eq!(declared_unexpected(u32::MAX), 2);
+    }
+}
