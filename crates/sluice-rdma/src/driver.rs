@@ -169,6 +169,26 @@ impl SoftRdma {
         result
     }
 
+    /// Posts `wrs` in order under one hold of the queue pair, so that nothing this side
+    /// transmits in answer to the peer (a Read Response) can come between them on the wire.
+    /// Stops at the first that cannot be posted; returns how many were, and why it stopped.
+    pub fn post_sends(&self, wrs: &[SendWr]) -> (usize, Result<(), PostError>) {
+        let mut posted = 0;
+        let mut result = Ok(());
+        {
+            let mut endpoint = self.endpoint();
+            for wr in wrs {
+                if let Err(e) = endpoint.post_send(*wr) {
+                    result = Err(e);
+                    break;
+                }
+                posted += 1;
+            }
+        }
+        self.kick();
+        (posted, result)
+    }
+
     /// Posts a receive.
     pub fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
         let result = self.endpoint().post_recv(wr);

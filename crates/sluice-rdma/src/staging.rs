@@ -131,6 +131,49 @@ impl Stager {
         self.post(rdma, id, sge, wr, None)
     }
 
+    /// Posts one Send per message of `msgs`, in order and all at once (see
+    /// [`SoftRdma::post_sends`]): an iSER command and the unsolicited Data-Out behind it reach
+    /// the wire before any Read Response the command triggers. Returns how many were posted
+    /// (the rest found the send queue full: post them later).
+    pub fn send_all(&mut self, rdma: &SoftRdma, msgs: &[Vec<u8>]) -> Result<usize, StageError> {
+        let mut staged = Vec::with_capacity(msgs.len());
+        for msg in msgs {
+            match self.stage(rdma, &[msg], Access::NONE) {
+                Ok((id, sge)) => staged.push((id, sge)),
+                Err(e) => {
+                    for (_, sge) in staged {
+                        let _ = rdma.deregister(sge.stag);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        let wrs: Vec<SendWr> = staged
+            .iter()
+            .map(|&(wr_id, sge)| SendWr::Send {
+                wr_id,
+                sge,
+                invalidate: None,
+            })
+            .collect();
+        // Posting stops only at a full send queue: the rest is for the caller to post later.
+        let (posted, _full) = rdma.post_sends(&wrs);
+        for (i, &(id, sge)) in staged.iter().enumerate() {
+            if i < posted {
+                self.posted.insert(
+                    id,
+                    Staged {
+                        stag: sge.stag,
+                        read_len: None,
+                    },
+                );
+            } else {
+                let _ = rdma.deregister(sge.stag);
+            }
+        }
+        Ok(posted)
+    }
+
     /// Posts an RDMA Write of `data` to `remote`. The buffer is registered as it is (shared,
     /// read-only): the write moves it to the wire without a copy on this side.
     pub fn write(
@@ -274,5 +317,57 @@ impl RecvRing {
     pub fn take_last(&self, rdma: &SoftRdma, wc: &WorkCompletion) -> Result<Vec<u8>, StageError> {
         let va = wc.wr_id * u64::from(self.slot_bytes);
         Ok(rdma.contents(self.stag, va, u64::from(wc.byte_len))?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::qp::QpConfig;
+    use crate::work::WcStatus;
+    use tokio::net::{TcpListener, TcpStream};
+
+    async fn pair(config: QpConfig) -> (SoftRdma, SoftRdma) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        (
+            SoftRdma::spawn(client.unwrap(), config),
+            SoftRdma::spawn(accepted.unwrap().0, config),
+        )
+    }
+
+    #[tokio::test]
+    async fn send_all_posts_what_fits_in_order_and_the_rest_later() {
+        let config = QpConfig {
+            send_queue_depth: 2,
+            ..QpConfig::default()
+        };
+        let (a, b) = pair(config).await;
+        let ring = RecvRing::post(&b, 8, 64).unwrap();
+        let mut stager = Stager::new();
+        let msgs: Vec<Vec<u8>> = (0..3u8).map(|i| vec![i; 10 + usize::from(i)]).collect();
+        // The queue holds two: the third waits for the caller.
+        assert_eq!(stager.send_all(&a, &msgs).unwrap(), 2);
+        assert_eq!(stager.outstanding(), 2);
+        let mut received = Vec::new();
+        let mut reposted = false;
+        while received.len() < 3 {
+            tokio::select! {
+                wc = a.next_completion() => {
+                    assert_eq!(wc.status, WcStatus::Success);
+                    assert!(stager.complete(&a, &wc).is_some());
+                    if !reposted && stager.outstanding() == 0 {
+                        assert_eq!(stager.send_all(&a, &msgs[2..]).unwrap(), 1);
+                        reposted = true;
+                    }
+                }
+                wc = b.next_completion() => {
+                    assert_eq!(wc.status, WcStatus::Success);
+                    received.push(ring.take(&b, &wc).unwrap());
+                }
+            }
+        }
+        assert_eq!(received, msgs, "every message arrives once, in order");
     }
 }
