@@ -21,14 +21,14 @@ use sluice_proto::params::SessionParams;
 use sluice_proto::pdu::codes::{ScsiStatus, TmfResponse};
 use sluice_proto::seq::Isid;
 use sluice_proto::timer::TimerArm;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::counters::Counters;
 use crate::error::Error;
 use crate::options::ConnectOptions;
 use crate::placement::Placing;
-use crate::transport::Transport;
+use crate::transport::{Link, Transport};
 
 /// Bytes asked of the socket per read.
 const READ_CHUNK: usize = 256 * 1024;
@@ -325,6 +325,9 @@ struct ConnectionTask {
 
 impl ConnectionTask {
     async fn run(&mut self) -> Result<(), Error> {
+        if !matches!(self.t.link, Link::Tcp(_)) {
+            return self.run_iser().await;
+        }
         // The one timer, moved only as `arm` says (see `sluice_proto::timer`): the core's
         // deadline moves with nearly every PDU.
         let mut timer = std::pin::pin!(tokio::time::sleep(std::time::Duration::ZERO));
@@ -346,7 +349,7 @@ impl ConnectionTask {
             let read_from = self.t.rbuf.len();
             let ev = {
                 let Transport {
-                    stream,
+                    link,
                     rbuf,
                     out,
                     placing,
@@ -354,6 +357,9 @@ impl ConnectionTask {
                     header_reads,
                     ..
                 } = &mut self.t;
+                let Link::Tcp(stream) = link else {
+                    return Err(Error::Closed);
+                };
                 let (mut rd, mut wr) = stream.split();
                 let want_write = !out.is_empty();
                 let place = placing.as_mut().filter(|p| p.wants_data());
@@ -422,6 +428,105 @@ impl ConnectionTask {
         }
     }
 
+    /// [`Self::run`] over iSER in RDMA mode: PDUs go to the datamover task and come from it
+    /// as values (see `crate::iser::IserLink`); no bytes are framed here.
+    async fn run_iser(&mut self) -> Result<(), Error> {
+        let mut timer = std::pin::pin!(tokio::time::sleep(std::time::Duration::ZERO));
+        let mut arm = TimerArm::new();
+        let mut deadline = self.pump();
+        loop {
+            if let Some(at) = arm.update(deadline) {
+                timer.as_mut().reset(at.into());
+            }
+            if self.close.load(Ordering::Acquire) {
+                // Hand over what the core queued last (the datamover sends it before it
+                // sees the link close), then end.
+                return self.drain_iser().await;
+            }
+            let ev = {
+                let Link::Iser(link) = &mut self.t.link else {
+                    return Err(Error::Closed);
+                };
+                let blocked = link.blocked;
+                tokio::select! {
+                    biased;
+                    () = self.wake.notified() => IserEv::Wake,
+                    room = link.to_mover.reserve(), if blocked => IserEv::Room(room.is_ok()),
+                    pdu = link.from_mover.recv() => IserEv::Received(pdu),
+                    () = timer.as_mut(), if arm.is_armed() => IserEv::Timer,
+                }
+            };
+            match ev {
+                IserEv::Received(Some(pdu)) => {
+                    self.handle_values(pdu);
+                    if self.completed_since_yield >= YIELD_AFTER_BYTES {
+                        // As over TCP: let the callers woken by these completions run.
+                        self.completed_since_yield = 0;
+                        tokio::task::yield_now().await;
+                    }
+                }
+                IserEv::Received(None) | IserEv::Room(false) => {
+                    return Err(self.t.io(std::io::ErrorKind::UnexpectedEof.into()));
+                }
+                // The permit is dropped unused: `pump` takes the room again.
+                IserEv::Room(true) | IserEv::Wake => {}
+                IserEv::Timer => {
+                    arm.fired();
+                    let mut core = self.shared.lock();
+                    core.handle_timeout(Instant::now());
+                }
+            }
+            deadline = self.pump();
+        }
+    }
+
+    /// The core closed this iSER connection: waits for room for what it still has for the
+    /// datamover. PDUs arriving meanwhile are dropped (the connection is over for the core).
+    async fn drain_iser(&mut self) -> Result<(), Error> {
+        loop {
+            let Link::Iser(link) = &mut self.t.link else {
+                return Ok(());
+            };
+            if !link.blocked {
+                return Ok(());
+            }
+            tokio::select! {
+                room = link.to_mover.reserve() => {
+                    if room.is_err() {
+                        return Ok(());
+                    }
+                }
+                pdu = link.from_mover.recv() => {
+                    if pdu.is_none() {
+                        return Ok(());
+                    }
+                }
+            }
+            self.pump();
+        }
+    }
+
+    /// Hands `first` and the PDUs queued behind it on the iSER link (up to
+    /// `crate::iser::LINK_BATCH`) to the core under one lock.
+    fn handle_values(&mut self, first: sluice_proto::pdu::Pdu) {
+        let _probe = sluice_probe::span(sluice_probe::Stage::Protocol);
+        let shared = Arc::clone(&self.shared);
+        let mut core = shared.lock();
+        let mut next = Some(first);
+        let mut handled = 0;
+        while let Some(pdu) = next.take() {
+            self.t.note_value_received(&pdu);
+            core.handle_pdu(self.id, pdu, Instant::now());
+            handled += 1;
+            if handled < crate::iser::LINK_BATCH {
+                if let Link::Iser(link) = &mut self.t.link {
+                    next = link.from_mover.try_recv().ok();
+                }
+            }
+        }
+        self.completed_since_yield += shared.after(&mut core, Some(self.id));
+    }
+
     /// Hands every whole PDU in the receive buffer to the core (under one lock), finishing
     /// and starting in-place payloads (see `placement`).
     fn handle_received(&mut self) -> Result<(), Error> {
@@ -440,8 +545,12 @@ impl ConnectionTask {
         let _probe = sluice_probe::span(sluice_probe::Stage::Protocol);
         let shared = Arc::clone(&self.shared);
         let mut core = shared.lock();
-        while let Some(pdu) = core.poll_transmit(self.id) {
-            self.t.queue(&pdu);
+        if let Link::Tcp(_) = self.t.link {
+            while let Some(pdu) = core.poll_transmit(self.id) {
+                self.t.queue(&pdu);
+            }
+        } else {
+            self.t.pass_to_mover(&mut core, self.id);
         }
         self.completed_since_yield += shared.after(&mut core, Some(self.id));
         core.poll_timeout()
@@ -458,7 +567,7 @@ impl ConnectionTask {
                 .unwrap_or_else(|p| p.into_inner());
             last.1 = e.to_string();
         }
-        let _ = self.t.stream.shutdown().await;
+        self.t.shutdown().await;
         self.shared.conns().retain(|c| c.id != self.id);
         {
             let shared = Arc::clone(&self.shared);
@@ -487,6 +596,16 @@ async fn read_some(
         }
         None => rd.read_buf(&mut rbuf.limit(limit)).await,
     }
+}
+
+/// What woke an iSER connection's task.
+enum IserEv {
+    /// A PDU from the datamover (`None`: the datamover ended).
+    Received(Option<sluice_proto::pdu::Pdu>),
+    /// Room on the link to the datamover (`false`: the datamover ended).
+    Room(bool),
+    Wake,
+    Timer,
 }
 
 enum Ev {

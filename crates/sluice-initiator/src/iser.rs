@@ -1,34 +1,32 @@
 //! iSER on the initiator (RFC 7145) over the software RDMA provider.
 //!
-//! The initiator's driver speaks PDUs over a TCP stream; rather than teach it a second kind
-//! of stream (the same choice the UDP transport made), an iSER connection gives it a
-//! loopback TCP connection carrying whole PDUs, and talks iSER to the target: the login
-//! passes through in TCP streaming mode with iSER's keys added
-//! (`sluice_proto::iser::login::InitiatorLoginShim`); after the final Login Response the
-//! same socket to the target switches to RDMA mode, the iSER Hello is exchanged, and from
-//! then on `sluice_proto::iser::InitiatorDatamover` decides what each PDU becomes. The
-//! extra loopback hop is iSER's cost here, never the TCP path's.
+//! The login passes in TCP streaming mode on the driver's own socket, with iSER's keys added
+//! and the target's iSER answers taken off by [`IserLogin`]
+//! (`sluice_proto::iser::login::InitiatorLoginShim`). After the final Login Response the
+//! socket goes to the RDMA provider, the iSER Hello is exchanged, and the connection becomes
+//! an [`IserLink`]: two bounded channels of [`Pdu`] values between the driver's connection
+//! task and a datamover task, where `sluice_proto::iser::InitiatorDatamover` decides what
+//! each PDU becomes (a Send, a buffer advertised for RDMA Write or Read). No PDU is encoded
+//! or parsed between the driver and the datamover: a read's data reaches the session core as
+//! the registered buffer the target wrote into, a write's data leaves it as the caller's
+//! buffer.
 
-use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use sluice_proto::framing::{encode, encode_chunks, Digests, Framer, LOGIN_MAX_DATA_SEGMENT};
 use sluice_proto::iser::login::{InitiatorLoginShim, LoginEnd};
 use sluice_proto::iser::{
     encode_send, BufferAdvertisement, Hello, InitiatorDatamover, InitiatorMoverStats, InitiatorOut,
     IserMessage, Regions, ISER_VERSION,
 };
 use sluice_proto::params::SessionParams;
-use sluice_proto::pdu::Pdu;
+use sluice_proto::pdu::{LoginRequest, LoginResponse, Pdu};
 use sluice_rdma::{
-    Access, BufferPool, FaultPlan, PostError, QpConfig, RecvRing, STag, SoftRdma, StageError,
-    Stager, VaMode, WcOpcode, WcStatus,
+    Access, BufferPool, FaultPlan, QpConfig, RecvRing, STag, SoftRdma, Stager, VaMode, WcOpcode,
+    WcStatus,
 };
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 /// Data segment bytes a Send to the initiator may carry (InitiatorRecvDataSegmentLength,
@@ -53,8 +51,14 @@ const RECV_DEPTH: u32 = RESPONSE_RECVS + MAX_UNEXPECTED;
 /// Header room in a receive buffer: the iSER header, the BHS, the largest AHS and padding.
 const RECV_HEADROOM: u32 = 28 + 48 + 1020 + 4;
 
-/// How long the bridge waits for the driver to connect to it.
-const ACCEPT_TIMEOUT: Duration = Duration::from_secs(10);
+/// PDUs each direction of an [`IserLink`] holds before its sender waits: a full command
+/// window's worth, so that neither side waits in steady state, and a bound on what a stalled
+/// side can pile up. The driver takes PDUs from the session core only while there is room.
+const LINK_DEPTH: usize = 256;
+
+/// PDUs the driver hands to its session core under one lock before it looks at its other
+/// work again.
+pub(crate) const LINK_BATCH: usize = 64;
 
 /// How an iSER connection is made.
 #[derive(Clone, Debug)]
@@ -90,31 +94,22 @@ impl Default for IserOptions {
     }
 }
 
-/// What the bridge tells the driver: whether the connection switched to RDMA mode, and why
-/// it ended the connection, if it did (kept for the driver's error).
+/// Why the datamover task ended the connection, if it did: kept for the driver, which
+/// only sees its link close.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct BridgeSlot {
-    failure: Arc<Mutex<Option<String>>>,
-    rdma_mode: Arc<AtomicBool>,
-}
+pub(crate) struct IserFailure(Arc<Mutex<Option<String>>>);
 
-impl BridgeSlot {
+impl IserFailure {
     fn set(&self, why: String) {
         tracing::warn!("iSER: {why}");
-        if let Ok(mut s) = self.failure.lock() {
+        if let Ok(mut s) = self.0.lock() {
             s.get_or_insert(why);
         }
     }
 
-    /// The reason, once the bridge failed.
+    /// The reason, once the datamover failed.
     pub(crate) fn reason(&self) -> Option<String> {
-        self.failure.lock().ok().and_then(|s| s.clone())
-    }
-
-    /// Whether the connection is in RDMA mode (set before the final Login Response reaches
-    /// the driver; a connection that fell back to iSCSI over TCP never is).
-    pub(crate) fn rdma_mode(&self) -> bool {
-        self.rdma_mode.load(Ordering::Acquire)
+        self.0.lock().ok().and_then(|s| s.clone())
     }
 }
 
@@ -135,7 +130,7 @@ pub(crate) fn rdma_mode_params(params: &mut SessionParams) {
     }
 }
 
-/// What the bridges of one session counted, live (each connection keeps its own slot up to
+/// What the datamovers of one session counted, live (each connection keeps its own slot up to
 /// date; a snapshot sums them).
 #[derive(Clone, Debug, Default)]
 pub struct IserStats(Arc<Mutex<Vec<InitiatorMoverStats>>>);
@@ -179,152 +174,193 @@ impl IserStats {
     }
 }
 
-/// Connects to the target at `portal` and returns the loopback address the caller's driver
-/// connects to; the bridge lives as long as that connection. Failures after this returns are
-/// written to `slot`.
-pub(crate) async fn connect(
-    portal: &str,
+/// An iSER connection while it logs in: the shim that adds and takes off iSER's keys, and
+/// what RDMA mode starts with.
+pub(crate) struct IserLogin {
+    shim: InitiatorLoginShim,
     opts: IserOptions,
     stats: IserStats,
-    slot: BridgeSlot,
-    connect_timeout: Duration,
-) -> std::io::Result<SocketAddr> {
-    let tcp = tokio::time::timeout(connect_timeout, TcpStream::connect(portal))
-        .await
-        .map_err(|_| {
-            std::io::Error::new(std::io::ErrorKind::TimedOut, "TCP connect timed out")
-        })??;
-    let _ = tcp.set_nodelay(true);
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
-    let local = listener.local_addr()?;
-    tokio::spawn(async move {
-        let accepted = tokio::time::timeout(ACCEPT_TIMEOUT, listener.accept()).await;
-        let Ok(Ok((driver, _))) = accepted else {
-            return;
-        };
-        drop(listener);
-        let _ = driver.set_nodelay(true);
-        // A second descriptor of the driver's socket keeps it open until the reason is
-        // recorded: the driver must find the reason when it sees the connection end.
-        let Ok((driver, keep)) = driver
-            .into_std()
-            .and_then(|s| Ok((s.try_clone()?, s)))
-            .and_then(|(s, keep)| Ok((TcpStream::from_std(s)?, keep)))
-        else {
-            return;
-        };
-        if let Err(why) = bridge(driver, tcp, &opts, &stats, &slot).await {
-            slot.set(why);
+}
+
+/// How an iSER login ended.
+pub(crate) enum IserLoginEnd {
+    /// Not yet (or the login failed: the response says why).
+    Pending,
+    /// Switch the connection to RDMA mode.
+    Rdma(LoginEnd),
+    /// The target refused iSER and the options allow going on as iSCSI over TCP.
+    Tcp,
+}
+
+impl IserLogin {
+    pub(crate) fn new(opts: IserOptions, stats: IserStats) -> Self {
+        IserLogin {
+            shim: InitiatorLoginShim::new(INITIATOR_RECV_DSL).with_max_unexpected(MAX_UNEXPECTED),
+            opts,
+            stats,
         }
-        drop(keep);
-    });
-    Ok(local)
-}
-
-/// Reads one PDU from `rd` without reading a byte past it.
-async fn read_login_pdu<R: AsyncRead + Unpin>(rd: &mut R) -> Result<Option<Pdu>, String> {
-    let mut bhs = [0u8; 48];
-    match rd.read_exact(&mut bhs).await {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e.to_string()),
     }
-    let ahs = usize::from(bhs[4]) * 4;
-    let dsl = u32::from_be_bytes([0, bhs[5], bhs[6], bhs[7]]);
-    // RFC 7143 section 6.1: login PDUs carry at most 8192 bytes of data segment.
-    if dsl > LOGIN_MAX_DATA_SEGMENT {
-        return Err(format!("login PDU with a {dsl}-byte data segment"));
-    }
-    let mut buf = BytesMut::zeroed(48 + ahs + (dsl as usize).next_multiple_of(4));
-    buf[..48].copy_from_slice(&bhs);
-    rd.read_exact(&mut buf[48..])
-        .await
-        .map_err(|e| e.to_string())?;
-    match Framer::new(LOGIN_MAX_DATA_SEGMENT).decode(&mut buf) {
-        Ok(Some(pdu)) => Ok(Some(pdu)),
-        Ok(None) => Err("truncated login PDU".into()),
-        Err(e) => Err(e.to_string()),
-    }
-}
 
-fn encoded(pdu: &Pdu) -> BytesMut {
-    let mut out = BytesMut::new();
-    encode(pdu, Digests::NONE, &mut out);
-    out
-}
+    /// A Login Request on its way out: iSER's keys added.
+    pub(crate) fn request(&mut self, req: &mut LoginRequest) {
+        self.shim.handle_request(req);
+    }
 
-async fn bridge(
-    mut driver: TcpStream,
-    mut tcp: TcpStream,
-    opts: &IserOptions,
-    stats: &IserStats,
-    slot: &BridgeSlot,
-) -> Result<(), String> {
-    let mut shim = InitiatorLoginShim::new(INITIATOR_RECV_DSL).with_max_unexpected(MAX_UNEXPECTED);
-    let (end, final_rsp) = loop {
-        let Some(mut pdu) = read_login_pdu(&mut driver).await? else {
-            return Ok(());
-        };
-        if let Pdu::LoginRequest(req) = &mut pdu {
-            shim.handle_request(req);
-        }
-        tcp.write_all(&encoded(&pdu))
-            .await
-            .map_err(|e| e.to_string())?;
-        let Some(mut rsp) = read_login_pdu(&mut tcp).await? else {
-            return Err("the target closed the connection during login".into());
-        };
-        let end = match &mut rsp {
-            Pdu::LoginResponse(r) => shim.handle_response(r).map_err(|e| e.to_string())?,
-            _ => LoginEnd::Pending,
-        };
-        if end == LoginEnd::Pending || end == LoginEnd::Failed {
-            driver
-                .write_all(&encoded(&rsp))
-                .await
-                .map_err(|e| e.to_string())?;
-            if end == LoginEnd::Failed {
-                return Ok(());
+    /// A Login Response that arrived: iSER's answers taken off; whether the login ended and
+    /// how, or why the connection cannot go on.
+    pub(crate) fn response(&mut self, rsp: &mut LoginResponse) -> Result<IserLoginEnd, String> {
+        match self.shim.handle_response(rsp).map_err(|e| e.to_string())? {
+            LoginEnd::Pending | LoginEnd::Failed => Ok(IserLoginEnd::Pending),
+            end @ LoginEnd::Rdma { .. } => Ok(IserLoginEnd::Rdma(end)),
+            LoginEnd::Tcp => {
+                let answer = self.shim.rdma_answer().unwrap_or("nothing").to_owned();
+                if !self.opts.fallback_to_tcp {
+                    return Err(format!(
+                        "the target refused iSER (RDMAExtensions answered {answer}); \
+                         use iscsi:// or allow the fallback to TCP"
+                    ));
+                }
+                tracing::info!(
+                    "target answered RDMAExtensions={answer}: going on as iSCSI over TCP"
+                );
+                Ok(IserLoginEnd::Tcp)
             }
-            continue;
         }
-        break (end, rsp);
-    };
-    match end {
-        LoginEnd::Rdma {
+    }
+
+    /// Switches the logged-in socket to RDMA mode: the provider takes it, the Hello is
+    /// exchanged (RFC 7145 section 5.1.3), and the datamover task starts.
+    pub(crate) async fn start_rdma(
+        self,
+        tcp: TcpStream,
+        end: LoginEnd,
+    ) -> Result<IserLink, String> {
+        let LoginEnd::Rdma {
             initiator_recv_dsl,
             initiator_core_max_recv,
             max_burst,
             first_burst,
             peer_max_unexpected,
             ..
-        } => {
-            let mut mover = InitiatorDatamover::new(
-                initiator_recv_dsl,
-                initiator_core_max_recv,
-                max_burst,
-                first_burst,
-            )
-            .with_unexpected_limit(peer_max_unexpected);
-            rdma_mode(driver, tcp, &final_rsp, &mut mover, opts, stats, slot).await
-        }
-        _ => {
-            let answer = shim.rdma_answer().unwrap_or("nothing").to_owned();
-            if !opts.fallback_to_tcp {
-                return Err(format!(
-                    "the target refused iSER (RDMAExtensions answered {answer}); \
-                     use iscsi:// or allow the fallback to TCP"
-                ));
+        } = end
+        else {
+            return Err("the login did not end in RDMA mode".into());
+        };
+        let rdma = SoftRdma::spawn_gated(tcp, self.opts.qp, self.opts.faults.clone());
+        let depth = self
+            .opts
+            .recv_budget
+            .map_or(RECV_DEPTH, |b| b.min(RECV_DEPTH));
+        let ring = RecvRing::post(&rdma, depth, RECV_HEADROOM + INITIATOR_RECV_DSL)
+            .map_err(|e| e.to_string())?;
+        let mut receives = Receives {
+            ring,
+            posted: depth,
+            budget: self.opts.recv_budget,
+        };
+        rdma.start();
+        let mut stager = Stager::new();
+        hello(&rdma, &mut receives, &mut stager, &self.opts).await?;
+        let mover = InitiatorDatamover::new(
+            initiator_recv_dsl,
+            initiator_core_max_recv,
+            max_burst,
+            first_burst,
+        )
+        .with_unexpected_limit(peer_max_unexpected);
+        let (to_mover, mut from_core) = mpsc::channel(LINK_DEPTH);
+        let (to_core, from_mover) = mpsc::channel(LINK_DEPTH);
+        let failure = IserFailure::default();
+        let task = Mover {
+            rdma,
+            receives,
+            stager,
+            mover,
+            skew: self.opts.advertise_skew,
+            stats: self.stats,
+        };
+        let failed = failure.clone();
+        tokio::spawn(async move {
+            if let Err(why) = task.run(&mut from_core, &to_core).await {
+                failed.set(why);
             }
-            tracing::info!("target answered RDMAExtensions={answer}: going on as iSCSI over TCP");
-            driver
-                .write_all(&encoded(&final_rsp))
-                .await
-                .map_err(|e| e.to_string())?;
-            let _ = tokio::io::copy_bidirectional(&mut driver, &mut tcp).await;
-            Ok(())
-        }
+            // `to_core` is dropped here, after the reason is recorded: the driver finds it
+            // when it sees its link close.
+            drop(to_core);
+        });
+        Ok(IserLink {
+            to_mover,
+            from_mover,
+            failure,
+            blocked: false,
+        })
     }
+}
+
+/// Sends the iSER Hello and waits for the HelloReply.
+async fn hello(
+    rdma: &SoftRdma,
+    receives: &mut Receives,
+    stager: &mut Stager,
+    opts: &IserOptions,
+) -> Result<(), String> {
+    // RFC 7145 section 5.1.3 (iWARP): the initiator's first Send is the iSER Hello.
+    let hello = Hello {
+        max_version: ISER_VERSION,
+        min_version: ISER_VERSION,
+        ird: opts.qp.ird,
+    };
+    stager
+        .send(rdma, &[&IserMessage::Hello(hello).emit()], None)
+        .map_err(|e| e.to_string())?;
+    let reply = loop {
+        let wc = tokio::time::timeout(opts.hello_timeout, rdma.next_completion())
+            .await
+            .map_err(|_| {
+                format!(
+                    "no iSER HelloReply within {:?} of the Hello (lost, or the target does \
+                     not speak iSER on this port)",
+                    opts.hello_timeout
+                )
+            })?;
+        if wc.status != WcStatus::Success {
+            return Err(format!(
+                "iSER Hello failed: RDMA {:?} completed with {:?}",
+                wc.opcode, wc.status
+            ));
+        }
+        if wc.opcode != WcOpcode::Recv {
+            stager.complete(rdma, &wc);
+            continue;
+        }
+        let bytes = receives.take(rdma, &wc)?;
+        match IserMessage::parse(&bytes) {
+            Ok((IserMessage::HelloReply(r), _)) => break r,
+            _ => return Err("the target's first Send is not an iSER HelloReply".into()),
+        }
+    };
+    if reply.reject {
+        return Err(format!(
+            "the target rejected iSER version {} (it supports up to {})",
+            ISER_VERSION, reply.max_version
+        ));
+    }
+    Ok(())
+}
+
+/// A connection in RDMA mode as the driver sees it: PDUs to the datamover task, PDUs from
+/// it, both as values over bounded channels.
+///
+/// The driver always receives (the datamover may wait for room on `from_mover` while it
+/// holds PDUs the driver sent), and sends only while `to_mover` has room, leaving the rest
+/// queued in the session core: neither side can wait for the other forever, and neither
+/// channel grows past [`LINK_DEPTH`].
+pub(crate) struct IserLink {
+    pub(crate) to_mover: mpsc::Sender<Pdu>,
+    pub(crate) from_mover: mpsc::Receiver<Pdu>,
+    pub(crate) failure: IserFailure,
+    /// The session core has PDUs for this connection that found `to_mover` full.
+    pub(crate) blocked: bool,
 }
 
 /// The driver's queue pair's memory as the datamover sees it: each buffer its own region,
@@ -395,182 +431,125 @@ impl Regions for SoftRegions<'_> {
     }
 }
 
-fn core_writer<W: AsyncWrite + Unpin + Send + 'static>(mut wr: W) -> mpsc::UnboundedSender<Pdu> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Pdu>();
-    tokio::spawn(async move {
-        let mut out = BytesMut::new();
-        while let Some(pdu) = rx.recv().await {
-            let mut batch = vec![pdu];
-            while let Ok(more) = rx.try_recv() {
-                batch.push(more);
-            }
-            if write_pdus(&mut wr, batch, &mut out).await.is_err() {
-                return;
-            }
-        }
-    });
-    tx
+/// The datamover task's state: the provider, the receive buffers posted, the datamover.
+struct Mover {
+    rdma: SoftRdma,
+    receives: Receives,
+    stager: Stager,
+    mover: InitiatorDatamover,
+    skew: u64,
+    stats: IserStats,
 }
 
-/// Data segments at least this long are written from the PDU's own buffer (a read's data,
-/// straight out of the region the target wrote) instead of being copied into the batch.
-const ZERO_COPY_MIN: usize = 16 << 10;
-
-/// Writes `pdus`: long data segments from their own `Bytes`, the rest batched in `out`
-/// (`encode_chunks`).
-async fn write_pdus<W: AsyncWrite + Unpin>(
-    wr: &mut W,
-    pdus: Vec<Pdu>,
-    out: &mut BytesMut,
-) -> std::io::Result<()> {
-    for chunk in encode_chunks(pdus, Digests::NONE, ZERO_COPY_MIN, out) {
-        wr.write_all(&chunk).await?;
-    }
-    Ok(())
-}
-
-async fn rdma_mode(
-    driver: TcpStream,
-    tcp: TcpStream,
-    final_rsp: &Pdu,
-    mover: &mut InitiatorDatamover,
-    opts: &IserOptions,
-    stats: &IserStats,
-    bridge_slot: &BridgeSlot,
-) -> Result<(), String> {
-    let slot = stats.slot();
-    let rdma = SoftRdma::spawn_gated(tcp, opts.qp, opts.faults.clone());
-    let depth = opts.recv_budget.map_or(RECV_DEPTH, |b| b.min(RECV_DEPTH));
-    let ring = RecvRing::post(&rdma, depth, RECV_HEADROOM + INITIATOR_RECV_DSL)
-        .map_err(|e| e.to_string())?;
-    let mut receives = Receives {
-        ring,
-        posted: depth,
-        budget: opts.recv_budget,
-    };
-    rdma.start();
-    let mut stager = Stager::new();
-    // RFC 7145 section 5.1.3 (iWARP): the initiator's first Send is the iSER Hello.
-    let hello = Hello {
-        max_version: ISER_VERSION,
-        min_version: ISER_VERSION,
-        ird: opts.qp.ird,
-    };
-    stager
-        .send(&rdma, &[&IserMessage::Hello(hello).emit()], None)
-        .map_err(|e| e.to_string())?;
-    let reply = loop {
-        let wc = tokio::time::timeout(opts.hello_timeout, rdma.next_completion())
-            .await
-            .map_err(|_| {
-                format!(
-                    "no iSER HelloReply within {:?} of the Hello (lost, or the target does \
-                     not speak iSER on this port)",
-                    opts.hello_timeout
-                )
-            })?;
-        if wc.status != WcStatus::Success {
-            return Err(format!(
-                "iSER Hello failed: RDMA {:?} completed with {:?}",
-                wc.opcode, wc.status
-            ));
-        }
-        if wc.opcode != WcOpcode::Recv {
-            stager.complete(&rdma, &wc);
-            continue;
-        }
-        let bytes = receives.take(&rdma, &wc)?;
-        match IserMessage::parse(&bytes) {
-            Ok((IserMessage::HelloReply(r), _)) => break r,
-            _ => return Err("the target's first Send is not an iSER HelloReply".into()),
-        }
-    };
-    if reply.reject {
-        return Err(format!(
-            "the target rejected iSER version {} (it supports up to {})",
-            ISER_VERSION, reply.max_version
-        ));
-    }
-    let (driver_rd, driver_wr) = driver.into_split();
-    let core_tx = core_writer(driver_wr);
-    bridge_slot.rdma_mode.store(true, Ordering::Release);
-    let _ = core_tx.send(final_rsp.clone());
-    let mut core = driver_rd;
-    let mut framer = Framer::new(0x00ff_ffff);
-    let mut rbuf = BytesMut::with_capacity(64 << 10);
-    let mut regions = SoftRegions {
-        rdma: &rdma,
-        next_va: 0x7f00_0000_0000,
-        skew: opts.advertise_skew,
-        pool: BufferPool::new(),
-    };
-    let mut out = InitiatorOut::default();
-    let mut buf = BytesMut::new();
-    let mut backlog = SendBacklog::default();
-    let mut logged_out = false;
-    let result = loop {
-        stats.update(slot, &mover.stats);
-        tokio::select! {
-            n = core.read_buf(&mut rbuf) => {
-                match n {
-                    Ok(0) | Err(_) => break Ok(()),
-                    Ok(_) => {}
-                }
-                loop {
-                    let pdu = match framer.decode(&mut rbuf) {
-                        Ok(Some(p)) => p,
-                        Ok(None) => break,
-                        Err(e) => return Err(format!("from the driver: {e}")),
-                    };
-                    if let Err(e) = mover.handle_core_pdu(pdu, &mut regions, &mut out) {
-                        return Err(e.to_string());
-                    }
-                    for (header, pdu) in out.sends.drain(..) {
-                        buf.clear();
-                        encode_send(&header, &pdu, &mut buf);
-                        backlog.send(&rdma, &mut stager, &buf)?;
-                    }
-                    for pdu in out.to_core.drain(..) {
-                        let _ = core_tx.send(pdu);
-                    }
-                }
-                rbuf.reserve(64 << 10);
-            }
-            wc = rdma.next_completion() => {
-                if wc.status != WcStatus::Success {
-                    // After the Logout Response the target closes the connection (RFC
-                    // 7143 section 11.14): that is the end, not a failure.
-                    if logged_out {
+impl Mover {
+    /// Moves PDUs between the driver and the target until either ends the connection.
+    async fn run(
+        mut self,
+        from_core: &mut mpsc::Receiver<Pdu>,
+        to_core: &mpsc::Sender<Pdu>,
+    ) -> Result<(), String> {
+        let slot = self.stats.slot();
+        let mut regions = SoftRegions {
+            rdma: &self.rdma,
+            next_va: 0x7f00_0000_0000,
+            skew: self.skew,
+            pool: BufferPool::new(),
+        };
+        let mut out = InitiatorOut::default();
+        let mut buf = BytesMut::new();
+        let mut backlog = SendBacklog::default();
+        let mut logged_out = false;
+        let result = loop {
+            self.stats.update(slot, &self.mover.stats);
+            tokio::select! {
+                pdu = from_core.recv() => {
+                    let Some(pdu) = pdu else {
+                        // The driver closed the connection.
                         break Ok(());
-                    }
-                    break Err(describe_failure(wc.opcode, wc.status));
-                }
-                if wc.opcode == WcOpcode::Recv {
-                    let bytes = receives.take(&rdma, &wc)?;
-                    if let Err(e) = mover.handle_send(&bytes, &mut regions, &mut out) {
+                    };
+                    if let Err(e) = self.mover.handle_core_pdu(pdu, &mut regions, &mut out) {
                         break Err(e.to_string());
                     }
-                    // A response may free room for Sends held back by the target's
-                    // MaxOutstandingUnexpectedPDUs.
-                    for (header, pdu) in out.sends.drain(..) {
-                        buf.clear();
-                        encode_send(&header, &pdu, &mut buf);
-                        backlog.send(&rdma, &mut stager, &buf)?;
+                    // A command and the unsolicited Data-Out behind it are posted together:
+                    // were the Data-Out posted later, the Read Response to the target's
+                    // RDMA Read for the same command could reach the wire ahead of it.
+                    let msgs: Vec<Vec<u8>> = out
+                        .sends
+                        .drain(..)
+                        .map(|(header, pdu)| {
+                            buf.clear();
+                            encode_send(&header, &pdu, &mut buf);
+                            buf.to_vec()
+                        })
+                        .collect();
+                    if let Err(e) = backlog.send_all(&self.rdma, &mut self.stager, msgs) {
+                        break Err(e);
                     }
-                    for pdu in out.to_core.drain(..) {
-                        logged_out |= matches!(pdu, Pdu::LogoutResponse(_));
-                        let _ = core_tx.send(pdu);
+                    if forward(&mut out, to_core, &mut logged_out).await.is_err() {
+                        break Ok(());
                     }
-                } else {
-                    stager.complete(&rdma, &wc);
-                    backlog.flush(&rdma, &mut stager)?;
+                }
+                wc = self.rdma.next_completion() => {
+                    if wc.status != WcStatus::Success {
+                        // After the Logout Response the target closes the connection (RFC
+                        // 7143 section 11.14): that is the end, not a failure.
+                        if logged_out {
+                            break Ok(());
+                        }
+                        break Err(describe_failure(wc.opcode, wc.status));
+                    }
+                    if wc.opcode == WcOpcode::Recv {
+                        let bytes = match self.receives.take(&self.rdma, &wc) {
+                            Ok(b) => b,
+                            Err(e) => break Err(e),
+                        };
+                        if let Err(e) = self.mover.handle_send(&bytes, &mut regions, &mut out) {
+                            break Err(e.to_string());
+                        }
+                        // A response may free room for Sends held back by the target's
+                        // MaxOutstandingUnexpectedPDUs.
+                        let msgs: Vec<Vec<u8>> = out
+                            .sends
+                            .drain(..)
+                            .map(|(header, pdu)| {
+                                buf.clear();
+                                encode_send(&header, &pdu, &mut buf);
+                                buf.to_vec()
+                            })
+                            .collect();
+                        if let Err(e) = backlog.send_all(&self.rdma, &mut self.stager, msgs) {
+                            break Err(e);
+                        }
+                        if forward(&mut out, to_core, &mut logged_out).await.is_err() {
+                            break Ok(());
+                        }
+                    } else {
+                        self.stager.complete(&self.rdma, &wc);
+                        if let Err(e) = backlog.flush(&self.rdma, &mut self.stager) {
+                            break Err(e);
+                        }
+                    }
                 }
             }
-        }
-    };
-    mover.release_all(&mut regions);
-    stats.update(slot, &mover.stats);
-    result
+        };
+        self.mover.release_all(&mut regions);
+        self.stats.update(slot, &self.mover.stats);
+        result
+    }
+}
+
+/// Hands the PDUs the datamover has for the session core to the driver, in order, waiting
+/// for room on the link. `Err` when the driver is gone.
+async fn forward(
+    out: &mut InitiatorOut,
+    to_core: &mpsc::Sender<Pdu>,
+    logged_out: &mut bool,
+) -> Result<(), ()> {
+    for pdu in out.to_core.drain(..) {
+        *logged_out |= matches!(pdu, Pdu::LogoutResponse(_));
+        to_core.send(pdu).await.map_err(|_| ())?;
+    }
+    Ok(())
 }
 
 /// The receive ring, and how many buffers it may still post under a test's budget.
@@ -603,31 +582,27 @@ impl Receives {
 struct SendBacklog(std::collections::VecDeque<Vec<u8>>);
 
 impl SendBacklog {
-    fn send(&mut self, rdma: &SoftRdma, stager: &mut Stager, msg: &[u8]) -> Result<(), String> {
-        if self.0.is_empty() && try_send(rdma, stager, msg)? {
+    /// Posts `msgs` behind whatever already waits, as many as fit, all at once.
+    fn send_all(
+        &mut self,
+        rdma: &SoftRdma,
+        stager: &mut Stager,
+        msgs: Vec<Vec<u8>>,
+    ) -> Result<(), String> {
+        self.0.extend(msgs);
+        self.flush(rdma, stager)
+    }
+
+    /// Posts what waits, as many as fit, all at once.
+    fn flush(&mut self, rdma: &SoftRdma, stager: &mut Stager) -> Result<(), String> {
+        if self.0.is_empty() {
             return Ok(());
         }
-        self.0.push_back(msg.to_vec());
+        let posted = stager
+            .send_all(rdma, self.0.make_contiguous())
+            .map_err(|e| e.to_string())?;
+        self.0.drain(..posted);
         Ok(())
-    }
-
-    fn flush(&mut self, rdma: &SoftRdma, stager: &mut Stager) -> Result<(), String> {
-        while let Some(msg) = self.0.front() {
-            if !try_send(rdma, stager, msg)? {
-                break;
-            }
-            self.0.pop_front();
-        }
-        Ok(())
-    }
-}
-
-/// Posts a Send; `false` when the send queue is full.
-fn try_send(rdma: &SoftRdma, stager: &mut Stager, msg: &[u8]) -> Result<bool, String> {
-    match stager.send(rdma, &[msg], None) {
-        Ok(_) => Ok(true),
-        Err(StageError::Post(PostError::QueueFull)) => Ok(false),
-        Err(e) => Err(e.to_string()),
     }
 }
 

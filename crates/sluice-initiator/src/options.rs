@@ -107,7 +107,9 @@ pub struct ConnectOptions {
     pub recovery: RecoveryConfig,
     /// Test hook: faults (corruption, drops, duplicates, resets) applied by the initiator to
     /// its own connections' PDUs, on send and on receive, from full feature phase on. `None`
-    /// in production; tests of error recovery set it.
+    /// in production; tests of error recovery set it. It works on framed PDUs, so it does not
+    /// apply to iSER connections in RDMA mode, whose PDUs pass as values (`IserOptions::faults`
+    /// injects faults into their RDMA traffic instead).
     pub fault_hook: Option<std::sync::Arc<sluice_fault::FaultHook>>,
     /// Experimental: carry the session over UDP (`iscsi+udp://`, only sluice's target speaks
     /// it) with these settings, instead of TCP. See [`ConnectOptions::use_udp`].

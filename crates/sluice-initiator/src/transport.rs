@@ -1,21 +1,23 @@
-//! One TCP connection: the sans-IO framer on the receive side, a [`SendQueue`] on the send side
-//! (data segments written from the caller's buffers, not copied), counters and the PDU trace on
-//! both. Login and discovery use [`Transport::send`] and
-//! [`Transport::recv`]; the full-feature driver uses the buffers directly so that it can read
-//! and write at the same time.
+//! One connection: over TCP, the sans-IO framer on the receive side and a [`SendQueue`] on the
+//! send side (data segments written from the caller's buffers, not copied); over iSER in RDMA
+//! mode, an [`IserLink`] that carries PDUs as values; counters and the PDU trace on both. Login
+//! and discovery use [`Transport::send`] and [`Transport::recv`]; the full-feature driver uses
+//! the buffers (or the link) directly so that it can read and write at the same time.
 
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use sluice_proto::framing::{encode, Digests, FrameError, Framer, LOGIN_MAX_DATA_SEGMENT};
 use sluice_proto::params::SessionParams;
 use sluice_proto::pdu::Pdu;
 use sluice_proto::text::Role;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
+use tokio::sync::mpsc::error::TrySendError;
 
 use crate::counters::Counters;
 use crate::error::Error;
+use crate::iser::{IserLink, IserLogin, IserLoginEnd};
 use crate::options::{ConnectOptions, Direction, PduTrace};
 use crate::placement::Placing;
 use crate::send_queue::SendQueue;
@@ -26,11 +28,21 @@ const READ_CHUNK: usize = 64 * 1024;
 /// follow slow start over a long path (a few round trips), rarely enough to cost nothing.
 const TUNE_EVERY: Duration = Duration::from_millis(10);
 
-/// A connected socket with its framing state.
+/// What a connection's PDUs travel over.
+pub(crate) enum Link {
+    /// A byte stream: iSCSI over TCP, and every connection while it logs in.
+    Tcp(TcpStream),
+    /// iSER in RDMA mode: PDUs as values to and from the datamover task.
+    Iser(IserLink),
+    /// Neither any more: the stream went to the RDMA provider and RDMA mode did not start.
+    Closed,
+}
+
+/// A connection with its framing state.
 pub(crate) struct Transport {
     /// `host:port` as connected, for messages.
     pub(crate) portal: String,
-    pub(crate) stream: TcpStream,
+    pub(crate) link: Link,
     pub(crate) framer: Framer,
     pub(crate) rbuf: BytesMut,
     /// What is yet to be written.
@@ -48,9 +60,8 @@ pub(crate) struct Transport {
     tuner: Option<sluice_tcp::SendBufferTuner>,
     /// When [`Self::socket_full`] may next look.
     next_tune: Instant,
-    /// Over iSER: whether the bridge switched to RDMA mode, and why it ended the
-    /// connection to the target, if it did.
-    iser_failure: Option<crate::iser::BridgeSlot>,
+    /// Over iSER, while logging in: adds iSER's keys and decides the mode that follows.
+    iser_login: Option<Box<IserLogin>>,
 }
 
 impl Transport {
@@ -61,30 +72,15 @@ impl Transport {
         counters: Counters,
     ) -> Result<Self, Error> {
         // Over UDP the driver's stream is a loopback connection to the association, which
-        // speaks UDP to the target (`sluice_udp::bridge`).
+        // speaks UDP to the target (`sluice_udp::bridge`). Over iSER the login uses the
+        // target's socket as it is; RDMA mode takes it over after the final Login Response.
         let bridged;
-        let iser_failure = opts
+        let iser_login = opts
             .iser
             .as_ref()
-            .map(|_| crate::iser::BridgeSlot::default());
+            .map(|iser| Box::new(IserLogin::new(iser.clone(), opts.iser_stats.clone())));
         let stream_to = match (&opts.iser, opts.udp) {
-            (Some(iser), _) => {
-                let local = crate::iser::connect(
-                    portal,
-                    iser.clone(),
-                    opts.iser_stats.clone(),
-                    iser_failure.clone().unwrap_or_default(),
-                    opts.connect_timeout,
-                )
-                .await
-                .map_err(|error| Error::Connect {
-                    portal: portal.to_owned(),
-                    error,
-                })?;
-                bridged = local.to_string();
-                &bridged
-            }
-            (None, None) => portal,
+            (Some(_), _) | (None, None) => portal,
             (None, Some(udp)) => {
                 let local = sluice_udp::bridge::connect(portal, udp)
                     .await
@@ -110,6 +106,10 @@ impl Transport {
         if let Some(hook) = &opts.socket_hook {
             hook(&stream);
         }
+        if iser_login.is_some() {
+            // iSER's Sends are small messages waiting for an answer.
+            let _ = stream.set_nodelay(true);
+        }
         let tuner = match opts.tcp.send_buffer {
             sluice_tcp::BufferPolicy::Grow { ceiling } => {
                 Some(sluice_tcp::SendBufferTuner::new(ceiling))
@@ -118,7 +118,7 @@ impl Transport {
         };
         Ok(Self {
             portal: portal.to_owned(),
-            stream,
+            link: Link::Tcp(stream),
             framer: Framer::new(LOGIN_MAX_DATA_SEGMENT),
             rbuf: BytesMut::with_capacity(READ_CHUNK),
             out: SendQueue::default(),
@@ -130,7 +130,7 @@ impl Transport {
             faults: None,
             tuner,
             next_tune: Instant::now(),
-            iser_failure,
+            iser_login,
         })
     }
 
@@ -139,7 +139,7 @@ impl Transport {
     /// and grows it (see `sluice_tcp::SendBufferTuner`). At most once per [`TUNE_EVERY`],
     /// so a busy connection pays one `getsockopt` per interval and an idle one nothing.
     pub(crate) fn socket_full(&mut self) {
-        let Some(tuner) = &mut self.tuner else {
+        let (Some(tuner), Link::Tcp(stream)) = (&mut self.tuner, &self.link) else {
             return;
         };
         let now = Instant::now();
@@ -148,15 +148,15 @@ impl Transport {
         }
         self.next_tune = now + TUNE_EVERY;
         let (Ok(info), Ok(current)) = (
-            sluice_tcp::tcp_info(&self.stream),
-            sluice_tcp::send_buffer_bytes(&self.stream),
+            sluice_tcp::tcp_info(stream),
+            sluice_tcp::send_buffer_bytes(stream),
         ) else {
             // A socket without TCP_INFO (never on Linux): nothing to tune by.
             self.tuner = None;
             return;
         };
         if let sluice_tcp::TunerDecision::Grow(bytes) = tuner.decide(&info, current) {
-            let after = sluice_tcp::set_send_buffer(&self.stream, bytes).unwrap_or(current);
+            let after = sluice_tcp::set_send_buffer(stream, bytes).unwrap_or(current);
             tuner.applied(current, after);
             tracing::debug!(portal = %self.portal, before = current, after, "send buffer grown");
         }
@@ -165,9 +165,101 @@ impl Transport {
     /// Whether this connection reached iSER's RDMA mode (an iSER connection that fell back
     /// to iSCSI over TCP did not).
     pub(crate) fn iser_rdma_mode(&self) -> bool {
-        self.iser_failure
-            .as_ref()
-            .is_some_and(crate::iser::BridgeSlot::rdma_mode)
+        matches!(self.link, Link::Iser(_))
+    }
+
+    /// Over iSER, the Login Response `rsp` just received: iSER's answers taken off, and at
+    /// the final one the switch to RDMA mode (or, when allowed, going on over TCP).
+    async fn iser_login_response(
+        &mut self,
+        rsp: &mut sluice_proto::pdu::LoginResponse,
+    ) -> Result<(), Error> {
+        let Some(login) = &mut self.iser_login else {
+            return Ok(());
+        };
+        let end = match login.response(rsp) {
+            Ok(IserLoginEnd::Pending) => return Ok(()),
+            Ok(end) => end,
+            Err(why) => return Err(self.failed(why)),
+        };
+        let Some(login) = self.iser_login.take() else {
+            return Ok(());
+        };
+        let IserLoginEnd::Rdma(end) = end else {
+            return Ok(());
+        };
+        if !self.rbuf.is_empty() {
+            // RFC 7145 section 5.1: in RDMA mode the target waits for the Hello; bytes after
+            // the final Login Response belong to no mode.
+            return Err(self.failed("the target sent bytes after the final Login Response".into()));
+        }
+        let Link::Tcp(stream) = std::mem::replace(&mut self.link, Link::Closed) else {
+            return Err(self.failed("the connection is not a TCP stream".into()));
+        };
+        match login.start_rdma(stream, end).await {
+            Ok(link) => {
+                self.link = Link::Iser(link);
+                Ok(())
+            }
+            Err(why) => Err(self.failed(why)),
+        }
+    }
+
+    /// The connection cannot go on, for `why`.
+    fn failed(&self, why: String) -> Error {
+        tracing::warn!(portal = %self.portal, "iSER: {why}");
+        Error::Io {
+            portal: self.portal.clone(),
+            error: std::io::Error::other(why),
+        }
+    }
+
+    /// Over iSER in RDMA mode, hands the PDUs the session core has for connection `conn` to
+    /// the datamover, while the link has room (see [`IserLink`]).
+    pub(crate) fn pass_to_mover(
+        &mut self,
+        core: &mut sluice_proto::initiator::InitiatorSession,
+        conn: sluice_proto::initiator::ConnId,
+    ) {
+        let Link::Iser(link) = &mut self.link else {
+            return;
+        };
+        link.blocked = false;
+        loop {
+            let permit = match link.to_mover.try_reserve() {
+                Ok(p) => p,
+                Err(TrySendError::Full(())) => {
+                    link.blocked = core.has_transmit(conn);
+                    return;
+                }
+                // The datamover ended: the receiving side sees the link close.
+                Err(TrySendError::Closed(())) => return,
+            };
+            let Some(pdu) = core.poll_transmit(conn) else {
+                return;
+            };
+            note_sent(&self.counters, self.trace.as_ref(), &self.portal, &pdu);
+            permit.send(pdu);
+        }
+    }
+
+    /// Accounts for a PDU the datamover handed over, as [`Self::decode`] does for one
+    /// framed.
+    pub(crate) fn note_value_received(&self, pdu: &Pdu) {
+        self.counters.bytes_received(value_len(pdu));
+        self.counters.pdu_received(pdu.opcode());
+        self.trace_received(pdu);
+    }
+
+    /// Ends the connection: over TCP a shutdown, over iSER the link closed.
+    pub(crate) async fn shutdown(&mut self) {
+        match &mut self.link {
+            Link::Tcp(stream) => {
+                let _ = stream.shutdown().await;
+            }
+            Link::Iser(link) => link.from_mover.close(),
+            Link::Closed => {}
+        }
     }
 
     /// Switches to the negotiated parameters (RFC 7143 section 13.1: digests start with the
@@ -187,6 +279,8 @@ impl Transport {
             .set_header_resync((params.error_recovery_level >= 1).then_some(Role::Initiator));
         self.framer
             .set_max_data_segment(params.initiator_max_recv_data_segment_length);
+        // Over iSER in RDMA mode PDUs pass as values: there are no frames to fault.
+        let hook = hook.filter(|_| !self.iser_rdma_mode());
         self.faults = hook.map(|h| {
             Box::new(h.connection(
                 sluice_fault::Sender::Initiator,
@@ -196,7 +290,7 @@ impl Transport {
         });
     }
 
-    /// Queues `pdu` to be sent.
+    /// Queues `pdu` to be sent (over TCP; see [`Self::pass_to_mover`] for iSER).
     pub(crate) fn queue(&mut self, pdu: &Pdu) {
         let _probe = sluice_probe::span(sluice_probe::Stage::Framing);
         if let Some(faults) = &mut self.faults {
@@ -220,13 +314,31 @@ impl Transport {
 
     /// Sends one PDU and waits until it is written.
     pub(crate) async fn send(&mut self, pdu: &Pdu) -> Result<(), Error> {
-        self.queue(pdu);
+        if let Link::Iser(link) = &self.link {
+            note_sent(&self.counters, self.trace.as_ref(), &self.portal, pdu);
+            if link.to_mover.send(pdu.clone()).await.is_err() {
+                return Err(self.io(std::io::ErrorKind::BrokenPipe.into()));
+            }
+            return Ok(());
+        }
+        match (&mut self.iser_login, pdu) {
+            (Some(login), Pdu::LoginRequest(req)) => {
+                let mut req = req.clone();
+                login.request(&mut req);
+                self.queue(&Pdu::LoginRequest(req));
+            }
+            _ => self.queue(pdu),
+        }
         self.flush().await
     }
 
-    /// Writes everything queued, with vectored writes.
+    /// Writes everything queued, with vectored writes (over iSER nothing is queued here).
     pub(crate) async fn flush(&mut self) -> Result<(), Error> {
-        let res = self.out.write_all(&mut self.stream).await;
+        let res = match &mut self.link {
+            Link::Tcp(stream) => self.out.write_all(stream).await,
+            Link::Iser(_) => Ok(()),
+            Link::Closed => Err(std::io::ErrorKind::NotConnected.into()),
+        };
         // After an error the connection is over: what was not written never will be.
         self.out.clear();
         res.map_err(|source| self.io(source))
@@ -235,19 +347,41 @@ impl Transport {
     /// Receives one PDU. A data digest error is counted and returned (the stream is still in
     /// step); other framing errors end the connection.
     pub(crate) async fn recv(&mut self) -> Result<Pdu, Error> {
+        let mut pdu = self.recv_pdu().await?;
+        if let Pdu::LoginResponse(rsp) = &mut pdu {
+            self.iser_login_response(rsp).await?;
+        }
+        Ok(pdu)
+    }
+
+    async fn recv_pdu(&mut self) -> Result<Pdu, Error> {
+        if let Link::Iser(link) = &mut self.link {
+            let Some(pdu) = link.from_mover.recv().await else {
+                return Err(self.io(std::io::ErrorKind::UnexpectedEof.into()));
+            };
+            self.note_value_received(&pdu);
+            return Ok(pdu);
+        }
         loop {
             if let Some(pdu) = self.decode()? {
                 return Ok(pdu);
             }
             self.rbuf.reserve(READ_CHUNK);
-            let n = self
-                .stream
-                .read_buf(&mut self.rbuf)
-                .await
-                .map_err(|error| Error::Io {
-                    portal: self.portal.clone(),
-                    error,
-                })?;
+            let Link::Tcp(stream) = &mut self.link else {
+                return Err(self.io(std::io::ErrorKind::NotConnected.into()));
+            };
+            let read = if self.iser_login.is_some() {
+                // An iSER login reads no byte past each PDU: after the final Login Response
+                // the RDMA provider reads the stream from where the login left it.
+                let want = self.framer.bytes_needed(&self.rbuf).max(1);
+                stream.read_buf(&mut (&mut self.rbuf).limit(want)).await
+            } else {
+                stream.read_buf(&mut self.rbuf).await
+            };
+            let n = read.map_err(|error| Error::Io {
+                portal: self.portal.clone(),
+                error,
+            })?;
             if n == 0 {
                 return Err(self.io(std::io::ErrorKind::UnexpectedEof.into()));
             }
@@ -296,9 +430,13 @@ impl Transport {
     }
 
     pub(crate) fn io(&self, error: std::io::Error) -> Error {
-        // Over iSER the driver's socket is the bridge's; when the bridge ended it, its
-        // reason is the error, not the closed loopback socket.
-        if let Some(why) = self.iser_failure.as_ref().and_then(|f| f.reason()) {
+        // Over iSER in RDMA mode the link ends when the datamover does: its reason is the
+        // error, not the closed link.
+        let failure = match &self.link {
+            Link::Iser(link) => link.failure.reason(),
+            _ => None,
+        };
+        if let Some(why) = failure {
             return Error::Io {
                 portal: self.portal.clone(),
                 error: std::io::Error::other(why),
@@ -309,6 +447,21 @@ impl Transport {
             error,
         }
     }
+}
+
+/// Counts and traces a PDU sent as a value (over iSER in RDMA mode).
+fn note_sent(counters: &Counters, trace: Option<&PduTrace>, portal: &str, pdu: &Pdu) {
+    counters.pdu_sent(pdu, value_len(pdu));
+    if let Some(trace) = trace {
+        trace(Direction::Sent, pdu);
+    }
+    tracing::trace!(portal, ?pdu, "sent");
+}
+
+/// What a PDU passed as a value is counted as: its length framed without digests (BHS and
+/// padded data segment; an AHS, rare, is not counted).
+fn value_len(pdu: &Pdu) -> usize {
+    48 + pdu.data().len().next_multiple_of(4)
 }
 
 /// Resolves `portal` and connects to the first address that answers, each socket set up
