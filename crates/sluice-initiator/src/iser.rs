@@ -51,10 +51,14 @@ const RECV_DEPTH: u32 = RESPONSE_RECVS + MAX_UNEXPECTED;
 /// Header room in a receive buffer: the iSER header, the BHS, the largest AHS and padding.
 const RECV_HEADROOM: u32 = 28 + 48 + 1020 + 4;
 
-/// PDUs each direction of an [`IserLink`] holds before its sender waits: a full command
-/// window's worth, so that neither side waits in steady state, and a bound on what a stalled
-/// side can pile up. The driver takes PDUs from the session core only while there is room.
-const LINK_DEPTH: usize = 256;
+/// PDUs each direction of an [`IserLink`] holds before its sender waits, by default: a full
+/// command window's worth, so that neither side waits in steady state, and a bound on what a
+/// stalled side can pile up. The driver takes PDUs from the session core only while there is
+/// room.
+pub const LINK_DEPTH: usize = 256;
+
+/// The most [`IserOptions::link_depth`] may ask for.
+pub const MAX_LINK_DEPTH: usize = 4096;
 
 /// PDUs the driver hands to its session core under one lock before it looks at its other
 /// work again.
@@ -79,6 +83,10 @@ pub struct IserOptions {
     /// used none is posted again, so the target's next Send finds no receive (receiver not
     /// ready).
     pub recv_budget: Option<u32>,
+    /// PDUs each direction between the connection task and the datamover holds (1 to
+    /// [`MAX_LINK_DEPTH`]; [`LINK_DEPTH`] by default). Tests shorten it to make both sides
+    /// wait for room.
+    pub link_depth: usize,
 }
 
 impl Default for IserOptions {
@@ -90,6 +98,7 @@ impl Default for IserOptions {
             faults: FaultPlan::default(),
             advertise_skew: 0,
             recv_budget: None,
+            link_depth: LINK_DEPTH,
         }
     }
 }
@@ -268,8 +277,9 @@ impl IserLogin {
             first_burst,
         )
         .with_unexpected_limit(peer_max_unexpected);
-        let (to_mover, mut from_core) = mpsc::channel(LINK_DEPTH);
-        let (to_core, from_mover) = mpsc::channel(LINK_DEPTH);
+        let depth = self.opts.link_depth.clamp(1, MAX_LINK_DEPTH);
+        let (to_mover, mut from_core) = mpsc::channel(depth);
+        let (to_core, from_mover) = mpsc::channel(depth);
         let failure = IserFailure::default();
         let task = Mover {
             rdma,
@@ -354,7 +364,7 @@ async fn hello(
 /// The driver always receives (the datamover may wait for room on `from_mover` while it
 /// holds PDUs the driver sent), and sends only while `to_mover` has room, leaving the rest
 /// queued in the session core: neither side can wait for the other forever, and neither
-/// channel grows past [`LINK_DEPTH`].
+/// channel grows past its depth ([`IserOptions::link_depth`]).
 pub(crate) struct IserLink {
     pub(crate) to_mover: mpsc::Sender<Pdu>,
     pub(crate) from_mover: mpsc::Receiver<Pdu>,

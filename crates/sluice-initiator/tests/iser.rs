@@ -141,6 +141,56 @@ async fn a_short_send_queue_throttles_instead_of_failing() {
     assert!(c.rdma_writes >= 32 && c.rdma_reads >= 32, "{c:?}");
 }
 
+/// A link of one PDU each way between the connection task and the datamover: the driver
+/// waits for room with PDUs still queued in the session core, and the datamover waits for the
+/// driver, while 40 writes, then 40 reads, of 4 KiB to 1 MiB are in flight; all complete,
+/// intact, every read by RDMA Write, and the logout still gets through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_of_depth_one_makes_both_sides_wait_not_fail() {
+    let (target, portal) = iser_target(IserServeOptions::default()).await;
+    let opts = iser_options(IserOptions {
+        link_depth: 1,
+        ..IserOptions::default()
+    });
+    let stats = opts.iser_stats.clone();
+    let s = Session::connect(&portal, IQN, opts).await.unwrap();
+    let sizes = [4096usize, 16 << 10, 64 << 10, 300 << 10, 1 << 20];
+    // (LBA, length) of each command, one after the other: 11 MiB of the 16 MiB LUN.
+    let mut lba = 0u64;
+    let ios: Vec<(u64, usize)> = (0..40)
+        .map(|i| {
+            let len = sizes[i % sizes.len()];
+            let at = lba;
+            lba += (len / 512) as u64;
+            (at, len)
+        })
+        .collect();
+    let mut writes = tokio::task::JoinSet::new();
+    for (i, &(lba, len)) in ios.iter().enumerate() {
+        let s = s.clone();
+        writes.spawn(async move { s.write(0, lba, pattern(len, i as u8), 512).await });
+    }
+    while let Some(done) = writes.join_next().await {
+        done.unwrap().unwrap();
+    }
+    let mut reads = tokio::task::JoinSet::new();
+    for (i, &(lba, len)) in ios.iter().enumerate() {
+        let s = s.clone();
+        reads.spawn(async move { (i, len, s.read(0, lba, (len / 512) as u32, 512).await) });
+    }
+    while let Some(done) = reads.join_next().await {
+        let (i, len, back) = done.unwrap();
+        assert!(back.unwrap() == pattern(len, i as u8), "read {i} differs");
+    }
+    s.logout().await.unwrap();
+    let c = target.iser_counters().status();
+    assert_eq!(c.errors, 0, "{c:?}");
+    let total: usize = ios.iter().map(|&(_, len)| len).sum();
+    let moved = stats.snapshot();
+    assert_eq!(moved.read_buffers, 40, "{moved:?}");
+    assert_eq!(moved.placed_bytes, total as u64, "{moved:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_buffer_advertised_outside_its_region_is_a_remote_access_error() {
     let (target, portal) = iser_target(IserServeOptions::default()).await;
