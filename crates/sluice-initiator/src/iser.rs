@@ -1,15 +1,15 @@
 //! iSER on the initiator (RFC 7145) over the software RDMA provider.
 //!
 //! The login passes in TCP streaming mode on the driver's own socket, with iSER's keys added
-//! and the target's iSER answers taken off by [`IserLogin`]
+//! and the target's iSER answers taken off by `IserLogin`
 //! (`sluice_proto::iser::login::InitiatorLoginShim`). After the final Login Response the
 //! socket goes to the RDMA provider, the iSER Hello is exchanged, and the connection becomes
-//! an [`IserLink`]: two bounded channels of [`Pdu`] values between the driver's connection
+//! an `IserLink`: two bounded channels of [`Pdu`] values between the driver's connection
 //! task and a datamover task, where `sluice_proto::iser::InitiatorDatamover` decides what
 //! each PDU becomes (a Send, a buffer advertised for RDMA Write or Read). No PDU is encoded
 //! or parsed between the driver and the datamover: a read's data reaches the session core as
-//! the registered buffer the target wrote into, a write's data leaves it as the caller's
-//! buffer.
+//! the registered buffer the target wrote into, and a write's data reaches the datamover as
+//! the caller's buffer (copied once, into the buffer registered for the target's RDMA Read).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -51,7 +51,7 @@ const RECV_DEPTH: u32 = RESPONSE_RECVS + MAX_UNEXPECTED;
 /// Header room in a receive buffer: the iSER header, the BHS, the largest AHS and padding.
 const RECV_HEADROOM: u32 = 28 + 48 + 1020 + 4;
 
-/// PDUs each direction of an [`IserLink`] holds before its sender waits, by default: a full
+/// PDUs each direction of an `IserLink` holds before its sender waits, by default: a full
 /// command window's worth, so that neither side waits in steady state, and a bound on what a
 /// stalled side can pile up. The driver takes PDUs from the session core only while there is
 /// room.
