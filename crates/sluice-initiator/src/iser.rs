@@ -483,15 +483,7 @@ impl Mover {
                     // A command and the unsolicited Data-Out behind it are posted together:
                     // were the Data-Out posted later, the Read Response to the target's
                     // RDMA Read for the same command could reach the wire ahead of it.
-                    let msgs: Vec<Vec<u8>> = out
-                        .sends
-                        .drain(..)
-                        .map(|(header, pdu)| {
-                            buf.clear();
-                            encode_send(&header, &pdu, &mut buf);
-                            buf.to_vec()
-                        })
-                        .collect();
+                    let msgs = encode_sends(&mut out, &mut buf);
                     if let Err(e) = backlog.send_all(&self.rdma, &mut self.stager, msgs) {
                         break Err(e);
                     }
@@ -518,15 +510,7 @@ impl Mover {
                         }
                         // A response may free room for Sends held back by the target's
                         // MaxOutstandingUnexpectedPDUs.
-                        let msgs: Vec<Vec<u8>> = out
-                            .sends
-                            .drain(..)
-                            .map(|(header, pdu)| {
-                                buf.clear();
-                                encode_send(&header, &pdu, &mut buf);
-                                buf.to_vec()
-                            })
-                            .collect();
+                        let msgs = encode_sends(&mut out, &mut buf);
                         if let Err(e) = backlog.send_all(&self.rdma, &mut self.stager, msgs) {
                             break Err(e);
                         }
@@ -614,6 +598,19 @@ impl SendBacklog {
         self.0.drain(..posted);
         Ok(())
     }
+}
+
+/// The Sends the datamover decided on, each encoded (iSER header, then the PDU) into a
+/// message of its own, in order.
+fn encode_sends(out: &mut InitiatorOut, buf: &mut BytesMut) -> Vec<Vec<u8>> {
+    out.sends
+        .drain(..)
+        .map(|(header, pdu)| {
+            buf.clear();
+            encode_send(&header, &pdu, buf);
+            buf.to_vec()
+        })
+        .collect()
 }
 
 fn describe_failure(op: WcOpcode, status: WcStatus) -> String {

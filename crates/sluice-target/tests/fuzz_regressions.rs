@@ -1,5 +1,5 @@
 //! Byte streams the `target_conn` fuzz target found, replayed through a whole connection
-//! (`Target::serve_stream` over an in-memory pipe) with the fuzz target's configuration.
+//! (`Target::serve_stream` over an in-memory pipe) with the fuzz target's segment limits.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -10,28 +10,16 @@ use sluice_proto::login::{InitiatorConfig, InitiatorLogin};
 use sluice_proto::pdu::Pdu;
 use sluice_proto::seq::{Isid, Itt, SeqNum, Tsih};
 use sluice_proto::text::OperationalOffer;
-use sluice_target::config::{
-    Acl, Backend, Keepalive, Limits, LunDef, OperationalOffer as TargetOffer, TargetConfig,
-    TargetDef,
-};
+use sluice_target::config::{OperationalOffer as TargetOffer, TargetConfig};
 use sluice_target::Target;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const TARGET_NAME: &str = "iqn.2026-11.io.sluice:fuzz";
+mod support;
+use support::{INITIATOR, TARGET};
 
+/// The test configuration with the fuzz target's small segment and burst limits.
 fn config() -> TargetConfig {
     TargetConfig {
-        portals: vec!["127.0.0.1:3260".parse().unwrap()],
-        portal_groups: Vec::new(),
-        state_dir: None,
-        targets: vec![TargetDef {
-            iqn: TARGET_NAME.into(),
-            alias: None,
-            luns: vec![LunDef::new(0, Backend::Memory { size: 256 * 1024 }, 512)],
-            acl: Acl::Open,
-            chap: None,
-        }],
-        discovery_auth: None,
         offer: TargetOffer {
             max_recv_data_segment_length: 8192,
             max_burst_length: 65536,
@@ -39,28 +27,15 @@ fn config() -> TargetConfig {
             queue_depth: 8,
             ..TargetOffer::default()
         },
-        limits: Limits {
-            max_outstanding_bytes_per_connection: 128 * 1024,
-            login_timeout: Duration::from_secs(2),
-            shutdown_grace: Duration::from_secs(1),
-            ..Limits::default()
-        },
-        keepalive: Some(Keepalive {
-            interval: Duration::from_secs(1),
-            timeout: Duration::from_secs(1),
-        }),
-        recovery: Default::default(),
-        fault_hook: None,
-        gateway: None,
-        tcp_congestion: None,
+        ..support::config()
     }
 }
 
 fn login_request() -> Vec<u8> {
     let cfg = InitiatorConfig {
-        initiator_name: "iqn.2026-11.io.sluice:fuzzer".into(),
+        initiator_name: INITIATOR.into(),
         initiator_alias: None,
-        target_name: Some(TARGET_NAME.into()),
+        target_name: Some(TARGET.into()),
         isid: Isid([0x80, 0, 0, 0, 0, 1]),
         tsih: Tsih(0),
         cid: 0,
