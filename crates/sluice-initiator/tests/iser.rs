@@ -50,6 +50,27 @@ async fn write_read_verify(s: &Session, lba: u64, len: usize, seed: u8) {
     );
 }
 
+/// Waits (5 s at most) until the target counted an iSER error, failing with `missing`
+/// otherwise, then shows it still serves: a fresh session writes and reads back `len` bytes.
+async fn target_counts_an_error_and_serves_on(
+    target: &Target,
+    portal: &str,
+    len: usize,
+    seed: u8,
+    missing: &str,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while target.iser_counters().status().errors == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "{missing}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let good = Session::connect(portal, IQN, iser_options(IserOptions::default()))
+        .await
+        .unwrap();
+    write_read_verify(&good, 0, len, seed).await;
+    good.logout().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn data_moves_by_rdma_write_and_read() {
     let (target, portal) = iser_target(IserServeOptions::default()).await;
@@ -207,19 +228,8 @@ async fn a_buffer_advertised_outside_its_region_is_a_remote_access_error() {
     let text = err.to_string();
     assert!(text.contains("remote access"), "{text}");
     // The target dropped that connection and serves everyone else.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while target.iser_counters().status().errors == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the target saw no error"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let good = Session::connect(&portal, IQN, iser_options(IserOptions::default()))
-        .await
-        .unwrap();
-    write_read_verify(&good, 0, 65536, 9).await;
-    good.logout().await.unwrap();
+    target_counts_an_error_and_serves_on(&target, &portal, 65536, 9, "the target saw no error")
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -240,20 +250,9 @@ async fn a_lost_hello_times_out_with_a_clear_error() {
     let err = Session::connect(&portal, IQN, lost).await.unwrap_err();
     let text = err.to_string();
     assert!(text.contains("HelloReply"), "{text}");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while target.iser_counters().status().errors == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the target did not give up"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
     // Nothing lingers: the next initiator gets in.
-    let good = Session::connect(&portal, IQN, iser_options(IserOptions::default()))
-        .await
-        .unwrap();
-    write_read_verify(&good, 0, 4096, 3).await;
-    good.logout().await.unwrap();
+    target_counts_an_error_and_serves_on(&target, &portal, 4096, 3, "the target did not give up")
+        .await;
 }
 
 /// A plain iSCSI target (it answers RDMAExtensions=NotUnderstood).
@@ -395,17 +394,6 @@ async fn a_send_that_finds_no_receive_ends_the_connection_clearly() {
     }
     let text = failure.expect("the third Send from the target found no receive");
     assert!(text.contains("receiver not ready"), "{text}");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while target.iser_counters().status().errors == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the target saw no error"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let good = Session::connect(&portal, IQN, iser_options(IserOptions::default()))
-        .await
-        .unwrap();
-    write_read_verify(&good, 0, 65536, 11).await;
-    good.logout().await.unwrap();
+    target_counts_an_error_and_serves_on(&target, &portal, 65536, 11, "the target saw no error")
+        .await;
 }
