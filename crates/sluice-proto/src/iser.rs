@@ -21,6 +21,9 @@ pub mod keys;
 pub mod login;
 #[cfg(test)]
 mod mover_tests;
+mod read_order;
+#[cfg(test)]
+mod read_order_tests;
 mod target_mover;
 #[cfg(test)]
 mod tests;

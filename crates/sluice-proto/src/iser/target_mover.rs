@@ -15,7 +15,10 @@
 //! - an R2T from the core becomes an RDMA Read of the write buffer (section 7.3.6) at the
 //!   Write Base Offset plus the R2T's buffer offset less the unsolicited part (the base
 //!   offset addresses the first solicited byte, section 9.2); its data goes back to the core
-//!   as the Data-Out PDUs it asked for;
+//!   as the Data-Out PDUs it asked for, held while the task still awaits unsolicited data in
+//!   Sends (the RDMA layer does not order the initiator's Sends against its Read Responses;
+//!   see `read_order`), and released behind the Send that completes it
+//!   ([`TargetDatamover::take_released`]);
 //! - a SCSI Response goes in a Send, with Invalidate of the task's STag when negotiated
 //!   (section 7.3.5, 7.3.7), and ends the task's bookkeeping;
 //! - every other PDU from the core goes in a Send behind an iSER header with no buffer
@@ -25,6 +28,7 @@ use std::collections::{HashMap, VecDeque};
 
 use bytes::{Bytes, BytesMut};
 
+use super::read_order::ReadOrder;
 use super::unexpected::TargetUnexpectedWindow;
 use super::unsolicited::{solicited_address, unsolicited_len};
 use super::{BufferAdvertisement, IserHeader, IserMessage};
@@ -38,7 +42,8 @@ use crate::seq::{Itt, Lun, SeqNum, Ttt};
 /// their responses ever going out (aborted tasks, ITTs never reused).
 pub const MAX_TASKS: usize = 8192;
 
-/// RDMA Reads waiting for their data, at most.
+/// RDMA Reads waiting for their data, or completed and held behind their task's unsolicited
+/// data, at most.
 pub const MAX_PENDING_READS: usize = 8192;
 
 /// What the datamover asks of the queue pair.
@@ -95,8 +100,8 @@ pub enum MoverError {
     /// The core sent data for a task the datamover does not know.
     #[error("task {0:#x} unknown to the datamover")]
     UnknownTask(u32),
-    /// Too many tasks or reads in flight.
-    #[error("more than {0} tasks or RDMA Reads in flight")]
+    /// Too many tasks, RDMA Reads or task management functions in flight.
+    #[error("more than {0} tasks, RDMA Reads or task management functions in flight")]
     TooMany(usize),
     /// An address that wraps.
     #[error("task {0:#x}: buffer offset wraps the address space")]
@@ -176,6 +181,11 @@ pub struct TargetDatamover {
     pending: VecDeque<Pdu>,
     /// The StatSN after the last status sent, for a held NOP-In sent late.
     next_stat_sn: Option<SeqNum>,
+    /// Data-Out from RDMA Reads held behind their task's unsolicited data.
+    order: ReadOrder,
+    /// RDMA Read completions that were held so (each came before the last of its task's
+    /// unsolicited Sends).
+    reads_reordered: u64,
     /// What was done so far.
     pub stats: MoverStats,
 }
@@ -204,6 +214,8 @@ impl TargetDatamover {
             unexpected: TargetUnexpectedWindow::default(),
             pending: VecDeque::new(),
             next_stat_sn: None,
+            order: ReadOrder::default(),
+            reads_reordered: 0,
             stats: MoverStats::default(),
         }
     }
@@ -272,7 +284,34 @@ impl TargetDatamover {
         self.tasks.len()
     }
 
-    /// One received Send: the PDU it carries, for the core.
+    /// Data-Out PDUs from RDMA Reads held now behind their task's unsolicited data.
+    pub fn data_outs_held(&self) -> usize {
+        self.order.pdus_held()
+    }
+
+    /// RDMA Read completions held or released and not yet taken.
+    #[cfg(test)]
+    pub(crate) fn reads_held(&self) -> usize {
+        self.order.reads_held()
+    }
+
+    /// RDMA Read completions held so far because they came before the last of their task's
+    /// unsolicited Sends.
+    pub fn reads_reordered(&self) -> u64 {
+        self.reads_reordered
+    }
+
+    /// The Data-Out PDUs the last [`Self::handle_send`] released (made from RDMA Reads that
+    /// completed before the Send that finished their task's unsolicited data), in the order
+    /// the core takes them. The driver hands them to the core right after the PDU that
+    /// `handle_send` returned; until taken they count against
+    /// the bound of RDMA Reads in flight (`MAX_PENDING_READS`).
+    pub fn take_released(&mut self) -> Vec<Pdu> {
+        self.order.take_released()
+    }
+
+    /// One received Send: the PDU it carries, for the core. When it completes a task's
+    /// unsolicited data, Data-Out held for that task follow it: see [`Self::take_released`].
     pub fn handle_send(&mut self, msg: &[u8]) -> Result<Pdu, MoverError> {
         self.stats.sends_received += 1;
         let (header, rest) = match IserMessage::parse(msg) {
@@ -295,6 +334,12 @@ impl TargetDatamover {
             }
             self.stats.unsolicited_data_outs += 1;
             self.stats.unsolicited_bytes += d.data.len() as u64;
+            self.order.unsolicited(d);
+        }
+        if let Pdu::TaskMgmtRequest(req) = &pdu {
+            if !self.order.tmf_request(req) {
+                return Err(MoverError::TooMany(super::read_order::MAX_TMFS));
+            }
         }
         if let Pdu::ScsiCommand(cmd) = &pdu {
             self.last_exp_stat_sn = cmd.exp_stat_sn;
@@ -336,6 +381,12 @@ impl TargetDatamover {
                         unsolicited,
                     },
                 );
+                let immediate = u32::try_from(cmd.data.len()).unwrap_or(u32::MAX);
+                self.order
+                    .command(cmd.itt, cmd.lun, cmd.cmd_sn, unsolicited, immediate);
+            } else {
+                // No RDMA Read will serve this task; a reused ITT drops what it held.
+                self.order.end_task(cmd.itt);
             }
         }
         Ok(pdu)
@@ -356,6 +407,11 @@ impl TargetDatamover {
     fn move_pdu(&mut self, pdu: Pdu, out: &mut Vec<TargetOp>) -> Result<(), MoverError> {
         if let Some(sn) = advancing_stat_sn(&pdu) {
             self.next_stat_sn = Some(sn.next());
+        }
+        match &pdu {
+            Pdu::TaskMgmtResponse(r) => self.order.tmf_response(r.itt, r.response),
+            Pdu::LogoutResponse(_) => self.order.logout(),
+            _ => {}
         }
         match pdu {
             Pdu::DataIn(d) => {
@@ -421,7 +477,7 @@ impl TargetDatamover {
             itt: r2t.itt.0,
             what: "write",
         })?;
-        if self.reads.len() >= MAX_PENDING_READS {
+        if self.reads.len() + self.order.reads_held() >= MAX_PENDING_READS {
             return Err(MoverError::TooMany(MAX_PENDING_READS));
         }
         if r2t.buffer_offset < task.unsolicited {
@@ -456,7 +512,10 @@ impl TargetDatamover {
     }
 
     /// An RDMA Read completed with `data`: the Data-Out PDUs that answer its R2T, cut to the
-    /// core's MaxRecvDataSegmentLength, the last with the F bit.
+    /// core's MaxRecvDataSegmentLength, the last with the F bit. None yet while the task
+    /// still awaits unsolicited data in Sends: the core takes a task's data in offset order
+    /// (DataPDUInOrder and DataSequenceInOrder, RFC 7143 sections 13.18 and 13.19), and the
+    /// PDUs follow the Send that completes it ([`Self::take_released`]).
     pub fn handle_read_done(&mut self, id: u64, data: Bytes) -> Result<Vec<Pdu>, MoverError> {
         let read = self.reads.remove(&id).ok_or(MoverError::UnknownRead(id))?;
         let chunk = self.core_max_recv as usize;
@@ -478,11 +537,16 @@ impl TargetDatamover {
                 data: data.slice(start..end),
             }));
         }
+        let pdus = self.order.read_done(read.itt, pdus);
+        if pdus.is_empty() {
+            self.reads_reordered += 1;
+        }
         Ok(pdus)
     }
 
     fn respond(&mut self, rsp: ScsiResponse, out: &mut Vec<TargetOp>) {
         let task = self.tasks.remove(&rsp.itt);
+        self.order.end_task(rsp.itt);
         let invalidate = if self.send_with_invalidate {
             task.and_then(|t| t.read.or(t.write)).map(|a| a.stag)
         } else {
