@@ -120,18 +120,6 @@ pub fn find_key(text: &[u8], key: &str) -> Option<String> {
         .map(|(_, v)| v)
 }
 
-/// What an iSER connection agreed on, once the Login Response that answers RDMAExtensions
-/// was seen.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct IserAgreement {
-    /// The largest data segment the initiator receives in one Send.
-    pub initiator_recv_dsl: u32,
-    /// The largest data segment the target receives in one Send.
-    pub target_recv_dsl: u32,
-    /// Unexpected PDUs the target may have outstanding (0: no limit).
-    pub max_outstanding_unexpected: u32,
-}
-
 /// The target's answers to an initiator's iSER offer: RDMAExtensions is a Boolean AND
 /// (RFC 7143 section 6.2.1), so the target says Yes only when it serves iSER and the
 /// initiator asked for it; with Yes it declares its receive length.
