@@ -2,6 +2,7 @@
 //! fault plan. Drivers feed it received bytes and send what [`Endpoint::poll_transmit`] hands
 //! out; tests can connect two endpoints directly.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -32,6 +33,10 @@ pub struct Endpoint {
     qp: QueuePair,
     decoder: Decoder,
     faults: FaultPlan,
+    /// Request frames a `DeferPastReadResponse` fault holds, in order.
+    deferred: VecDeque<Outgoing>,
+    /// A Read Response went out: the deferred frames follow it.
+    releasing: bool,
     broken: bool,
 }
 
@@ -44,6 +49,8 @@ impl Endpoint {
             pd: ProtectionDomain::new(),
             qp,
             faults: FaultPlan::default(),
+            deferred: VecDeque::new(),
+            releasing: false,
             broken: false,
         }
     }
@@ -137,11 +144,17 @@ impl Endpoint {
 
     /// Whether frames wait to be sent.
     pub fn wants_transmit(&self) -> bool {
-        self.qp.wants_transmit()
+        self.qp.wants_transmit() || (self.releasing && !self.deferred.is_empty())
     }
 
     /// The next frame to send, after the fault plan had its say.
     pub fn poll_transmit(&mut self) -> Option<Outgoing> {
+        if self.releasing {
+            if let Some(out) = self.deferred.pop_front() {
+                return Some(out);
+            }
+            self.releasing = false;
+        }
         loop {
             let msg = self.qp.poll_transmit()?;
             let kind = FrameKind::of(&msg);
@@ -159,16 +172,27 @@ impl Endpoint {
             };
             let actions = self.faults.on_frame(kind);
             let mut dropped = false;
+            let mut defer = false;
             for action in actions {
                 match action {
                     FaultAction::Drop => dropped = true,
                     FaultAction::Delay(d) => out.delay = Some(d),
                     FaultAction::Corrupt { offset, xor } => corrupt(&mut out, offset, xor),
+                    FaultAction::DeferPastReadResponse => defer = true,
                 }
             }
-            if !dropped {
-                return Some(out);
+            if dropped {
+                continue;
             }
+            // The request stream stays in order behind a deferred frame.
+            if defer || (!self.deferred.is_empty() && kind.is_request()) {
+                self.deferred.push_back(out);
+                continue;
+            }
+            if kind == FrameKind::ReadResponse && !self.deferred.is_empty() {
+                self.releasing = true;
+            }
+            return Some(out);
         }
     }
 }

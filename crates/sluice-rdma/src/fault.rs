@@ -1,5 +1,5 @@
-//! Fault injection for tests: drop, corrupt or delay chosen outbound messages, and fail
-//! registrations. A plan is plain data; the endpoint consults it for every frame it emits.
+//! Fault injection for tests: drop, corrupt, delay or reorder chosen outbound messages, and
+//! fail registrations. A plan is plain data; the endpoint consults it for every frame it emits.
 
 use std::time::Duration;
 
@@ -25,6 +25,15 @@ pub enum FrameKind {
 }
 
 impl FrameKind {
+    /// Whether the frame belongs to the sender's ordered request stream (it carries a message
+    /// sequence number the receiver checks in order).
+    pub fn is_request(self) -> bool {
+        matches!(
+            self,
+            FrameKind::Send | FrameKind::Write | FrameKind::ReadRequest
+        )
+    }
+
     /// The kind of `msg`.
     pub fn of(msg: &Message) -> Self {
         match msg {
@@ -54,6 +63,13 @@ pub enum FaultAction {
     },
     /// The frame (and so every frame after it) is sent this much later.
     Delay(Duration),
+    /// The frame, and every request frame after it (Send, RDMA Write, RDMA Read Request: one
+    /// ordered stream), waits until this endpoint sends its next RDMA Read Response, and goes
+    /// right after it; Read Responses and Acks pass meanwhile. Real RDMA orders a side's
+    /// requests and its responses each in its own stream, not one against the other, so a
+    /// peer may see read data before Sends posted earlier; the software provider's single
+    /// byte stream never shows that without this fault. Nothing goes until the peer reads.
+    DeferPastReadResponse,
 }
 
 /// One rule: the `nth` (0-based) outbound frame of `kind` (of any kind when `None`).

@@ -646,3 +646,86 @@ fn completions_keep_posting_order_across_reads_and_writes() {
         ]
     );
 }
+
+/// Requests deferred past the next Read Response: B reads A's memory and sees the data
+/// before the two Sends A posted earlier, which still arrive in their own order.
+#[test]
+fn deferred_sends_arrive_after_the_next_read_response_in_order() {
+    let (mut p, local, _) = setup(rw());
+    let readable =
+        p.a.register(
+            4096,
+            Access::LOCAL_WRITE | Access::REMOTE_READ,
+            VaMode::ZeroBased,
+        )
+        .expect("readable");
+    p.a.pd.fill(readable.stag, 0, &[0x5a; 64]).expect("fill");
+    let inbox =
+        p.b.register(512, Access::LOCAL_WRITE, VaMode::ZeroBased)
+            .expect("inbox");
+    let sink =
+        p.b.register(64, Access::LOCAL_WRITE, VaMode::ZeroBased)
+            .expect("sink");
+    for (wr_id, offset) in [(20, 0), (21, 256)] {
+        p.b.post_recv(RecvWr {
+            wr_id,
+            sge: sge(&inbox, offset, 256),
+        })
+        .expect("recv");
+    }
+    p.a.set_faults(FaultPlan::rule(
+        Some(FrameKind::Send),
+        0,
+        FaultAction::DeferPastReadResponse,
+    ));
+    for (wr_id, len) in [(1, 40), (2, 48)] {
+        p.a.post_send(SendWr::Send {
+            wr_id,
+            sge: sge(&local, 0, len),
+            invalidate: None,
+        })
+        .expect("send");
+    }
+    p.run();
+    assert!(Pair::completions(&mut p.b).is_empty(), "the Sends wait");
+    p.b.post_send(SendWr::Read {
+        wr_id: 30,
+        sge: sge(&sink, 0, 64),
+        remote: remote(&readable, 0),
+    })
+    .expect("read");
+    p.run();
+    assert_eq!(
+        Pair::completions(&mut p.b),
+        [
+            wc(30, WcOpcode::RdmaRead, WcStatus::Success, 64),
+            wc(20, WcOpcode::Recv, WcStatus::Success, 40),
+            wc(21, WcOpcode::Recv, WcStatus::Success, 48),
+        ]
+    );
+    assert_eq!(
+        Pair::completions(&mut p.a),
+        [
+            wc(1, WcOpcode::Send, WcStatus::Success, 40),
+            wc(2, WcOpcode::Send, WcStatus::Success, 48),
+        ]
+    );
+    assert_eq!(p.b.state(), QpState::Ready);
+    // Later Sends go at once.
+    p.b.post_recv(RecvWr {
+        wr_id: 22,
+        sge: sge(&inbox, 0, 256),
+    })
+    .expect("recv");
+    p.a.post_send(SendWr::Send {
+        wr_id: 3,
+        sge: sge(&local, 0, 8),
+        invalidate: None,
+    })
+    .expect("send");
+    p.run();
+    assert_eq!(
+        Pair::completions(&mut p.b),
+        [wc(22, WcOpcode::Recv, WcStatus::Success, 8)]
+    );
+}
