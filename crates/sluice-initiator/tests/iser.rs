@@ -110,6 +110,45 @@ async fn data_moves_by_rdma_write_and_read() {
     assert_eq!((i.read_buffers, i.write_buffers), (4, 2), "{i:?}");
 }
 
+/// Real RDMA orders the initiator's Sends and its RDMA Read Responses each in its own stream,
+/// not one against the other: here the first unsolicited Data-Out Send of a write (and the
+/// two behind it) goes only after the Read Response of its first solicited burst, so the
+/// target sees solicited data first. Its core, which takes a write's data in offset order
+/// (DataPDUInOrder, DataSequenceInOrder: RFC 7143 sections 13.18 and 13.19), still gets the
+/// unsolicited data first, and the write lands whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the target driver to hand TargetDatamover::take_released() to the core after each received Send"]
+async fn read_data_before_the_unsolicited_sends_still_writes_in_order() {
+    let (target, portal) = iser_target(IserServeOptions::default()).await;
+    // Send 0 is the iSER Hello, 1 and 2 the TEST UNIT READY below (repeated after the unit
+    // attention a new session's first command meets), 3 the write's command with 16 KiB of
+    // immediate data, 4 the first of its three unsolicited Data-Out (FirstBurstLength 64 KiB
+    // over iSER). Without the datamover holding the read data, the core sees the solicited
+    // data first and fails the write (ABORTED COMMAND, not enough unsolicited data).
+    let opts = iser_options(IserOptions {
+        faults: FaultPlan::rule(Some(FrameKind::Send), 4, FaultAction::DeferPastReadResponse),
+        ..IserOptions::default()
+    });
+    let stats = opts.iser_stats.clone();
+    let s = Session::connect(&portal, IQN, opts).await.unwrap();
+    s.test_unit_ready(0).await.ok();
+    // One command (256 KiB): 64 KiB in Sends, the rest by RDMA Read.
+    let data = pattern(256 << 10, 12);
+    tokio::time::timeout(Duration::from_secs(10), s.write(0, 0, data.clone(), 512))
+        .await
+        .expect("the write ends, it does not hang")
+        .unwrap();
+    let i = stats.snapshot();
+    assert_eq!((i.write_buffers, i.unsolicited_data_outs), (1, 3), "{i:?}");
+    assert_eq!(i.readable_bytes, (256 << 10) - 65536, "{i:?}");
+    let back = s.read(0, 0, (256 << 10) / 512, 512).await.unwrap();
+    assert!(back == data, "the write read back differently");
+    s.logout().await.unwrap();
+    let c = target.iser_counters().status();
+    assert_eq!(c.errors, 0, "{c:?}");
+    assert_eq!(c.unsolicited_bytes, 65536, "{c:?}");
+}
+
 /// sluice's iSER datamovers keep a task's buffers for its first issue only, so an iSER
 /// session runs at ErrorRecoveryLevel 0 whatever the initiator offered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
