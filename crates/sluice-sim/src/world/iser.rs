@@ -233,6 +233,12 @@ impl World {
             let pdus = match event {
                 RdmaEvent::Received(msg) => match t.mover.handle_send(&msg) {
                     Ok(pdu) => {
+                        // Solicited data the datamover held until this Send completed its
+                        // task's unsolicited part follows it (RDMA does not order Sends
+                        // against Read Responses; this link happens to, so it is usually
+                        // empty).
+                        let mut pdus = vec![pdu];
+                        pdus.extend(t.mover.take_released());
                         // The initiator's PDU may free room for what the target held back
                         // for its MaxOutstandingUnexpectedPDUs.
                         let mut ops = std::mem::take(&mut t.ops);
@@ -241,7 +247,7 @@ impl World {
                         }
                         let offset = self.sabotage_write_offset();
                         self.target_post_ops(i, ops, offset)?;
-                        vec![pdu]
+                        pdus
                     }
                     Err(e) => return Err(self.violation(format!("target datamover: {e}"))),
                 },
