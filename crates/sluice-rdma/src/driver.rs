@@ -124,9 +124,27 @@ impl SoftRdma {
         self.endpoint().register_shared(bytes, access, va)
     }
 
+    /// Registers the caller's immutable buffers, in order, as one region for reading: the
+    /// peer's RDMA Reads slice a chunk where they lie inside one and copy only where they
+    /// span chunks.
+    pub fn register_gathered(
+        &self,
+        chunks: Vec<bytes::Bytes>,
+        access: Access,
+        va: VaMode,
+    ) -> Result<MemoryRegion, RegisterError> {
+        self.endpoint().register_gathered(chunks, access, va)
+    }
+
     /// Deregisters a region and hands its memory back (no copy).
     pub fn take(&self, stag: STag) -> Result<Vec<u8>, AccessError> {
         self.endpoint().pd.take(stag)
+    }
+
+    /// Deregisters a region and hands back the memory it owned; a shared or gathered
+    /// region's memory stays the caller's (`None`, nothing copied).
+    pub fn retire(&self, stag: STag) -> Result<Option<Vec<u8>>, AccessError> {
+        self.endpoint().pd.retire(stag)
     }
 
     /// The base address of the region `stag` names, if any.
@@ -149,7 +167,7 @@ impl SoftRdma {
         self.endpoint()
             .pd
             .contents(stag, va, len)
-            .map(<[u8]>::to_vec)
+            .map(std::borrow::Cow::into_owned)
     }
 
     /// Replaces the fault plan.

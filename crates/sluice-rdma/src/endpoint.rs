@@ -101,6 +101,20 @@ impl Endpoint {
         self.pd.register_shared(bytes, access, va)
     }
 
+    /// Registers the caller's immutable buffers, in order, as one region for reading (see
+    /// [`ProtectionDomain::register_gathered`]), under the same fault plan.
+    pub fn register_gathered(
+        &mut self,
+        chunks: Vec<bytes::Bytes>,
+        access: Access,
+        va: VaMode,
+    ) -> Result<MemoryRegion, RegisterError> {
+        if self.faults.take_registration_failure() {
+            return Err(RegisterError::Injected);
+        }
+        self.pd.register_gathered(chunks, access, va)
+    }
+
     /// The queue pair's state.
     pub fn state(&self) -> QpState {
         self.qp.state()

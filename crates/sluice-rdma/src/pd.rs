@@ -1,12 +1,16 @@
 //! Protection domains and the memory regions registered in them, with the checks every
 //! access goes through.
 
+mod memory;
+
+use std::borrow::Cow;
 use std::ops::Range;
 
 use bytes::Bytes;
 use rustc_hash::FxHashMap;
 
 use crate::access::{Access, STag, VaMode};
+use memory::{Gathered, Memory};
 
 /// Largest region one registration may create. Registration allocates the region's memory,
 /// so the bound keeps a caller's typo from asking for the machine.
@@ -81,27 +85,6 @@ struct Region {
     bytes: Memory,
 }
 
-/// A region's memory: allocated for it or handed over by the caller (writable), or the
-/// caller's immutable shared buffer (a region without write rights), which every read
-/// slices instead of copying.
-enum Memory {
-    Owned(Vec<u8>),
-    Shared(Bytes),
-}
-
-impl Memory {
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            Memory::Owned(v) => v,
-            Memory::Shared(b) => b,
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.as_slice().len()
-    }
-}
-
 /// A protection domain: the regions one set of queue pairs may use. Its memory lives here,
 /// so every access — local or remote — goes through [`ProtectionDomain::check`].
 #[derive(Default)]
@@ -160,6 +143,23 @@ impl ProtectionDomain {
         self.insert(Memory::Shared(bytes), access, va)
     }
 
+    /// Registers the caller's immutable buffers in place, in order, as one region for
+    /// reading only (a gather list made one region, as a write's data the peer RDMA-Reads
+    /// arrives in pieces): a read inside one chunk slices it, a read spanning chunks copies
+    /// the pieces it covers. Every check is that of any region; write rights are refused
+    /// ([`RegisterError::InvalidAccess`]), as for [`register_shared`](Self::register_shared).
+    pub fn register_gathered(
+        &mut self,
+        chunks: Vec<Bytes>,
+        access: Access,
+        va: VaMode,
+    ) -> Result<MemoryRegion, RegisterError> {
+        if access.contains(Access::LOCAL_WRITE) || access.contains(Access::REMOTE_WRITE) {
+            return Err(RegisterError::InvalidAccess);
+        }
+        self.insert(Memory::Gathered(Gathered::new(chunks)), access, va)
+    }
+
     fn insert(
         &mut self,
         bytes: Memory,
@@ -207,10 +207,18 @@ impl ProtectionDomain {
         self.region(stag)?;
         self.regions
             .remove(&stag.index())
-            .map(|r| match r.bytes {
-                Memory::Owned(v) => v,
-                Memory::Shared(b) => Vec::from(b),
-            })
+            .map(|r| r.bytes.into_vec())
+            .ok_or(AccessError::UnknownStag(stag))
+    }
+
+    /// Deregisters a region and hands back the memory it owned ([`register`](Self::register)
+    /// or [`register_vec`](Self::register_vec)); a shared or gathered region's memory is
+    /// the caller's, and the region only drops its references to it (`None`: no copy).
+    pub fn retire(&mut self, stag: STag) -> Result<Option<Vec<u8>>, AccessError> {
+        self.region(stag)?;
+        self.regions
+            .remove(&stag.index())
+            .map(|r| r.bytes.into_owned())
             .ok_or(AccessError::UnknownStag(stag))
     }
 
@@ -275,11 +283,11 @@ impl ProtectionDomain {
         need: Access,
     ) -> Result<Vec<u8>, AccessError> {
         let range = self.check(stag, va, len, need)?;
-        Ok(self.region(stag)?.bytes.as_slice()[range].to_vec())
+        Ok(self.region(stag)?.bytes.view(range).into_owned())
     }
 
-    /// As [`read`](Self::read), as `Bytes`: a slice of a shared region's buffer (no copy),
-    /// a copy of anything else.
+    /// As [`read`](Self::read), as `Bytes`: a slice of a shared region's buffer, or of the
+    /// one chunk of a gathered region the read lies in (no copy); a copy of anything else.
     pub fn read_bytes(
         &self,
         stag: STag,
@@ -288,10 +296,7 @@ impl ProtectionDomain {
         need: Access,
     ) -> Result<Bytes, AccessError> {
         let range = self.check(stag, va, len, need)?;
-        Ok(match &self.region(stag)?.bytes {
-            Memory::Shared(b) => b.slice(range),
-            Memory::Owned(v) => Bytes::copy_from_slice(&v[range]),
-        })
+        Ok(self.region(stag)?.bytes.bytes(range))
     }
 
     /// Copies `data` into a region after [`check`](Self::check) with `need`.
@@ -308,12 +313,13 @@ impl ProtectionDomain {
     }
 
     /// The owner's own view of its memory (a CPU load, not a verb): bounds are checked, rights
-    /// and validity are not.
-    pub fn contents(&self, stag: STag, va: u64, len: u64) -> Result<&[u8], AccessError> {
+    /// and validity are not. Borrowed, except a range spanning a gathered region's chunks,
+    /// which is copied.
+    pub fn contents(&self, stag: STag, va: u64, len: u64) -> Result<Cow<'_, [u8]>, AccessError> {
         let region = self.region(stag)?;
         let range =
             region_range(region, va, len).ok_or(AccessError::OutOfBounds { stag, va, len })?;
-        Ok(&region.bytes.as_slice()[range])
+        Ok(region.bytes.view(range))
     }
 
     /// The owner filling its own memory (a CPU store, not a verb): bounds are checked, rights
@@ -342,12 +348,10 @@ impl ProtectionDomain {
     }
 }
 
-/// A region's memory to store into; a shared (immutable) buffer has no write right.
+/// A region's memory to store into; the caller's immutable buffers have no write right.
 fn writable(region: &mut Region) -> Result<&mut [u8], AccessError> {
-    match &mut region.bytes {
-        Memory::Owned(v) => Ok(v),
-        Memory::Shared(_) => Err(AccessError::NoRight(region.stag)),
-    }
+    let stag = region.stag;
+    region.bytes.writable().ok_or(AccessError::NoRight(stag))
 }
 
 /// `[va, va + len)` as a range of the region's bytes, if it lies inside `[base, base + size)`.
@@ -458,7 +462,7 @@ mod tests {
             Err(AccessError::Invalidated(mr.stag))
         );
         // The owner still sees its memory.
-        assert_eq!(pd.contents(mr.stag, 0, 8).map(<[u8]>::len), Ok(8));
+        assert_eq!(pd.contents(mr.stag, 0, 8).map(|c| c.len()), Ok(8));
         pd.deregister(mr.stag).expect("deregister");
         assert_eq!(
             pd.check(mr.stag, 0, 8, Access::REMOTE_READ),
@@ -545,5 +549,113 @@ mod tests {
             Err(AccessError::NoRight(mr.stag))
         );
         assert_eq!(pd.take(mr.stag), Ok(b"0123456789".to_vec()));
+    }
+
+    fn gathered(pd: &mut ProtectionDomain, access: Access) -> (MemoryRegion, Bytes) {
+        let second = Bytes::from(b"456789".to_vec());
+        let chunks = vec![
+            Bytes::from_static(b"0123"),
+            Bytes::new(),
+            second.clone(),
+            Bytes::from_static(b"ab"),
+        ];
+        let mr = pd
+            .register_gathered(chunks, access, VaMode::Based(0x4000))
+            .expect("register");
+        (mr, second)
+    }
+
+    #[test]
+    fn a_gathered_region_is_its_chunks_in_order() {
+        let mut pd = ProtectionDomain::new();
+        let (mr, second) = gathered(&mut pd, Access::REMOTE_READ);
+        assert_eq!(mr.len, 12);
+        assert_eq!(mr.base_va, 0x4000);
+        // Inside one chunk: the caller's bytes themselves.
+        let inside = pd
+            .read_bytes(mr.stag, 0x4005, 4, Access::REMOTE_READ)
+            .expect("inside");
+        assert_eq!(inside, Bytes::from_static(b"5678"));
+        assert_eq!(inside.as_ptr(), second[1..].as_ptr());
+        // Across chunks: their bytes in order.
+        assert_eq!(
+            pd.read_bytes(mr.stag, 0x4002, 9, Access::REMOTE_READ),
+            Ok(Bytes::from_static(b"23456789a"))
+        );
+        assert_eq!(
+            pd.read(mr.stag, 0x4000, 12, Access::REMOTE_READ),
+            Ok(b"0123456789ab".to_vec())
+        );
+        assert_eq!(&*pd.contents(mr.stag, 0x4003, 2).expect("c"), b"34");
+    }
+
+    #[test]
+    fn a_gathered_region_is_checked_like_any_region() {
+        let mut pd = ProtectionDomain::new();
+        let (mr, _) = gathered(&mut pd, Access::REMOTE_READ);
+        for (va, len) in [(0x4000, 13), (0x3fff, 1), (0x400c, 1), (0x400b, 2)] {
+            assert!(
+                matches!(
+                    pd.read_bytes(mr.stag, va, len, Access::REMOTE_READ),
+                    Err(AccessError::OutOfBounds { .. })
+                ),
+                "{va:#x}+{len}"
+            );
+        }
+        assert_eq!(
+            pd.write(mr.stag, 0x4000, b"x", Access::REMOTE_WRITE),
+            Err(AccessError::NoRight(mr.stag))
+        );
+        assert_eq!(
+            pd.fill(mr.stag, 0x4000, b"x"),
+            Err(AccessError::NoRight(mr.stag))
+        );
+        pd.invalidate(mr.stag).expect("invalidate");
+        assert_eq!(
+            pd.read_bytes(mr.stag, 0x4000, 1, Access::REMOTE_READ),
+            Err(AccessError::Invalidated(mr.stag))
+        );
+        assert_eq!(pd.retire(mr.stag), Ok(None));
+        assert_eq!(
+            pd.read_bytes(mr.stag, 0x4000, 1, Access::REMOTE_READ),
+            Err(AccessError::UnknownStag(mr.stag))
+        );
+    }
+
+    #[test]
+    fn a_gathered_region_refuses_write_rights() {
+        let mut pd = ProtectionDomain::new();
+        for access in [
+            Access::LOCAL_WRITE,
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        ] {
+            assert_eq!(
+                pd.register_gathered(vec![Bytes::from_static(b"x")], access, VaMode::ZeroBased),
+                Err(RegisterError::InvalidAccess)
+            );
+        }
+        let (mr, _) = gathered(&mut pd, Access::NONE);
+        assert_eq!(
+            pd.check(mr.stag, 0x4000, 1, Access::REMOTE_READ),
+            Err(AccessError::NoRight(mr.stag))
+        );
+        assert_eq!(pd.take(mr.stag), Ok(b"0123456789ab".to_vec()));
+    }
+
+    #[test]
+    fn retiring_hands_back_only_owned_memory() {
+        let mut pd = ProtectionDomain::new();
+        let owned = pd
+            .register_vec(vec![1, 2], Access::NONE, VaMode::ZeroBased)
+            .expect("owned");
+        let shared = pd
+            .register_shared(Bytes::from_static(b"ab"), Access::NONE, VaMode::ZeroBased)
+            .expect("shared");
+        assert_eq!(pd.retire(owned.stag), Ok(Some(vec![1, 2])));
+        assert_eq!(pd.retire(shared.stag), Ok(None));
+        assert_eq!(
+            pd.retire(owned.stag),
+            Err(AccessError::UnknownStag(owned.stag))
+        );
     }
 }

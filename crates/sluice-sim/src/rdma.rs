@@ -286,7 +286,8 @@ impl RdmaSide {
                         Some((len, tag)) => Some((
                             tag,
                             Bytes::copy_from_slice(
-                                self.ep
+                                &self
+                                    .ep
                                     .pd
                                     .contents(s.stag, 0, u64::from(len))
                                     .map_err(|e| e.to_string())?,
@@ -421,7 +422,7 @@ impl Regions for TaskBuffers<'_> {
             .ep
             .pd
             .contents(stag, buf.base_offset, u64::from(len))
-            .map(Bytes::copy_from_slice)
+            .map(|c| Bytes::copy_from_slice(&c))
             .map_err(|e| e.to_string())
     }
 

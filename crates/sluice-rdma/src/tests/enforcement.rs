@@ -115,7 +115,10 @@ fn a_read_after_invalidate_is_refused_but_the_one_before_succeeds() {
         Pair::completions(&mut p.a),
         [wc(1, WcOpcode::RdmaRead, WcStatus::Success, 64)]
     );
-    assert_eq!(p.a.pd.contents(local.stag, 0, 64).expect("c"), &[0xab; 64]);
+    assert_eq!(
+        &*p.a.pd.contents(local.stag, 0, 64).expect("c"),
+        &[0xab; 64]
+    );
     p.b.post_send(SendWr::LocalInvalidate {
         wr_id: 2,
         stag: target.stag,
@@ -727,5 +730,83 @@ fn deferred_sends_arrive_after_the_next_read_response_in_order() {
     assert_eq!(
         Pair::completions(&mut p.b),
         [wc(22, WcOpcode::Recv, WcStatus::Success, 8)]
+    );
+}
+
+/// A: a 4 KiB local sink. B: 300 bytes gathered from three chunks of 100 at 0x20_0000.
+fn setup_gathered() -> (Pair, MemoryRegion, MemoryRegion, Vec<u8>) {
+    let mut p = Pair::new();
+    let local =
+        p.a.register(4096, Access::LOCAL_WRITE, VaMode::ZeroBased)
+            .expect("register local");
+    let data: Vec<u8> = (0..300u32).map(|i| (i * 11 + 5) as u8).collect();
+    let chunks = data
+        .chunks(100)
+        .map(bytes::Bytes::copy_from_slice)
+        .collect();
+    let gathered =
+        p.b.register_gathered(chunks, Access::REMOTE_READ, VaMode::Based(0x20_0000))
+            .expect("register gathered");
+    (p, local, gathered, data)
+}
+
+#[test]
+fn rdma_reads_of_a_gathered_region_return_its_chunks_in_order() {
+    let (mut p, local, gathered, data) = setup_gathered();
+    // One read inside a chunk, one across all three.
+    for (wr_id, offset, len) in [(1u64, 110u64, 80u32), (2, 50, 250)] {
+        p.a.post_send(SendWr::Read {
+            wr_id,
+            sge: sge(&local, 0, len),
+            remote: remote(&gathered, offset),
+        })
+        .expect("post");
+        p.run();
+        assert_eq!(
+            Pair::completions(&mut p.a),
+            [wc(wr_id, WcOpcode::RdmaRead, WcStatus::Success, len)]
+        );
+        let at = offset as usize;
+        assert_eq!(
+            &*p.a.pd.contents(local.stag, 0, u64::from(len)).expect("c"),
+            &data[at..at + len as usize]
+        );
+    }
+}
+
+#[test]
+fn an_rdma_read_past_a_gathered_regions_end_is_a_remote_access_error() {
+    let (mut p, local, gathered, _) = setup_gathered();
+    p.a.post_send(SendWr::Read {
+        wr_id: 7,
+        sge: sge(&local, 0, 101),
+        remote: remote(&gathered, 200),
+    })
+    .expect("post");
+    p.run();
+    assert_eq!(
+        Pair::completions(&mut p.a),
+        [wc(7, WcOpcode::RdmaRead, WcStatus::RemoteAccess, 0)]
+    );
+    assert_eq!(
+        Pair::completions(&mut p.b),
+        [async_error(WcStatus::RemoteAccess)]
+    );
+}
+
+#[test]
+fn an_rdma_write_into_a_gathered_region_is_a_remote_access_error() {
+    let (mut p, local, gathered, data) = setup_gathered();
+    write_at(&mut p, &local, remote(&gathered, 0));
+    assert_eq!(
+        Pair::completions(&mut p.a),
+        [wc(7, WcOpcode::RdmaWrite, WcStatus::RemoteAccess, 0)]
+    );
+    assert_eq!(
+        &*p.b
+            .pd
+            .contents(gathered.stag, gathered.base_va, 300)
+            .expect("c"),
+        &data[..]
     );
 }

@@ -1,0 +1,213 @@
+//! A region's memory, in the three forms a registration can take: allocated for the region or
+//! handed over by the caller (writable), the caller's immutable buffer, or the caller's
+//! immutable buffers gathered in order into one region. Ranges passed here were already
+//! checked against [`Memory::len`] by the protection domain.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use bytes::Bytes;
+
+/// A region's bytes.
+pub(super) enum Memory {
+    /// Allocated for the region or handed over by the caller: the only writable form.
+    Owned(Vec<u8>),
+    /// The caller's immutable buffer: reads slice it.
+    Shared(Bytes),
+    /// The caller's immutable buffers, one after the other: a read inside one of them
+    /// slices it, a read across them copies (as a gather list's pieces are, once).
+    Gathered(Gathered),
+}
+
+impl Memory {
+    pub(super) fn len(&self) -> usize {
+        match self {
+            Memory::Owned(v) => v.len(),
+            Memory::Shared(b) => b.len(),
+            Memory::Gathered(g) => g.len,
+        }
+    }
+
+    /// The bytes of `range` as the owner sees them: borrowed where they lie in one piece of
+    /// memory, copied where they span a gathered region's chunks.
+    pub(super) fn view(&self, range: Range<usize>) -> Cow<'_, [u8]> {
+        match self {
+            Memory::Owned(v) => Cow::Borrowed(&v[range]),
+            Memory::Shared(b) => Cow::Borrowed(&b[range]),
+            Memory::Gathered(g) => match g.within_one(&range) {
+                Some((chunk, r)) => Cow::Borrowed(&g.chunks[chunk][r]),
+                None => Cow::Owned(g.copy(range)),
+            },
+        }
+    }
+
+    /// The bytes of `range` as `Bytes`: a slice of the caller's buffer where they lie in one
+    /// (no copy), a copy otherwise.
+    pub(super) fn bytes(&self, range: Range<usize>) -> Bytes {
+        match self {
+            Memory::Owned(v) => Bytes::copy_from_slice(&v[range]),
+            Memory::Shared(b) => b.slice(range),
+            Memory::Gathered(g) => match g.within_one(&range) {
+                Some((chunk, r)) => g.chunks[chunk].slice(r),
+                None => Bytes::from(g.copy(range)),
+            },
+        }
+    }
+
+    /// The memory to store into: only an owned region's; the caller's buffers cannot change.
+    pub(super) fn writable(&mut self) -> Option<&mut [u8]> {
+        match self {
+            Memory::Owned(v) => Some(v),
+            Memory::Shared(_) | Memory::Gathered(_) => None,
+        }
+    }
+
+    /// The memory as one vector: an owned region's as it is, a caller's buffer copied
+    /// unless it was the only reference to a vector.
+    pub(super) fn into_vec(self) -> Vec<u8> {
+        match self {
+            Memory::Owned(v) => v,
+            Memory::Shared(b) => Vec::from(b),
+            Memory::Gathered(g) => g.copy(0..g.len),
+        }
+    }
+
+    /// The memory as one vector if the region owned it; the caller's buffers are only
+    /// dropped (the references the region held).
+    pub(super) fn into_owned(self) -> Option<Vec<u8>> {
+        match self {
+            Memory::Owned(v) => Some(v),
+            Memory::Shared(_) | Memory::Gathered(_) => None,
+        }
+    }
+}
+
+/// Buffers in order as one run of bytes.
+pub(super) struct Gathered {
+    /// The non-empty chunks, in order.
+    chunks: Vec<Bytes>,
+    /// Where each chunk ends in the region (ascending, the last is `len`).
+    ends: Vec<usize>,
+    len: usize,
+}
+
+impl Gathered {
+    /// `chunks` in order; empty ones are left out, as they hold no byte to address.
+    pub(super) fn new(chunks: Vec<Bytes>) -> Self {
+        let chunks: Vec<Bytes> = chunks.into_iter().filter(|c| !c.is_empty()).collect();
+        let mut len = 0usize;
+        let ends = chunks
+            .iter()
+            .map(|c| {
+                len += c.len();
+                len
+            })
+            .collect();
+        Gathered { chunks, ends, len }
+    }
+
+    /// The chunk holding the byte at `offset` (`offset < len`).
+    fn chunk_at(&self, offset: usize) -> usize {
+        self.ends.partition_point(|&end| end <= offset)
+    }
+
+    fn start_of(&self, chunk: usize) -> usize {
+        if chunk == 0 {
+            0
+        } else {
+            self.ends[chunk - 1]
+        }
+    }
+
+    /// The chunk `range` lies inside, and the range within that chunk; `None` when it spans
+    /// chunks. An empty range lies inside any chunk, and is given as an empty range of the
+    /// first (or of none, when there is no chunk: then it spans "nothing" and is copied).
+    fn within_one(&self, range: &Range<usize>) -> Option<(usize, Range<usize>)> {
+        if range.is_empty() {
+            return (!self.chunks.is_empty()).then_some((0, 0..0));
+        }
+        let chunk = self.chunk_at(range.start);
+        let start = self.start_of(chunk);
+        (range.end <= self.ends[chunk]).then(|| (chunk, range.start - start..range.end - start))
+    }
+
+    /// Copies `range` out, chunk piece by chunk piece.
+    fn copy(&self, range: Range<usize>) -> Vec<u8> {
+        let mut out = Vec::with_capacity(range.len());
+        let mut at = range.start;
+        while at < range.end {
+            let chunk = self.chunk_at(at);
+            let start = self.start_of(chunk);
+            let end = self.ends[chunk].min(range.end);
+            out.extend_from_slice(&self.chunks[chunk][at - start..end - start]);
+            at = end;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gathered() -> Memory {
+        Memory::Gathered(Gathered::new(vec![
+            Bytes::from_static(b"0123"),
+            Bytes::new(),
+            Bytes::from_static(b"45"),
+            Bytes::from_static(b"6789"),
+        ]))
+    }
+
+    #[test]
+    fn a_read_inside_one_chunk_slices_the_callers_buffer() {
+        let chunk = Bytes::from(b"abcdefgh".to_vec());
+        let memory = Memory::Gathered(Gathered::new(vec![
+            Bytes::from_static(b"xy"),
+            chunk.clone(),
+        ]));
+        let read = memory.bytes(3..7);
+        assert_eq!(&read[..], b"bcde");
+        // The same memory, not a copy of it.
+        assert_eq!(read.as_ptr(), chunk[1..].as_ptr());
+        assert!(matches!(memory.view(2..10), Cow::Borrowed(b"abcdefgh")));
+    }
+
+    #[test]
+    fn a_read_across_chunks_is_their_bytes_in_order() {
+        let memory = gathered();
+        assert_eq!(memory.len(), 10);
+        assert_eq!(&memory.bytes(2..8)[..], b"234567");
+        assert_eq!(&memory.bytes(0..10)[..], b"0123456789");
+        assert_eq!(&*memory.view(3..5), b"34");
+        assert!(matches!(memory.view(3..5), Cow::Owned(_)));
+        assert_eq!(&memory.bytes(4..6)[..], b"45");
+        assert_eq!(&memory.bytes(6..6)[..], b"");
+        assert_eq!(gathered().into_vec(), b"0123456789".to_vec());
+    }
+
+    #[test]
+    fn every_split_reads_back_what_was_gathered() {
+        let data: Vec<u8> = (0..=255).collect();
+        for cut in [1usize, 7, 64, 255] {
+            let chunks = data.chunks(cut).map(Bytes::copy_from_slice).collect();
+            let memory = Memory::Gathered(Gathered::new(chunks));
+            for start in (0..256).step_by(13) {
+                for end in (start..=256).step_by(17) {
+                    assert_eq!(&memory.bytes(start..end)[..], &data[start..end]);
+                    assert_eq!(&*memory.view(start..end), &data[start..end]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gathered_memory_is_not_writable_nor_handed_back_as_owned() {
+        let mut memory = gathered();
+        assert!(memory.writable().is_none());
+        assert!(gathered().into_owned().is_none());
+        let empty = Memory::Gathered(Gathered::new(Vec::new()));
+        assert_eq!(empty.len(), 0);
+        assert_eq!(&empty.bytes(0..0)[..], b"");
+    }
+}
