@@ -41,6 +41,20 @@ pub fn access_bits(access: Access, va: VaMode) -> Result<u32, VerbsError> {
     Ok(bits)
 }
 
+/// The length of a gathered region (chunks registered one after the other as one region
+/// for reading), and its rights checked: write rights are refused
+/// ([`VerbsError::ReadOnly`]), as the software provider refuses them, since the region
+/// stands for data that does not change. A sum past `usize` saturates, for the registration
+/// to refuse as too large.
+pub fn gathered_len<B: AsRef<[u8]>>(chunks: &[B], access: Access) -> Result<usize, VerbsError> {
+    if access.contains(Access::LOCAL_WRITE) || access.contains(Access::REMOTE_WRITE) {
+        return Err(VerbsError::ReadOnly);
+    }
+    Ok(chunks
+        .iter()
+        .fold(0usize, |n, c| n.saturating_add(c.as_ref().len())))
+}
+
 /// A registered region as the post path needs it: keys, where it lives in this process, how
 /// the peer and the consumer address it, and its length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,6 +168,19 @@ mod tests {
             access: IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ZERO_BASED,
         };
         Table([(0x100, based), (0x101, zero)].into())
+    }
+
+    #[test]
+    fn a_gathered_region_is_as_long_as_its_chunks_and_read_only() {
+        let chunks: [&[u8]; 3] = [b"abc", b"", b"defg"];
+        assert_eq!(gathered_len(&chunks, Access::REMOTE_READ), Ok(7));
+        assert_eq!(gathered_len::<&[u8]>(&[], Access::NONE), Ok(0));
+        for access in [
+            Access::LOCAL_WRITE,
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+        ] {
+            assert_eq!(gathered_len(&chunks, access), Err(VerbsError::ReadOnly));
+        }
     }
 
     #[test]

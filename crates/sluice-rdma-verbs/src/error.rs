@@ -28,6 +28,9 @@ pub enum VerbsError {
     /// Remote write without local write, which verbs forbid.
     #[error("remote write access requires local write access")]
     InvalidAccess,
+    /// Write access asked for a region of data that does not change (a gathered region).
+    #[error("a gathered region is read-only: write access refused")]
+    ReadOnly,
     /// A work request names an STag (lkey) no region of this provider has.
     #[error("STag {0} names no region registered with this provider")]
     UnknownStag(STag),

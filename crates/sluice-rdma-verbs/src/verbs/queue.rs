@@ -21,7 +21,7 @@ use sluice_rdma::{
 
 use super::failed;
 use super::memory::Region;
-use crate::access::{RegionEntry, RegionTable};
+use crate::access::{gathered_len, RegionEntry, RegionTable};
 use crate::error::VerbsError;
 use crate::work::{completion_opcode, completion_status, plan_recv, plan_send, VerbsOp};
 
@@ -130,6 +130,32 @@ impl VerbsQueuePair {
         let len = usize::try_from(len).map_err(|_| VerbsError::InvalidAccess)?;
         let region = Region::register(&self.pd, len, access, va)?;
         let described = region.describe();
+        self.regions.0.insert(described.stag.0, region);
+        Ok(described)
+    }
+
+    /// Registers `chunks`, one after the other, as one region for reading only (a write's
+    /// data the peer RDMA-Reads, arriving in pieces): the counterpart of sluice-rdma's
+    /// `ProtectionDomain::register_gathered`. Unlike the software provider, which registers
+    /// the caller's buffers in place, this one copies them, once, into a region it allocates
+    /// and registers: the device reaches only memory registered with it and pinned for as
+    /// long as the region lives, which the caller's buffers are not. Write rights are refused
+    /// ([`gathered_len`]).
+    pub fn register_gathered<B: AsRef<[u8]>>(
+        &mut self,
+        chunks: &[B],
+        access: Access,
+        va: VaMode,
+    ) -> Result<MemoryRegion, VerbsError> {
+        // Past `MAX_REGION_BYTES` the registration refuses it, as it refuses an empty one.
+        let len = gathered_len(chunks, access)?;
+        let region = Region::register(&self.pd, len, access, va)?;
+        let described = region.describe();
+        let mut at = described.base_va;
+        for chunk in chunks {
+            region.fill(at, chunk.as_ref())?;
+            at += chunk.as_ref().len() as u64;
+        }
         self.regions.0.insert(described.stag.0, region);
         Ok(described)
     }
