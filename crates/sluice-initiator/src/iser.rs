@@ -375,9 +375,10 @@ pub(crate) struct IserLink {
 
 /// The driver's queue pair's memory as the datamover sees it: each buffer its own region,
 /// at a virtual base address of its own (not zero-based), so the base offsets the iSER
-/// header carries are exercised. Their memory comes from a pool and goes back to it (a
-/// read's data once the driver has taken it), zeroed on reuse: a target that places less
-/// than it reports must find zeros, not an earlier command's data.
+/// header carries are exercised. A read buffer's memory comes from a pool and goes back to
+/// it (once the driver has taken the read's data), zeroed on reuse: a target that places
+/// less than it reports must find zeros, not an earlier command's data. A write's region is
+/// the application's data itself, the slices the core handed out, registered in place.
 struct SoftRegions<'a> {
     rdma: &'a SoftRdma,
     next_va: u64,
@@ -385,33 +386,45 @@ struct SoftRegions<'a> {
     pool: BufferPool,
 }
 
-impl Regions for SoftRegions<'_> {
-    fn register(&mut self, len: u32, remote_write: bool) -> Result<BufferAdvertisement, String> {
-        let access = if remote_write {
-            Access::LOCAL_WRITE | Access::REMOTE_WRITE
-        } else {
-            Access::REMOTE_READ
-        };
+impl SoftRegions<'_> {
+    /// The base address of the next buffer of `len` bytes: a gap after every buffer, so a
+    /// write past one's end never lands in the next.
+    fn next_va(&mut self, len: u64) -> u64 {
         let va = self.next_va;
-        self.next_va = self
-            .next_va
-            .wrapping_add(u64::from(len).next_multiple_of(4096) + 4096)
-            % (1 << 48);
+        self.next_va = self.next_va.wrapping_add(len.next_multiple_of(4096) + 4096) % (1 << 48);
+        va
+    }
+}
+
+impl Regions for SoftRegions<'_> {
+    fn register(&mut self, len: u32) -> Result<BufferAdvertisement, String> {
+        let va = self.next_va(u64::from(len));
         let memory = self.pool.get(len.max(1) as usize, true);
         let mr = self
             .rdma
-            .register_vec(memory, access, VaMode::Based(va))
+            .register_vec(
+                memory,
+                Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+                VaMode::Based(va),
+            )
             .map_err(|e| e.to_string())?;
         Ok(BufferAdvertisement {
             stag: mr.stag.0,
-            base_offset: mr.base_va + if remote_write { self.skew } else { 0 },
+            base_offset: mr.base_va + self.skew,
         })
     }
 
-    fn fill(&mut self, buf: BufferAdvertisement, offset: u32, data: &[u8]) -> Result<(), String> {
-        self.rdma
-            .fill(STag(buf.stag), buf.base_offset + u64::from(offset), data)
-            .map_err(|e| e.to_string())
+    fn register_gathered(&mut self, chunks: Vec<Bytes>) -> Result<BufferAdvertisement, String> {
+        let len = chunks.iter().map(|c| c.len() as u64).sum();
+        let va = self.next_va(len);
+        let mr = self
+            .rdma
+            .register_gathered(chunks, Access::REMOTE_READ, VaMode::Based(va))
+            .map_err(|e| e.to_string())?;
+        Ok(BufferAdvertisement {
+            stag: mr.stag.0,
+            base_offset: mr.base_va,
+        })
     }
 
     /// Called once the target is done with the buffer (its SCSI Response arrived): the
@@ -434,8 +447,10 @@ impl Regions for SoftRegions<'_> {
         Ok(bytes.slice(start..end))
     }
 
+    /// A read buffer's memory goes back to the pool; a write's region only drops its
+    /// references to the application's data.
     fn release(&mut self, buf: BufferAdvertisement) {
-        if let Ok(memory) = self.rdma.take(STag(buf.stag)) {
+        if let Ok(Some(memory)) = self.rdma.retire(STag(buf.stag)) {
             self.pool.put(memory);
         }
     }

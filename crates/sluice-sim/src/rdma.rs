@@ -371,25 +371,23 @@ impl BufferState {
     }
 }
 
-impl Regions for TaskBuffers<'_> {
-    fn register(&mut self, len: u32, remote_write: bool) -> Result<BufferAdvertisement, String> {
-        let access = if remote_write {
-            Access::LOCAL_WRITE | Access::REMOTE_WRITE
-        } else {
-            Access::REMOTE_READ
-        };
+impl TaskBuffers<'_> {
+    /// The base address of the next buffer of `len` bytes: a gap after every buffer, so a
+    /// write past one's end never lands in the next.
+    fn next_va(&mut self, len: u64) -> u64 {
         let st = &mut *self.state;
         if st.next_va == 0 {
             st.next_va = FIRST_BUFFER_VA;
         }
         let va = st.next_va;
-        // A gap after every buffer: a write past its end never lands in the next one.
-        st.next_va = (st.next_va + u64::from(len).next_multiple_of(4096) + 4096) % (1 << 48);
-        let mr = self
-            .side
-            .ep
-            .register(u64::from(len.max(1)), access, VaMode::Based(va))
-            .map_err(|e| e.to_string())?;
+        st.next_va = (st.next_va + len.next_multiple_of(4096) + 4096) % (1 << 48);
+        va
+    }
+
+    /// Counts a registered region and advertises it, truthfully or, every `wrong_every`-th,
+    /// with a wrong STag.
+    fn advertise(&mut self, mr: sluice_rdma::MemoryRegion) -> BufferAdvertisement {
+        let st = &mut *self.state;
         st.live += 1;
         st.registered += 1;
         let mut stag = mr.stag.0;
@@ -401,19 +399,38 @@ impl Regions for TaskBuffers<'_> {
             st.wrong.insert(stag, mr.stag.0);
             st.wrong_advertised += 1;
         }
-        Ok(BufferAdvertisement {
+        BufferAdvertisement {
             stag,
             base_offset: mr.base_va,
-        })
+        }
+    }
+}
+
+impl Regions for TaskBuffers<'_> {
+    fn register(&mut self, len: u32) -> Result<BufferAdvertisement, String> {
+        let va = self.next_va(u64::from(len));
+        let mr = self
+            .side
+            .ep
+            .register(
+                u64::from(len.max(1)),
+                Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+                VaMode::Based(va),
+            )
+            .map_err(|e| e.to_string())?;
+        Ok(self.advertise(mr))
     }
 
-    fn fill(&mut self, buf: BufferAdvertisement, offset: u32, data: &[u8]) -> Result<(), String> {
-        let stag = self.state.real(buf.stag);
-        self.side
+    /// The write's data registered in place, as the iSER driver does.
+    fn register_gathered(&mut self, chunks: Vec<Bytes>) -> Result<BufferAdvertisement, String> {
+        let len = chunks.iter().map(|c| c.len() as u64).sum();
+        let va = self.next_va(len);
+        let mr = self
+            .side
             .ep
-            .pd
-            .fill(stag, buf.base_offset + u64::from(offset), data)
-            .map_err(|e| e.to_string())
+            .register_gathered(chunks, Access::REMOTE_READ, VaMode::Based(va))
+            .map_err(|e| e.to_string())?;
+        Ok(self.advertise(mr))
     }
 
     fn contents(&mut self, buf: BufferAdvertisement, len: u32) -> Result<Bytes, String> {
@@ -476,9 +493,13 @@ mod tests {
                 side: &mut ini,
                 state: &mut state,
             };
-            let r = bufs.register(4096, true).unwrap();
-            let w = bufs.register(1000, false).unwrap();
-            bufs.fill(w, 0, &[7; 1000]).unwrap();
+            let r = bufs.register(4096).unwrap();
+            let w = bufs
+                .register_gathered(vec![
+                    Bytes::from_static(&[7; 600]),
+                    Bytes::from_static(&[7; 400]),
+                ])
+                .unwrap();
             (r, w)
         };
         assert_ne!(rbuf.base_offset, 0, "never zero-based");
@@ -512,7 +533,7 @@ mod tests {
             side: &mut ini,
             state: &mut state,
         }
-        .register(4096, true)
+        .register(4096)
         .unwrap();
         tgt.write(&[1; 100], rbuf.stag, rbuf.base_offset + 3900)
             .unwrap();
@@ -546,8 +567,8 @@ mod tests {
             side: &mut ini,
             state: &mut state,
         };
-        let good = bufs.register(512, true).unwrap();
-        let wrong = bufs.register(512, true).unwrap();
+        let good = bufs.register(512).unwrap();
+        let wrong = bufs.register(512).unwrap();
         assert_eq!(state.wrong_advertised, 1);
         // A Send with Invalidate of the good buffer, then a Write to it: refused.
         tgt.send(b"response", Some(good.stag)).unwrap();
@@ -567,7 +588,7 @@ mod tests {
             side: &mut ini,
             state: &mut state,
         }
-        .register(512, true)
+        .register(512)
         .unwrap();
         assert_ne!(wrong.stag, 0);
         tgt.write(&[1; 8], wrong2.stag, wrong2.base_offset).unwrap();

@@ -7,13 +7,15 @@
 //!   core completes the read exactly as over TCP.
 //! - A write's immediate data travels in the command's Send and, when the command's F bit is
 //!   clear (InitialR2T=No), its unsolicited Data-Out PDUs in Sends of their own right after
-//!   it, up to FirstBurstLength (section 7.3.4). The rest, the solicited part, gets a
-//!   registered buffer the target may RDMA-Read (WSV), whose base offset addresses the first
+//!   it, up to FirstBurstLength (section 7.3.4). The rest, the solicited part, is
+//!   registered for the target to RDMA-Read (WSV), the base offset addressing the first
 //!   solicited byte (section 9.2). The core only hands out solicited data in answer to R2Ts,
 //!   so the datamover asks the core for it with R2Ts of its own (never sent on the wire,
-//!   each at most MaxBurstLength), holds the command (and the unsolicited Data-Out the core
-//!   queues behind it) until the buffer is full, then sends them. The target's R2Ts become
-//!   RDMA Reads and never reach this side.
+//!   each at most MaxBurstLength) and holds the command (and the unsolicited Data-Out the
+//!   core queues behind it) while it collects the Data-Out data, which are slices of the
+//!   application's buffer. Once it has all of it, it registers those slices in place as one
+//!   gathered region (no zero-filled buffer, no copy) and sends the command with its STag.
+//!   The target's R2Ts become RDMA Reads and never reach this side.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -34,10 +36,13 @@ const OWN_TTT: u32 = 0x8000_0000;
 /// The memory a datamover registers: the driver's queue pair's protection domain, or a
 /// test's fake.
 pub trait Regions {
-    /// Registers `len` bytes the peer may RDMA-Write (`remote_write`) or RDMA-Read.
-    fn register(&mut self, len: u32, remote_write: bool) -> Result<BufferAdvertisement, String>;
-    /// Stores `data` at `offset` of a registered buffer.
-    fn fill(&mut self, buf: BufferAdvertisement, offset: u32, data: &[u8]) -> Result<(), String>;
+    /// Registers `len` bytes the peer may RDMA-Write: a read command's buffer.
+    fn register(&mut self, len: u32) -> Result<BufferAdvertisement, String>;
+    /// Registers a write's solicited data, `chunks` one after the other, as one buffer the
+    /// peer may RDMA-Read (and not write), its base offset addressing the first byte of the
+    /// first chunk. An implementation registers the chunks in place where its memory allows
+    /// (the application's buffer, no copy); [`release`](Self::release) deregisters it.
+    fn register_gathered(&mut self, chunks: Vec<Bytes>) -> Result<BufferAdvertisement, String>;
     /// The first `len` bytes of a registered buffer, once the peer is done with it (the
     /// task's response arrived; [`release`](Self::release) follows): an implementation may
     /// hand its memory over rather than copy it, and deregister it here.
@@ -50,9 +55,16 @@ pub trait Regions {
 struct Task {
     lun: Lun,
     read: Option<(BufferAdvertisement, u32)>,
+    /// The write's solicited data, registered once all of it arrived (the command is sent
+    /// with its STag then, not before: nothing refers to it while the command is held).
     write: Option<BufferAdvertisement>,
-    /// A write command held until its buffer is full, and the next offset to ask for.
+    /// A write command held until the core handed out all its solicited data, and the next
+    /// offset to ask for.
     held: Option<(ScsiCommand, u32)>,
+    /// The solicited data the core handed out so far, in order: slices of its buffer.
+    solicited: Vec<Bytes>,
+    /// Bytes in `solicited`.
+    collected: u32,
     /// Unsolicited Data-Out the core queued behind a held command, sent right after it.
     held_data: Vec<DataOut>,
     /// Bytes of the write that travel in Sends; the write buffer holds the rest.
@@ -166,26 +178,14 @@ impl InitiatorDatamover {
         match pdu {
             Pdu::ScsiCommand(cmd) => self.command(cmd, regions, out),
             Pdu::DataOut(d) if d.ttt.0 & OWN_TTT != 0 && d.ttt != Ttt::RESERVED => {
-                let task = self
-                    .tasks
-                    .get_mut(&d.itt)
-                    .ok_or(MoverError::UnknownTask(d.itt.0))?;
-                let buf = task.write.ok_or(MoverError::UnknownTask(d.itt.0))?;
-                let at = d
-                    .buffer_offset
-                    .checked_sub(task.unsolicited)
-                    .ok_or_else(|| {
-                        MoverError::Malformed(format!(
-                            "core's Data-Out at {} inside the unsolicited data",
-                            d.buffer_offset
-                        ))
-                    })?;
-                regions
-                    .fill(buf, at, &d.data)
-                    .map_err(MoverError::Malformed)?;
+                let next = self.collect(&d)?;
                 if d.final_bit {
-                    let (cmd, next) = task.held.take().ok_or(MoverError::UnknownTask(d.itt.0))?;
-                    self.ask_or_send(cmd, next, out);
+                    let task = self
+                        .tasks
+                        .get_mut(&d.itt)
+                        .ok_or(MoverError::UnknownTask(d.itt.0))?;
+                    let (cmd, _) = task.held.take().ok_or(MoverError::UnknownTask(d.itt.0))?;
+                    self.ask_or_send(cmd, next, regions, out)?;
                 }
                 Ok(())
             }
@@ -203,6 +203,44 @@ impl InitiatorDatamover {
                 Ok(())
             }
         }
+    }
+
+    /// Keeps the data of a Data-Out answering one of the datamover's own R2Ts (a slice of
+    /// the core's buffer, not a copy), and returns the offset the R2T asked up to. The
+    /// core answers each R2T in order and in full (RFC 7143 section 11.8, with one
+    /// R2T outstanding at a time): data out of order, past the R2T's end, or a burst
+    /// closed short would leave the target reading the wrong bytes, and fails the
+    /// connection instead.
+    fn collect(&mut self, d: &DataOut) -> Result<u32, MoverError> {
+        let task = self
+            .tasks
+            .get_mut(&d.itt)
+            .ok_or(MoverError::UnknownTask(d.itt.0))?;
+        let asked_to = match &task.held {
+            Some((_, asked_to)) => *asked_to,
+            None => return Err(MoverError::UnknownTask(d.itt.0)),
+        };
+        let expected = task.unsolicited + task.collected;
+        let len = u32::try_from(d.data.len()).unwrap_or(u32::MAX);
+        let end = d.buffer_offset.checked_add(len);
+        if d.buffer_offset != expected || end.is_none_or(|end| end > asked_to) {
+            return Err(MoverError::Malformed(format!(
+                "core's Data-Out of {len} bytes at {}: expected the bytes from {expected} up \
+                 to {asked_to}",
+                d.buffer_offset
+            )));
+        }
+        if d.final_bit && end != Some(asked_to) {
+            return Err(MoverError::Malformed(format!(
+                "core's Data-Out sequence ends at {} short of {asked_to}",
+                expected + len
+            )));
+        }
+        task.collected += len;
+        if !d.data.is_empty() {
+            task.solicited.push(d.data.clone());
+        }
+        Ok(asked_to)
     }
 
     fn send_unsolicited(&mut self, d: DataOut, out: &mut InitiatorOut) {
@@ -230,26 +268,15 @@ impl InitiatorDatamover {
             read: None,
             write: None,
             held: None,
+            solicited: Vec::new(),
+            collected: 0,
             held_data: Vec::new(),
             unsolicited,
         };
         if read_len > 0 {
-            let buf = regions
-                .register(read_len, true)
-                .map_err(MoverError::Malformed)?;
+            let buf = regions.register(read_len).map_err(MoverError::Malformed)?;
             self.stats.read_buffers += 1;
             task.read = Some((buf, read_len));
-        }
-        let edtl = cmd.expected_data_transfer_length;
-        if cmd.write && edtl > unsolicited {
-            // Section 9.2: the buffer holds the solicited data only; its base offset is
-            // that of the first solicited byte.
-            let buf = regions
-                .register(edtl - unsolicited, false)
-                .map_err(MoverError::Malformed)?;
-            self.stats.write_buffers += 1;
-            self.stats.readable_bytes += u64::from(edtl - unsolicited);
-            task.write = Some(buf);
         }
         if cmd.write {
             self.stats.unsolicited_bytes += cmd.data.len() as u64;
@@ -260,16 +287,21 @@ impl InitiatorDatamover {
         if let Some(old) = self.tasks.insert(itt, task) {
             release(regions, &old);
         }
-        self.ask_or_send(cmd, unsolicited, out);
-        Ok(())
+        self.ask_or_send(cmd, unsolicited, regions, out)
     }
 
     /// Asks the core for the write data from `next` on with an R2T of the datamover's own,
-    /// or, with the buffer full, sends the command.
-    fn ask_or_send(&mut self, cmd: ScsiCommand, next: u32, out: &mut InitiatorOut) {
+    /// or, with all of it collected, registers it and sends the command.
+    fn ask_or_send(
+        &mut self,
+        cmd: ScsiCommand,
+        next: u32,
+        regions: &mut dyn Regions,
+        out: &mut InitiatorOut,
+    ) -> Result<(), MoverError> {
         let edtl = cmd.expected_data_transfer_length;
         let Some(task) = self.tasks.get_mut(&cmd.itt) else {
-            return;
+            return Ok(());
         };
         if cmd.write && next < edtl {
             let len = (edtl - next).min(self.max_burst);
@@ -289,7 +321,18 @@ impl InitiatorDatamover {
                 desired_data_transfer_length: len,
             }));
             task.held = Some((cmd, next + len));
-            return;
+            return Ok(());
+        }
+        if cmd.write && edtl > task.unsolicited {
+            // Section 9.2: the buffer holds the solicited data only; its base offset is
+            // that of the first solicited byte. The data is registered where it is.
+            let solicited = std::mem::take(&mut task.solicited);
+            let buf = regions
+                .register_gathered(solicited)
+                .map_err(MoverError::Malformed)?;
+            task.write = Some(buf);
+            self.stats.write_buffers += 1;
+            self.stats.readable_bytes += u64::from(edtl - task.unsolicited);
         }
         let header = IserHeader {
             write: task.write,
@@ -300,6 +343,7 @@ impl InitiatorDatamover {
         for d in held_data {
             self.send_unsolicited(d, out);
         }
+        Ok(())
     }
 
     /// Sends a PDU, or holds it back while the target's limit of unexpected PDUs is reached

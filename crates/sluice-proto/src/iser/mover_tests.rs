@@ -15,31 +15,35 @@ use crate::pdu::{Cdb, DataIn, DataOut, Pdu, R2t, ScsiCommand, TaskAttr};
 use crate::seq::{Itt, Lun, SeqNum, Ttt};
 
 /// Regions at made-up base addresses, as a provider without zero-based addressing has them.
+/// A gathered region keeps its chunks as they were handed over, so that a test can tell
+/// they are the core's own buffers.
 #[derive(Default)]
 struct FakeRegions {
     next: u32,
     regions: HashMap<u32, (u64, Vec<u8>, bool)>,
+    gathered: HashMap<u32, Vec<Bytes>>,
+}
+
+impl FakeRegions {
+    fn insert(&mut self, bytes: Vec<u8>, remote_write: bool) -> BufferAdvertisement {
+        self.next += 1;
+        let base = 0x1000_0000 * u64::from(self.next);
+        self.regions.insert(self.next, (base, bytes, remote_write));
+        BufferAdvertisement {
+            stag: self.next,
+            base_offset: base,
+        }
+    }
 }
 
 impl Regions for FakeRegions {
-    fn register(&mut self, len: u32, remote_write: bool) -> Result<BufferAdvertisement, String> {
-        self.next += 1;
-        let base = 0x1000_0000 * u64::from(self.next);
-        self.regions
-            .insert(self.next, (base, vec![0; len as usize], remote_write));
-        Ok(BufferAdvertisement {
-            stag: self.next,
-            base_offset: base,
-        })
+    fn register(&mut self, len: u32) -> Result<BufferAdvertisement, String> {
+        Ok(self.insert(vec![0; len as usize], true))
     }
-    fn fill(&mut self, buf: BufferAdvertisement, offset: u32, data: &[u8]) -> Result<(), String> {
-        let (base, bytes, _) = self.regions.get_mut(&buf.stag).ok_or("stag")?;
-        let at = (buf.base_offset - *base) as usize + offset as usize;
-        bytes
-            .get_mut(at..at + data.len())
-            .ok_or("bounds")?
-            .copy_from_slice(data);
-        Ok(())
+    fn register_gathered(&mut self, chunks: Vec<Bytes>) -> Result<BufferAdvertisement, String> {
+        let adv = self.insert(chunks.concat(), false);
+        self.gathered.insert(adv.stag, chunks);
+        Ok(adv)
     }
     fn contents(&mut self, buf: BufferAdvertisement, len: u32) -> Result<Bytes, String> {
         let (base, bytes, _) = self.regions.get(&buf.stag).ok_or("stag")?;
@@ -48,6 +52,7 @@ impl Regions for FakeRegions {
     }
     fn release(&mut self, buf: BufferAdvertisement) {
         self.regions.remove(&buf.stag);
+        self.gathered.remove(&buf.stag);
     }
 }
 
@@ -726,4 +731,193 @@ fn the_target_holds_back_pings_beyond_the_initiators_limit() {
         "{sent:?}"
     );
     assert_eq!(tgt.held_back(), 0);
+}
+
+/// The target's SCSI Response to task `itt`, in a Send.
+fn response_send(itt: u32) -> Vec<u8> {
+    let pdu = Pdu::ScsiResponse(crate::pdu::ScsiResponse {
+        bidi_overflow: false,
+        bidi_underflow: false,
+        overflow: false,
+        underflow: false,
+        response: crate::pdu::codes::ScsiResponseCode::Completed,
+        status: ScsiStatus::Good,
+        itt: Itt(itt),
+        snack_tag: 0,
+        stat_sn: SeqNum::new(1),
+        exp_cmd_sn: SeqNum::new(2),
+        max_cmd_sn: SeqNum::new(64),
+        exp_data_sn: 0,
+        bidi_residual: 0,
+        residual: 0,
+        data: Bytes::new(),
+    });
+    let mut buf = bytes::BytesMut::new();
+    encode_send(&IserHeader::default(), &pdu, &mut buf);
+    buf.to_vec()
+}
+
+/// Answers every R2T of the datamover's own with `data`'s bytes, in Data-Out of at most
+/// `pdu_len` bytes (as the core sends them), and returns the slices handed over.
+fn answer_own_r2ts(
+    ini: &mut InitiatorDatamover,
+    regions: &mut FakeRegions,
+    out: &mut InitiatorOut,
+    data: &Bytes,
+    pdu_len: u32,
+) -> Vec<Bytes> {
+    let mut handed = Vec::new();
+    while let Some(Pdu::R2t(r2t)) = out.to_core.pop() {
+        assert!(
+            regions.regions.is_empty(),
+            "registered before all of the data arrived"
+        );
+        let end = r2t.buffer_offset + r2t.desired_data_transfer_length;
+        let mut at = r2t.buffer_offset;
+        while at < end {
+            let next = (at + pdu_len).min(end);
+            let d = data.slice(at as usize..next as usize);
+            handed.push(d.clone());
+            let pdu = Pdu::DataOut(data_out(r2t.itt.0, r2t.ttt, at, d, next == end));
+            ini.handle_core_pdu(pdu, regions, out).unwrap();
+            at = next;
+        }
+    }
+    handed
+}
+
+/// A write's solicited data is registered where the core handed it out: nothing before
+/// the last of it arrives, then one read-only region holding exactly the bytes past the
+/// immediate data, whose chunks are the core's own slices (no zero-fill, no copy).
+#[test]
+fn a_writes_region_is_the_cores_data_registered_in_place() {
+    let mut regions = FakeRegions::default();
+    let mut ini = InitiatorDatamover::new(8192, 4096, 8192, 65536);
+    let mut out = InitiatorOut::default();
+    let data = pattern(20_000);
+    ini.handle_core_pdu(
+        Pdu::ScsiCommand(command(9, false, 20_000, data.slice(..4096))),
+        &mut regions,
+        &mut out,
+    )
+    .unwrap();
+    let handed = answer_own_r2ts(&mut ini, &mut regions, &mut out, &data, 3000);
+    let sent = sends(&mut out);
+    assert_eq!(sent.len(), 1);
+    let adv = sent[0].0.write.expect("WSV");
+    let (base, bytes, remote_write) = &regions.regions[&adv.stag];
+    assert_eq!(adv.base_offset, *base);
+    assert_eq!(
+        &bytes[..],
+        &data[4096..],
+        "the region is the solicited data"
+    );
+    assert!(!remote_write, "the target may only read it");
+    let chunks = &regions.gathered[&adv.stag];
+    assert_eq!(chunks.len(), handed.len());
+    for (chunk, slice) in chunks.iter().zip(&handed) {
+        assert_eq!((chunk.as_ptr(), chunk.len()), (slice.as_ptr(), slice.len()));
+    }
+    assert_eq!(ini.stats.write_buffers, 1);
+    assert_eq!(ini.stats.readable_bytes, 20_000 - 4096);
+    // The response releases it.
+    ini.handle_send(&response_send(9), &mut regions, &mut out)
+        .unwrap();
+    assert!(regions.regions.is_empty() && regions.gathered.is_empty());
+}
+
+/// The core's solicited data must arrive as asked: in order, within the R2T, and a burst
+/// closed only at its end; anything else would have the target read the wrong bytes.
+#[test]
+fn solicited_data_out_of_order_short_or_unasked_for_is_an_error() {
+    let mut regions = FakeRegions::default();
+    let mut ini = InitiatorDatamover::new(8192, 4096, 8192, 65536);
+    let mut out = InitiatorOut::default();
+    let data = pattern(12_288);
+    ini.handle_core_pdu(
+        Pdu::ScsiCommand(command(4, false, 12_288, data.slice(..4096))),
+        &mut regions,
+        &mut out,
+    )
+    .unwrap();
+    let Some(Pdu::R2t(r2t)) = out.to_core.pop() else {
+        panic!("{:?}", out.to_core)
+    };
+    assert_eq!(
+        (r2t.buffer_offset, r2t.desired_data_transfer_length),
+        (4096, 8192)
+    );
+    let mut send = |offset: u32, len: u32, last: bool| {
+        let d = data_out(4, r2t.ttt, offset, pattern(len as usize), last);
+        ini.handle_core_pdu(Pdu::DataOut(d), &mut regions, &mut out)
+    };
+    for (offset, len, last) in [
+        (8192, 4096, false), // skips the first 4096 bytes
+        (4096, 4096, true),  // closes the burst 4096 bytes short
+        (4096, 8193, true),  // runs past the R2T
+        (0, 4096, false),    // inside the immediate data
+    ] {
+        assert!(
+            matches!(send(offset, len, last), Err(MoverError::Malformed(_))),
+            "{offset}+{len}"
+        );
+    }
+    // None of them was kept: the right data still completes the write.
+    send(4096, 4096, false).unwrap();
+    send(8192, 4096, true).unwrap();
+    // Once the command went, solicited data for it is unasked for.
+    assert_eq!(send(8192, 4096, true), Err(MoverError::UnknownTask(4)));
+    let sent = sends(&mut out);
+    assert_eq!(sent.len(), 1);
+    let adv = sent[0].0.write.expect("WSV");
+    let mut expected = pattern(4096).to_vec();
+    expected.extend_from_slice(&pattern(4096));
+    assert_eq!(regions.regions[&adv.stag].1, expected);
+}
+
+/// A held write's data is not registered until the command goes, so a task that ends
+/// before then (its ITT reused after an abort, or the connection closing) leaves no
+/// region behind, and the ITT's next write advertises its own data only.
+#[test]
+fn a_write_ended_while_held_leaves_no_region() {
+    let mut regions = FakeRegions::default();
+    let mut ini = InitiatorDatamover::new(8192, 4096, 8192, 65536);
+    let mut out = InitiatorOut::default();
+    let old = pattern(12_288);
+    ini.handle_core_pdu(
+        Pdu::ScsiCommand(command(5, false, 12_288, old.slice(..4096))),
+        &mut regions,
+        &mut out,
+    )
+    .unwrap();
+    let Some(Pdu::R2t(r2t)) = out.to_core.pop() else {
+        panic!("{:?}", out.to_core)
+    };
+    let part = data_out(5, r2t.ttt, 4096, old.slice(4096..8192), false);
+    ini.handle_core_pdu(Pdu::DataOut(part), &mut regions, &mut out)
+        .unwrap();
+    assert!(regions.regions.is_empty() && out.sends.is_empty());
+    // The ITT comes back with a new write.
+    let new: Bytes = vec![0xee; 10_000].into();
+    ini.handle_core_pdu(
+        Pdu::ScsiCommand(command(5, false, 10_000, new.slice(..4096))),
+        &mut regions,
+        &mut out,
+    )
+    .unwrap();
+    answer_own_r2ts(&mut ini, &mut regions, &mut out, &new, 4096);
+    let sent = sends(&mut out);
+    assert_eq!(sent.len(), 1);
+    let adv = sent[0].0.write.expect("WSV");
+    assert_eq!(regions.regions.len(), 1);
+    assert_eq!(&regions.regions[&adv.stag].1[..], &new[4096..]);
+    // A third write held when the connection ends: nothing to release but the second's.
+    ini.handle_core_pdu(
+        Pdu::ScsiCommand(command(6, false, 12_288, old.slice(..4096))),
+        &mut regions,
+        &mut out,
+    )
+    .unwrap();
+    ini.release_all(&mut regions);
+    assert!(regions.regions.is_empty() && regions.gathered.is_empty());
 }
