@@ -136,12 +136,31 @@ impl Stager {
     /// the wire before any Read Response the command triggers. Returns how many were posted
     /// (the rest found the send queue full: post them later).
     pub fn send_all(&mut self, rdma: &SoftRdma, msgs: &[Vec<u8>]) -> Result<usize, StageError> {
+        self.post_send_batch(rdma, msgs.iter().map(|m| (&m[..], None)))
+    }
+
+    /// [`send_all`](Self::send_all) for messages that each name an STag to invalidate on
+    /// delivery, or none (a Send with Invalidate where one is named): a target's SCSI
+    /// Responses and the other PDUs it sends in one batch.
+    pub fn send_all_invalidating(
+        &mut self,
+        rdma: &SoftRdma,
+        msgs: &[(&[u8], Option<STag>)],
+    ) -> Result<usize, StageError> {
+        self.post_send_batch(rdma, msgs.iter().copied())
+    }
+
+    fn post_send_batch<'m>(
+        &mut self,
+        rdma: &SoftRdma,
+        msgs: impl ExactSizeIterator<Item = (&'m [u8], Option<STag>)>,
+    ) -> Result<usize, StageError> {
         let mut staged = Vec::with_capacity(msgs.len());
-        for msg in msgs {
+        for (msg, invalidate) in msgs {
             match self.stage(rdma, &[msg], Access::NONE) {
-                Ok((id, sge)) => staged.push((id, sge)),
+                Ok((id, sge)) => staged.push((id, sge, invalidate)),
                 Err(e) => {
-                    for (_, sge) in staged {
+                    for (_, sge, _) in staged {
                         let _ = rdma.deregister(sge.stag);
                     }
                     return Err(e);
@@ -150,15 +169,15 @@ impl Stager {
         }
         let wrs: Vec<SendWr> = staged
             .iter()
-            .map(|&(wr_id, sge)| SendWr::Send {
+            .map(|&(wr_id, sge, invalidate)| SendWr::Send {
                 wr_id,
                 sge,
-                invalidate: None,
+                invalidate,
             })
             .collect();
         // Posting stops only at a full send queue: the rest is for the caller to post later.
         let (posted, _full) = rdma.post_sends(&wrs);
-        for (i, &(id, sge)) in staged.iter().enumerate() {
+        for (i, &(id, sge, _)) in staged.iter().enumerate() {
             if i < posted {
                 self.posted.insert(
                     id,
@@ -369,5 +388,43 @@ mod tests {
             }
         }
         assert_eq!(received, msgs, "every message arrives once, in order");
+    }
+
+    /// A batch with and without invalidates: each Send invalidates the STag it names (and
+    /// only that one) at the receiver, in order.
+    #[tokio::test]
+    async fn send_all_invalidating_invalidates_what_each_send_names() {
+        let (a, b) = pair(QpConfig::default()).await;
+        let ring = RecvRing::post(&b, 8, 64).unwrap();
+        let region = b
+            .register(
+                4096,
+                Access::REMOTE_WRITE | Access::LOCAL_WRITE,
+                VaMode::ZeroBased,
+            )
+            .unwrap();
+        let mut stager = Stager::new();
+        let msgs: [(&[u8], Option<STag>); 3] = [
+            (b"first", None),
+            (b"second", Some(region.stag)),
+            (b"third", None),
+        ];
+        assert_eq!(stager.send_all_invalidating(&a, &msgs).unwrap(), 3);
+        let mut received = Vec::new();
+        while received.len() < 3 {
+            tokio::select! {
+                wc = a.next_completion() => {
+                    assert_eq!(wc.status, WcStatus::Success);
+                    assert!(stager.complete(&a, &wc).is_some());
+                }
+                wc = b.next_completion() => {
+                    assert_eq!(wc.status, WcStatus::Success);
+                    received.push((ring.take(&b, &wc).unwrap(), wc.invalidated));
+                }
+            }
+        }
+        let want: Vec<(Vec<u8>, Option<STag>)> =
+            msgs.iter().map(|(m, i)| (m.to_vec(), *i)).collect();
+        assert_eq!(received, want);
     }
 }
