@@ -1,10 +1,18 @@
 //! One TCP connection: the login phase, then full feature phase until logout or loss.
+//!
+//! An iSER connection (RFC 7145) is served here too: its login runs on the socket like any
+//! other, through the iSER login shim (`crate::iser::IserLogin`); when the final Login
+//! Response switches it to RDMA mode, the socket goes to the iSER datamover task and the
+//! reader and outbox exchange PDUs with that task as values (`Reader::use_pdu_link`,
+//! `Outbox::use_pdu_link`). Full feature phase does not know the difference.
 
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::BytesMut;
 use sluice_proto::framing::{Digests, FrameError, Framer};
+use sluice_proto::iser::login::LoginEnd;
 use sluice_proto::login::{LoginOutcome, LoginStep, TargetLogin, LOGIN_SEGMENT_MAX};
 use sluice_proto::pdu::{LoginResponse, Pdu};
 use sluice_proto::seq::SeqNum;
@@ -14,7 +22,7 @@ use sluice_proto::target::{
 };
 use sluice_proto::text::Role;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::sync::{watch, Notify};
+use tokio::sync::{mpsc, watch, Notify};
 use tracing::{debug, info, warn};
 
 use crate::config::TargetConfig;
@@ -43,6 +51,12 @@ pub(crate) trait ReadHalf: AsyncRead + Send + Unpin {
     fn socket(&self) -> Option<socket2::SockRef<'_>> {
         None
     }
+
+    /// The TCP socket's half itself, to give the socket to another owner (an iSER
+    /// connection's RDMA provider); `None` for other streams.
+    fn into_tcp(self: Box<Self>) -> Option<tokio::net::tcp::OwnedReadHalf> {
+        None
+    }
 }
 
 #[cfg(feature = "cost-probes")]
@@ -50,11 +64,19 @@ impl<R: ReadHalf> ReadHalf for sluice_probe::ProbedIo<R> {
     fn socket(&self) -> Option<socket2::SockRef<'_>> {
         self.0.socket()
     }
+
+    fn into_tcp(self: Box<Self>) -> Option<tokio::net::tcp::OwnedReadHalf> {
+        Box::new(self.0).into_tcp()
+    }
 }
 
 impl<R: ReadHalf + ?Sized> ReadHalf for Box<R> {
     fn socket(&self) -> Option<socket2::SockRef<'_>> {
         (**self).socket()
+    }
+
+    fn into_tcp(self: Box<Self>) -> Option<tokio::net::tcp::OwnedReadHalf> {
+        (*self).into_tcp()
     }
 }
 
@@ -62,9 +84,17 @@ impl ReadHalf for tokio::net::tcp::OwnedReadHalf {
     fn socket(&self) -> Option<socket2::SockRef<'_>> {
         Some(socket2::SockRef::from(self.as_ref()))
     }
+
+    fn into_tcp(self: Box<Self>) -> Option<tokio::net::tcp::OwnedReadHalf> {
+        Some(*self)
+    }
 }
 
 impl<S: AsyncRead + Send> ReadHalf for tokio::io::ReadHalf<S> {}
+
+/// What a reader whose socket went elsewhere keeps in its place (see
+/// [`Reader::use_pdu_link`]): nothing is read from it.
+impl ReadHalf for tokio::io::Empty {}
 
 /// Default busy-poll budget: how long a connection that just answered spins on its socket
 /// (zero-timeout `poll`) for the initiator's next PDU before it sleeps in epoll. Override with
@@ -189,6 +219,8 @@ pub(crate) struct Reader {
     /// When the reader was last at the socket: PDUs handed out after a stall are checked
     /// against a close the initiator already sent (see `crate::peer_gone`).
     stall: crate::peer_gone::StallWatch,
+    /// Set in RDMA mode (iSER): PDUs come from the datamover task as values, not from `rd`.
+    link: Option<mpsc::Receiver<Pdu>>,
 }
 
 /// Why reading stopped.
@@ -230,7 +262,23 @@ impl Reader {
             read_hint: 0,
             faults: None,
             stall: crate::peer_gone::StallWatch::new(),
+            link: None,
         }
+    }
+
+    /// Switches to RDMA mode (iSER, RFC 7145): from now on PDUs come from the datamover task
+    /// over `rx`, already parsed (no framing, no digests: section 5.1). Returns the socket's
+    /// receiving half for the datamover, and the bytes read from it but not yet decoded:
+    /// bytes that came after the last PDU this reader handed out, which belong to whoever
+    /// reads the socket next.
+    pub(crate) fn use_pdu_link(
+        &mut self,
+        rx: mpsc::Receiver<Pdu>,
+    ) -> (Box<dyn ReadHalf>, BytesMut) {
+        self.link = Some(rx);
+        self.faults = None;
+        let rd = std::mem::replace(&mut self.rd, Box::new(tokio::io::empty()));
+        (rd, std::mem::take(&mut self.buf))
     }
 
     /// Hands bytes read from `from` on to the fault hook, if there is one; the hook's reset
@@ -358,6 +406,9 @@ impl Reader {
     /// Whether the buffer already holds the whole next PDU, so [`next`](Self::next) needs no
     /// read (or fails at once on a malformed header).
     pub(crate) fn has_complete_pdu(&self) -> bool {
+        if let Some(rx) = &self.link {
+            return !rx.is_empty();
+        }
         self.buf.len() >= sluice_proto::pdu::BHS_LEN && self.framer.bytes_needed(&self.buf) == 0
     }
 
@@ -388,8 +439,12 @@ impl Reader {
         })
     }
 
-    /// The next PDU (or a rejectable error), reading from the socket as needed.
+    /// The next PDU (or a rejectable error), reading from the socket as needed (in RDMA
+    /// mode: the next PDU the datamover hands over; `Closed` once it is gone).
     pub(crate) async fn next(&mut self) -> Result<Incoming, ReadEnd> {
+        if let Some(rx) = &mut self.link {
+            return rx.recv().await.map(Incoming::Pdu).ok_or(ReadEnd::Closed);
+        }
         loop {
             let framing = sluice_probe::span(sluice_probe::Stage::Framing);
             let decoded = self.framer.decode(&mut self.buf);
@@ -445,6 +500,48 @@ pub(crate) async fn serve(
     local: SocketAddr,
     shutdown: watch::Receiver<bool>,
 ) {
+    serve_inner(ctx, rd, wr, peer, local, shutdown, None).await;
+}
+
+/// Serves one accepted iSER connection to the end (RFC 7145): the login through the iSER
+/// shim, then RDMA mode through the datamover task when the initiator asked for
+/// RDMAExtensions, or iSCSI over TCP on the same socket when it did not (section 5.1).
+/// Returns once the datamover task, if one started, has ended too.
+pub(crate) async fn serve_iser(
+    ctx: Arc<Context>,
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+    local: SocketAddr,
+    shutdown: watch::Receiver<bool>,
+    iser: crate::iser::IserLogin,
+) {
+    let (rd, wr) = tcp.into_split();
+    let mover = serve_inner(
+        ctx,
+        Box::new(rd),
+        Box::new(wr),
+        peer,
+        local,
+        shutdown,
+        Some(iser),
+    )
+    .await;
+    if let Some(mover) = mover {
+        let _ = mover.await;
+    }
+}
+
+/// [`serve`], and [`serve_iser`] with `iser`; returns the iSER datamover task if the
+/// connection switched to RDMA mode.
+async fn serve_inner(
+    ctx: Arc<Context>,
+    rd: Box<dyn ReadHalf>,
+    wr: crate::outbox::Writer,
+    peer: SocketAddr,
+    local: SocketAddr,
+    shutdown: watch::Receiver<bool>,
+    mut iser: Option<crate::iser::IserLogin>,
+) -> Option<tokio::task::JoinHandle<()>> {
     let mut reader = Reader::new(rd);
     let mut outbox = Outbox::new(wr);
     // The configuration as this login found it: a change in the middle does not mix two.
@@ -461,6 +558,7 @@ pub(crate) async fn serve(
             &mut outbox,
             &mut asked,
             portal_group,
+            iser.as_mut(),
         ),
     )
     .await;
@@ -469,19 +567,19 @@ pub(crate) async fn serve(
         Ok(Err(why)) => {
             asked.counters(&ctx, &config).failed(why);
             outbox.close().await;
-            return;
+            return None;
         }
         Err(_) => {
             asked.counters(&ctx, &config).failed(LoginFailure::Timeout);
             info!(%peer, "login did not complete in time; closing");
-            return;
+            return None;
         }
     };
     let logins = asked.counters(&ctx, &config);
     let LoginDone {
         outcome,
         binding,
-        response,
+        mut response,
     } = done;
     let span = tracing::info_span!(
         "session",
@@ -513,17 +611,106 @@ pub(crate) async fn serve(
         info!(%peer, "the target or its ACL changed during the login; closing");
         logins.failed(LoginFailure::Authorization);
         leave_session(&ctx, &session, id, conn_ref);
-        return;
+        return None;
     }
+    // The iSER shim sees the final Login Response too: it says whether the connection
+    // switches to RDMA mode (RFC 7145 section 5.1).
+    let iser_end = iser.as_mut().map(|i| i.response(&mut response));
     if send_login(&mut outbox, response).await.is_none() {
         logins.failed(LoginFailure::Aborted);
         leave_session(&ctx, &session, id, conn_ref);
-        return;
+        return None;
     }
     logins.succeeded();
     info!(%peer, target = outcome.target_name.as_deref().unwrap_or("(discovery)"), "logged in");
     debug!(params = ?outcome.params, "negotiated");
 
+    let mut mover = None;
+    match (iser, iser_end) {
+        (Some(iser), Some(end @ LoginEnd::Rdma { .. })) => {
+            match switch_to_rdma(&ctx, &mut reader, &mut outbox, iser, end) {
+                Ok(task) => mover = Some(task),
+                Err(why) => {
+                    ctx.iser.errors.fetch_add(1, Ordering::Relaxed);
+                    warn!(%peer, "iSER connection closed: {why}");
+                    leave_session(&ctx, &session, id, conn_ref);
+                    return None;
+                }
+            }
+        }
+        (Some(_), Some(LoginEnd::Tcp)) => {
+            // RFC 7145 section 5.1: without RDMAExtensions=Yes the connection is plain iSCSI
+            // over TCP, served on from here like any other.
+            ctx.iser.tcp_connections.fetch_add(1, Ordering::Relaxed);
+        }
+        _ => {}
+    }
+    if mover.is_none() {
+        configure_stream(&mut reader, &mut outbox, &outcome, &config);
+    }
+
+    drop(config);
+    // Held for the connection's life: a target removed meanwhile (its sessions are closed)
+    // stays usable until this connection is gone.
+    let target = session.target.as_deref().and_then(|n| ctx.target(n));
+    let end = crate::ffp::Connection::new(
+        &ctx,
+        target.as_deref(),
+        Arc::clone(&session),
+        id,
+        &mut outbox,
+        wake,
+        shutdown,
+        counters,
+    )
+    .run(&mut reader)
+    .await;
+    info!(reason = %end, "connection closed");
+    leave_session(&ctx, &session, id, conn_ref);
+    outbox.close().await;
+    mover
+}
+
+/// Hands the socket of a connection whose login ended in RDMA mode to a new iSER datamover
+/// task, and switches the reader and outbox to exchanging PDUs with it. `Err` says why the
+/// connection cannot go on.
+fn switch_to_rdma(
+    ctx: &Arc<Context>,
+    reader: &mut Reader,
+    outbox: &mut Outbox,
+    iser: crate::iser::IserLogin,
+    end: LoginEnd,
+) -> Result<tokio::task::JoinHandle<()>, String> {
+    let (to_mover, from_core) = mpsc::channel(crate::iser::LINK_DEPTH);
+    let (to_core, from_mover) = mpsc::channel(crate::iser::LINK_DEPTH);
+    let (rd, unread) = reader.use_pdu_link(from_mover);
+    let wr = outbox.use_pdu_link(to_mover);
+    if !unread.is_empty() {
+        // RFC 7145 section 5.1: the initiator sends nothing between its final Login Request
+        // and the final Login Response (its iSER Hello follows the response); bytes in
+        // between are neither iSCSI nor iSER.
+        return Err(format!(
+            "protocol error: {} bytes arrived after the final Login Request, before the \
+             final Login Response switched the connection to RDMA mode",
+            unread.len()
+        ));
+    }
+    let tcp = match (rd.into_tcp(), wr.into_tcp()) {
+        (Some(rd), Some(wr)) => rd
+            .reunite(wr)
+            .map_err(|_| "the socket's halves do not belong together".to_string())?,
+        _ => return Err("not a TCP socket: RDMA mode needs one".into()),
+    };
+    Ok(iser.start_rdma(Arc::clone(ctx), tcp, end, from_core, to_core))
+}
+
+/// The byte stream's settings once logged in (TCP streaming mode only).
+fn configure_stream(
+    reader: &mut Reader,
+    outbox: &mut Outbox,
+    outcome: &LoginOutcome,
+    config: &TargetConfig,
+) {
     // Digests apply from the first PDU after the final Login Response (RFC 7143 section
     // 13.1).
     let digests = Digests::negotiated(&outcome.params);
@@ -546,26 +733,6 @@ pub(crate) async fn serve(
         reader.faults = Some(std::sync::Arc::clone(&faults));
         outbox.set_faults(faults);
     }
-
-    drop(config);
-    // Held for the connection's life: a target removed meanwhile (its sessions are closed)
-    // stays usable until this connection is gone.
-    let target = session.target.as_deref().and_then(|n| ctx.target(n));
-    let end = crate::ffp::Connection::new(
-        &ctx,
-        target.as_deref(),
-        Arc::clone(&session),
-        id,
-        &mut outbox,
-        wake,
-        shutdown,
-        counters,
-    )
-    .run(&mut reader)
-    .await;
-    info!(reason = %end, "connection closed");
-    leave_session(&ctx, &session, id, conn_ref);
-    outbox.close().await;
 }
 
 /// Whether the configuration in force still serves the session's target and admits its
@@ -825,7 +992,9 @@ impl std::ops::Deref for LoginRef<'_> {
     }
 }
 
-/// Runs the login; `Err` says why it failed and the connection should be closed.
+/// Runs the login; `Err` says why it failed and the connection should be closed. On an iSER
+/// connection each Login Request passes through `iser`'s shim after decoding and each Login
+/// Response but the final one before it is written (the final one is the caller's).
 async fn login_phase(
     ctx: &Context,
     config: &TargetConfig,
@@ -833,6 +1002,7 @@ async fn login_phase(
     outbox: &mut Outbox,
     asked: &mut LoginAsked,
     portal_group: u16,
+    mut iser: Option<&mut crate::iser::IserLogin>,
 ) -> Result<LoginDone, LoginFailure> {
     let window = config.offer.queue_depth;
     // The initial StatSN is arbitrary (RFC 7143 section 4.2.2.2); a random start makes stale
@@ -861,19 +1031,29 @@ async fn login_phase(
                 return Err(LoginFailure::Aborted);
             }
         };
-        let Pdu::LoginRequest(req) = pdu else {
+        let Pdu::LoginRequest(mut req) = pdu else {
             // RFC 7143 section 4.2.4: only Login Requests are allowed before full feature
             // phase; anything else ends the connection.
             debug!(opcode = pdu.opcode(), "non-login PDU during login; closing");
             return Err(LoginFailure::Aborted);
         };
+        if let Some(iser) = iser.as_deref_mut() {
+            if let Err(why) = iser.request(&mut req) {
+                ctx.iser.errors.fetch_add(1, Ordering::Relaxed);
+                warn!("iSER connection closed: login: {why}");
+                return Err(LoginFailure::Aborted);
+            }
+        }
         let step = login.handle_request(&req, &mut env);
         asked.discovery |= env.asked_discovery.get();
         if let Some(t) = env.asked_target.take() {
             asked.target = Some(t);
         }
         match step {
-            LoginStep::Respond(rsp) => {
+            LoginStep::Respond(mut rsp) => {
+                if let Some(iser) = iser.as_deref_mut() {
+                    iser.response(&mut rsp);
+                }
                 send_login(outbox, rsp).await.ok_or(LoginFailure::Aborted)?
             }
             LoginStep::Complete { response, outcome } => {
@@ -884,7 +1064,10 @@ async fn login_phase(
                     response,
                 });
             }
-            LoginStep::Fail(rsp) => {
+            LoginStep::Fail(mut rsp) => {
+                if let Some(iser) = iser.as_deref_mut() {
+                    iser.response(&mut rsp);
+                }
                 warn!(
                     initiator = ?initiator_name(&req.data),
                     class = rsp.status.class,
@@ -900,7 +1083,7 @@ async fn login_phase(
 }
 
 async fn send_login(outbox: &mut Outbox, rsp: LoginResponse) -> Option<()> {
-    outbox.push(&Pdu::LoginResponse(rsp));
+    outbox.push(Pdu::LoginResponse(rsp));
     outbox.flush().await.ok()
 }
 
@@ -956,6 +1139,43 @@ mod tests {
             matches!(r.next().await, Err(ReadEnd::Closed)),
             "after a stall, the closed connection ends instead"
         );
+    }
+
+    /// Switched to RDMA mode, the reader hands out the PDUs the datamover sends and ends
+    /// when it is gone; the bytes already read from the socket but not decoded come back
+    /// to the caller, not lost.
+    #[tokio::test]
+    async fn rdma_mode_reads_pdus_from_the_datamover_and_returns_unread_bytes() {
+        use tokio::io::AsyncWriteExt;
+        let (mut client, server) = tokio::io::duplex(4096);
+        let (rd, _wr) = tokio::io::split(server);
+        let mut r = Reader::new(Box::new(rd));
+        let mut nop = [0u8; sluice_proto::pdu::BHS_LEN];
+        nop[0] = 0x40;
+        nop[1] = 0x80;
+        nop[16..20].copy_from_slice(&[0xff; 4]);
+        let mut bytes = nop.to_vec();
+        bytes.extend_from_slice(b"ten bytes!");
+        client.write_all(&bytes).await.unwrap();
+        assert!(matches!(r.next().await, Ok(Incoming::Pdu(Pdu::NopOut(_)))));
+
+        let (tx, rx) = mpsc::channel(2);
+        let (_socket, unread) = r.use_pdu_link(rx);
+        assert_eq!(&unread[..], b"ten bytes!");
+        assert!(!r.has_complete_pdu());
+        let mut framer = Framer::new(8192);
+        let pdu = framer
+            .decode(&mut BytesMut::from(&nop[..]))
+            .unwrap()
+            .unwrap();
+        tx.send(pdu.clone()).await.unwrap();
+        assert!(r.has_complete_pdu(), "a PDU is waiting in the channel");
+        match r.next().await {
+            Ok(Incoming::Pdu(got)) => assert_eq!(got, pdu),
+            other => panic!("expected the PDU, got {other:?}"),
+        }
+        drop(tx);
+        assert!(matches!(r.next().await, Err(ReadEnd::Closed)));
     }
 
     /// Reads that fill their room make the next ask for more, up to `READ_MAX`; reads that

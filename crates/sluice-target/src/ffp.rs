@@ -328,7 +328,7 @@ impl<'a> Connection<'a> {
             let mut core = session.lock();
             while let Some(pdu) = core.poll_transmit(self.id) {
                 self.counters.sent(&pdu);
-                self.outbox.push(&pdu);
+                self.outbox.push(pdu);
             }
             while let Some(event) = core.poll_event(self.id) {
                 match event {

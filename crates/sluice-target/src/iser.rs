@@ -2,31 +2,38 @@
 //! connections log in as iSCSI over TCP and, when the initiator asked for RDMAExtensions,
 //! switch to RDMA mode on the same socket after the final Login Response.
 //!
-//! The datamover sits below the session, at PDU level: the connection task (`connection.rs`,
-//! `ffp.rs`) serves the connection exactly as it serves TCP, over an in-memory stream of
-//! PDUs, and this driver carries those PDUs over the queue pair as
-//! `sluice_proto::iser::TargetDatamover` decides (Data-In as RDMA Writes, R2Ts as RDMA
-//! Reads, everything else in Sends). The TCP listeners never pass through here, so their
+//! Each connection is served by the ordinary connection task (`connection.rs`, `ffp.rs`).
+//! Its login runs on the socket like any TCP login, with `IserLogin`'s shim
+//! (`sluice_proto::iser::login::TargetLoginShim`) rewriting each Login Request after it is
+//! decoded and each Login Response before it is written. When the final Login Response says
+//! RDMA mode, the connection task gives the socket to a datamover task started here, which
+//! runs the software provider on it, answers the iSER Hello and carries PDUs over the queue
+//! pair as `sluice_proto::iser::TargetDatamover` decides (Data-In as RDMA Writes, R2Ts as
+//! RDMA Reads, everything else in Sends). Between the two tasks PDUs travel as values over
+//! two bounded channels, the datamover seam of RFC 7143 and RFC 7145 at PDU level: nothing
+//! is encoded or framed in between, and write data fetched by RDMA Reads reaches the
+//! session core as the Read's own buffer. A login without RDMAExtensions=Yes simply goes on
+//! as iSCSI over TCP in the same task. The TCP listeners never pass through here, so their
 //! path is unchanged.
 
-use std::net::SocketAddr;
+use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use sluice_proto::framing::{encode, encode_chunks, Digests, Framer, LOGIN_MAX_DATA_SEGMENT};
 use sluice_proto::iser::login::{LoginEnd, TargetLoginShim};
 use sluice_proto::iser::{
     encode_send, IserMessage, MoverStats, TargetDatamover, TargetOp, ISER_VERSION,
 };
-use sluice_proto::pdu::Pdu;
+use sluice_proto::pdu::{LoginRequest, LoginResponse, Pdu};
 use sluice_rdma::{
-    FaultPlan, QpConfig, RecvRing, RemoteAddr, STag, SoftRdma, Stager, WcOpcode, WcStatus,
+    FaultPlan, PostError, QpConfig, RecvRing, RemoteAddr, STag, SoftRdma, StageError, Stager,
+    WcOpcode, WcStatus,
 };
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use crate::context::Context;
@@ -65,8 +72,18 @@ pub fn declared_unexpected(queue_depth: u32) -> u32 {
 /// Header room in a receive buffer: the iSER header, the BHS, the largest AHS and padding.
 const RECV_HEADROOM: u32 = 28 + 48 + 1020 + 4;
 
-/// Bytes the in-memory stream between this driver and the connection task buffers each way.
-const PIPE_BYTES: usize = 4 << 20;
+/// PDUs each channel between the connection task and the datamover task holds: a command
+/// window's worth (128 by default) twice over, so that neither task waits on the other in
+/// steady state.
+pub(crate) const LINK_DEPTH: usize = 256;
+
+/// PDUs for the connection task that the datamover keeps waiting while the channel to it is
+/// full, at most. A compliant initiator cannot come near it: what it sends is bounded by the
+/// command window and MaxOutstandingUnexpectedPDUs, which the receive ring is sized for
+/// (`RECV_DEPTH`), and the Data-Out PDUs of completed RDMA Reads by the send queue. More
+/// means an initiator sending past its flow control while the connection task is not
+/// taking PDUs: the connection fails rather than queue without bound.
+const MAX_WAITING_FOR_CORE: usize = 2 * RECV_DEPTH as usize;
 
 /// How an iSER listener serves.
 #[derive(Clone, Debug)]
@@ -179,8 +196,6 @@ impl IserCounters {
 /// Why an iSER connection ended early.
 #[derive(Debug, thiserror::Error)]
 enum IserFailure {
-    #[error("socket: {0}")]
-    Io(#[from] std::io::Error),
     #[error("login: {0}")]
     Login(String),
     #[error("no iSER Hello within {0:?} of the final Login Response")]
@@ -188,9 +203,14 @@ enum IserFailure {
     #[error("iSER: {0}")]
     Mover(#[from] sluice_proto::iser::MoverError),
     #[error("RDMA: {0}")]
-    Stage(#[from] sluice_rdma::StageError),
+    Stage(#[from] StageError),
     #[error("RDMA {op:?} completed with {status:?}")]
     Completion { op: WcOpcode, status: WcStatus },
+    #[error(
+        "more than {0} PDUs from the initiator waiting for the connection task: the initiator \
+         sends past its command window or MaxOutstandingUnexpectedPDUs"
+    )]
+    Flood(usize),
 }
 
 impl Target {
@@ -219,9 +239,17 @@ impl Target {
             let _ = stream.set_nodelay(true);
             let local = stream.local_addr().ok().or(local).unwrap_or(peer);
             let shutdown = self.stop_tx.subscribe();
-            let opts = opts.clone();
+            let login = IserLogin::new(&ctx, opts.clone());
             tokio::spawn(async move {
-                serve_connection(Arc::clone(&ctx), stream, peer, local, shutdown, opts).await;
+                crate::connection::serve_iser(
+                    Arc::clone(&ctx),
+                    stream,
+                    peer,
+                    local,
+                    shutdown,
+                    login,
+                )
+                .await;
                 ctx.connections.fetch_sub(1, Ordering::AcqRel);
             });
         }
@@ -233,291 +261,253 @@ impl Target {
     }
 }
 
-async fn serve_connection(
-    ctx: Arc<Context>,
-    tcp: TcpStream,
-    peer: SocketAddr,
-    local: SocketAddr,
-    shutdown: watch::Receiver<bool>,
+/// An iSER connection while it logs in: the shim that takes iSER's keys off the Login
+/// Requests and adds its answers to the Login Responses, and what RDMA mode starts with.
+pub(crate) struct IserLogin {
+    shim: TargetLoginShim,
     opts: IserServeOptions,
-) {
-    let (core_side, ours) = tokio::io::duplex(PIPE_BYTES);
-    let (rd, wr) = tokio::io::split(core_side);
-    let core = tokio::spawn(crate::connection::serve(
-        Arc::clone(&ctx),
-        Box::new(rd),
-        Box::new(wr),
-        peer,
-        local,
-        shutdown,
-    ));
-    if let Err(e) = bridge(&ctx, tcp, ours, &opts).await {
-        ctx.iser.errors.fetch_add(1, Ordering::Relaxed);
-        warn!(%peer, "iSER connection closed: {e}");
-    }
-    let _ = core.await;
 }
 
-/// Reads one PDU from `rd` without reading a byte past it (the bytes after the final Login
-/// Response belong to the RDMA endpoint).
-async fn read_login_pdu<R: AsyncRead + Unpin>(rd: &mut R) -> Result<Option<Pdu>, IserFailure> {
-    let mut bhs = [0u8; 48];
-    match rd.read_exact(&mut bhs).await {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e.into()),
-    }
-    let ahs = usize::from(bhs[4]) * 4;
-    let dsl = u32::from_be_bytes([0, bhs[5], bhs[6], bhs[7]]);
-    // RFC 7143 section 6.1: login PDUs carry at most 8192 bytes of data segment.
-    if dsl > LOGIN_MAX_DATA_SEGMENT {
-        return Err(IserFailure::Login(format!(
-            "login PDU with a {dsl}-byte data segment"
-        )));
-    }
-    let rest = ahs + (dsl as usize).next_multiple_of(4);
-    let mut buf = BytesMut::with_capacity(48 + rest);
-    buf.extend_from_slice(&bhs);
-    buf.resize(48 + rest, 0);
-    rd.read_exact(&mut buf[48..]).await?;
-    let mut framer = Framer::new(LOGIN_MAX_DATA_SEGMENT);
-    match framer.decode(&mut buf) {
-        Ok(Some(pdu)) => Ok(Some(pdu)),
-        Ok(None) => Err(IserFailure::Login("truncated login PDU".into())),
-        Err(e) => Err(IserFailure::Login(e.to_string())),
-    }
-}
-
-/// PDUs from the connection task, framed off the in-memory stream.
-struct CoreReader<R> {
-    rd: R,
-    framer: Framer,
-    buf: BytesMut,
-}
-
-impl<R: AsyncRead + Unpin> CoreReader<R> {
-    /// The next PDU; `None` once the connection task closed its side.
-    async fn next(&mut self) -> Result<Option<Pdu>, IserFailure> {
-        loop {
-            match self.framer.decode(&mut self.buf) {
-                Ok(Some(pdu)) => return Ok(Some(pdu)),
-                Ok(None) => {}
-                Err(e) => return Err(IserFailure::Login(e.to_string())),
-            }
-            self.buf.reserve(64 << 10);
-            if self.rd.read_buf(&mut self.buf).await? == 0 {
-                return Ok(None);
-            }
+impl IserLogin {
+    pub(crate) fn new(ctx: &Context, opts: IserServeOptions) -> Self {
+        let config = ctx.config();
+        // A Send carries at most what the target's core takes in one PDU, so a smaller
+        // configured MaxRecvDataSegmentLength is the receive length declared (and the unit
+        // of the FirstBurstLength cap: each unsolicited Data-Out needs a receive buffer).
+        let recv_dsl = TARGET_RECV_DSL.min(config.offer.max_recv_data_segment_length.max(512));
+        let max_unexpected = opts
+            .declare_max_unexpected
+            .unwrap_or_else(|| declared_unexpected(config.offer.queue_depth));
+        IserLogin {
+            shim: TargetLoginShim::new(true, recv_dsl).with_max_unexpected(max_unexpected),
+            opts,
         }
     }
-}
 
-/// Writes PDUs to the connection task from a queue, so that the bridge never waits on the
-/// task while the task waits on the bridge.
-fn core_writer<W: AsyncWrite + Unpin + Send + 'static>(mut wr: W) -> mpsc::UnboundedSender<Pdu> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Pdu>();
-    tokio::spawn(async move {
-        let mut out = BytesMut::new();
-        while let Some(pdu) = rx.recv().await {
-            let mut batch = vec![pdu];
-            while let Ok(more) = rx.try_recv() {
-                batch.push(more);
-            }
-            if write_pdus(&mut wr, batch, &mut out).await.is_err() {
-                return;
-            }
-        }
-        let _ = wr.shutdown().await;
-    });
-    tx
-}
-
-/// Data segments at least this long are written from the PDU's own buffer (write data,
-/// straight out of the RDMA Read's sink) instead of being copied into the batch.
-const ZERO_COPY_MIN: usize = 16 << 10;
-
-/// Writes `pdus`: long data segments from their own `Bytes`, the rest batched in `out`
-/// (`encode_chunks`).
-async fn write_pdus<W: AsyncWrite + Unpin>(
-    wr: &mut W,
-    pdus: Vec<Pdu>,
-    out: &mut BytesMut,
-) -> std::io::Result<()> {
-    for chunk in encode_chunks(pdus, Digests::NONE, ZERO_COPY_MIN, out) {
-        wr.write_all(&chunk).await?;
+    /// A Login Request just decoded, rewritten for the login core; `Err` says why the
+    /// connection cannot go on (malformed iSER keys).
+    pub(crate) fn request(&mut self, req: &mut LoginRequest) -> Result<(), String> {
+        self.shim.handle_request(req).map_err(|e| e.to_string())
     }
-    Ok(())
-}
 
-async fn bridge(
-    ctx: &Context,
-    mut tcp: TcpStream,
-    ours: tokio::io::DuplexStream,
-    opts: &IserServeOptions,
-) -> Result<(), IserFailure> {
-    let (core_rd, mut core_wr) = tokio::io::split(ours);
-    // The core's framer bounds nothing here: what it sends is trusted; its Data-In can be
-    // as long as the initiator's MaxRecvDataSegmentLength.
-    let mut core = CoreReader {
-        rd: core_rd,
-        framer: Framer::new(0x00ff_ffff),
-        buf: BytesMut::new(),
-    };
-    // A Send carries at most what the target's core takes in one PDU, so a smaller configured
-    // MaxRecvDataSegmentLength is the receive length declared (and the unit of the
-    // FirstBurstLength cap: each unsolicited Data-Out needs a receive buffer).
-    let recv_dsl = TARGET_RECV_DSL.min(ctx.config().offer.max_recv_data_segment_length.max(512));
-    let max_unexpected = opts
-        .declare_max_unexpected
-        .unwrap_or_else(|| declared_unexpected(ctx.config().offer.queue_depth));
-    let mut shim = TargetLoginShim::new(true, recv_dsl).with_max_unexpected(max_unexpected);
-    // The connection task times the login out on its side; this side stops waiting then too
-    // (an initiator that connects and says nothing must not hold the bridge).
-    let login_timeout = ctx.config().limits.login_timeout;
-    let relay = relay_login(&mut tcp, &mut core, &mut core_wr, &mut shim);
-    let end = match tokio::time::timeout(login_timeout, relay).await {
-        Ok(Ok(Some(end))) => end,
-        Ok(Ok(None)) | Err(_) => return Ok(()),
-        Ok(Err(e)) => return Err(e),
-    };
-    match end {
-        LoginEnd::Rdma {
-            target_recv_dsl,
-            target_core_max_recv,
-            first_burst,
-            peer_max_unexpected,
-            ..
-        } => {
-            ctx.iser.rdma_connections.fetch_add(1, Ordering::Relaxed);
-            let core_tx = core_writer(core_wr);
-            let mut mover = TargetDatamover::new(
-                target_recv_dsl,
-                target_core_max_recv,
-                opts.send_with_invalidate,
-                first_burst,
-            )
-            .with_unexpected_limit(peer_max_unexpected);
-            rdma_mode(tcp, &mut core, &core_tx, &mut mover, opts, &ctx.iser).await
-        }
-        LoginEnd::Tcp => {
-            // RFC 7145 section 5.1: without RDMAExtensions=Yes the connection is plain
-            // iSCSI; relay it as bytes (the login is over, digests and all are the core's).
-            ctx.iser.tcp_connections.fetch_add(1, Ordering::Relaxed);
-            let leftover = std::mem::take(&mut core.buf);
-            tcp.write_all(&leftover).await?;
-            let mut ours = core.rd.unsplit(core_wr);
-            let _ = tokio::io::copy_bidirectional(&mut tcp, &mut ours).await;
-            Ok(())
-        }
-        LoginEnd::Failed | LoginEnd::Pending => Ok(()),
+    /// A Login Response from the login core, rewritten for the initiator before it is
+    /// written; whether the login ended and how.
+    pub(crate) fn response(&mut self, rsp: &mut LoginResponse) -> LoginEnd {
+        self.shim.handle_response(rsp)
+    }
+
+    /// Starts RDMA mode on `tcp`, whose final Login Response (`end`) has been written: a
+    /// datamover task runs the provider on the socket, exchanges the iSER Hello and moves
+    /// PDUs between the queue pair and the connection task (`from_core`, `to_core`) until
+    /// either ends the connection. A failure is counted and logged here; the connection task
+    /// sees its channel close.
+    pub(crate) fn start_rdma(
+        self,
+        ctx: Arc<Context>,
+        tcp: TcpStream,
+        end: LoginEnd,
+        from_core: mpsc::Receiver<Pdu>,
+        to_core: mpsc::Sender<Pdu>,
+    ) -> tokio::task::JoinHandle<()> {
+        ctx.iser.rdma_connections.fetch_add(1, Ordering::Relaxed);
+        let peer = tcp.peer_addr().ok();
+        tokio::spawn(async move {
+            let link = CoreLink {
+                from_core,
+                to_core: ToCore {
+                    tx: to_core,
+                    waiting: VecDeque::new(),
+                },
+            };
+            if let Err(e) = rdma_mode(tcp, end, link, &self.opts, &ctx.iser).await {
+                ctx.iser.errors.fetch_add(1, Ordering::Relaxed);
+                warn!(?peer, "iSER connection closed: {e}");
+            }
+        })
     }
 }
 
-/// Carries the login between the socket and the connection task, a request and its response
-/// at a time, through the shim; `None` when either side closed.
-async fn relay_login<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
-    tcp: &mut TcpStream,
-    core: &mut CoreReader<R>,
-    core_wr: &mut W,
-    shim: &mut TargetLoginShim,
-) -> Result<Option<LoginEnd>, IserFailure> {
-    loop {
-        let Some(mut pdu) = read_login_pdu(tcp).await? else {
-            return Ok(None);
+/// The datamover task's two channels to the connection task.
+struct CoreLink {
+    from_core: mpsc::Receiver<Pdu>,
+    to_core: ToCore,
+}
+
+/// PDUs for the connection task, handed over in order as its channel has room. The
+/// datamover task never waits on that channel (the connection task may be waiting for room
+/// on the other one): what does not fit waits here, bounded by `MAX_WAITING_FOR_CORE`.
+struct ToCore {
+    tx: mpsc::Sender<Pdu>,
+    waiting: VecDeque<Pdu>,
+}
+
+impl ToCore {
+    /// Hands `pdu` over, or queues it behind those waiting. `Ok(false)`: the connection
+    /// task is gone.
+    fn push(&mut self, pdu: Pdu) -> Result<bool, IserFailure> {
+        if self.waiting.is_empty() {
+            match self.tx.try_send(pdu) {
+                Ok(()) => return Ok(true),
+                Err(mpsc::error::TrySendError::Closed(_)) => return Ok(false),
+                Err(mpsc::error::TrySendError::Full(pdu)) => self.waiting.push_back(pdu),
+            }
+        } else {
+            self.waiting.push_back(pdu);
+        }
+        if self.waiting.len() > MAX_WAITING_FOR_CORE {
+            return Err(IserFailure::Flood(MAX_WAITING_FOR_CORE));
+        }
+        Ok(true)
+    }
+
+    /// Waits for room, then hands over as much of what waits as fits; `false` when the
+    /// connection task is gone. Cancel safe: a PDU leaves the queue only with a permit.
+    async fn deliver(&mut self) -> bool {
+        let Ok(permit) = self.tx.reserve().await else {
+            return false;
         };
-        if let Pdu::LoginRequest(req) = &mut pdu {
-            shim.handle_request(req)
-                .map_err(|e| IserFailure::Login(e.to_string()))?;
+        if let Some(pdu) = self.waiting.pop_front() {
+            permit.send(pdu);
         }
-        let mut out = BytesMut::new();
-        encode(&pdu, Digests::NONE, &mut out);
-        core_wr.write_all(&out).await?;
-        let Some(mut rsp) = core.next().await? else {
-            return Ok(None);
-        };
-        let end = match &mut rsp {
-            Pdu::LoginResponse(r) => shim.handle_response(r),
-            _ => LoginEnd::Pending,
-        };
-        out.clear();
-        encode(&rsp, Digests::NONE, &mut out);
-        tcp.write_all(&out).await?;
-        if end != LoginEnd::Pending {
-            return Ok(Some(end));
+        while !self.waiting.is_empty() {
+            match self.tx.try_reserve() {
+                Ok(permit) => {
+                    if let Some(pdu) = self.waiting.pop_front() {
+                        permit.send(pdu);
+                    }
+                }
+                Err(mpsc::error::TrySendError::Full(())) => break,
+                Err(mpsc::error::TrySendError::Closed(())) => return false,
+            }
         }
+        true
     }
 }
 
-async fn rdma_mode<R: AsyncRead + Unpin>(
+async fn rdma_mode(
     tcp: TcpStream,
-    core: &mut CoreReader<R>,
-    core_tx: &mpsc::UnboundedSender<Pdu>,
-    mover: &mut TargetDatamover,
+    end: LoginEnd,
+    link: CoreLink,
     opts: &IserServeOptions,
     counters: &IserCounters,
 ) -> Result<(), IserFailure> {
+    let LoginEnd::Rdma {
+        target_recv_dsl,
+        target_core_max_recv,
+        first_burst,
+        peer_max_unexpected,
+        ..
+    } = end
+    else {
+        return Err(IserFailure::Login(
+            "the login did not end in RDMA mode".into(),
+        ));
+    };
+    let mut mover = TargetDatamover::new(
+        target_recv_dsl,
+        target_core_max_recv,
+        opts.send_with_invalidate,
+        first_burst,
+    )
+    .with_unexpected_limit(peer_max_unexpected);
     let mut reported = MoverStats::default();
-    let result = rdma_loop(tcp, core, core_tx, mover, opts, counters, &mut reported).await;
+    let result = rdma_loop(tcp, link, &mut mover, opts, counters, &mut reported).await;
     counters.add_since(&mover.stats, &mut reported);
     result
 }
 
-/// Posts the work requests the datamover asked for.
-fn post_ops(
-    rdma: &SoftRdma,
-    stager: &mut Stager,
-    reads: &mut std::collections::HashMap<u64, u64>,
-    ops: &mut Vec<TargetOp>,
-    buf: &mut BytesMut,
-) -> Result<(), IserFailure> {
-    for op in ops.drain(..) {
-        match op {
-            TargetOp::Send {
-                header,
-                pdu,
-                invalidate,
-            } => {
-                buf.clear();
-                encode_send(&header, &pdu, buf);
-                stager.send(rdma, &[&buf[..]], invalidate.map(STag))?;
-            }
-            TargetOp::Write { stag, va, data } => {
-                stager.write(
-                    rdma,
-                    data,
-                    RemoteAddr {
-                        stag: STag(stag),
-                        va,
-                    },
-                )?;
-            }
-            TargetOp::Read { id, stag, va, len } => {
-                let wr = stager.read(
-                    rdma,
-                    len,
-                    RemoteAddr {
-                        stag: STag(stag),
-                        va,
-                    },
-                )?;
-                reads.insert(wr, id);
+/// The queue pair's send side as the datamover task posts to it.
+struct Poster<'a> {
+    rdma: &'a SoftRdma,
+    stager: Stager,
+    /// RDMA Reads in flight: the datamover's id of each, by work request.
+    reads: HashMap<u64, u64>,
+    /// Sends encoded and not yet posted, back to back, and each one's range and STag to
+    /// invalidate.
+    buf: BytesMut,
+    sends: Vec<(Range<usize>, Option<STag>)>,
+}
+
+impl Poster<'_> {
+    /// Posts the work requests the datamover asked for, in order: consecutive Sends
+    /// together (one lock of the queue pair and one wake-up of its task for the lot), RDMA
+    /// Writes and Reads one at a time between them. An RDMA Write of Data-In must precede
+    /// the Send of its SCSI Response (RFC 7145 section 7.3.5), which the order of posting
+    /// keeps.
+    fn post(&mut self, ops: &mut Vec<TargetOp>) -> Result<(), IserFailure> {
+        for op in ops.drain(..) {
+            match op {
+                TargetOp::Send {
+                    header,
+                    pdu,
+                    invalidate,
+                } => {
+                    let start = self.buf.len();
+                    encode_send(&header, &pdu, &mut self.buf);
+                    self.sends
+                        .push((start..self.buf.len(), invalidate.map(STag)));
+                }
+                TargetOp::Write { stag, va, data } => {
+                    self.post_sends()?;
+                    self.stager.write(
+                        self.rdma,
+                        data,
+                        RemoteAddr {
+                            stag: STag(stag),
+                            va,
+                        },
+                    )?;
+                }
+                TargetOp::Read { id, stag, va, len } => {
+                    self.post_sends()?;
+                    let wr = self.stager.read(
+                        self.rdma,
+                        len,
+                        RemoteAddr {
+                            stag: STag(stag),
+                            va,
+                        },
+                    )?;
+                    self.reads.insert(wr, id);
+                }
             }
         }
+        self.post_sends()
     }
-    Ok(())
+
+    /// Posts the Sends encoded so far.
+    fn post_sends(&mut self) -> Result<(), IserFailure> {
+        match &self.sends[..] {
+            [] => {}
+            [(range, invalidate)] => {
+                self.stager
+                    .send(self.rdma, &[&self.buf[range.clone()]], *invalidate)?;
+            }
+            many => {
+                let msgs: Vec<(&[u8], Option<STag>)> = many
+                    .iter()
+                    .map(|(range, invalidate)| (&self.buf[range.clone()], *invalidate))
+                    .collect();
+                // Room was checked before the PDUs were taken (`takes_more`): a Send that
+                // does not fit is the error posting it alone would be.
+                if self.stager.send_all_invalidating(self.rdma, &msgs)? < msgs.len() {
+                    return Err(StageError::Post(PostError::QueueFull).into());
+                }
+            }
+        }
+        self.sends.clear();
+        self.buf.clear();
+        Ok(())
+    }
 }
 
 /// Sends what the datamover held back for the initiator's MaxOutstandingUnexpectedPDUs, as
 /// far as its limit and the send queue's room allow.
-#[allow(clippy::too_many_arguments)]
 fn release_held(
     mover: &mut TargetDatamover,
     opts: &IserServeOptions,
-    rdma: &SoftRdma,
-    stager: &mut Stager,
-    reads: &mut std::collections::HashMap<u64, u64>,
+    poster: &mut Poster<'_>,
     ops: &mut Vec<TargetOp>,
-    buf: &mut BytesMut,
 ) -> Result<(), IserFailure> {
     if mover.held_back() == 0 {
         return Ok(());
@@ -525,10 +515,10 @@ fn release_held(
     let room = opts
         .qp
         .send_queue_depth
-        .saturating_sub(stager.outstanding())
+        .saturating_sub(poster.stager.outstanding())
         / MAX_OPS_PER_CORE_PDU;
     mover.release_held(room, ops)?;
-    post_ops(rdma, stager, reads, ops, buf)
+    poster.post(ops)
 }
 
 /// PDUs the datamover may hold back for the initiator's MaxOutstandingUnexpectedPDUs before
@@ -539,10 +529,28 @@ const MAX_HELD: usize = 64;
 /// RDMA Write and a Send (`TargetDatamover::handle_core_pdu`); anything else is one.
 const MAX_OPS_PER_CORE_PDU: usize = 2;
 
-async fn rdma_loop<R: AsyncRead + Unpin>(
+/// Whether the datamover takes another PDU from the connection task, with `pending` work
+/// requests decided and not yet posted.
+///
+/// The send queue holds `send_queue_depth` work requests, and posting past that fails the
+/// connection (QueueFull). One core PDU becomes at most `MAX_OPS_PER_CORE_PDU` work
+/// requests, so the next is taken only while that much room is left; otherwise completions
+/// make room first, and the connection task waits for room on its channel meanwhile. PDUs
+/// held back for the initiator's MaxOutstandingUnexpectedPDUs (pings, and what queues behind
+/// a held Async Message) are bounded: past `MAX_HELD` the connection task waits too.
+fn takes_more(
+    mover: &TargetDatamover,
+    stager: &Stager,
+    opts: &IserServeOptions,
+    pending: usize,
+) -> bool {
+    mover.held_back() < MAX_HELD
+        && stager.outstanding() + pending + MAX_OPS_PER_CORE_PDU <= opts.qp.send_queue_depth
+}
+
+async fn rdma_loop(
     tcp: TcpStream,
-    core: &mut CoreReader<R>,
-    core_tx: &mpsc::UnboundedSender<Pdu>,
+    mut link: CoreLink,
     mover: &mut TargetDatamover,
     opts: &IserServeOptions,
     counters: &IserCounters,
@@ -551,7 +559,13 @@ async fn rdma_loop<R: AsyncRead + Unpin>(
     let rdma = SoftRdma::spawn_gated(tcp, opts.qp, opts.faults.clone());
     let ring = RecvRing::post(&rdma, RECV_DEPTH, RECV_HEADROOM + TARGET_RECV_DSL)?;
     rdma.start();
-    let mut stager = Stager::new();
+    let mut poster = Poster {
+        rdma: &rdma,
+        stager: Stager::new(),
+        reads: HashMap::new(),
+        buf: BytesMut::new(),
+        sends: Vec::new(),
+    };
 
     // RFC 7145 section 5.1.3 (iWARP): the initiator's first Send is the iSER Hello; the
     // target answers with a HelloReply before any iSCSI PDU moves.
@@ -570,7 +584,9 @@ async fn rdma_loop<R: AsyncRead + Unpin>(
         _ => return Err(IserFailure::Login("first Send is not an iSER Hello".into())),
     };
     let reply = hello.reply(ISER_VERSION, ISER_VERSION, opts.qp.ord);
-    stager.send(&rdma, &[&IserMessage::HelloReply(reply).emit()], None)?;
+    poster
+        .stager
+        .send(&rdma, &[&IserMessage::HelloReply(reply).emit()], None)?;
     if reply.reject {
         return Err(IserFailure::Login(format!(
             "iSER versions {}..={} not served",
@@ -579,25 +595,25 @@ async fn rdma_loop<R: AsyncRead + Unpin>(
     }
     info!("iSER connection in RDMA mode");
 
-    let mut reads = std::collections::HashMap::new();
     let mut ops = Vec::new();
-    let mut buf = BytesMut::new();
     loop {
         counters.add_since(&mover.stats, reported);
         tokio::select! {
-            // The send queue holds `send_queue_depth` work requests, and posting past that
-            // fails the connection (QueueFull). One core PDU becomes at most
-            // `MAX_OPS_PER_CORE_PDU` work requests, so the next is taken only while that much
-            // room is left; otherwise the completions below make room first, and the
-            // connection task waits on its PDU stream meanwhile.
-            // PDUs held back for the initiator's MaxOutstandingUnexpectedPDUs (pings, and
-            // what queues behind a held Async Message) are bounded: past `MAX_HELD` the
-            // connection task waits on its PDU stream.
-            pdu = core.next(), if mover.held_back() < MAX_HELD
-                && stager.outstanding() + MAX_OPS_PER_CORE_PDU <= opts.qp.send_queue_depth => {
-                let Some(pdu) = pdu? else { break };
+            delivered = link.to_core.deliver(), if !link.to_core.waiting.is_empty() => {
+                if !delivered {
+                    break;
+                }
+            }
+            pdu = link.from_core.recv(), if takes_more(mover, &poster.stager, opts, 0) => {
+                let Some(pdu) = pdu else { break };
                 mover.handle_core_pdu(pdu, &mut ops)?;
-                post_ops(&rdma, &mut stager, &mut reads, &mut ops, &mut buf)?;
+                // The PDUs already waiting join this one's batch of work requests, as far as
+                // the send queue's room goes.
+                while takes_more(mover, &poster.stager, opts, ops.len()) {
+                    let Ok(pdu) = link.from_core.try_recv() else { break };
+                    mover.handle_core_pdu(pdu, &mut ops)?;
+                }
+                poster.post(&mut ops)?;
             }
             wc = rdma.next_completion() => {
                 if wc.status != WcStatus::Success {
@@ -606,31 +622,33 @@ async fn rdma_loop<R: AsyncRead + Unpin>(
                 if wc.opcode == WcOpcode::Recv {
                     let bytes = ring.take(&rdma, &wc)?;
                     let pdu = mover.handle_send(&bytes)?;
-                    if core_tx.send(pdu).is_err() {
+                    if !link.to_core.push(pdu)? {
                         break;
                     }
-                    release_held(mover, opts, &rdma, &mut stager, &mut reads, &mut ops, &mut buf)?;
+                    release_held(mover, opts, &mut poster, &mut ops)?;
                     continue;
                 }
-                if let Some(done) = stager.complete(&rdma, &wc) {
+                if let Some(done) = poster.stager.complete(&rdma, &wc) {
                     let data = done.map_err(|e| IserFailure::Stage(e.into()))?;
-                    if let (Some(data), Some(id)) = (data, reads.remove(&wc.wr_id)) {
+                    if let (Some(data), Some(id)) = (data, poster.reads.remove(&wc.wr_id)) {
+                        // Data-Out PDUs whose data is the Read's own buffer, to the core as
+                        // they are.
                         for pdu in mover.handle_read_done(id, data)? {
-                            let _ = core_tx.send(pdu);
+                            link.to_core.push(pdu)?;
                         }
                     }
                 }
                 // A completion made room in the send queue for what is held back.
-                release_held(mover, opts, &rdma, &mut stager, &mut reads, &mut ops, &mut buf)?;
+                release_held(mover, opts, &mut poster, &mut ops)?;
             }
         }
     }
     // The connection task ended (logout, or it closed the connection): let the last Sends
     // (the Logout Response) reach the wire before the endpoint goes.
     let drain = async {
-        while stager.outstanding() > 0 {
+        while poster.stager.outstanding() > 0 {
             let wc = rdma.next_completion().await;
-            if stager.complete(&rdma, &wc).is_none() && wc.status != WcStatus::Success {
+            if poster.stager.complete(&rdma, &wc).is_none() && wc.status != WcStatus::Success {
                 return;
             }
         }
@@ -642,6 +660,138 @@ async fn rdma_loop<R: AsyncRead + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_proto::iser::IserHeader;
+    use sluice_proto::pdu::NopIn;
+    use sluice_proto::seq::{Itt, Lun, SeqNum, Ttt};
+    use sluice_rdma::{Access, VaMode};
+
+    fn nop_in(itt: u32) -> Pdu {
+        Pdu::NopIn(NopIn {
+            lun: Lun::default(),
+            itt: Itt(itt),
+            ttt: Ttt::RESERVED,
+            stat_sn: SeqNum(7),
+            exp_cmd_sn: SeqNum(1),
+            max_cmd_sn: SeqNum(128),
+            data: bytes::Bytes::new(),
+        })
+    }
+
+    fn itt_of(pdu: &Pdu) -> u32 {
+        pdu.itt().0
+    }
+
+    /// PDUs for the connection task go over in order: what the channel has no room for
+    /// waits and follows as room appears; a connection task that is gone stops the
+    /// datamover; past `MAX_WAITING_FOR_CORE` waiting, the connection fails instead of
+    /// queueing without bound.
+    #[tokio::test]
+    async fn pdus_for_the_core_keep_their_order_and_their_bound() {
+        let (tx, mut rx) = mpsc::channel(2);
+        let mut to_core = ToCore {
+            tx,
+            waiting: VecDeque::new(),
+        };
+        for itt in 0..5 {
+            assert!(to_core.push(nop_in(itt)).unwrap());
+        }
+        assert_eq!(to_core.waiting.len(), 3);
+        let mut got = Vec::new();
+        while got.len() < 5 {
+            while let Ok(pdu) = rx.try_recv() {
+                got.push(itt_of(&pdu));
+            }
+            if !to_core.waiting.is_empty() {
+                assert!(to_core.deliver().await);
+            }
+        }
+        assert_eq!(got, [0, 1, 2, 3, 4]);
+
+        for itt in 0..2 + MAX_WAITING_FOR_CORE as u32 {
+            assert!(to_core.push(nop_in(itt)).unwrap());
+        }
+        assert!(matches!(
+            to_core.push(nop_in(0)),
+            Err(IserFailure::Flood(MAX_WAITING_FOR_CORE))
+        ));
+
+        drop(rx);
+        assert!(!to_core.deliver().await, "the connection task is gone");
+        to_core.waiting.clear();
+        assert!(!to_core.push(nop_in(0)).unwrap());
+    }
+
+    /// The work requests of one batch reach the initiator in the order decided: Sends posted
+    /// together, each Send with Invalidate invalidating its own STag, and an RDMA Write
+    /// between two Sends placed before the Send after it arrives.
+    #[tokio::test]
+    async fn a_batch_posts_in_order_with_each_sends_invalidate() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        let target = SoftRdma::spawn(accepted.unwrap().0, QpConfig::default());
+        let initiator = SoftRdma::spawn(client.unwrap(), QpConfig::default());
+        let ring = RecvRing::post(&initiator, 8, 4096).unwrap();
+        let access = Access::REMOTE_WRITE | Access::LOCAL_WRITE;
+        let written = initiator.register(64, access, VaMode::ZeroBased).unwrap();
+        let invalidated = initiator.register(64, access, VaMode::ZeroBased).unwrap();
+
+        let send = |itt, invalidate| TargetOp::Send {
+            header: IserHeader::default(),
+            pdu: nop_in(itt),
+            invalidate,
+        };
+        let mut ops = vec![
+            send(1, None),
+            send(2, Some(invalidated.stag.0)),
+            TargetOp::Write {
+                stag: written.stag.0,
+                va: 0,
+                data: bytes::Bytes::from_static(b"read data"),
+            },
+            send(3, None),
+            send(4, None),
+        ];
+        let mut poster = Poster {
+            rdma: &target,
+            stager: Stager::new(),
+            reads: HashMap::new(),
+            buf: BytesMut::new(),
+            sends: Vec::new(),
+        };
+        poster.post(&mut ops).unwrap();
+        assert!(ops.is_empty());
+        assert_eq!(poster.stager.outstanding(), 5);
+
+        let mut received = Vec::new();
+        while received.len() < 4 {
+            tokio::select! {
+                wc = target.next_completion() => {
+                    assert_eq!(wc.status, WcStatus::Success);
+                    assert!(poster.stager.complete(&target, &wc).is_some());
+                }
+                wc = initiator.next_completion() => {
+                    assert_eq!(wc.status, WcStatus::Success);
+                    let bytes = ring.take(&initiator, &wc).unwrap();
+                    let placed = initiator.contents(written.stag, 0, 9).unwrap();
+                    if received.len() >= 2 {
+                        assert_eq!(placed, b"read data", "the Write lands before the Sends after it");
+                    }
+                    received.push((bytes, wc.invalidated));
+                }
+            }
+        }
+        let want: Vec<(Vec<u8>, Option<STag>)> =
+            [(1, None), (2, Some(invalidated.stag)), (3, None), (4, None)]
+                .into_iter()
+                .map(|(itt, invalidate)| {
+                    let mut b = BytesMut::new();
+                    encode_send(&IserHeader::default(), &nop_in(itt), &mut b);
+                    (b.to_vec(), invalidate)
+                })
+                .collect();
+        assert_eq!(received, want);
+    }
 
     #[test]
     fn the_declared_limit_is_what_the_receives_leave() {

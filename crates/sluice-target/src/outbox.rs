@@ -12,6 +12,10 @@
 //! Data segments travel as the `Bytes` they were produced in (zero copy). A large data segment
 //! that is a range of a mapped LUN file goes out with `sendfile(2)` instead (see
 //! [`sendfile`](self::sendfile) for when, and what it means for the bytes on the wire).
+//!
+//! An iSER connection in RDMA mode has no byte stream here: its PDUs go to the datamover
+//! task as values over a bounded channel ([`Outbox::use_pdu_link`]), queued as they are and
+//! handed over by the same `write_now` / `write_some` / `flush` calls, with nothing encoded.
 
 mod sendfile;
 
@@ -24,6 +28,7 @@ use bytes::{Bytes, BytesMut};
 use sluice_proto::framing::{encode, encode_parts, pad_len, Digests};
 use sluice_proto::pdu::Pdu;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
 
 pub use sendfile::{sendfile_bytes, set_sendfile};
 use sendfile::{FileSegment, SENDFILE_MIN};
@@ -37,11 +42,21 @@ pub(crate) trait WriteHalf: AsyncWrite + Send + Unpin {
     fn tcp(&self) -> Option<&tokio::net::TcpStream> {
         None
     }
+
+    /// The TCP socket's half itself, to give the socket to another owner (an iSER
+    /// connection's RDMA provider); `None` for other streams.
+    fn into_tcp(self: Box<Self>) -> Option<tokio::net::tcp::OwnedWriteHalf> {
+        None
+    }
 }
 
 impl WriteHalf for tokio::net::tcp::OwnedWriteHalf {
     fn tcp(&self) -> Option<&tokio::net::TcpStream> {
         Some(self.as_ref())
+    }
+
+    fn into_tcp(self: Box<Self>) -> Option<tokio::net::tcp::OwnedWriteHalf> {
+        Some(*self)
     }
 }
 
@@ -49,9 +64,17 @@ impl<S: tokio::io::AsyncRead + AsyncWrite + Send> WriteHalf for tokio::io::Write
 
 impl WriteHalf for tokio::io::DuplexStream {}
 
+/// What an outbox whose socket went elsewhere keeps in its place (see
+/// [`Outbox::use_pdu_link`]): nothing is written to it.
+impl WriteHalf for tokio::io::Sink {}
+
 impl<W: WriteHalf + ?Sized> WriteHalf for Box<W> {
     fn tcp(&self) -> Option<&tokio::net::TcpStream> {
         (**self).tcp()
+    }
+
+    fn into_tcp(self: Box<Self>) -> Option<tokio::net::tcp::OwnedWriteHalf> {
+        (*self).into_tcp()
     }
 }
 
@@ -60,6 +83,21 @@ pub(crate) const MAX_QUEUED_BYTES: usize = 8 << 20;
 
 /// Most buffers handed to one `writev` (Linux IOV_MAX is 1024).
 const MAX_IOVECS: usize = 64;
+
+/// Above this many PDUs queued for the datamover (RDMA mode) the connection stops reading
+/// too, whatever their bytes: each queued PDU holds memory of its own.
+const MAX_QUEUED_PDUS: usize = 4096;
+
+/// What a queued PDU counts for in `queued_bytes` in RDMA mode: its header and data segment.
+fn pdu_bytes(pdu: &Pdu) -> usize {
+    sluice_proto::pdu::BHS_LEN + pdu.data().len()
+}
+
+/// RDMA mode (iSER): the PDUs for the datamover task, in order, and the channel to it.
+struct PduLink {
+    tx: mpsc::Sender<Pdu>,
+    queue: VecDeque<Pdu>,
+}
 
 /// One queued piece of the byte stream.
 enum Segment {
@@ -93,6 +131,8 @@ pub(crate) struct Outbox {
     sendfile_calls: u64,
     /// The test hook's faults (see `TargetConfig::fault_hook`), shared with the reader.
     faults: Option<crate::faults::SharedFaults>,
+    /// Set in RDMA mode: PDUs go to the datamover as values, not to `wr`.
+    link: Option<PduLink>,
 }
 
 impl Outbox {
@@ -108,7 +148,24 @@ impl Outbox {
             sendfile_sent: 0,
             sendfile_calls: 0,
             faults: None,
+            link: None,
         }
+    }
+
+    /// Switches to RDMA mode (iSER, RFC 7145): from now on PDUs go to the datamover task over
+    /// `tx`, as values, without digests (section 5.1: digests do not apply in RDMA mode).
+    /// Returns the socket's sending half for the datamover. Whatever was queued is flushed
+    /// first by the caller (the final Login Response); nothing queued is dropped here.
+    pub(crate) fn use_pdu_link(&mut self, tx: mpsc::Sender<Pdu>) -> Writer {
+        debug_assert!(self.queue.is_empty(), "the byte queue is flushed first");
+        self.digests = Digests::NONE;
+        self.sendfile = false;
+        self.faults = None;
+        self.link = Some(PduLink {
+            tx,
+            queue: VecDeque::new(),
+        });
+        std::mem::replace(&mut self.wr, Box::new(tokio::io::sink()))
     }
 
     /// Digests apply from the first PDU after login (RFC 7143 section 13.1: "the digest
@@ -128,7 +185,13 @@ impl Outbox {
     }
 
     /// Queues a PDU.
-    pub(crate) fn push(&mut self, pdu: &Pdu) {
+    pub(crate) fn push(&mut self, pdu: Pdu) {
+        if let Some(link) = &mut self.link {
+            self.queued_bytes += pdu_bytes(&pdu);
+            link.queue.push_back(pdu);
+            return;
+        }
+        let pdu = &pdu;
         let _probe = sluice_probe::span(sluice_probe::Stage::Framing);
         if let Some(faults) = &self.faults {
             // The hook needs the whole frame in one piece; this path is for tests only.
@@ -211,7 +274,7 @@ impl Outbox {
 
     /// Whether anything waits to be written.
     pub(crate) fn has_pending(&self) -> bool {
-        !self.queue.is_empty()
+        !self.queue.is_empty() || self.link.as_ref().is_some_and(|l| !l.queue.is_empty())
     }
 
     /// Bytes waiting to be written.
@@ -222,10 +285,17 @@ impl Outbox {
     /// Whether so much waits that reading should pause.
     pub(crate) fn congested(&self) -> bool {
         self.queued_bytes > MAX_QUEUED_BYTES
+            || self
+                .link
+                .as_ref()
+                .is_some_and(|l| l.queue.len() > MAX_QUEUED_PDUS)
     }
 
     /// Writes whatever the socket accepts right now, without waiting.
     pub(crate) fn write_now(&mut self) -> io::Result<()> {
+        if self.link.is_some() {
+            return self.hand_over_now();
+        }
         let mut cx = Context::from_waker(Waker::noop());
         while self.has_pending() {
             match self.poll_write_once(&mut cx) {
@@ -238,7 +308,38 @@ impl Outbox {
 
     /// Waits until the socket takes some of the queue, and writes it.
     pub(crate) async fn write_some(&mut self) -> io::Result<()> {
+        if let Some(link) = &mut self.link {
+            // Cancel safe (a branch of the connection's `select!`): nothing leaves the queue
+            // until the channel has room for it.
+            let permit = link.tx.reserve().await.map_err(|_| link_closed())?;
+            if let Some(pdu) = link.queue.pop_front() {
+                self.queued_bytes -= pdu_bytes(&pdu).min(self.queued_bytes);
+                permit.send(pdu);
+            } else {
+                drop(permit);
+            }
+            return self.hand_over_now();
+        }
         std::future::poll_fn(|cx| self.poll_write_once(cx)).await
+    }
+
+    /// RDMA mode: moves queued PDUs to the datamover's channel while it has room.
+    fn hand_over_now(&mut self) -> io::Result<()> {
+        let Some(link) = &mut self.link else {
+            return Ok(());
+        };
+        while !link.queue.is_empty() {
+            let permit = match link.tx.try_reserve() {
+                Ok(permit) => permit,
+                Err(mpsc::error::TrySendError::Full(())) => break,
+                Err(mpsc::error::TrySendError::Closed(())) => return Err(link_closed()),
+            };
+            if let Some(pdu) = link.queue.pop_front() {
+                self.queued_bytes -= pdu_bytes(&pdu).min(self.queued_bytes);
+                permit.send(pdu);
+            }
+        }
+        Ok(())
     }
 
     /// Writes everything queued, waiting as needed.
@@ -249,11 +350,13 @@ impl Outbox {
         self.wr.flush().await
     }
 
-    /// Writes what is queued, then shuts the sending side down.
+    /// Writes what is queued, then shuts the sending side down (in RDMA mode: closes the
+    /// channel, which tells the datamover the connection task is done).
     pub(crate) async fn close(&mut self) {
         if self.flush().await.is_ok() {
             let _ = self.wr.shutdown().await;
         }
+        self.link = None;
     }
 
     fn poll_write_once(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -358,6 +461,14 @@ impl Outbox {
     }
 }
 
+/// The datamover task is gone (its connection failed, or it ended it).
+fn link_closed() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::BrokenPipe,
+        "the iSER datamover closed the connection",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -444,7 +555,7 @@ mod tests {
             outbox.set_digests(digests);
             let mut want = BytesMut::new();
             for pdu in &pdus {
-                outbox.push(pdu);
+                outbox.push(pdu.clone());
                 encode(pdu, digests, &mut want);
             }
             outbox.close().await;
@@ -520,7 +631,7 @@ mod tests {
         let mut want = BytesMut::new();
         for batch in pdus.chunks(2) {
             for pdu in batch {
-                outbox.push(pdu);
+                outbox.push(pdu.clone());
                 encode(pdu, digests, &mut want);
             }
             outbox.write_now().unwrap();
@@ -587,6 +698,81 @@ mod tests {
             assert!(got == want[..], "wire bytes differ ({digests:?}, on {on})");
             assert_eq!(sent > 0, expect_sendfile, "{digests:?}, on {on}");
         }
+    }
+
+    /// The data segment of a Data-In pushed in RDMA mode.
+    fn data_of(pdu: &Pdu) -> &Bytes {
+        match pdu {
+            Pdu::DataIn(d) => &d.data,
+            other => panic!("not a Data-In: {other:?}"),
+        }
+    }
+
+    /// In RDMA mode PDUs reach the datamover's channel as the values pushed: in order, their
+    /// data segments the very buffers pushed (no encoding, no copy). What the channel has
+    /// no room for waits in the queue, and closing hands it all over before the channel
+    /// closes.
+    #[tokio::test]
+    async fn rdma_mode_hands_pdus_over_as_values_in_order() {
+        let (client, _server) = tokio::io::duplex(1024);
+        let mut outbox = Outbox::new(Box::new(client));
+        let (tx, mut rx) = mpsc::channel(4);
+        let _socket = outbox.use_pdu_link(tx);
+        let data: Vec<Bytes> = (0..10usize)
+            .map(|i| Bytes::from(vec![i as u8; 1000 + i]))
+            .collect();
+        for d in &data {
+            outbox.push(data_in_of(d.clone()));
+        }
+        outbox.write_now().unwrap();
+        assert!(outbox.has_pending(), "six PDUs wait for room");
+        let mut got = Vec::new();
+        while let Ok(pdu) = rx.try_recv() {
+            got.push(pdu);
+        }
+        assert_eq!(got.len(), 4, "the channel took what it holds");
+        let rest = tokio::spawn(async move {
+            let mut v = Vec::new();
+            while let Some(pdu) = rx.recv().await {
+                v.push(pdu);
+            }
+            v
+        });
+        outbox.close().await;
+        got.extend(rest.await.unwrap());
+        assert_eq!(got.len(), data.len());
+        for (pdu, d) in got.iter().zip(&data) {
+            let sent = data_of(pdu);
+            assert_eq!(sent, d);
+            assert_eq!(sent.as_ptr(), d.as_ptr(), "the pushed buffer itself");
+        }
+    }
+
+    /// In RDMA mode the connection stops reading once too many PDUs wait for the datamover,
+    /// and a datamover that is gone is a write error, not a hang.
+    #[tokio::test]
+    async fn rdma_mode_is_bounded_and_notices_the_datamover_gone() {
+        let (client, _server) = tokio::io::duplex(1024);
+        let mut outbox = Outbox::new(Box::new(client));
+        let (tx, rx) = mpsc::channel(1);
+        let _socket = outbox.use_pdu_link(tx);
+        for _ in 0..=MAX_QUEUED_PDUS {
+            assert!(!outbox.congested());
+            outbox.push(data_in(0));
+        }
+        outbox.write_now().unwrap();
+        assert!(!outbox.congested(), "one in the channel, the limit queued");
+        outbox.push(data_in(0));
+        assert!(outbox.congested(), "more than the limit queued");
+        drop(rx);
+        assert_eq!(
+            outbox.write_now().unwrap_err().kind(),
+            io::ErrorKind::BrokenPipe
+        );
+        assert_eq!(
+            outbox.write_some().await.unwrap_err().kind(),
+            io::ErrorKind::BrokenPipe
+        );
     }
 
     /// In-memory pipes never take the sendfile path, whatever the switch says.

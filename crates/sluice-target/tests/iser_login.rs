@@ -1,0 +1,147 @@
+//! The iSER listener's login (RFC 7145 section 5.1) over a raw scripted initiator: the login
+//! runs on the socket in the connection task, and the final Login Response with
+//! RDMAExtensions=Yes hands the socket to the datamover. Bytes the initiator sends between
+//! its final Login Request and that response belong to neither side: the connection closes.
+
+mod support;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_proto::pdu::{LoginRequest, Pdu};
+use sluice_proto::seq::{Isid, Itt, Tsih};
+use sluice_proto::text::encode_pairs;
+use sluice_target::{IserCounters, IserServeOptions, Target};
+use support::*;
+use tokio::net::TcpListener;
+
+/// A target serving iSER whose datamovers wait `hello` for the iSER Hello.
+async fn iser_target(hello: Duration) -> (Arc<Target>, std::net::SocketAddr) {
+    let target = Arc::new(Target::new(config()).expect("target"));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let t = Arc::clone(&target);
+    let opts = IserServeOptions {
+        hello_timeout: hello,
+        ..IserServeOptions::default()
+    };
+    tokio::spawn(async move { t.serve_iser(listener, opts).await });
+    (target, addr)
+}
+
+/// An operational-stage Login Request with `pairs`, asking to move to full feature phase.
+fn login_request(p: &mut Peer, itt: Itt, pairs: &[(&str, &str)]) -> Pdu {
+    Pdu::LoginRequest(LoginRequest {
+        transit: true,
+        cont: false,
+        csg: 1,
+        nsg: 3,
+        version_max: 0,
+        version_min: 0,
+        isid: Isid([0x80, 0, 0, 0, 0, 9]),
+        tsih: Tsih(0),
+        itt,
+        cid: 0,
+        cmd_sn: p.cmd_sn,
+        exp_stat_sn: p.exp_stat_sn,
+        data: encode_pairs(pairs),
+    })
+}
+
+/// Offers RDMAExtensions=Yes and checks the target agrees; returns the Login Request that
+/// answers the target's own offers and ends the login, not yet sent.
+async fn negotiate_rdma(p: &mut Peer) -> Pdu {
+    let itt = p.itt();
+    let first = login_request(
+        p,
+        itt,
+        &[
+            ("InitiatorName", INITIATOR),
+            ("TargetName", TARGET),
+            ("SessionType", "Normal"),
+            ("RDMAExtensions", "Yes"),
+        ],
+    );
+    p.send(&first).await;
+    let Pdu::LoginResponse(rsp) = p.expect().await else {
+        panic!("expected a Login Response")
+    };
+    assert_eq!(rsp.status.class, 0, "{rsp:?}");
+    assert!(
+        rsp.data
+            .split(|b| *b == 0)
+            .any(|kv| kv == b"RDMAExtensions=Yes"),
+        "the target agrees to RDMA mode: {rsp:?}"
+    );
+    p.exp_stat_sn = rsp.stat_sn.next();
+    // RFC 7143 section 6.2: the target's offers are answered before the login moves on.
+    login_request(
+        p,
+        itt,
+        &[
+            ("HeaderDigest", "None"),
+            ("DataDigest", "None"),
+            ("InitialR2T", "Yes"),
+            ("MaxBurstLength", "262144"),
+            ("FirstBurstLength", "65536"),
+            ("MaxOutstandingR2T", "1"),
+            ("ErrorRecoveryLevel", "0"),
+        ],
+    )
+}
+
+/// Whether `pdu` is a successful Login Response that ends the login.
+fn is_final_success(pdu: &Pdu) -> bool {
+    matches!(pdu, Pdu::LoginResponse(r) if r.status.class == 0 && r.transit && r.nsg == 3)
+}
+
+/// Waits (boundedly) until `done` holds of the counters.
+async fn counters_reach(c: &IserCounters, done: impl Fn(&IserCounters) -> bool) {
+    let deadline = tokio::time::Instant::now() + ANSWER;
+    while !done(c) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "counters never got there: {:?}",
+            c.status()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The final Login Response agrees to RDMA mode, and the connection becomes the
+/// datamover's: with no iSER Hello it ends after the hello timeout, counted as an RDMA
+/// connection and an error.
+#[tokio::test]
+async fn a_login_asking_for_rdma_hands_the_socket_to_the_datamover() {
+    let (target, addr) = iser_target(Duration::from_millis(300)).await;
+    let mut p = Peer::tcp(addr).await;
+    let last = negotiate_rdma(&mut p).await;
+    p.send(&last).await;
+    let rsp = p.expect().await;
+    assert!(is_final_success(&rsp), "{rsp:?}");
+    let c = target.iser_counters();
+    counters_reach(c, |c| c.errors.load(Ordering::Relaxed) == 1).await;
+    assert_eq!(c.rdma_connections.load(Ordering::Relaxed), 1);
+    p.expect_closed().await;
+}
+
+/// Bytes sent right behind the final Login Request (before its response could arrive) are
+/// a protocol error: the Login Response goes out, then the connection closes without
+/// starting RDMA mode, counted as an iSER error, and the session it made is gone.
+#[tokio::test]
+async fn bytes_behind_the_final_login_request_close_the_connection() {
+    let (target, addr) = iser_target(Duration::from_secs(30)).await;
+    let mut p = Peer::tcp(addr).await;
+    let last = negotiate_rdma(&mut p).await;
+    let mut bytes = p.encode(&last).to_vec();
+    bytes.extend_from_slice(b"sent too early!!");
+    p.send_raw(&bytes).await;
+    let rsp = p.expect().await;
+    assert!(is_final_success(&rsp), "{rsp:?}");
+    p.expect_closed().await;
+    let c = target.iser_counters();
+    counters_reach(c, |c| c.errors.load(Ordering::Relaxed) == 1).await;
+    assert_eq!(c.rdma_connections.load(Ordering::Relaxed), 0);
+    assert_eq!(target.session_count(), 0);
+}
