@@ -311,7 +311,9 @@ impl IserLogin {
     ) -> tokio::task::JoinHandle<()> {
         ctx.iser.rdma_connections.fetch_add(1, Ordering::Relaxed);
         let peer = tcp.peer_addr().ok();
-        tokio::spawn(async move {
+        // The datamover's log lines belong to the connection's session, as its task's do.
+        let span = tracing::Span::current();
+        let task = async move {
             let link = CoreLink {
                 from_core,
                 to_core: ToCore {
@@ -323,7 +325,8 @@ impl IserLogin {
                 ctx.iser.errors.fetch_add(1, Ordering::Relaxed);
                 warn!(?peer, "iSER connection closed: {e}");
             }
-        })
+        };
+        tokio::spawn(tracing::Instrument::instrument(task, span))
     }
 }
 
