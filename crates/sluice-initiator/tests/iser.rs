@@ -117,7 +117,6 @@ async fn data_moves_by_rdma_write_and_read() {
 /// (DataPDUInOrder, DataSequenceInOrder: RFC 7143 sections 13.18 and 13.19), still gets the
 /// unsolicited data first, and the write lands whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the target driver to hand TargetDatamover::take_released() to the core after each received Send"]
 async fn read_data_before_the_unsolicited_sends_still_writes_in_order() {
     let (target, portal) = iser_target(IserServeOptions::default()).await;
     // Send 0 is the iSER Hello, 1 and 2 the TEST UNIT READY below (repeated after the unit

@@ -628,6 +628,12 @@ async fn rdma_loop(
                     if !link.to_core.push(pdu)? {
                         break;
                     }
+                    // Solicited data whose RDMA Read completed before this Send finished the
+                    // task's unsolicited data was held (RDMA does not order the initiator's
+                    // Sends against its Read Responses); it follows the Send to the core.
+                    for pdu in mover.take_released() {
+                        link.to_core.push(pdu)?;
+                    }
                     release_held(mover, opts, &mut poster, &mut ops)?;
                     continue;
                 }
