@@ -23,7 +23,7 @@ use sluice_proto::target::{
 use sluice_proto::text::Role;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{mpsc, watch, Notify};
-use tracing::{debug, info, warn};
+use tracing::{debug, info, warn, Instrument};
 
 use crate::config::TargetConfig;
 use crate::context::Context;
@@ -588,87 +588,93 @@ async fn serve_inner(
         tsih = outcome.tsih.0,
         cid = outcome.cid,
     );
-    let _entered = span.enter();
-    let wake = Arc::new(Notify::new());
-    let counters = Arc::new(ConnCounters::default());
-    let joining = Joining {
-        ctx: &ctx,
-        config: &config,
-        logins: &logins,
-        wake: &wake,
-        counters: &counters,
-        local,
-        peer,
-        portal_group,
-    };
-    // The session exists (or has the connection) before the initiator learns its TSIH from
-    // the final Login Response, so a second connection's login can join it at once.
-    let (session, id, conn_ref) = joining.join(&outcome, binding);
-    if !still_admitted(&ctx, &session) {
-        // A change removed the target, or took the initiator off its ACL, while this login
-        // ran on the configuration before it; the change's sweep of the sessions may have
-        // missed this one, which joined the table only now.
-        info!(%peer, "the target or its ACL changed during the login; closing");
-        logins.failed(LoginFailure::Authorization);
-        leave_session(&ctx, &session, id, conn_ref);
-        return None;
-    }
-    // The iSER shim sees the final Login Response too: it says whether the connection
-    // switches to RDMA mode (RFC 7145 section 5.1).
-    let iser_end = iser.as_mut().map(|i| i.response(&mut response));
-    if send_login(&mut outbox, response).await.is_none() {
-        logins.failed(LoginFailure::Aborted);
-        leave_session(&ctx, &session, id, conn_ref);
-        return None;
-    }
-    logins.succeeded();
-    info!(%peer, target = outcome.target_name.as_deref().unwrap_or("(discovery)"), "logged in");
-    debug!(params = ?outcome.params, "negotiated");
+    // The session's span covers the connection's log lines, and only them: entered here
+    // and held across the awaits below, it would stay entered on the worker thread while
+    // this task is suspended and tag other tasks' lines with this session.
+    async {
+        let wake = Arc::new(Notify::new());
+        let counters = Arc::new(ConnCounters::default());
+        let joining = Joining {
+            ctx: &ctx,
+            config: &config,
+            logins: &logins,
+            wake: &wake,
+            counters: &counters,
+            local,
+            peer,
+            portal_group,
+        };
+        // The session exists (or has the connection) before the initiator learns its TSIH from
+        // the final Login Response, so a second connection's login can join it at once.
+        let (session, id, conn_ref) = joining.join(&outcome, binding);
+        if !still_admitted(&ctx, &session) {
+            // A change removed the target, or took the initiator off its ACL, while this login
+            // ran on the configuration before it; the change's sweep of the sessions may have
+            // missed this one, which joined the table only now.
+            info!(%peer, "the target or its ACL changed during the login; closing");
+            logins.failed(LoginFailure::Authorization);
+            leave_session(&ctx, &session, id, conn_ref);
+            return None;
+        }
+        // The iSER shim sees the final Login Response too: it says whether the connection
+        // switches to RDMA mode (RFC 7145 section 5.1).
+        let iser_end = iser.as_mut().map(|i| i.response(&mut response));
+        if send_login(&mut outbox, response).await.is_none() {
+            logins.failed(LoginFailure::Aborted);
+            leave_session(&ctx, &session, id, conn_ref);
+            return None;
+        }
+        logins.succeeded();
+        info!(%peer, target = outcome.target_name.as_deref().unwrap_or("(discovery)"), "logged in");
+        debug!(params = ?outcome.params, "negotiated");
 
-    let mut mover = None;
-    match (iser, iser_end) {
-        (Some(iser), Some(end @ LoginEnd::Rdma { .. })) => {
-            match switch_to_rdma(&ctx, &mut reader, &mut outbox, iser, end) {
-                Ok(task) => mover = Some(task),
-                Err(why) => {
-                    ctx.iser.errors.fetch_add(1, Ordering::Relaxed);
-                    warn!(%peer, "iSER connection closed: {why}");
-                    leave_session(&ctx, &session, id, conn_ref);
-                    return None;
+        let mut mover = None;
+        match (iser, iser_end) {
+            (Some(iser), Some(end @ LoginEnd::Rdma { .. })) => {
+                match switch_to_rdma(&ctx, &mut reader, &mut outbox, iser, end) {
+                    Ok(task) => mover = Some(task),
+                    Err(why) => {
+                        ctx.iser.errors.fetch_add(1, Ordering::Relaxed);
+                        warn!(%peer, "iSER connection closed: {why}");
+                        leave_session(&ctx, &session, id, conn_ref);
+                        return None;
+                    }
                 }
             }
+            (Some(_), Some(LoginEnd::Tcp)) => {
+                // RFC 7145 section 5.1: without RDMAExtensions=Yes the connection is plain iSCSI
+                // over TCP, served on from here like any other.
+                ctx.iser.tcp_connections.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
         }
-        (Some(_), Some(LoginEnd::Tcp)) => {
-            // RFC 7145 section 5.1: without RDMAExtensions=Yes the connection is plain iSCSI
-            // over TCP, served on from here like any other.
-            ctx.iser.tcp_connections.fetch_add(1, Ordering::Relaxed);
+        if mover.is_none() {
+            configure_stream(&mut reader, &mut outbox, &outcome, &config);
         }
-        _ => {}
-    }
-    if mover.is_none() {
-        configure_stream(&mut reader, &mut outbox, &outcome, &config);
-    }
 
-    drop(config);
-    // Held for the connection's life: a target removed meanwhile (its sessions are closed)
-    // stays usable until this connection is gone.
-    let target = session.target.as_deref().and_then(|n| ctx.target(n));
-    let end = crate::ffp::Connection::new(
-        &ctx,
-        target.as_deref(),
-        Arc::clone(&session),
-        id,
-        &mut outbox,
-        wake,
-        shutdown,
-        counters,
-    )
-    .run(&mut reader)
-    .await;
-    info!(reason = %end, "connection closed");
-    leave_session(&ctx, &session, id, conn_ref);
-    outbox.close().await;
-    mover
+        drop(config);
+        // Held for the connection's life: a target removed meanwhile (its sessions are closed)
+        // stays usable until this connection is gone.
+        let target = session.target.as_deref().and_then(|n| ctx.target(n));
+        let end = crate::ffp::Connection::new(
+            &ctx,
+            target.as_deref(),
+            Arc::clone(&session),
+            id,
+            &mut outbox,
+            wake,
+            shutdown,
+            counters,
+        )
+        .run(&mut reader)
+        .await;
+        info!(reason = %end, "connection closed");
+        leave_session(&ctx, &session, id, conn_ref);
+        outbox.close().await;
+        mover
+    }
+    .instrument(span)
+    .await
 }
 
 /// Hands the socket of a connection whose login ended in RDMA mode to a new iSER datamover
