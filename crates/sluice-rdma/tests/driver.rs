@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use sluice_rdma::bench::{loopback, BenchOp};
+use sluice_rdma::bench::{loopback, loopback_on, BenchOp};
 use sluice_rdma::*;
 
 fn rw() -> Access {
@@ -198,5 +198,31 @@ async fn the_loopback_benchmark_moves_every_byte() {
         let r = loopback(op, 1 << 20, 64 << 10, 4).await.expect("bench");
         assert_eq!(r.bytes, 1 << 20);
         assert!(r.mbit_per_s() > 0.0);
+    }
+}
+
+#[test]
+fn the_loopback_benchmark_runs_its_responder_on_another_runtime() {
+    let responder = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("bench-responder")
+        .enable_all()
+        .build()
+        .expect("responder runtime");
+    let requester = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("requester runtime");
+    for op in [BenchOp::Write, BenchOp::Read] {
+        let r = requester
+            .block_on(loopback_on(
+                op,
+                1 << 20,
+                64 << 10,
+                4,
+                Some(responder.handle()),
+            ))
+            .expect("bench");
+        assert_eq!(r.bytes, 1 << 20);
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_initiator::{ConnectOptions, Session};
-use sluice_rdma::bench::{loopback, BenchOp};
+use sluice_rdma::bench::{loopback_on, BenchOp};
 use sluice_target::config::OperationalOffer;
 
 use super::plan::{Direction, IserPlan, IserPoint, Transport};
@@ -101,6 +101,14 @@ pub fn run(
         .build()
         .map_err(|e| LabError::Workload(format!("runtime: {e}")))?;
     let target = start_target()?;
+    // The raw runs' responding endpoint gets a runtime thread of its own, as the target has:
+    // both ends of an iSER run have a thread each, and so must the ceiling's.
+    let raw_peer = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("lab-iser-raw-peer")
+        .enable_all()
+        .build()
+        .map_err(|e| LabError::Workload(format!("runtime: {e}")))?;
     rt.block_on(prefill(&target))?;
     for p in &plan.points {
         if stop() {
@@ -112,7 +120,7 @@ pub fn run(
         }
         sink(Event::Point(p));
         let measured = match p.transport {
-            Transport::Raw => rt.block_on(measure_raw(p, plan)),
+            Transport::Raw => rt.block_on(measure_raw(p, plan, raw_peer.handle())),
             Transport::Tcp | Transport::Iser => rt.block_on(measure_iscsi(p, plan, &target)),
         };
         match measured {
@@ -174,40 +182,99 @@ async fn prefill(target: &LabTarget) -> Result<(), LabError> {
     Ok(())
 }
 
+/// The shapes the provider is measured in, as (bytes per operation, operations in flight):
+/// whole transfers, `queue_depth` at a time, and what iSER puts on the queue pair for the
+/// same commands: an operation per burst of at most MaxBurstLength, with as many in flight
+/// as `queue_depth` commands allow (every Data-In burst of a read at once; for a write at
+/// most MaxOutstandingR2T bursts per command, and no more RDMA Reads than the queue pair's
+/// ORD). iSER moved 1 MiB faster than the first shape alone, because it has more, smaller
+/// operations in flight; a ceiling has to be measured in the shape that reaches it.
+fn raw_shapes(p: &IserPoint, plan: &IserPlan) -> Vec<(u32, usize)> {
+    let t = p.transfer_bytes.max(1);
+    let bursts = t.div_ceil(STUDY_SEGMENT) as usize;
+    let in_flight = match p.direction {
+        Direction::Read => plan.queue_depth * bursts,
+        Direction::Write => {
+            let r2ts = usize::from(
+                OperationalOffer::default()
+                    .max_outstanding_r2t
+                    .min(ConnectOptions::default().offer.max_outstanding_r2t),
+            )
+            .max(1);
+            let ord = usize::from(sluice_rdma::QpConfig::default().ord);
+            (plan.queue_depth * bursts.min(r2ts)).min(ord)
+        }
+    };
+    let whole = (t, plan.queue_depth.max(1));
+    let as_iser = (t.min(STUDY_SEGMENT), in_flight.clamp(1, 256));
+    if as_iser == whole {
+        vec![whole]
+    } else {
+        vec![whole, as_iser]
+    }
+}
+
+/// What one shape of a raw run moved.
+#[derive(Default)]
+struct RawTally {
+    bytes: u64,
+    elapsed: Duration,
+    cpu: f64,
+    ops: u64,
+}
+
 /// The provider alone: the operation iSER maps the SCSI direction to (reads become RDMA
-/// Writes into the initiator, writes RDMA Reads from it), in operations of the transfer size.
-async fn measure_raw(p: &IserPoint, plan: &IserPlan) -> Result<IserRun, String> {
+/// Writes into the initiator, writes RDMA Reads from it), in each of [`raw_shapes`], rounds
+/// of the shapes alternating so that the machine's moods fall on both; the row is the faster
+/// shape's (its operations in flight are the row's queue depth). The responding endpoint runs
+/// on `peer`, a runtime thread of its own.
+async fn measure_raw(
+    p: &IserPoint,
+    plan: &IserPlan,
+    peer: &tokio::runtime::Handle,
+) -> Result<IserRun, String> {
     let op = match p.direction {
         Direction::Read => BenchOp::Write,
         Direction::Write => BenchOp::Read,
     };
-    let size = u64::from(p.transfer_bytes);
-    let chunk = plan.raw_bytes.max(size * plan.queue_depth as u64 * 8);
-    // Rounds of `chunk` bytes until the run has lasted as long as an iSCSI run, so that the
-    // ceiling is measured over as long a stretch as what it bounds.
-    let (mut bytes, mut elapsed) = (0u64, Duration::ZERO);
-    let before = CpuTime::now();
-    while elapsed < plan.run_time {
-        let report = loopback(op, chunk, p.transfer_bytes, plan.queue_depth)
-            .await
-            .map_err(|e| format!("raw RDMA {op:?}: {e}"))?;
-        bytes += report.bytes;
-        elapsed += report.elapsed;
+    let shapes = raw_shapes(p, plan);
+    let mut tallies: Vec<RawTally> = shapes.iter().map(|_| RawTally::default()).collect();
+    // Rounds until each shape has run as long as an iSCSI run, so that the ceiling is
+    // measured over as long a stretch as what it bounds.
+    while tallies.iter().any(|t| t.elapsed < plan.run_time) {
+        for (&(size, depth), tally) in shapes.iter().zip(tallies.iter_mut()) {
+            if tally.elapsed >= plan.run_time {
+                continue;
+            }
+            let chunk = plan.raw_bytes.max(u64::from(size) * depth as u64 * 8);
+            let before = CpuTime::now();
+            let report = loopback_on(op, chunk, size, depth, Some(peer))
+                .await
+                .map_err(|e| format!("raw RDMA {op:?} of {size} bytes x {depth}: {e}"))?;
+            tally.cpu += CpuTime::now().since(&before).total().as_secs_f64();
+            tally.bytes += report.bytes;
+            tally.elapsed += report.elapsed;
+            tally.ops += report.bytes / u64::from(size);
+        }
     }
-    let cpu = CpuTime::now().since(&before).total().as_secs_f64();
-    let ops = bytes / size;
+    let rate = |t: &RawTally| t.bytes as f64 / t.elapsed.as_secs_f64().max(1e-9);
+    let best = (0..shapes.len())
+        .max_by(|&a, &b| rate(&tallies[a]).total_cmp(&rate(&tallies[b])))
+        .unwrap_or(0);
+    let (tally, depth) = (&tallies[best], shapes[best].1);
+    let commands = tally.bytes / u64::from(p.transfer_bytes.max(1));
     let mut row = IserRun::example();
     row.point = *p;
-    row.queue_depth = plan.queue_depth as u32;
+    row.queue_depth = depth as u32;
     row.rdma_mode = true;
-    row.commands = ops;
-    row.session_commands = ops;
-    row.bytes = bytes;
-    row.seconds = elapsed.as_secs_f64();
-    row.cpu_seconds = cpu;
+    row.commands = commands;
+    row.session_commands = commands;
+    row.bytes = tally.bytes;
+    row.seconds = tally.elapsed.as_secs_f64();
+    row.cpu_seconds = tally.cpu;
     match op {
-        BenchOp::Write => row.rdma_writes = ops,
-        BenchOp::Read => row.rdma_reads = ops,
+        BenchOp::Write => row.rdma_writes = tally.ops,
+        BenchOp::Read => row.rdma_reads = tally.ops,
     }
     Ok(row)
 }
@@ -314,4 +381,57 @@ async fn measure_iscsi(
         sends: (after.sends - before_target.sends)
             + (after.sends_received - before_target.sends_received),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> IserPlan {
+        IserPlan {
+            name: "test",
+            points: Vec::new(),
+            queue_depth: 4,
+            run_time: Duration::from_millis(1),
+            raw_bytes: 0,
+        }
+    }
+
+    fn point(direction: Direction, transfer_bytes: u32) -> IserPoint {
+        IserPoint {
+            transport: Transport::Raw,
+            direction,
+            transfer_bytes,
+            rep: 0,
+        }
+    }
+
+    #[test]
+    fn the_raw_provider_is_also_measured_in_the_shape_iser_gives_it() {
+        let p = plan();
+        // Up to one burst per command, iSER's shape is the whole transfer.
+        assert_eq!(
+            raw_shapes(&point(Direction::Write, 64 << 10), &p),
+            [(64 << 10, 4)]
+        );
+        assert_eq!(
+            raw_shapes(&point(Direction::Read, STUDY_SEGMENT), &p),
+            [(STUDY_SEGMENT, 4)]
+        );
+        // 16 MiB reads: 32 Data-In bursts per command, all at once.
+        assert_eq!(
+            raw_shapes(&point(Direction::Read, 16 << 20), &p),
+            [(16 << 20, 4), (STUDY_SEGMENT, 128)]
+        );
+        // 1 MiB writes: two R2Ts per command; 16 MiB writes: MaxOutstandingR2T (8) per
+        // command, and never more RDMA Reads than the queue pair's ORD (16).
+        assert_eq!(
+            raw_shapes(&point(Direction::Write, 1 << 20), &p),
+            [(1 << 20, 4), (STUDY_SEGMENT, 8)]
+        );
+        assert_eq!(
+            raw_shapes(&point(Direction::Write, 16 << 20), &p),
+            [(16 << 20, 4), (STUDY_SEGMENT, 16)]
+        );
+    }
 }

@@ -112,7 +112,9 @@ pub fn analyse(rows: &[IserRun], ctx: &IserContext, dir: &Path) -> Result<Analys
          ceiling, over the same loopback link in one process. Every run negotiated the \
          study's values (MaxRecvDataSegmentLength and MaxBurstLength 512 KiB, InitialR2T=Yes, \
          ImmediateData=No); one command per transfer, {} commands in flight.\n",
-        rows.first().map_or(0, |r| r.queue_depth)
+        rows.iter()
+            .find(|r| r.point.transport != Transport::Raw)
+            .map_or(0, |r| r.queue_depth)
     );
     let _ = writeln!(md, "Command: `{}`\n", ctx.command);
     for l in &ctx.machine {
@@ -184,7 +186,8 @@ pub fn analyse(rows: &[IserRun], ctx: &IserContext, dir: &Path) -> Result<Analys
         let _ = writeln!(
             md,
             "Medians over the repetitions (Mbit/s of payload; CPU ns per payload byte, the \
-             target's, the initiator's and the provider's together).\n"
+             target's, the initiator's and the provider's together; iSER / raw is the median \
+             of each iSER run over the raw run of its repetition).\n"
         );
         let _ = writeln!(
             md,
@@ -192,6 +195,10 @@ pub fn analyse(rows: &[IserRun], ctx: &IserContext, dir: &Path) -> Result<Analys
              | iSER ns/B | CPU per byte, iSER against TCP |"
         );
         let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
+        let paired: BTreeMap<u32, f64> = paired_shares(rows, d)
+            .into_iter()
+            .map(|(size, (m, _, _))| (size, m / 100.0))
+            .collect();
         let sizes: Vec<u32> = {
             let mut v: Vec<u32> = tput.keys().map(|k| k.1).collect();
             v.sort_unstable();
@@ -216,7 +223,10 @@ pub fn analyse(rows: &[IserRun], ctx: &IserContext, dir: &Path) -> Result<Analys
                 cell(i, &|v| format!("{v:.0}")),
                 cell(r, &|v| format!("{v:.0}")),
                 cell(ratio(i, t), &|v| format!("{v:.2}")),
-                cell(ratio(i, r), &|v| format!("{:.0} %", v * 100.0)),
+                cell(paired.get(&size).copied(), &|v| format!(
+                    "{:.0} %",
+                    v * 100.0
+                )),
                 cell(ct, &|v| format!("{v:.2}")),
                 cell(ci, &|v| format!("{v:.2}")),
                 cell(ratio(ci, ct), &|v| if v <= 1.0 {
@@ -284,11 +294,14 @@ fn share_chart(rows: &[IserRun]) -> Chart {
         if s.is_empty() {
             continue;
         }
-        sizes.extend(s.iter().map(|p| p.0));
+        sizes.extend(s.iter().map(|p| f64::from(p.0)));
         chart.series.push(Series {
             name: format!("{}s", d.name()),
-            points: s.iter().map(|&(x, (m, _, _))| (x, m)).collect(),
-            spread: s.iter().map(|&(x, (_, lo, hi))| (x, lo, hi)).collect(),
+            points: s.iter().map(|&(x, (m, _, _))| (f64::from(x), m)).collect(),
+            spread: s
+                .iter()
+                .map(|&(x, (_, lo, hi))| (f64::from(x), lo, hi))
+                .collect(),
             ..Series::default()
         });
     }
@@ -310,7 +323,7 @@ fn share_chart(rows: &[IserRun]) -> Chart {
 /// median over the repetitions with both, and its least and greatest. A ratio of medians
 /// taken separately pairs runs made minutes apart, and on a shared machine the raw runs
 /// alone swung by a factor of two between repetitions.
-fn paired_shares(rows: &[IserRun], d: Direction) -> Vec<(f64, (f64, f64, f64))> {
+fn paired_shares(rows: &[IserRun], d: Direction) -> Vec<(u32, (f64, f64, f64))> {
     let ok = |r: &&IserRun| r.point.direction == d && r.errors == 0 && r.bytes > 0;
     let mut raw: BTreeMap<(u32, u32), f64> = BTreeMap::new();
     for r in rows.iter().filter(ok) {
@@ -334,7 +347,7 @@ fn paired_shares(rows: &[IserRun], d: Direction) -> Vec<(f64, (f64, f64, f64))> 
     }
     by_size
         .into_iter()
-        .map(|(size, v)| (f64::from(size), spread(&v)))
+        .map(|(size, v)| (size, spread(&v)))
         .collect()
 }
 
@@ -342,7 +355,7 @@ fn paired_shares(rows: &[IserRun], d: Direction) -> Vec<(f64, (f64, f64, f64))> 
 fn shares(rows: &[IserRun], d: Direction) -> Vec<(f64, f64)> {
     paired_shares(rows, d)
         .into_iter()
-        .map(|(size, (m, _, _))| (size, m))
+        .map(|(size, (m, _, _))| (f64::from(size), m))
         .collect()
 }
 
