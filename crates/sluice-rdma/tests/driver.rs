@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use sluice_rdma::bench::{loopback, loopback_on, BenchOp};
+use sluice_rdma::bench::{loopback, loopback_for, loopback_on, BenchOp};
 use sluice_rdma::*;
 
 fn rw() -> Access {
@@ -224,5 +224,18 @@ fn the_loopback_benchmark_runs_its_responder_on_another_runtime() {
             ))
             .expect("bench");
         assert_eq!(r.bytes, 1 << 20);
+    }
+}
+
+#[tokio::test]
+async fn the_timed_loopback_benchmark_counts_what_completed() {
+    for op in [BenchOp::Write, BenchOp::Read] {
+        let r = loopback_for(op, Duration::from_millis(50), 64 << 10, 4, None)
+            .await
+            .expect("bench");
+        // Whole messages only, and every one posted before the deadline completed.
+        assert!(r.bytes >= 64 << 10, "{r:?}");
+        assert_eq!(r.bytes % (64 << 10), 0, "{r:?}");
+        assert!(r.elapsed >= Duration::from_millis(50), "{r:?}");
     }
 }

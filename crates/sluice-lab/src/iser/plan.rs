@@ -105,9 +105,6 @@ pub struct IserPlan {
     pub queue_depth: usize,
     /// How long each iSCSI run lasts.
     pub run_time: Duration,
-    /// Bytes of one round of a raw run (more for large transfers: at least `queue_depth * 8`
-    /// operations); rounds repeat until the run has lasted `run_time`.
-    pub raw_bytes: u64,
 }
 
 /// The presets: name and what it runs.
@@ -165,35 +162,19 @@ pub fn preset(name: &str) -> Option<IserPlan> {
     let powers_of_two: Vec<u32> = (12..=24).map(|k| 1 << k).collect();
     let powers_of_four: Vec<u32> = (6..=12).map(|k| 1 << (2 * k)).collect();
     let large: Vec<u32> = (20..=24).map(|k| 1 << k).collect();
-    let plan = |name, points, secs: f64, raw_bytes| IserPlan {
+    let plan = |name, points, secs: f64| IserPlan {
         name,
         points,
         queue_depth: 4,
         run_time: Duration::from_secs_f64(secs),
-        raw_bytes,
     };
     Some(match name {
-        "tiny" => plan(
-            "tiny",
-            points(&[Read, Write], &[64 << 10, 1 << 20], 1),
-            0.3,
-            8 << 20,
-        ),
-        "quick" => plan(
-            "quick",
-            points(&[Read, Write], &powers_of_four, 3),
-            1.5,
-            256 << 20,
-        ),
-        "fig2" => plan("fig2", points(&[Read], &powers_of_two, 3), 2.0, 512 << 20),
-        "fig3" => plan("fig3", points(&[Write], &powers_of_two, 3), 2.0, 512 << 20),
-        "fig4" => plan("fig4", points(&[Write], &large, 5), 3.0, 1 << 30),
-        "full" => plan(
-            "full",
-            points(&[Read, Write], &powers_of_two, 5),
-            3.0,
-            1 << 30,
-        ),
+        "tiny" => plan("tiny", points(&[Read, Write], &[64 << 10, 1 << 20], 1), 0.3),
+        "quick" => plan("quick", points(&[Read, Write], &powers_of_four, 3), 1.5),
+        "fig2" => plan("fig2", points(&[Read], &powers_of_two, 3), 2.0),
+        "fig3" => plan("fig3", points(&[Write], &powers_of_two, 3), 2.0),
+        "fig4" => plan("fig4", points(&[Write], &large, 5), 3.0),
+        "full" => plan("full", points(&[Read, Write], &powers_of_two, 5), 3.0),
         _ => return None,
     })
 }

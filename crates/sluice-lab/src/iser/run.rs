@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_initiator::{ConnectOptions, Session};
-use sluice_rdma::bench::{loopback_on, BenchOp};
+use sluice_rdma::bench::{loopback_for, BenchOp};
 use sluice_target::config::OperationalOffer;
 
 use super::plan::{Direction, IserPlan, IserPoint, Transport};
@@ -214,6 +214,9 @@ fn raw_shapes(p: &IserPoint, plan: &IserPlan) -> Vec<(u32, usize)> {
     }
 }
 
+/// Rounds per shape of a raw run.
+const RAW_ROUNDS: u32 = 2;
+
 /// What one shape of a raw run moved.
 #[derive(Default)]
 struct RawTally {
@@ -239,16 +242,12 @@ async fn measure_raw(
     };
     let shapes = raw_shapes(p, plan);
     let mut tallies: Vec<RawTally> = shapes.iter().map(|_| RawTally::default()).collect();
-    // Rounds until each shape has run as long as an iSCSI run, so that the ceiling is
-    // measured over as long a stretch as what it bounds.
-    while tallies.iter().any(|t| t.elapsed < plan.run_time) {
+    // Each shape runs as long as an iSCSI run, so that the ceiling is measured over as long a
+    // stretch as what it bounds, in two rounds alternating with the other shape's.
+    for _ in 0..RAW_ROUNDS {
         for (&(size, depth), tally) in shapes.iter().zip(tallies.iter_mut()) {
-            if tally.elapsed >= plan.run_time {
-                continue;
-            }
-            let chunk = plan.raw_bytes.max(u64::from(size) * depth as u64 * 8);
             let before = CpuTime::now();
-            let report = loopback_on(op, chunk, size, depth, Some(peer))
+            let report = loopback_for(op, plan.run_time / RAW_ROUNDS, size, depth, Some(peer))
                 .await
                 .map_err(|e| format!("raw RDMA {op:?} of {size} bytes x {depth}: {e}"))?;
             tally.cpu += CpuTime::now().since(&before).total().as_secs_f64();
@@ -393,7 +392,6 @@ mod tests {
             points: Vec::new(),
             queue_depth: 4,
             run_time: Duration::from_millis(1),
-            raw_bytes: 0,
         }
     }
 
