@@ -131,6 +131,17 @@ pub fn run(
     Ok(())
 }
 
+/// The study's LUN through `session`, as the load generator drives it.
+fn lun_device(session: &Session) -> crate::Device {
+    crate::Device {
+        sessions: vec![session.clone()],
+        luns: vec![0],
+        block_size: 512,
+        capacity: LUN_BYTES,
+        multipath: None,
+    }
+}
+
 /// Writes the whole LUN once, over TCP, before anything is measured. A memory LUN commits
 /// its memory at the first write to each chunk, and the kernel zero-fills every new page
 /// then: measured on a fresh LUN, half of the target's CPU during 16 MiB writes went to
@@ -150,13 +161,7 @@ async fn prefill(target: &LabTarget) -> Result<(), LabError> {
         .await
         .map_err(|e| fail("login", &e))?;
     let _ = session.test_unit_ready(0).await;
-    let device = crate::Device {
-        sessions: vec![session.clone()],
-        luns: vec![0],
-        block_size: 512,
-        capacity: LUN_BYTES,
-        multipath: None,
-    };
+    let device = lun_device(&session);
     let workload = Workload {
         rw: RwMode::Write,
         sizes: SizeDist::Fixed(PIECE),
@@ -306,13 +311,7 @@ async fn measure_iscsi(
         // The first clears the power-on unit attention of the new I_T nexus.
         let _ = session.test_unit_ready(0).await;
         let params = session.params();
-        let device = crate::Device {
-            sessions: vec![session.clone()],
-            luns: vec![0],
-            block_size: 512,
-            capacity: LUN_BYTES,
-            multipath: None,
-        };
+        let device = lun_device(&session);
         let workload = Workload {
             rw: match p.direction {
                 Direction::Read => RwMode::Read,
