@@ -17,25 +17,30 @@ struct Small {
     regions: HashMap<u32, Vec<u8>>,
 }
 
+impl Small {
+    fn insert(&mut self, bytes: Vec<u8>) -> BufferAdvertisement {
+        self.next += 1;
+        self.regions.insert(self.next, bytes);
+        BufferAdvertisement {
+            stag: self.next,
+            base_offset: 0,
+        }
+    }
+}
+
 impl Regions for Small {
-    fn register(&mut self, len: u32, _remote_write: bool) -> Result<BufferAdvertisement, String> {
+    fn register(&mut self, len: u32) -> Result<BufferAdvertisement, String> {
         if len > 1 << 20 {
             return Err("too large".into());
         }
-        self.next += 1;
-        self.regions.insert(self.next, vec![0; len as usize]);
-        Ok(BufferAdvertisement {
-            stag: self.next,
-            base_offset: 0,
-        })
+        Ok(self.insert(vec![0; len as usize]))
     }
-    fn fill(&mut self, b: BufferAdvertisement, offset: u32, data: &[u8]) -> Result<(), String> {
-        let r = self.regions.get_mut(&b.stag).ok_or("stag")?;
-        let at = offset as usize;
-        r.get_mut(at..at.saturating_add(data.len()))
-            .ok_or("bounds")?
-            .copy_from_slice(data);
-        Ok(())
+    fn register_gathered(&mut self, chunks: Vec<Bytes>) -> Result<BufferAdvertisement, String> {
+        let len: usize = chunks.iter().map(Bytes::len).sum();
+        if len > 1 << 20 {
+            return Err("too large".into());
+        }
+        Ok(self.insert(chunks.concat()))
     }
     fn contents(&mut self, b: BufferAdvertisement, len: u32) -> Result<Bytes, String> {
         let r = self.regions.get(&b.stag).ok_or("stag")?;
