@@ -27,6 +27,7 @@ mod read_order_tests;
 mod target_mover;
 #[cfg(test)]
 mod tests;
+mod tmf_scope;
 pub mod unexpected;
 pub mod unsolicited;
 

@@ -24,7 +24,8 @@
 
 use std::collections::HashMap;
 
-use crate::pdu::codes::{TmfFunction, TmfResponse};
+use super::tmf_scope::{TaskRef, TmfScope};
+use crate::pdu::codes::TmfResponse;
 use crate::pdu::{DataOut, Pdu, TaskMgmtRequest};
 use crate::seq::{Itt, Lun, SeqNum};
 
@@ -41,40 +42,6 @@ struct Awaiting {
     reads: usize,
 }
 
-/// Which tasks a task management function ends when it completes (RFC 7143 section
-/// 11.5.1).
-#[derive(Clone, Copy, Debug)]
-enum Scope {
-    Task(Itt),
-    /// Tasks of one LUN issued before the function (CmdSN below its own).
-    Lun(Lun, SeqNum),
-    /// Every task issued before the function.
-    All(SeqNum),
-}
-
-impl Scope {
-    fn of(req: &TaskMgmtRequest) -> Option<Self> {
-        match req.function {
-            TmfFunction::AbortTask => Some(Scope::Task(req.referenced_task_tag)),
-            TmfFunction::AbortTaskSet
-            | TmfFunction::ClearTaskSet
-            | TmfFunction::LogicalUnitReset => Some(Scope::Lun(req.lun, req.cmd_sn)),
-            TmfFunction::TargetWarmReset | TmfFunction::TargetColdReset => {
-                Some(Scope::All(req.cmd_sn))
-            }
-            _ => None,
-        }
-    }
-
-    fn covers(self, itt: Itt, task: &Awaiting) -> bool {
-        match self {
-            Scope::Task(t) => t == itt,
-            Scope::Lun(lun, sn) => task.lun == lun && task.cmd_sn.lt(sn),
-            Scope::All(sn) => task.cmd_sn.lt(sn),
-        }
-    }
-}
-
 /// Task management functions in flight, at most (each waits for its response from the
 /// core; the CmdSN window bounds them, this is the backstop).
 pub(crate) const MAX_TMFS: usize = 256;
@@ -89,7 +56,7 @@ pub(crate) struct ReadOrder {
     released: Vec<Pdu>,
     /// Read completions `released` came from.
     released_reads: usize,
-    tmfs: HashMap<Itt, Scope>,
+    tmfs: HashMap<Itt, TmfScope>,
 }
 
 impl ReadOrder {
@@ -176,7 +143,7 @@ impl ReadOrder {
 
     /// A task management request arrived; `false` when too many are in flight.
     pub(crate) fn tmf_request(&mut self, req: &TaskMgmtRequest) -> bool {
-        let Some(scope) = Scope::of(req) else {
+        let Some(scope) = TmfScope::of(req) else {
             return true;
         };
         if self.tmfs.len() >= MAX_TMFS && !self.tmfs.contains_key(&req.itt) {
@@ -187,7 +154,7 @@ impl ReadOrder {
     }
 
     /// The core answered the task management request `itt`: with Function Complete, the
-    /// tasks it affected are over (RFC 7143 section 11.6.1).
+    /// tasks in its scope are over (RFC 7143 section 11.6.1; see [`TmfScope`]).
     pub(crate) fn tmf_response(&mut self, itt: Itt, response: TmfResponse) {
         let Some(scope) = self.tmfs.remove(&itt) else {
             return;
@@ -195,15 +162,19 @@ impl ReadOrder {
         if response != TmfResponse::FunctionComplete {
             return;
         }
-        let ended: Vec<Itt> = self
-            .awaiting
-            .iter()
-            .filter(|(t, a)| scope.covers(**t, a))
-            .map(|(t, _)| *t)
-            .collect();
-        for t in ended {
-            self.end_task(t);
-        }
+        let mut dropped = 0;
+        self.awaiting.retain(|t, a| {
+            let ended = scope.covers(TaskRef {
+                itt: *t,
+                lun: Some(a.lun),
+                cmd_sn: a.cmd_sn,
+            });
+            if ended {
+                dropped += a.reads;
+            }
+            !ended
+        });
+        self.held_reads -= dropped;
     }
 
     /// The connection is logging out: nothing held will be wanted.

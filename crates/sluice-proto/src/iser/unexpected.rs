@@ -23,13 +23,18 @@
 //!
 //! Tasks that end without the response the count waits for:
 //! - a Task Management Function ends tasks whose responses never come (RFC 7143 section
-//!   4.2.3: the target answers the TMF, not the tasks it aborted). When the TMF is sent,
-//!   the window notes which counted tasks it reaches: its Referenced Task Tag for ABORT
-//!   TASK; every counted task on its LUN for ABORT TASK SET, CLEAR TASK SET and LOGICAL UNIT
-//!   RESET; every counted task for the target resets. When its response says the function
-//!   completed (or, for ABORT TASK, that the task does not exist: its response came
-//!   earlier, which released it, or will never come), those are released. A refused
-//!   function leaves them outstanding: the tasks go on.
+//!   4.2.3: the target answers the TMF, not the tasks it aborted). Which ones is the
+//!   function's scope (`tmf_scope.rs`), the same rule the target's datamover and core apply: the
+//!   Referenced Task Tag for ABORT TASK; the SCSI commands of its LUN for ABORT TASK SET,
+//!   CLEAR TASK SET and LOGICAL UNIT RESET, and all SCSI commands for the target resets,
+//!   in both cases only those with a CmdSN below the function's (section 11.5.1). When its
+//!   response says the function completed (or, for ABORT TASK, that the task does not
+//!   exist: its response came earlier, which released it, or will never come), the counted
+//!   requests in its scope are released. The scope is applied then, to the requests
+//!   outstanding then, by CmdSN: an immediate command sent just before an immediate
+//!   function carries the function's own CmdSN and is not ended (the target answers it),
+//!   and a request that reuses a released tag after the function is not in its scope. A
+//!   refused function releases nothing: the tasks go on.
 //! - a Logout Request is answered (released by its Logout Response); the connection then
 //!   ends, and the window with it.
 //! - an ITT used again by a new request: the earlier request's response can no longer be
@@ -38,7 +43,8 @@
 
 use std::collections::HashMap;
 
-use crate::pdu::codes::{TmfFunction, TmfResponse};
+use super::tmf_scope::{TaskRef, TmfScope};
+use crate::pdu::codes::TmfResponse;
 use crate::pdu::Pdu;
 use crate::seq::{Itt, Lun, SeqNum, Ttt};
 
@@ -47,17 +53,27 @@ const COUNTED_OPCODES: [u8; 5] = [0x00, 0x01, TMF_REQUEST, 0x04, 0x06];
 /// The Task Management Function Request's opcode.
 const TMF_REQUEST: u8 = 0x02;
 
+/// An immediate request awaiting its response.
+#[derive(Clone, Copy, Debug)]
+struct Outstanding {
+    /// The LUN of a SCSI command; `None` for the other requests, which are in no logical
+    /// unit's task set.
+    lun: Option<Lun>,
+    /// The CmdSN it carried (immediate: not advanced past it).
+    cmd_sn: SeqNum,
+}
+
 /// The initiator's unexpected PDUs outstanding at the target, against the target's limit.
 #[derive(Clone, Debug, Default)]
 pub struct UnexpectedWindow {
     /// The target's MaxOutstandingUnexpectedPDUs; 0: no limit.
     limit: u32,
-    /// Immediate requests awaiting their response, by ITT, with their LUN.
-    requests: HashMap<Itt, Lun>,
+    /// Immediate requests awaiting their response, by ITT.
+    requests: HashMap<Itt, Outstanding>,
     /// CmdSNs of unidirectional NOP-Outs not yet acknowledged by ExpCmdSN.
     one_way_nops: Vec<SeqNum>,
-    /// Task management requests sent, by ITT: the counted tasks each would end.
-    tmfs: HashMap<Itt, (TmfFunction, Vec<Itt>)>,
+    /// Task management requests sent and not yet answered, by ITT: the tasks each ends.
+    tmfs: HashMap<Itt, TmfScope>,
 }
 
 impl UnexpectedWindow {
@@ -107,38 +123,28 @@ impl UnexpectedWindow {
     /// Notes a PDU sent to the target.
     pub fn sent(&mut self, pdu: &Pdu) {
         if let Pdu::TaskMgmtRequest(t) = pdu {
-            let reached = self.reached_by(t.function, t.lun, t.referenced_task_tag);
-            self.tmfs.insert(t.itt, (t.function, reached));
+            match TmfScope::of(t) {
+                Some(scope) => _ = self.tmfs.insert(t.itt, scope),
+                // A function that ends no task (a reused ITT forgets the earlier one's).
+                None => _ = self.tmfs.remove(&t.itt),
+            }
         }
         if !Self::counts(pdu) {
             return;
         }
-        match pdu {
-            Pdu::NopOut(n) if n.itt == Itt::RESERVED => self.one_way_nops.push(n.cmd_sn),
-            Pdu::ScsiCommand(p) => _ = self.requests.insert(p.itt, p.lun),
-            Pdu::TaskMgmtRequest(p) => _ = self.requests.insert(p.itt, p.lun),
-            Pdu::NopOut(p) => _ = self.requests.insert(p.itt, p.lun),
-            other => _ = self.requests.insert(other.itt(), Lun(0)),
-        }
-    }
-
-    /// The counted tasks a task management function would end.
-    fn reached_by(&self, function: TmfFunction, lun: Lun, rtt: Itt) -> Vec<Itt> {
-        match function {
-            TmfFunction::AbortTask => vec![rtt],
-            TmfFunction::AbortTaskSet
-            | TmfFunction::ClearTaskSet
-            | TmfFunction::LogicalUnitReset => self
-                .requests
-                .iter()
-                .filter(|(_, l)| **l == lun)
-                .map(|(itt, _)| *itt)
-                .collect(),
-            TmfFunction::TargetWarmReset | TmfFunction::TargetColdReset => {
-                self.requests.keys().copied().collect()
+        let (lun, cmd_sn) = match pdu {
+            Pdu::NopOut(n) if n.itt == Itt::RESERVED => {
+                self.one_way_nops.push(n.cmd_sn);
+                return;
             }
-            _ => Vec::new(),
-        }
+            Pdu::ScsiCommand(p) => (Some(p.lun), p.cmd_sn),
+            Pdu::TaskMgmtRequest(p) => (None, p.cmd_sn),
+            Pdu::NopOut(p) => (None, p.cmd_sn),
+            Pdu::TextRequest(p) => (None, p.cmd_sn),
+            Pdu::LogoutRequest(p) => (None, p.cmd_sn),
+            _ => return,
+        };
+        self.requests.insert(pdu.itt(), Outstanding { lun, cmd_sn });
     }
 
     /// Notes a PDU received from the target on this connection: what it answers, or
@@ -157,14 +163,18 @@ impl UnexpectedWindow {
             }
             Pdu::TaskMgmtResponse(r) => {
                 self.requests.remove(&r.itt);
-                if let Some((function, reached)) = self.tmfs.remove(&r.itt) {
+                if let Some(scope) = self.tmfs.remove(&r.itt) {
                     let ended = r.response == TmfResponse::FunctionComplete
-                        || (function == TmfFunction::AbortTask
+                        || (matches!(scope, TmfScope::Task(_))
                             && r.response == TmfResponse::TaskDoesNotExist);
                     if ended {
-                        for itt in reached {
-                            self.requests.remove(&itt);
-                        }
+                        self.requests.retain(|itt, o| {
+                            !scope.covers(TaskRef {
+                                itt: *itt,
+                                lun: o.lun,
+                                cmd_sn: o.cmd_sn,
+                            })
+                        });
                     }
                 }
             }

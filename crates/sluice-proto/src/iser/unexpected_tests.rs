@@ -101,6 +101,26 @@ pub(crate) fn nop_in(itt: u32, ttt: u32, exp_cmd_sn: u32) -> Pdu {
 
 const RESERVED: u32 = 0xffff_ffff;
 
+/// `pdu` (a SCSI Command, TMF request or NOP-Out) with CmdSN `sn`.
+pub(crate) fn at(pdu: Pdu, sn: u32) -> Pdu {
+    let sn = SeqNum::new(sn);
+    match pdu {
+        Pdu::ScsiCommand(mut c) => {
+            c.cmd_sn = sn;
+            Pdu::ScsiCommand(c)
+        }
+        Pdu::TaskMgmtRequest(mut t) => {
+            t.cmd_sn = sn;
+            Pdu::TaskMgmtRequest(t)
+        }
+        Pdu::NopOut(mut n) => {
+            n.cmd_sn = sn;
+            Pdu::NopOut(n)
+        }
+        other => other,
+    }
+}
+
 #[test]
 fn only_requests_outside_iscsi_flow_control_count() {
     // Non-immediate commands are bounded by the CmdSN window, a NOP-Out echoing the
@@ -203,15 +223,17 @@ fn a_refused_tmf_leaves_its_tasks_outstanding() {
 }
 
 #[test]
-fn a_logical_unit_reset_releases_that_units_tasks_only() {
+fn a_logical_unit_reset_releases_that_units_earlier_tasks_only() {
     let mut w = UnexpectedWindow::new(8);
-    w.sent(&command(1, 0, true));
-    w.sent(&command(2, 0, true));
-    w.sent(&command(3, 1, true));
-    w.sent(&tmf(4, TmfFunction::LogicalUnitReset, 0, RESERVED));
+    // Immediate commands at CmdSN 3 and 4 (a non-immediate one at 3 went between them).
+    w.sent(&at(command(1, 0, true), 3));
+    w.sent(&at(command(2, 0, true), 4));
+    w.sent(&at(command(3, 1, true), 4));
+    // A non-immediate command advanced CmdSN to 5: the reset is issued after the three.
+    w.sent(&at(tmf(4, TmfFunction::LogicalUnitReset, 0, RESERVED), 5));
     assert_eq!(w.outstanding(), 4);
     // A task sent after the reset is not reached by it.
-    w.sent(&command(5, 0, true));
+    w.sent(&at(command(5, 0, true), 5));
     w.received(&tmf_response(4, TmfResponse::FunctionComplete));
     assert_eq!(w.outstanding(), 2, "LUN 1's task and the later one remain");
     w.received(&response(3, 1));
@@ -222,8 +244,8 @@ fn a_logical_unit_reset_releases_that_units_tasks_only() {
 #[test]
 fn a_non_immediate_tmf_still_ends_counted_tasks() {
     let mut w = UnexpectedWindow::new(4);
-    w.sent(&command(1, 2, true));
-    let Pdu::TaskMgmtRequest(mut t) = tmf(2, TmfFunction::AbortTaskSet, 2, RESERVED) else {
+    w.sent(&at(command(1, 2, true), 7));
+    let Pdu::TaskMgmtRequest(mut t) = at(tmf(2, TmfFunction::AbortTaskSet, 2, RESERVED), 8) else {
         unreachable!()
     };
     t.immediate = false;
@@ -234,12 +256,69 @@ fn a_non_immediate_tmf_still_ends_counted_tasks() {
 }
 
 #[test]
-fn a_target_reset_releases_everything() {
+fn a_target_reset_releases_every_earlier_command() {
     let mut w = UnexpectedWindow::new(8);
-    w.sent(&command(1, 0, true));
-    w.sent(&command(2, 3, true));
-    w.sent(&tmf(9, TmfFunction::TargetWarmReset, 0, RESERVED));
+    w.sent(&at(command(1, 0, true), 3));
+    w.sent(&at(command(2, 3, true), 4));
+    w.sent(&at(tmf(9, TmfFunction::TargetWarmReset, 0, RESERVED), 5));
     w.received(&tmf_response(9, TmfResponse::FunctionComplete));
+    assert_eq!(w.outstanding(), 0);
+}
+
+/// RFC 7143 section 11.5.1: a task management function acts on the commands "having a CmdSN
+/// lower than the task management CmdSN". An immediate command does not advance CmdSN, so
+/// one sent right before an immediate ABORT TASK SET carries the function's own CmdSN: the
+/// function does not end it, and the target (sluice's ends tasks by exactly this rule)
+/// answers it. Released at the function's response, as the count once did by LUN alone, it
+/// would be outstanding at the target while the initiator counted it gone: one unexpected PDU
+/// more than the target's limit could be sent and find no receive buffer.
+#[test]
+fn an_immediate_command_with_the_functions_own_cmd_sn_is_not_ended_by_it() {
+    let mut w = UnexpectedWindow::new(2);
+    w.sent(&at(command(1, 0, true), 5));
+    w.sent(&at(tmf(2, TmfFunction::AbortTaskSet, 0, RESERVED), 5));
+    w.received(&tmf_response(2, TmfResponse::FunctionComplete));
+    assert_eq!(w.outstanding(), 1, "its response is still to come");
+    assert!(w.has_room());
+    w.sent(&nop_out(3, RESERVED, 5));
+    assert!(
+        !w.has_room(),
+        "the command and the ping fill the target's limit of 2"
+    );
+    w.received(&response(1, 5));
+    assert_eq!(w.outstanding(), 1);
+}
+
+/// The scope is applied when the function completes, to the requests outstanding then: a
+/// request that reuses the tag of a task that ended before the function completed came after
+/// the function (its CmdSN is not below the function's), and is not ended by it. Noting the
+/// tags at request time released the newcomer, whose response was still to come.
+#[test]
+fn a_tag_reused_after_the_function_is_not_released_by_it() {
+    let mut w = UnexpectedWindow::new(4);
+    w.sent(&at(command(1, 0, true), 4));
+    w.sent(&at(tmf(2, TmfFunction::AbortTaskSet, 0, RESERVED), 5));
+    // The command completed before the function reached it; its tag is free again.
+    w.received(&response(1, 5));
+    w.sent(&at(command(1, 0, true), 5));
+    w.received(&tmf_response(2, TmfResponse::FunctionComplete));
+    assert_eq!(w.outstanding(), 1, "the new task with tag 1 goes on");
+    w.received(&response(1, 5));
+    assert_eq!(w.outstanding(), 0);
+}
+
+/// Only SCSI tasks are in a logical unit's task set: a NOP-Out ping, whatever its LUN field,
+/// is answered by its NOP-In even when a task-set function or a reset completes meanwhile.
+#[test]
+fn a_ping_is_not_ended_by_a_task_set_function_or_a_reset() {
+    let mut w = UnexpectedWindow::new(4);
+    w.sent(&nop_out(3, RESERVED, 4));
+    w.sent(&at(tmf(4, TmfFunction::AbortTaskSet, 0, RESERVED), 5));
+    w.received(&tmf_response(4, TmfResponse::FunctionComplete));
+    w.sent(&at(tmf(5, TmfFunction::TargetWarmReset, 0, RESERVED), 5));
+    w.received(&tmf_response(5, TmfResponse::FunctionComplete));
+    assert_eq!(w.outstanding(), 1, "the ping awaits its NOP-In");
+    w.received(&nop_in(3, RESERVED, 5));
     assert_eq!(w.outstanding(), 0);
 }
 
