@@ -624,18 +624,17 @@ async fn serve_inner(
             leave_session(&ctx, &session, id, conn_ref);
             return None;
         }
-        logins.succeeded();
-        info!(%peer, target = outcome.target_name.as_deref().unwrap_or("(discovery)"), "logged in");
-        debug!(params = ?outcome.params, "negotiated");
-
         let mut mover = None;
         match (iser, iser_end) {
             (Some(iser), Some(end @ LoginEnd::Rdma { .. })) => {
                 match switch_to_rdma(&ctx, &mut reader, &mut outbox, iser, end) {
                     Ok(task) => mover = Some(task),
                     Err(why) => {
+                        // The login did not complete: the connection ends before full feature
+                        // phase, so it is counted with the failed logins, not the good ones.
+                        logins.failed(why.failure);
                         ctx.iser.errors.fetch_add(1, Ordering::Relaxed);
-                        warn!(%peer, "iSER connection closed: {why}");
+                        warn!(%peer, "iSER connection closed: {}", why.reason);
                         leave_session(&ctx, &session, id, conn_ref);
                         return None;
                     }
@@ -648,6 +647,10 @@ async fn serve_inner(
             }
             _ => {}
         }
+        // Counted only now: a connection that could not enter RDMA mode never logged in.
+        logins.succeeded();
+        info!(%peer, target = outcome.target_name.as_deref().unwrap_or("(discovery)"), "logged in");
+        debug!(params = ?outcome.params, "negotiated");
         if mover.is_none() {
             configure_stream(&mut reader, &mut outbox, &outcome, &config);
         }
@@ -677,6 +680,13 @@ async fn serve_inner(
     .await
 }
 
+/// Why a connection whose login ended in RDMA mode could not switch to it.
+struct RdmaRefused {
+    /// How the login counts it.
+    failure: LoginFailure,
+    reason: String,
+}
+
 /// Hands the socket of a connection whose login ended in RDMA mode to a new iSER datamover
 /// task, and switches the reader and outbox to exchanging PDUs with it. `Err` says why the
 /// connection cannot go on.
@@ -686,7 +696,7 @@ fn switch_to_rdma(
     outbox: &mut Outbox,
     iser: crate::iser::IserLogin,
     end: LoginEnd,
-) -> Result<tokio::task::JoinHandle<()>, String> {
+) -> Result<tokio::task::JoinHandle<()>, RdmaRefused> {
     let (to_mover, from_core) = mpsc::channel(crate::iser::LINK_DEPTH);
     let (to_core, from_mover) = mpsc::channel(crate::iser::LINK_DEPTH);
     let (rd, unread) = reader.use_pdu_link(from_mover);
@@ -694,18 +704,26 @@ fn switch_to_rdma(
     if !unread.is_empty() {
         // RFC 7145 section 5.1: the initiator sends nothing between its final Login Request
         // and the final Login Response (its iSER Hello follows the response); bytes in
-        // between are neither iSCSI nor iSER.
-        return Err(format!(
-            "protocol error: {} bytes arrived after the final Login Request, before the \
-             final Login Response switched the connection to RDMA mode",
-            unread.len()
-        ));
+        // between are neither iSCSI nor iSER. Like any other PDU than a Login Request
+        // before full feature phase, they abort the login.
+        return Err(RdmaRefused {
+            failure: LoginFailure::Aborted,
+            reason: format!(
+                "protocol error: {} bytes arrived after the final Login Request, before the \
+                 final Login Response switched the connection to RDMA mode",
+                unread.len()
+            ),
+        });
     }
+    let target_error = |reason: &str| RdmaRefused {
+        failure: LoginFailure::TargetError,
+        reason: reason.to_owned(),
+    };
     let tcp = match (rd.into_tcp(), wr.into_tcp()) {
         (Some(rd), Some(wr)) => rd
             .reunite(wr)
-            .map_err(|_| "the socket's halves do not belong together".to_string())?,
-        _ => return Err("not a TCP socket: RDMA mode needs one".into()),
+            .map_err(|_| target_error("the socket's halves do not belong together"))?,
+        _ => return Err(target_error("not a TCP socket: RDMA mode needs one")),
     };
     Ok(iser.start_rdma(Arc::clone(ctx), tcp, end, from_core, to_core))
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use sluice_proto::pdu::{LoginRequest, Pdu};
 use sluice_proto::seq::{Isid, Itt, Tsih};
 use sluice_proto::text::encode_pairs;
+use sluice_target::status::{LoginCounts, LoginFailure};
 use sluice_target::{IserCounters, IserServeOptions, Target};
 use support::*;
 use tokio::net::TcpListener;
@@ -96,6 +97,11 @@ fn is_final_success(pdu: &Pdu) -> bool {
     matches!(pdu, Pdu::LoginResponse(r) if r.status.class == 0 && r.transit && r.nsg == 3)
 }
 
+/// The target's login counts (the one target of the test configuration).
+fn logins(target: &Target) -> LoginCounts {
+    target.status().targets[0].logins.clone()
+}
+
 /// Waits (boundedly) until `done` holds of the counters.
 async fn counters_reach(c: &IserCounters, done: impl Fn(&IserCounters) -> bool) {
     let deadline = tokio::time::Instant::now() + ANSWER;
@@ -124,11 +130,16 @@ async fn a_login_asking_for_rdma_hands_the_socket_to_the_datamover() {
     counters_reach(c, |c| c.errors.load(Ordering::Relaxed) == 1).await;
     assert_eq!(c.rdma_connections.load(Ordering::Relaxed), 1);
     p.expect_closed().await;
+    // The login itself completed: the missing Hello is the datamover's error, not the login's.
+    let l = logins(&target);
+    assert_eq!(l.ok, 1, "{l:?}");
+    assert_eq!(l.failed.iter().sum::<u64>(), 0, "{l:?}");
 }
 
 /// Bytes sent right behind the final Login Request (before its response could arrive) are
 /// a protocol error: the Login Response goes out, then the connection closes without
-/// starting RDMA mode, counted as an iSER error, and the session it made is gone.
+/// starting RDMA mode, counted as an iSER error and as an aborted login (never a good one:
+/// the connection never reached full feature phase), and the session it made is gone.
 #[tokio::test]
 async fn bytes_behind_the_final_login_request_close_the_connection() {
     let (target, addr) = iser_target(Duration::from_secs(30)).await;
@@ -144,4 +155,11 @@ async fn bytes_behind_the_final_login_request_close_the_connection() {
     counters_reach(c, |c| c.errors.load(Ordering::Relaxed) == 1).await;
     assert_eq!(c.rdma_connections.load(Ordering::Relaxed), 0);
     assert_eq!(target.session_count(), 0);
+    let l = logins(&target);
+    assert_eq!(
+        l.ok, 0,
+        "a login closed for early bytes is no success: {l:?}"
+    );
+    assert_eq!(l.failed[LoginFailure::Aborted as usize], 1, "{l:?}");
+    assert_eq!(l.failed.iter().sum::<u64>(), 1, "{l:?}");
 }
