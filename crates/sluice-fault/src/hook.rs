@@ -6,7 +6,10 @@
 //! known (RFC 7143 section 13.1: they apply from the first PDU after the final Login
 //! Response) and no login PDU is touched. On send the driver hands over each frame it just
 //! encoded and forwards as many copies as it is told. On receive it hands over the bytes it
-//! read and frames whole PDUs from what comes back: partial frames wait inside the hook.
+//! read and frames whole PDUs from what comes back: partial frames wait inside the hook. A
+//! driver that receives whole PDUs rather than a byte stream (an iSER connection in RDMA
+//! mode, whose datamover hands it PDUs one by one) hands over each one's frame instead
+//! ([`DriverFaults::on_receive_frame`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -37,6 +40,11 @@ impl FaultHook {
             seed,
             next_connection: AtomicU64::new(0),
         }
+    }
+
+    /// The plan every connection follows.
+    pub fn plan(&self) -> &FaultPlan {
+        &self.plan
     }
 
     /// The faults of the next connection; see [`DriverFaults::new`].
@@ -110,6 +118,15 @@ impl DriverFaults {
     /// send: 0 (dropped), 1 or 2 (duplicated).
     pub fn on_send(&mut self, frame: &mut [u8]) -> u8 {
         let decision = self.injector.inject(self.sending, frame, self.digests);
+        self.note(&decision);
+        decision.copies
+    }
+
+    /// Faults one whole frame received (in place) and says how many copies of it to take:
+    /// 0 (dropped), 1 or 2 (duplicated). For drivers whose PDUs arrive whole; those reading a
+    /// byte stream use [`Self::on_receive`].
+    pub fn on_receive_frame(&mut self, frame: &mut [u8]) -> u8 {
+        let decision = self.injector.inject(self.receiving(), frame, self.digests);
         self.note(&decision);
         decision.copies
     }

@@ -435,3 +435,71 @@ async fn a_send_that_finds_no_receive_ends_the_connection_clearly() {
     target_counts_an_error_and_serves_on(&target, &portal, 65536, 11, "the target saw no error")
         .await;
 }
+
+/// Runs `cmd` until it gets an answer other than the unit attention a new session's first
+/// commands meet (at most 4 times), and returns that answer.
+async fn until_not_unit_attention(
+    s: &Session,
+    cmd: impl Fn() -> sluice_initiator::Command,
+) -> sluice_initiator::CommandOutcome {
+    for _ in 0..4 {
+        let outcome = s.start(cmd()).wait().await.expect("the command ends");
+        let ua = outcome
+            .sense
+            .as_ref()
+            .is_some_and(|d| d.key == sluice_scsi::SenseKey::UNIT_ATTENTION);
+        if !ua {
+            return outcome;
+        }
+    }
+    panic!("unit attention after unit attention");
+}
+
+/// The target's test fault hook (`TargetConfig::fault_hook`) applies to iSER connections in
+/// RDMA mode, on the PDUs its core exchanges with the datamover: here its resets end each
+/// connection after 24 PDUs. At ErrorRecoveryLevel 0 (iSER's) each reset costs the session;
+/// the initiator reinstates it over iSER again, and every write reads back. Before the hook
+/// applied in RDMA mode no connection was ever reset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_targets_fault_hook_resets_iser_connections_and_no_write_is_lost() {
+    use sluice_scsi::cdb;
+    let mut config = config();
+    let plan = sluice_fault::FaultPlan {
+        reset_every: std::num::NonZeroU64::new(24),
+        ..sluice_fault::FaultPlan::default()
+    };
+    config.fault_hook = Some(Arc::new(sluice_fault::FaultHook::new(plan, 9)));
+    let target = Arc::new(Target::new(config).unwrap());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let portal = listener.local_addr().unwrap().to_string();
+    let t = Arc::clone(&target);
+    tokio::spawn(async move { t.serve_iser(listener, IserServeOptions::default()).await });
+
+    let mut opts = iser_options(IserOptions::default());
+    opts.max_reconnects = 1000;
+    opts.reconnect_delay = Some(Duration::from_millis(20));
+    let s = Session::connect(&portal, IQN, opts).await.unwrap();
+    for i in 0..24u64 {
+        // 8 KiB writes (16 blocks) with immediate data, each read back.
+        let lba = i * 64;
+        let data = pattern(8192, i as u8);
+        let w = until_not_unit_attention(&s, || {
+            sluice_initiator::Command::write(0, &cdb::write16(lba, 16, false), data.clone())
+        })
+        .await;
+        assert!(w.is_good(), "write {i}: {w:?}");
+        let r = until_not_unit_attention(&s, || {
+            sluice_initiator::Command::read(0, &cdb::read16(lba, 16, false), 8192)
+        })
+        .await;
+        assert!(r.is_good() && r.data == data, "read {i}: {r:?}");
+    }
+    let reconnects = s.counters().reconnects;
+    assert!(reconnects >= 2, "the resets cost sessions: {reconnects}");
+    let iser = target.iser_counters().status();
+    assert!(
+        iser.rdma_connections > reconnects,
+        "every session came back in RDMA mode: {iser:?}, {reconnects} reconnects"
+    );
+    s.logout().await.ok();
+}

@@ -44,8 +44,10 @@ pub struct TargetConfig {
     /// (DataACK interval, sequence reception timeout, status retention bound).
     pub recovery: sluice_proto::target::RecoveryConfig,
     /// Test hook: faults (corruption, drops, duplicates, resets) applied by the target to
-    /// its own connections' PDUs, on send and on receive, from full feature phase on. `None`
-    /// in production; tests of error recovery set it.
+    /// its own connections' PDUs, on send and on receive, from full feature phase on. On an
+    /// iSER connection in RDMA mode they apply to the PDUs the core exchanges with the
+    /// datamover, except corruption, which no digest there could notice (left alone and
+    /// counted as skipped). `None` in production; tests of error recovery set it.
     pub fault_hook: Option<std::sync::Arc<sluice_fault::FaultHook>>,
     /// This process is one of several gateways exporting the same RBD images under the same
     /// target names (see [`GatewayConfig`]); `None`: a stand-alone target.

@@ -221,6 +221,8 @@ pub(crate) struct Reader {
     stall: crate::peer_gone::StallWatch,
     /// Set in RDMA mode (iSER): PDUs come from the datamover task as values, not from `rd`.
     link: Option<mpsc::Receiver<Pdu>>,
+    /// RDMA mode: a PDU the fault hook duplicated, handed out again next.
+    duplicate: Option<Pdu>,
 }
 
 /// Why reading stopped.
@@ -263,6 +265,7 @@ impl Reader {
             faults: None,
             stall: crate::peer_gone::StallWatch::new(),
             link: None,
+            duplicate: None,
         }
     }
 
@@ -407,7 +410,7 @@ impl Reader {
     /// read (or fails at once on a malformed header).
     pub(crate) fn has_complete_pdu(&self) -> bool {
         if let Some(rx) = &self.link {
-            return !rx.is_empty();
+            return self.duplicate.is_some() || !rx.is_empty();
         }
         self.buf.len() >= sluice_proto::pdu::BHS_LEN && self.framer.bytes_needed(&self.buf) == 0
     }
@@ -443,7 +446,28 @@ impl Reader {
     /// mode: the next PDU the datamover hands over; `Closed` once it is gone).
     pub(crate) async fn next(&mut self) -> Result<Incoming, ReadEnd> {
         if let Some(rx) = &mut self.link {
-            return rx.recv().await.map(Incoming::Pdu).ok_or(ReadEnd::Closed);
+            if let Some(pdu) = self.duplicate.take() {
+                return Ok(Incoming::Pdu(pdu));
+            }
+            loop {
+                let pdu = rx.recv().await.ok_or(ReadEnd::Closed)?;
+                let Some(faults) = &self.faults else {
+                    return Ok(Incoming::Pdu(pdu));
+                };
+                // The test hook on the PDUs the datamover hands over (see `crate::faults`).
+                let copies = crate::faults::on_receive_pdu(faults, &pdu);
+                if crate::faults::reset_due(faults) {
+                    return Err(ReadEnd::Io(std::io::ErrorKind::ConnectionReset.into()));
+                }
+                match copies {
+                    0 => continue,
+                    1 => return Ok(Incoming::Pdu(pdu)),
+                    _ => {
+                        self.duplicate = Some(pdu.clone());
+                        return Ok(Incoming::Pdu(pdu));
+                    }
+                }
+            }
         }
         loop {
             let framing = sluice_probe::span(sluice_probe::Stage::Framing);
@@ -653,6 +677,8 @@ async fn serve_inner(
         debug!(params = ?outcome.params, "negotiated");
         if mover.is_none() {
             configure_stream(&mut reader, &mut outbox, &outcome, &config);
+        } else {
+            configure_rdma_faults(&mut reader, &mut outbox, &outcome, &config);
         }
 
         drop(config);
@@ -757,6 +783,37 @@ fn configure_stream(
         reader.faults = Some(std::sync::Arc::clone(&faults));
         outbox.set_faults(faults);
     }
+}
+
+/// RDMA mode (iSER): the test hook, if there is one, on the PDUs the connection exchanges
+/// with the datamover (see `crate::faults`). Its corruption rules cannot apply there (no
+/// digests, RFC 7145 section 5.1): said once here, and counted as skipped PDU by PDU.
+fn configure_rdma_faults(
+    reader: &mut Reader,
+    outbox: &mut Outbox,
+    outcome: &LoginOutcome,
+    config: &TargetConfig,
+) {
+    let Some(hook) = &config.fault_hook else {
+        return;
+    };
+    let corrupts = sluice_fault::Direction::BOTH.iter().any(|d| {
+        let r = hook.plan().rules(*d);
+        !(r.corrupt_data.is_zero() && r.corrupt_header.is_zero() && r.ber.is_zero())
+    });
+    if corrupts {
+        warn!(
+            "fault hook: corruption does not apply to an iSER connection in RDMA mode (no \
+             digests would notice it); drops, duplicates and resets do"
+        );
+    }
+    let faults = std::sync::Arc::new(std::sync::Mutex::new(hook.connection(
+        sluice_fault::Sender::Target,
+        Digests::NONE,
+        outcome.params.target_max_recv_data_segment_length,
+    )));
+    reader.faults = Some(std::sync::Arc::clone(&faults));
+    outbox.set_faults(faults);
 }
 
 /// Whether the configuration in force still serves the session's target and admits its
@@ -1204,6 +1261,83 @@ mod tests {
 
     /// Reads that fill their room make the next ask for more, up to `READ_MAX`; reads that
     /// come back far from full bring it back down to what the next PDU needs.
+    /// A hook whose connection faults the target's side with `plan` in RDMA mode.
+    fn rdma_faults(plan: sluice_fault::FaultPlan) -> crate::faults::SharedFaults {
+        let hook = sluice_fault::FaultHook::new(plan, 7);
+        std::sync::Arc::new(std::sync::Mutex::new(hook.connection(
+            sluice_fault::Sender::Target,
+            Digests::NONE,
+            8192,
+        )))
+    }
+
+    fn ping(itt: u32) -> Pdu {
+        Pdu::NopOut(sluice_proto::pdu::NopOut {
+            immediate: true,
+            lun: sluice_proto::seq::Lun(0),
+            itt: sluice_proto::seq::Itt(itt),
+            ttt: sluice_proto::seq::Ttt::RESERVED,
+            cmd_sn: SeqNum(1),
+            exp_stat_sn: SeqNum(1),
+            data: bytes::Bytes::new(),
+        })
+    }
+
+    /// In RDMA mode the test hook faults the PDUs the datamover hands over: every one
+    /// duplicated, every third NOP-Out dropped.
+    #[tokio::test]
+    async fn rdma_mode_applies_the_fault_hook_to_pdus_from_the_datamover() {
+        use std::num::NonZeroU64;
+        let plan = sluice_fault::FaultPlan {
+            to_target: sluice_fault::Rules {
+                drop: vec![sluice_fault::DropEvery {
+                    kind: sluice_fault::PduKind::NopOut,
+                    every: NonZeroU64::new(3).unwrap(),
+                }],
+                duplicate: sluice_fault::Rate::ONE,
+                ..sluice_fault::Rules::default()
+            },
+            ..sluice_fault::FaultPlan::default()
+        };
+        let mut r = reader();
+        let (tx, rx) = mpsc::channel(8);
+        let _ = r.use_pdu_link(rx);
+        r.faults = Some(rdma_faults(plan));
+        for itt in 1..=4 {
+            tx.send(ping(itt)).await.unwrap();
+        }
+        drop(tx);
+        let mut itts = Vec::new();
+        loop {
+            match r.next().await {
+                Ok(Incoming::Pdu(p)) => itts.push(p.itt().0),
+                Err(ReadEnd::Closed) => break,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(itts, [1, 1, 2, 2, 4, 4]);
+    }
+
+    /// The hook's reset ends an RDMA-mode connection as it ends a TCP one.
+    #[tokio::test]
+    async fn rdma_mode_resets_when_the_hook_says_so() {
+        let plan = sluice_fault::FaultPlan {
+            reset_every: std::num::NonZeroU64::new(2),
+            ..sluice_fault::FaultPlan::default()
+        };
+        let mut r = reader();
+        let (tx, rx) = mpsc::channel(8);
+        let _ = r.use_pdu_link(rx);
+        r.faults = Some(rdma_faults(plan));
+        tx.send(ping(1)).await.unwrap();
+        tx.send(ping(2)).await.unwrap();
+        assert!(matches!(r.next().await, Ok(Incoming::Pdu(_))));
+        match r.next().await {
+            Err(ReadEnd::Io(e)) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset),
+            other => panic!("expected the reset, got {other:?}"),
+        }
+    }
+
     #[test]
     fn read_size_follows_how_full_reads_come_back() {
         let mut r = reader();

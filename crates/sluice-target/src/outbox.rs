@@ -187,8 +187,19 @@ impl Outbox {
     /// Queues a PDU.
     pub(crate) fn push(&mut self, pdu: Pdu) {
         if let Some(link) = &mut self.link {
-            self.queued_bytes += pdu_bytes(&pdu);
-            link.queue.push_back(pdu);
+            // The test hook on the PDUs handed to the datamover (see `crate::faults`).
+            let copies = match &self.faults {
+                Some(faults) => crate::faults::on_send_pdu(faults, &pdu),
+                None => 1,
+            };
+            for _ in 1..copies {
+                self.queued_bytes += pdu_bytes(&pdu);
+                link.queue.push_back(pdu.clone());
+            }
+            if copies > 0 {
+                self.queued_bytes += pdu_bytes(&pdu);
+                link.queue.push_back(pdu);
+            }
             return;
         }
         let pdu = &pdu;
@@ -776,6 +787,43 @@ mod tests {
     }
 
     /// In-memory pipes never take the sendfile path, whatever the switch says.
+    /// In RDMA mode the test hook faults the PDUs handed to the datamover: every second
+    /// Data-In dropped, the others passed once.
+    #[tokio::test]
+    async fn rdma_mode_applies_the_fault_hook_to_pdus_for_the_datamover() {
+        let plan = sluice_fault::FaultPlan {
+            to_initiator: sluice_fault::Rules {
+                drop: vec![sluice_fault::DropEvery {
+                    kind: sluice_fault::PduKind::DataIn,
+                    every: std::num::NonZeroU64::new(2).unwrap(),
+                }],
+                ..sluice_fault::Rules::default()
+            },
+            ..sluice_fault::FaultPlan::default()
+        };
+        let hook = sluice_fault::FaultHook::new(plan, 7);
+        let faults = std::sync::Arc::new(std::sync::Mutex::new(hook.connection(
+            sluice_fault::Sender::Target,
+            Digests::NONE,
+            8192,
+        )));
+        let (client, _server) = tokio::io::duplex(1024);
+        let mut outbox = Outbox::new(Box::new(client));
+        let (tx, mut rx) = mpsc::channel(8);
+        let _socket = outbox.use_pdu_link(tx);
+        outbox.set_faults(faults);
+        for len in 1..=4 {
+            outbox.push(data_in(len));
+        }
+        outbox.write_now().unwrap();
+        let mut lens = Vec::new();
+        while let Ok(pdu) = rx.try_recv() {
+            lens.push(data_of(&pdu).len());
+        }
+        assert_eq!(lens, [1, 3]);
+        assert!(!outbox.reset_due());
+    }
+
     #[test]
     fn only_tcp_sockets_get_sendfile() {
         let (client, _server) = tokio::io::duplex(1024);

@@ -187,3 +187,33 @@ fn an_unframeable_stream_is_passed_on_for_the_framer_to_refuse() {
     hook.on_receive(&mut more, from);
     assert_eq!(&more[from..], b"xyz");
 }
+
+#[test]
+fn whole_received_frames_take_the_receiving_directions_rules() {
+    // Drop every 2nd Data-Out the target receives, duplicate everything it receives; its
+    // own sends' rules are left alone.
+    let plan = FaultPlan {
+        to_target: Rules {
+            drop: vec![DropEvery {
+                kind: PduKind::DataOut,
+                every: NonZeroU64::new(2).unwrap(),
+            }],
+            duplicate: Rate::ONE,
+            ..Rules::default()
+        },
+        ..FaultPlan::default()
+    };
+    // iSER's RDMA mode has no digests (RFC 7145 section 5.1).
+    let frame = |pdu: &Pdu| {
+        let mut out = BytesMut::new();
+        encode(pdu, Digests::NONE, &mut out);
+        out
+    };
+    let mut hook = DriverFaults::new(plan, 1, 0, Sender::Target, Digests::NONE, 8192);
+    let copies: Vec<u8> = (0..4)
+        .map(|sn| hook.on_receive_frame(&mut frame(&data_out(sn))))
+        .collect();
+    assert_eq!(copies, [2, 0, 2, 0], "a dropped PDU is not duplicated too");
+    assert_eq!(hook.counters(Direction::ToTarget).pdus, 4);
+    assert_eq!(hook.on_send(&mut frame(&nop_out(1))), 1);
+}
