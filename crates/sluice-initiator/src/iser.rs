@@ -210,6 +210,12 @@ impl IserLogin {
         }
     }
 
+    /// The connection joins a session whose FirstBurstLength is `first_burst` (see
+    /// `InitiatorLoginShim::joins_session`).
+    pub(crate) fn joins_session(&mut self, first_burst: u32) {
+        self.shim.joins_session(first_burst);
+    }
+
     /// A Login Request on its way out: iSER's keys added.
     pub(crate) fn request(&mut self, req: &mut LoginRequest) {
         self.shim.handle_request(req);

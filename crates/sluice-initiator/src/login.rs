@@ -46,6 +46,10 @@ pub(crate) struct Join {
     /// The session's next CmdSN (RFC 7143 section 11.12.8: a login joining a session carries
     /// the session's CmdSN).
     pub(crate) cmd_sn: SeqNum,
+    /// The session's FirstBurstLength: leading-only (section 13.14), not negotiated again,
+    /// but what the session core's unsolicited data on the new connection follows, which an
+    /// iSER datamover must know.
+    pub(crate) first_burst: u32,
 }
 
 /// Logs in to `target` (`None`: a discovery session) at `portal`, following redirects; with
@@ -97,6 +101,9 @@ async fn login_once(
     counters: &Counters,
 ) -> Result<Attempt, Error> {
     let mut t = Transport::connect(portal_addr, opts, counters.clone()).await?;
+    if let Some(j) = join {
+        t.iser_joins_session(j.first_burst);
+    }
     let what = target.unwrap_or("discovery").to_owned();
     let fail = |error: LoginError| Error::Login {
         target: what.clone(),

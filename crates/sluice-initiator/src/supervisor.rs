@@ -69,11 +69,15 @@ async fn join_connection(
     tsih: u16,
     cid: u16,
 ) -> Result<(), crate::Error> {
-    let cmd_sn = shared.lock().command_window().0;
+    let (cmd_sn, first_burst) = {
+        let core = shared.lock();
+        (core.command_window().0, core.params().first_burst_length)
+    };
     let join = Join {
         tsih: Tsih(tsih),
         cid,
         cmd_sn,
+        first_burst,
     };
     let l = login(
         portal.to_owned(),

@@ -162,6 +162,14 @@ impl Transport {
         }
     }
 
+    /// Over iSER, the connection joins a session whose FirstBurstLength is `first_burst`
+    /// (see `InitiatorLoginShim::joins_session`); nothing otherwise.
+    pub(crate) fn iser_joins_session(&mut self, first_burst: u32) {
+        if let Some(login) = &mut self.iser_login {
+            login.joins_session(first_burst);
+        }
+    }
+
     /// Whether this connection reached iSER's RDMA mode (an iSER connection that fell back
     /// to iSCSI over TCP did not).
     pub(crate) fn iser_rdma_mode(&self) -> bool {

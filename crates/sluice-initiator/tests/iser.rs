@@ -503,3 +503,62 @@ async fn the_targets_fault_hook_resets_iser_connections_and_no_write_is_lost() {
     );
     s.logout().await.ok();
 }
+
+/// MC/S over iSER. FirstBurstLength is leading-only (RFC 7143 section 13.14): a connection
+/// joining the session negotiates none, yet the session's value bounds the unsolicited data
+/// sent on it, and both datamovers take a write's unsolicited length from it (RFC 7145
+/// section 7.3.4: the solicited part starts in the write buffer where the unsolicited part
+/// ends). Here the session settles on 32 KiB: a 256 KiB write sends 16 KiB of immediate data
+/// and one 16 KiB unsolicited Data-Out in Sends, and the target RDMA-Reads the other 224 KiB.
+/// On the joined connection the datamovers once assumed the default 64 KiB, and its writes
+/// failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joined_iser_connection_follows_the_sessions_first_burst() {
+    let (target, portal) = iser_target(IserServeOptions::default()).await;
+    let mut opts = iser_options(IserOptions::default());
+    opts.connections = 2;
+    opts.offer.first_burst_length = 32768;
+    let stats = opts.iser_stats.clone();
+    let s = Session::connect(&portal, IQN, opts).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while s.connections().len() < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the second connection never joined"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let p = s.params();
+    assert_eq!(p.first_burst_length, 32768);
+    assert!(!p.initial_r2t && p.immediate_data, "{p:?}");
+    s.test_unit_ready(0).await.ok();
+    let len = 256 << 10;
+    // The writes back to back, so that round robin puts every other one on each connection.
+    for i in 0..6u64 {
+        let write = s.write(0, i * 1024, pattern(len, i as u8), 512);
+        tokio::time::timeout(Duration::from_secs(10), write)
+            .await
+            .expect("the write ends")
+            .unwrap_or_else(|e| panic!("write {i}: {e}"));
+    }
+    for i in 0..6u64 {
+        let back = s.read(0, i * 1024, (len / 512) as u32, 512).await.unwrap();
+        assert!(
+            back == pattern(len, i as u8),
+            "write {i} read back differently"
+        );
+    }
+    // Round robin: both connections carried writes.
+    let per_connection: Vec<u64> = s.connections().iter().map(|c| c.write_bytes).collect();
+    assert!(
+        per_connection.iter().all(|b| *b >= 2 * len as u64),
+        "{per_connection:?}"
+    );
+    s.logout().await.unwrap();
+    let c = target.iser_counters().status();
+    assert_eq!((c.rdma_connections, c.errors), (2, 0), "{c:?}");
+    assert_eq!(c.unsolicited_bytes, 6 * 32768, "{c:?}");
+    assert_eq!(c.rdma_read_bytes, 6 * (len as u64 - 32768), "{c:?}");
+    let i = stats.snapshot();
+    assert_eq!(i.unsolicited_data_outs, 6, "{i:?}");
+}

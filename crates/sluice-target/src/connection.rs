@@ -630,6 +630,7 @@ async fn serve_inner(
         };
         // The session exists (or has the connection) before the initiator learns its TSIH from
         // the final Login Response, so a second connection's login can join it at once.
+        let joins = matches!(binding, Binding::AddConnection { .. });
         let (session, id, conn_ref) = joining.join(&outcome, binding);
         if !still_admitted(&ctx, &session) {
             // A change removed the target, or took the initiator off its ACL, while this login
@@ -641,11 +642,32 @@ async fn serve_inner(
             return None;
         }
         // The iSER shim sees the final Login Response too: it says whether the connection
-        // switches to RDMA mode (RFC 7145 section 5.1).
-        let iser_end = iser.as_mut().map(|i| i.response(&mut response));
+        // switches to RDMA mode (RFC 7145 section 5.1). A connection joining a session
+        // follows the session's FirstBurstLength, negotiated on its leading connection, and
+        // the shim may refuse RDMA mode for it (`TargetLoginShim::joins_session`).
+        let iser_end = iser.as_mut().map(|i| {
+            if joins {
+                i.joins_session(session.lock().params().first_burst_length);
+            }
+            i.response(&mut response)
+        });
+        let status = response.status;
         if send_login(&mut outbox, response).await.is_none() {
             logins.failed(LoginFailure::Aborted);
             leave_session(&ctx, &session, id, conn_ref);
+            return None;
+        }
+        if iser_end == Some(LoginEnd::Failed) {
+            warn!(
+                %peer,
+                class = status.class,
+                detail = status.detail,
+                "iSER login refused: the session's FirstBurstLength needs more Sends per \
+                 command than this connection's receive buffers provision"
+            );
+            logins.failed(LoginFailure::of(status));
+            leave_session(&ctx, &session, id, conn_ref);
+            outbox.close().await;
             return None;
         }
         let mut mover = None;

@@ -290,6 +290,12 @@ impl IserLogin {
         self.shim.handle_request(req).map_err(|e| e.to_string())
     }
 
+    /// The connection belongs to a session whose FirstBurstLength is `first_burst` (see
+    /// `TargetLoginShim::joins_session`).
+    pub(crate) fn joins_session(&mut self, first_burst: u32) {
+        self.shim.joins_session(first_burst);
+    }
+
     /// A Login Response from the login core, rewritten for the initiator before it is
     /// written; whether the login ended and how.
     pub(crate) fn response(&mut self, rsp: &mut LoginResponse) -> LoginEnd {

@@ -2,6 +2,7 @@
 //! runs on the socket in the connection task, and the final Login Response with
 //! RDMAExtensions=Yes hands the socket to the datamover. Bytes the initiator sends between
 //! its final Login Request and that response belong to neither side: the connection closes.
+//! A connection joining a session whose FirstBurstLength its Sends cannot carry is refused.
 
 mod support;
 
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_proto::pdu::{LoginRequest, Pdu};
-use sluice_proto::seq::{Isid, Itt, Tsih};
+use sluice_proto::seq::{Isid, Itt, SeqNum, Tsih};
 use sluice_proto::text::encode_pairs;
 use sluice_target::status::{LoginCounts, LoginFailure};
 use sluice_target::{IserCounters, IserServeOptions, Target};
@@ -19,7 +20,15 @@ use tokio::net::TcpListener;
 
 /// A target serving iSER whose datamovers wait `hello` for the iSER Hello.
 async fn iser_target(hello: Duration) -> (Arc<Target>, std::net::SocketAddr) {
-    let target = Arc::new(Target::new(config()).expect("target"));
+    iser_target_with(config(), hello).await
+}
+
+/// [`iser_target`] with `config`.
+async fn iser_target_with(
+    config: sluice_target::config::TargetConfig,
+    hello: Duration,
+) -> (Arc<Target>, std::net::SocketAddr) {
+    let target = Arc::new(Target::new(config).expect("target"));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let t = Arc::clone(&target);
@@ -162,4 +171,78 @@ async fn bytes_behind_the_final_login_request_close_the_connection() {
     );
     assert_eq!(l.failed[LoginFailure::Aborted as usize], 1, "{l:?}");
     assert_eq!(l.failed.iter().sum::<u64>(), 1, "{l:?}");
+}
+
+/// A session logged in over plain iSCSI (an in-memory connection, as through the TCP portal)
+/// settles on FirstBurstLength 256 KiB; a second connection joins it through the iSER
+/// listener asking for RDMA mode. FirstBurstLength is leading-only (RFC 7143 section
+/// 13.14), so the join negotiates none, but the session's 256 KiB bounds what is sent on it,
+/// and in RDMA mode that travels in Sends the target provisions four receive buffers of
+/// 16 KiB per command for (RFC 7145 section 7.3.4). The target refuses the join ("can't
+/// include in session"), counts it as a failed login, and the session goes on.
+#[tokio::test]
+async fn a_join_whose_sessions_first_burst_sends_cannot_carry_is_refused() {
+    use sluice_proto::iser::login::{InitiatorLoginShim, LoginEnd};
+    use sluice_proto::login::{InitiatorConfig, InitiatorLogin, InitiatorStep, LoginStatus};
+
+    let mut config = config();
+    config.offer.first_burst_length = 262_144;
+    let (target, addr) = iser_target_with(config, Duration::from_secs(30)).await;
+    let h = Harness {
+        target: Arc::clone(&target),
+    };
+    let mut offer = LoginOpts::normal().with_max_connections(2);
+    offer.offer.first_burst_length = 262_144;
+    offer.offer.initial_r2t = false;
+    let (mut lead, _task) = h.logged_in_with(&offer).await;
+    let outcome = lead.outcome.clone().expect("logged in");
+    assert_eq!(outcome.params.first_burst_length, 262_144);
+
+    // The join, through the iSER listener, with iSER's keys added by the initiator's shim.
+    let mut p = Peer::tcp(addr).await;
+    let cfg = InitiatorConfig {
+        initiator_name: INITIATOR.into(),
+        initiator_alias: None,
+        target_name: Some(TARGET.into()),
+        isid: offer.isid,
+        tsih: outcome.tsih,
+        cid: 1,
+        chap: None,
+        offer: offer.offer.clone(),
+    };
+    let mut shim = InitiatorLoginShim::new(8192);
+    let mut login = InitiatorLogin::new(cfg, Itt(77), lead.cmd_sn, SeqNum(0));
+    let mut req = login.start().expect("login start");
+    let refused = loop {
+        shim.handle_request(&mut req);
+        p.send(&Pdu::LoginRequest(req)).await;
+        let Pdu::LoginResponse(mut rsp) = p.expect().await else {
+            panic!("expected a Login Response")
+        };
+        let end = shim.handle_response(&mut rsp).expect("iSER keys");
+        match login.handle_response(&rsp, &mut |b: &mut [u8]| b.fill(7)) {
+            InitiatorStep::Send(next) => req = next,
+            InitiatorStep::Failed(_) => {
+                assert_eq!(end, LoginEnd::Failed);
+                break rsp;
+            }
+            other => panic!("the join should be refused, got {other:?} after {rsp:?}"),
+        }
+    };
+    assert_eq!(refused.status, LoginStatus::CANT_INCLUDE_IN_SESSION);
+    p.expect_closed().await;
+    let deadline = tokio::time::Instant::now() + ANSWER;
+    while logins(&target).failed[LoginFailure::Session as usize] == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:?}",
+            logins(&target)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let l = logins(&target);
+    assert_eq!(l.ok, 1, "only the leading login: {l:?}");
+    assert_eq!(target.iser_counters().status().rdma_connections, 0);
+    lead.assert_alive().await;
+    assert_eq!(target.session_count(), 1);
 }

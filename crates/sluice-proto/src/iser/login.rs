@@ -4,6 +4,8 @@
 //! role's login core: they carry the keys iSER adds (so the cores' key table stays
 //! iSCSI's), turn digests and markers off, and say when and how the connection switches.
 
+use bytes::Bytes;
+
 use crate::pdu::codes::LoginStatus;
 use crate::pdu::{LoginRequest, LoginResponse};
 
@@ -74,6 +76,9 @@ pub struct TargetLoginShim {
     core_max_recv: u32,
     max_burst: u32,
     first_burst: FirstBurst,
+    /// The FirstBurstLength of the session this connection joins (see
+    /// [`Self::joins_session`]).
+    session_first_burst: Option<u32>,
 }
 
 /// RFC 7143 section 13.13: MaxBurstLength's default.
@@ -83,8 +88,9 @@ const DEFAULT_FIRST_BURST: u32 = 65_536;
 
 /// FirstBurstLength as login text settles it: the minimum of every value either side sent
 /// (RFC 7143 section 13.14: the result function is Minimum, so an offer's answer is never
-/// above it), the default when neither sent one (a connection joining a session, where
-/// the leading-only key is the session's, keeps the default; see docs/iser.md).
+/// above it), the default when neither sent one. A connection joining a session negotiates
+/// none: the key is leading-only (section 13.14, "LO"), and the session's value, which
+/// the shims are told with `joins_session`, is what applies to it.
 #[derive(Clone, Copy, Debug)]
 struct FirstBurst(Option<u32>);
 
@@ -114,6 +120,7 @@ impl TargetLoginShim {
             core_max_recv: DEFAULT_RECV_DSL,
             max_burst: DEFAULT_MAX_BURST,
             first_burst: FirstBurst(None),
+            session_first_burst: None,
         }
     }
 
@@ -122,6 +129,20 @@ impl TargetLoginShim {
     pub fn with_max_unexpected(mut self, n: u32) -> Self {
         self.max_unexpected = n;
         self
+    }
+
+    /// The connection belongs to a session whose FirstBurstLength is `first_burst` (for a
+    /// connection joining a session, negotiated on its leading connection: the key is
+    /// leading-only, RFC 7143 section 13.14). It bounds the unsolicited data of every
+    /// connection of the session (section 13.14: per command, whatever connection carries
+    /// it), so it is what the datamover takes ([`LoginEnd::Rdma`]'s `first_burst`), not the
+    /// default this login's text would leave. In RDMA mode that data arrives in Sends, one
+    /// receive buffer each (RFC 7145 section 7.3.4): a session whose FirstBurstLength needs
+    /// more Sends than this target provisions per command ([`MAX_UNSOLICITED_SENDS`] of
+    /// TargetRecvDataSegmentLength) cannot take the connection in RDMA mode, and the final
+    /// Login Response refuses it (0x0208, "can't include in session").
+    pub fn joins_session(&mut self, first_burst: u32) {
+        self.session_first_burst = Some(first_burst);
     }
 
     /// The largest FirstBurstLength this target takes over iSER: its unsolicited data in
@@ -186,9 +207,18 @@ impl TargetLoginShim {
             let answers = std::mem::take(&mut self.answers);
             rsp.data = append_pairs(&rsp.data, &answers);
         }
+        let first_burst = self
+            .session_first_burst
+            .unwrap_or_else(|| self.first_burst.value());
         match end_of(rsp) {
             None => LoginEnd::Pending,
             Some(false) => LoginEnd::Failed,
+            Some(true) if self.rdma() && first_burst > self.max_first_burst() => {
+                rsp.status = LoginStatus::CANT_INCLUDE_IN_SESSION;
+                rsp.transit = false;
+                rsp.data = Bytes::new();
+                LoginEnd::Failed
+            }
             Some(true) if self.rdma() => LoginEnd::Rdma {
                 initiator_recv_dsl: self
                     .offer
@@ -199,7 +229,7 @@ impl TargetLoginShim {
                 target_core_max_recv: self.core_max_recv,
                 initiator_core_max_recv: self.initiator_max_recv,
                 max_burst: self.max_burst,
-                first_burst: self.first_burst.value(),
+                first_burst,
                 peer_max_unexpected: self
                     .offer
                     .as_ref()
@@ -222,6 +252,9 @@ pub struct InitiatorLoginShim {
     target_core_max_recv: u32,
     max_burst: u32,
     first_burst: FirstBurst,
+    /// The FirstBurstLength of the session this connection joins (see
+    /// [`Self::joins_session`]).
+    session_first_burst: Option<u32>,
 }
 
 impl InitiatorLoginShim {
@@ -237,6 +270,7 @@ impl InitiatorLoginShim {
             target_core_max_recv: DEFAULT_RECV_DSL,
             max_burst: DEFAULT_MAX_BURST,
             first_burst: FirstBurst(None),
+            session_first_burst: None,
         }
     }
 
@@ -245,6 +279,15 @@ impl InitiatorLoginShim {
     pub fn with_max_unexpected(mut self, n: u32) -> Self {
         self.max_unexpected = n;
         self
+    }
+
+    /// The connection joins a session whose FirstBurstLength, negotiated on its leading
+    /// connection, is `first_burst` (a leading-only key, RFC 7143 section 13.14): the
+    /// session core sends that much unsolicited data on this connection too, so the
+    /// datamover takes it ([`LoginEnd::Rdma`]'s `first_burst`), not the default this
+    /// login's text would leave.
+    pub fn joins_session(&mut self, first_burst: u32) {
+        self.session_first_burst = Some(first_burst);
     }
 
     /// A Login Request from the initiator's login core, with iSER's offer added to the
@@ -297,7 +340,9 @@ impl InitiatorLoginShim {
                     target_core_max_recv: self.target_core_max_recv,
                     initiator_core_max_recv: self.core_max_recv,
                     max_burst: self.max_burst,
-                    first_burst: self.first_burst.value(),
+                    first_burst: self
+                        .session_first_burst
+                        .unwrap_or_else(|| self.first_burst.value()),
                     peer_max_unexpected: a.max_outstanding_unexpected.unwrap_or(0),
                 },
                 _ => LoginEnd::Tcp,
@@ -573,5 +618,83 @@ mod tests {
         );
         let mut rsp = response(&plain, b"HeaderDigest=CRC32C\0");
         assert_eq!(tgt.handle_response(&mut rsp), LoginEnd::Tcp);
+    }
+
+    /// The login of a connection joining a session (MC/S) negotiates no FirstBurstLength
+    /// (leading-only); both shims run it through the way they run a leading one.
+    fn joining_login(
+        ini: &mut InitiatorLoginShim,
+        tgt: &mut TargetLoginShim,
+    ) -> (LoginEnd, LoginEnd, LoginResponse) {
+        let mut req = request(
+            OPERATIONAL,
+            FULL_FEATURE_PHASE,
+            true,
+            b"HeaderDigest=None\0MaxRecvDataSegmentLength=8192\0",
+        );
+        ini.handle_request(&mut req);
+        tgt.handle_request(&mut req).unwrap();
+        let mut rsp = response(&req, b"HeaderDigest=None\0MaxRecvDataSegmentLength=16384\0");
+        let t_end = tgt.handle_response(&mut rsp);
+        let i_end = ini.handle_response(&mut rsp).unwrap();
+        (i_end, t_end, rsp)
+    }
+
+    fn first_burst_of(end: LoginEnd) -> u32 {
+        match end {
+            LoginEnd::Rdma { first_burst, .. } => first_burst,
+            other => panic!("not RDMA mode: {other:?}"),
+        }
+    }
+
+    /// Each datamover takes a write's unsolicited length from FirstBurstLength, so on a
+    /// joining connection it must be the session's, not the default 64 KiB the connection's
+    /// own login text leaves: the session's 16 KiB here.
+    #[test]
+    fn a_joining_connection_takes_the_sessions_first_burst() {
+        let (i_end, t_end, _) = joining_login(
+            &mut InitiatorLoginShim::new(8192),
+            &mut TargetLoginShim::new(true, 16384),
+        );
+        assert_eq!(
+            (first_burst_of(i_end), first_burst_of(t_end)),
+            (DEFAULT_FIRST_BURST, DEFAULT_FIRST_BURST),
+            "without the session's value: the default"
+        );
+        let mut ini = InitiatorLoginShim::new(8192);
+        let mut tgt = TargetLoginShim::new(true, 16384);
+        ini.joins_session(16384);
+        tgt.joins_session(16384);
+        let (i_end, t_end, rsp) = joining_login(&mut ini, &mut tgt);
+        assert_eq!(rsp.status, LoginStatus::SUCCESS);
+        assert_eq!(
+            (first_burst_of(i_end), first_burst_of(t_end)),
+            (16384, 16384)
+        );
+    }
+
+    /// A session whose FirstBurstLength needs more Sends per command than the target
+    /// provisions receive buffers for (its leading connection was not capped by iSER, or the
+    /// target's receive length shrank since) cannot take a connection in RDMA mode: the
+    /// final Login Response refuses it, and neither side switches.
+    #[test]
+    fn a_session_with_a_longer_first_burst_than_sends_can_carry_refuses_rdma_mode() {
+        let mut ini = InitiatorLoginShim::new(8192);
+        let mut tgt = TargetLoginShim::new(true, 16384);
+        ini.joins_session(262_144);
+        tgt.joins_session(262_144);
+        let (i_end, t_end, rsp) = joining_login(&mut ini, &mut tgt);
+        assert_eq!(rsp.status, LoginStatus::CANT_INCLUDE_IN_SESSION);
+        assert_eq!((i_end, t_end), (LoginEnd::Failed, LoginEnd::Failed));
+        // Exactly the cap still fits: four Sends of 16 KiB.
+        let mut tgt = TargetLoginShim::new(true, 16384);
+        tgt.joins_session(65536);
+        let (_, t_end, _) = joining_login(&mut InitiatorLoginShim::new(8192), &mut tgt);
+        assert_eq!(first_burst_of(t_end), 65536);
+        // Over TCP the target's Sends are not involved.
+        let mut tgt = TargetLoginShim::new(false, 16384);
+        tgt.joins_session(262_144);
+        let (_, t_end, rsp) = joining_login(&mut InitiatorLoginShim::new(8192), &mut tgt);
+        assert_eq!((t_end, rsp.status), (LoginEnd::Tcp, LoginStatus::SUCCESS));
     }
 }
