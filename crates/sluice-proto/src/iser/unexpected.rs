@@ -40,8 +40,15 @@
 //! - an ITT used again by a new request: the earlier request's response can no longer be
 //!   told apart (RFC 7143 section 11.1: an ITT is unique among tasks outstanding), so it is
 //!   replaced, never counted twice.
+//!
+//! The record of task management requests awaiting their responses is bounded
+//! ([`MAX_TMFS_IN_FLIGHT`]): a target that never answers them must not grow it without end.
+//! When it is full the oldest is forgotten. Forgetting a function can only release less (its
+//! response, if it still comes, then ends nothing here), never too early: the tasks it would
+//! have ended stay counted, the safe side of the count, until their own responses or the
+//! end of the connection.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use super::tmf_scope::{TaskRef, TmfScope};
 use crate::pdu::codes::TmfResponse;
@@ -52,6 +59,10 @@ use crate::seq::{Itt, Lun, SeqNum, Ttt};
 const COUNTED_OPCODES: [u8; 5] = [0x00, 0x01, TMF_REQUEST, 0x04, 0x06];
 /// The Task Management Function Request's opcode.
 const TMF_REQUEST: u8 = 0x02;
+/// Task management requests the window keeps awaiting their responses, at most; beyond it
+/// the oldest is forgotten (see the module's documentation). The CmdSN window and the
+/// unexpected-PDU limit bound how many a well-behaved initiator has in flight far below this.
+pub const MAX_TMFS_IN_FLIGHT: usize = 256;
 
 /// An immediate request awaiting its response.
 #[derive(Clone, Copy, Debug)]
@@ -72,8 +83,9 @@ pub struct UnexpectedWindow {
     requests: HashMap<Itt, Outstanding>,
     /// CmdSNs of unidirectional NOP-Outs not yet acknowledged by ExpCmdSN.
     one_way_nops: Vec<SeqNum>,
-    /// Task management requests sent and not yet answered, by ITT: the tasks each ends.
-    tmfs: HashMap<Itt, TmfScope>,
+    /// Task management requests sent and not yet answered, oldest first, with the tasks
+    /// each ends; at most [`MAX_TMFS_IN_FLIGHT`].
+    tmfs: VecDeque<(Itt, TmfScope)>,
 }
 
 impl UnexpectedWindow {
@@ -93,6 +105,18 @@ impl UnexpectedWindow {
     /// Unexpected PDUs outstanding now.
     pub fn outstanding(&self) -> usize {
         self.requests.len() + self.one_way_nops.len()
+    }
+
+    /// Task management requests on record awaiting their responses (at most
+    /// [`MAX_TMFS_IN_FLIGHT`]).
+    pub fn tmfs_in_flight(&self) -> usize {
+        self.tmfs.len()
+    }
+
+    /// Takes the record of the task management request `itt`, if there is one.
+    fn take_tmf(&mut self, itt: Itt) -> Option<TmfScope> {
+        let at = self.tmfs.iter().position(|(i, _)| *i == itt)?;
+        self.tmfs.remove(at).map(|(_, scope)| scope)
     }
 
     /// Whether `pdu`, sent to the target, is an unexpected PDU.
@@ -123,10 +147,14 @@ impl UnexpectedWindow {
     /// Notes a PDU sent to the target.
     pub fn sent(&mut self, pdu: &Pdu) {
         if let Pdu::TaskMgmtRequest(t) = pdu {
-            match TmfScope::of(t) {
-                Some(scope) => _ = self.tmfs.insert(t.itt, scope),
-                // A function that ends no task (a reused ITT forgets the earlier one's).
-                None => _ = self.tmfs.remove(&t.itt),
+            // A reused ITT forgets the earlier function's record.
+            self.take_tmf(t.itt);
+            if let Some(scope) = TmfScope::of(t) {
+                if self.tmfs.len() >= MAX_TMFS_IN_FLIGHT {
+                    // Forgetting the oldest releases nothing (module documentation).
+                    self.tmfs.pop_front();
+                }
+                self.tmfs.push_back((t.itt, scope));
             }
         }
         if !Self::counts(pdu) {
@@ -163,7 +191,7 @@ impl UnexpectedWindow {
             }
             Pdu::TaskMgmtResponse(r) => {
                 self.requests.remove(&r.itt);
-                if let Some(scope) = self.tmfs.remove(&r.itt) {
+                if let Some(scope) = self.take_tmf(r.itt) {
                     let ended = r.response == TmfResponse::FunctionComplete
                         || (matches!(scope, TmfScope::Task(_))
                             && r.response == TmfResponse::TaskDoesNotExist);
@@ -190,7 +218,7 @@ impl UnexpectedWindow {
                     }
                     // A rejected TMF ends nothing.
                     if opcode == TMF_REQUEST {
-                        self.tmfs.remove(&itt);
+                        self.take_tmf(itt);
                     }
                 }
             }

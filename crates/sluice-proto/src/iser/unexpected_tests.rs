@@ -373,6 +373,54 @@ fn an_itt_used_again_is_counted_once() {
     assert_eq!(w.outstanding(), 1);
 }
 
+/// A target that never answers task management requests: the record of them stays at
+/// [`MAX_TMFS_IN_FLIGHT`] however many are sent, and forgetting the oldest never releases a
+/// task early. A task the oldest function would have ended stays counted when that
+/// function's response finally comes; the newest functions still release theirs.
+#[test]
+fn tmfs_never_answered_are_bounded_and_forgetting_one_releases_nothing() {
+    use super::MAX_TMFS_IN_FLIGHT;
+    let mut w = UnexpectedWindow::new(0);
+    // Task 1 (immediate, LUN 3), then an ABORT TASK for it that is never answered.
+    w.sent(&command(1, 3, true));
+    w.sent(&non_immediate(tmf(2, TmfFunction::AbortTask, 3, 1)));
+    // Non-immediate functions (they take a CmdSN, so the unexpected count does not bound
+    // them) for tasks that are not counted, never answered.
+    let sent = MAX_TMFS_IN_FLIGHT as u32 * 4;
+    for i in 0..sent {
+        w.sent(&non_immediate(tmf(
+            1000 + i,
+            TmfFunction::AbortTask,
+            0,
+            500_000 + i,
+        )));
+        assert!(w.tmfs_in_flight() <= MAX_TMFS_IN_FLIGHT);
+    }
+    assert_eq!(w.tmfs_in_flight(), MAX_TMFS_IN_FLIGHT);
+    assert_eq!(w.outstanding(), 1);
+    // The first function was forgotten: its late answer ends nothing here, task 1 stays
+    // counted until its own response.
+    w.received(&tmf_response(2, TmfResponse::FunctionComplete));
+    assert_eq!(w.outstanding(), 1, "released by a forgotten function");
+    // The newest functions are still on record: one that ends task 7 releases it.
+    w.sent(&command(7, 0, true));
+    w.sent(&non_immediate(tmf(9, TmfFunction::AbortTask, 0, 7)));
+    assert_eq!(w.tmfs_in_flight(), MAX_TMFS_IN_FLIGHT);
+    w.received(&tmf_response(9, TmfResponse::FunctionComplete));
+    assert_eq!(w.outstanding(), 1, "task 7 released, task 1 still counted");
+    assert_eq!(w.tmfs_in_flight(), MAX_TMFS_IN_FLIGHT - 1);
+    w.received(&response(1, 1));
+    assert_eq!(w.outstanding(), 0);
+}
+
+fn non_immediate(pdu: Pdu) -> Pdu {
+    let Pdu::TaskMgmtRequest(mut t) = pdu else {
+        unreachable!()
+    };
+    t.immediate = false;
+    Pdu::TaskMgmtRequest(t)
+}
+
 mod target_side {
     use super::*;
     use crate::iser::unexpected::TargetUnexpectedWindow;
