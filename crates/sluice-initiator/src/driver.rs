@@ -61,6 +61,8 @@ pub(crate) struct Info {
     pub(crate) tsih: u16,
     pub(crate) portal: String,
     pub(crate) target_alias: Option<String>,
+    /// What the leading connection settled of iSER, which joining connections follow.
+    pub(crate) iser: Option<sluice_proto::iser::login::JoinedSession>,
 }
 
 /// Messages to the session's supervisor (connection management).

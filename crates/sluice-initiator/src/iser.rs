@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use sluice_proto::iser::login::{InitiatorLoginShim, LoginEnd};
+use sluice_proto::iser::login::{InitiatorLoginShim, JoinedSession, LoginEnd};
 use sluice_proto::iser::{
     encode_send, BufferAdvertisement, Hello, InitiatorDatamover, InitiatorMoverStats, InitiatorOut,
     IserMessage, Regions, ISER_VERSION,
@@ -210,10 +210,9 @@ impl IserLogin {
         }
     }
 
-    /// The connection joins a session whose FirstBurstLength is `first_burst` (see
-    /// `InitiatorLoginShim::joins_session`).
-    pub(crate) fn joins_session(&mut self, first_burst: u32) {
-        self.shim.joins_session(first_burst);
+    /// The connection joins `session` (see `InitiatorLoginShim::joins_session`).
+    pub(crate) fn joins_session(&mut self, session: JoinedSession) {
+        self.shim.joins_session(session);
     }
 
     /// A Login Request on its way out: iSER's keys added.
@@ -227,6 +226,8 @@ impl IserLogin {
         match self.shim.handle_response(rsp).map_err(|e| e.to_string())? {
             LoginEnd::Pending | LoginEnd::Failed => Ok(IserLoginEnd::Pending),
             end @ LoginEnd::Rdma { .. } => Ok(IserLoginEnd::Rdma(end)),
+            // A connection joining a session in TCP mode: the session's mode, not a refusal.
+            LoginEnd::Tcp if self.shim.joining() => Ok(IserLoginEnd::Tcp),
             LoginEnd::Tcp => {
                 let answer = self.shim.rdma_answer().unwrap_or("nothing").to_owned();
                 if !self.opts.fallback_to_tcp {

@@ -3,10 +3,12 @@
 
 use rand::RngCore;
 use sluice_proto::chap::ChapAlgorithm;
+use sluice_proto::iser::login::JoinedSession;
 use sluice_proto::login::{
     ChapCredential, InitiatorChap, InitiatorConfig, InitiatorLogin, InitiatorOutcome,
     InitiatorStep, LoginError,
 };
+use sluice_proto::params::SessionParams;
 use sluice_proto::pdu::Pdu;
 use sluice_proto::seq::{Isid, Itt, SeqNum, Tsih};
 
@@ -46,10 +48,14 @@ pub(crate) struct Join {
     /// The session's next CmdSN (RFC 7143 section 11.12.8: a login joining a session carries
     /// the session's CmdSN).
     pub(crate) cmd_sn: SeqNum,
-    /// The session's FirstBurstLength: leading-only (section 13.14), not negotiated again,
-    /// but what the session core's unsolicited data on the new connection follows, which an
-    /// iSER datamover must know.
-    pub(crate) first_burst: u32,
+    /// The session's parameters: the leading-only keys (RFC 7143 section 13, "LO") are not
+    /// negotiated again, yet hold on the new connection (its login's outcome carries them,
+    /// see `InitiatorLogin::joining`); FirstBurstLength is what the session core's
+    /// unsolicited data on it follows, which an iSER datamover must know.
+    pub(crate) session: SessionParams,
+    /// What the session's leading connection settled of iSER (`None` without iSER): the
+    /// joining connection is in the session's mode (RFC 7145 section 6.3.1).
+    pub(crate) iser: Option<JoinedSession>,
 }
 
 /// Logs in to `target` (`None`: a discovery session) at `portal`, following redirects; with
@@ -101,8 +107,12 @@ async fn login_once(
     counters: &Counters,
 ) -> Result<Attempt, Error> {
     let mut t = Transport::connect(portal_addr, opts, counters.clone()).await?;
-    if let Some(j) = join {
-        t.iser_joins_session(j.first_burst);
+    if let Some(iser) = join.and_then(|j| j.iser.map(|s| (s, j.session))) {
+        let (settled, session) = iser;
+        t.iser_joins_session(JoinedSession {
+            first_burst: session.first_burst_length,
+            ..settled
+        });
     }
     let what = target.unwrap_or("discovery").to_owned();
     let fail = |error: LoginError| Error::Login {
@@ -113,6 +123,9 @@ async fn login_once(
     let cmd_sn = join.map_or(FIRST_CMD_SN, |j| j.cmd_sn);
     let mut login =
         InitiatorLogin::new(config(target, isid, join, opts), Itt(0), cmd_sn, SeqNum(0));
+    if let Some(j) = join {
+        login = login.joining(j.session);
+    }
     let mut req = login.start().map_err(fail)?;
     let mut random = |buf: &mut [u8]| rand::thread_rng().fill_bytes(buf);
     loop {

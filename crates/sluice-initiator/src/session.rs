@@ -156,6 +156,7 @@ impl Session {
             tsih: logged.outcome.tsih.0,
             portal: logged.transport.portal.clone(),
             target_alias: logged.outcome.target_alias.clone(),
+            iser: logged.transport.iser_settled(),
         };
         let config = SessionConfig {
             policy: opts.policy,

@@ -69,15 +69,17 @@ async fn join_connection(
     tsih: u16,
     cid: u16,
 ) -> Result<(), crate::Error> {
-    let (cmd_sn, first_burst) = {
+    let (cmd_sn, session) = {
         let core = shared.lock();
-        (core.command_window().0, core.params().first_burst_length)
+        (core.command_window().0, *core.params())
     };
+    let iser = shared.info.lock().unwrap_or_else(|p| p.into_inner()).iser;
     let join = Join {
         tsih: Tsih(tsih),
         cid,
         cmd_sn,
-        first_burst,
+        session,
+        iser,
     };
     let l = login(
         portal.to_owned(),
@@ -184,6 +186,7 @@ async fn reinstate(shared: &Arc<Shared>, rx: &mut mpsc::UnboundedReceiver<ToSupe
                     let mut info = shared.info.lock().unwrap_or_else(|p| p.into_inner());
                     info.params = l.outcome.params;
                     info.tsih = l.outcome.tsih.0;
+                    info.iser = l.transport.iser_settled();
                 }
                 let id = {
                     let mut core = shared.lock();

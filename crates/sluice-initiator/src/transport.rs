@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, BytesMut};
 use sluice_proto::framing::{encode, Digests, FrameError, Framer, LOGIN_MAX_DATA_SEGMENT};
+use sluice_proto::iser::login::{JoinedSession, LoginEnd};
 use sluice_proto::params::SessionParams;
 use sluice_proto::pdu::Pdu;
 use sluice_proto::text::Role;
@@ -62,6 +63,9 @@ pub(crate) struct Transport {
     next_tune: Instant,
     /// Over iSER, while logging in: adds iSER's keys and decides the mode that follows.
     iser_login: Option<Box<IserLogin>>,
+    /// What this connection's iSER login settled (RDMA or TCP mode, and what RDMA mode
+    /// took), once it ended; `None` without iSER.
+    iser_settled: Option<JoinedSession>,
 }
 
 impl Transport {
@@ -131,6 +135,7 @@ impl Transport {
             tuner,
             next_tune: Instant::now(),
             iser_login,
+            iser_settled: None,
         })
     }
 
@@ -162,12 +167,19 @@ impl Transport {
         }
     }
 
-    /// Over iSER, the connection joins a session whose FirstBurstLength is `first_burst`
-    /// (see `InitiatorLoginShim::joins_session`); nothing otherwise.
-    pub(crate) fn iser_joins_session(&mut self, first_burst: u32) {
+    /// Over iSER, the connection joins `session` (see `InitiatorLoginShim::joins_session`);
+    /// nothing otherwise.
+    pub(crate) fn iser_joins_session(&mut self, session: JoinedSession) {
         if let Some(login) = &mut self.iser_login {
-            login.joins_session(first_burst);
+            login.joins_session(session);
         }
+    }
+
+    /// What the connection's iSER login settled, for the connections that join its session
+    /// when it is the leading one (RFC 7145 section 6.3.1: RDMAExtensions is leading-only);
+    /// `None` without iSER.
+    pub(crate) fn iser_settled(&self) -> Option<JoinedSession> {
+        self.iser_settled
     }
 
     /// Whether this connection reached iSER's RDMA mode (an iSER connection that fell back
@@ -194,8 +206,10 @@ impl Transport {
             return Ok(());
         };
         let IserLoginEnd::Rdma(end) = end else {
+            self.iser_settled = JoinedSession::of(LoginEnd::Tcp, 0);
             return Ok(());
         };
+        self.iser_settled = JoinedSession::of(end, 0);
         if !self.rbuf.is_empty() {
             // RFC 7145 section 5.1: in RDMA mode the target waits for the Hello; bytes after
             // the final Login Response belong to no mode.

@@ -562,3 +562,72 @@ async fn a_joined_iser_connection_follows_the_sessions_first_burst() {
     let i = stats.snapshot();
     assert_eq!(i.unsolicited_data_outs, 6, "{i:?}");
 }
+
+/// Waits (boundedly) until the session has `n` connections.
+async fn until_connections(s: &Session, n: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while s.connections().len() < n {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "only {} of {n} connections joined",
+            s.connections().len()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Writes spread over the session's connections (round robin), each read back; every
+/// connection carried writes.
+async fn writes_on_every_connection(s: &Session, seed: u8) {
+    let len = 64 << 10;
+    for i in 0..4u64 {
+        s.write(0, i * 256, pattern(len, seed + i as u8), 512)
+            .await
+            .unwrap_or_else(|e| panic!("write {i}: {e}"));
+    }
+    for i in 0..4u64 {
+        let back = s.read(0, i * 256, (len / 512) as u32, 512).await.unwrap();
+        assert!(back == pattern(len, seed + i as u8), "write {i} read back");
+    }
+    let per_connection: Vec<u64> = s.connections().iter().map(|c| c.write_bytes).collect();
+    assert!(per_connection.iter().all(|b| *b > 0), "{per_connection:?}");
+}
+
+/// RDMAExtensions is leading-only (RFC 7145 section 6.3.1): an iSER session whose leading
+/// connection fell back to TCP (the target does not serve iSER there) is in TCP mode, and
+/// its second connection joins it over TCP without offering the key again, rather than
+/// being taken for a refusal of iSER.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_fell_back_to_tcp_joins_its_connections_over_tcp() {
+    let t = plain_target();
+    let mut opts = iser_options(IserOptions {
+        fallback_to_tcp: true,
+        ..IserOptions::default()
+    });
+    opts.connections = 2;
+    let stats = opts.iser_stats.clone();
+    let s = Session::connect(&t.addr.to_string(), IQN, opts)
+        .await
+        .unwrap();
+    until_connections(&s, 2).await;
+    writes_on_every_connection(&s, 11).await;
+    s.logout().await.unwrap();
+    assert_eq!(stats.snapshot().sends, 0, "nothing went by RDMA");
+}
+
+/// A plain iSCSI session through the iSER listener is in TCP mode, and so is its joined
+/// connection (the target answers for the session's mode, not the connection's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_session_on_the_iser_port_joins_over_tcp() {
+    let (target, portal) = iser_target(IserServeOptions::default()).await;
+    let opts = ConnectOptions {
+        connections: 2,
+        ..ConnectOptions::default()
+    };
+    let s = Session::connect(&portal, IQN, opts).await.unwrap();
+    until_connections(&s, 2).await;
+    writes_on_every_connection(&s, 21).await;
+    s.logout().await.unwrap();
+    let c = target.iser_counters().status();
+    assert_eq!((c.tcp_connections, c.rdma_connections), (2, 0), "{c:?}");
+}

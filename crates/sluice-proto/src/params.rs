@@ -62,6 +62,27 @@ impl Default for SessionParams {
     }
 }
 
+impl SessionParams {
+    /// The parameters of a connection that joins a session whose parameters are `session`,
+    /// from `self`, what the connection's own login settled. Only the connection-only keys
+    /// are the connection's (RFC 7143 section 13, "CO": HeaderDigest, DataDigest and each
+    /// side's MaxRecvDataSegmentLength); every other key here is session-wide and
+    /// leading-only ("LO": MaxConnections, InitialR2T, ImmediateData, MaxBurstLength,
+    /// FirstBurstLength, DefaultTime2Wait, DefaultTime2Retain, MaxOutstandingR2T,
+    /// DataPDUInOrder, DataSequenceInOrder, ErrorRecoveryLevel), negotiated on the leading
+    /// connection only, so a joining login's own negotiation leaves them at their defaults
+    /// and the session's values are the ones that hold.
+    pub fn joined(self, session: &SessionParams) -> SessionParams {
+        SessionParams {
+            header_digest: self.header_digest,
+            data_digest: self.data_digest,
+            initiator_max_recv_data_segment_length: self.initiator_max_recv_data_segment_length,
+            target_max_recv_data_segment_length: self.target_max_recv_data_segment_length,
+            ..*session
+        }
+    }
+}
+
 /// The highest ErrorRecoveryLevel (RFC 7143 section 13.20) the session cores implement.
 ///
 /// Both roles implement every level the key allows: level 1 (SNACK, DataACK, recovery R2T,
@@ -78,4 +99,49 @@ pub enum SessionType {
     Normal,
     /// SessionType=Discovery.
     Discovery,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A joining connection keeps its connection-only keys and takes every leading-only one
+    /// from its session, whatever defaults its own negotiation left.
+    #[test]
+    fn a_joined_connection_has_its_sessions_leading_only_keys() {
+        let session = SessionParams {
+            header_digest: false,
+            data_digest: false,
+            max_connections: 4,
+            initial_r2t: false,
+            immediate_data: false,
+            initiator_max_recv_data_segment_length: 65536,
+            target_max_recv_data_segment_length: 65536,
+            max_burst_length: 1_048_576,
+            first_burst_length: 32768,
+            default_time2wait: 7,
+            default_time2retain: 9,
+            max_outstanding_r2t: 4,
+            data_pdu_in_order: false,
+            data_sequence_in_order: false,
+            error_recovery_level: 2,
+        };
+        let own = SessionParams {
+            header_digest: true,
+            data_digest: true,
+            initiator_max_recv_data_segment_length: 4096,
+            target_max_recv_data_segment_length: 16384,
+            ..SessionParams::default()
+        };
+        assert_eq!(
+            own.joined(&session),
+            SessionParams {
+                header_digest: true,
+                data_digest: true,
+                initiator_max_recv_data_segment_length: 4096,
+                target_max_recv_data_segment_length: 16384,
+                ..session
+            }
+        );
+    }
 }

@@ -12,10 +12,10 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use sluice_proto::framing::{Digests, FrameError, Framer};
-use sluice_proto::iser::login::LoginEnd;
-use sluice_proto::login::{LoginOutcome, LoginStep, TargetLogin, LOGIN_SEGMENT_MAX};
+use sluice_proto::iser::login::{JoinedSession, LoginEnd};
+use sluice_proto::login::{LoginOutcome, LoginStatus, LoginStep, TargetLogin, LOGIN_SEGMENT_MAX};
 use sluice_proto::pdu::{LoginResponse, Pdu};
-use sluice_proto::seq::SeqNum;
+use sluice_proto::seq::{SeqNum, Tsih};
 use sluice_proto::target::registry::{Binding, ConnectionRef};
 use sluice_proto::target::{
     Added, CloseReason, ConnId, ConnectionSetup, KeepaliveConfig, SessionConfig, TargetSession,
@@ -642,29 +642,35 @@ async fn serve_inner(
             return None;
         }
         // The iSER shim sees the final Login Response too: it says whether the connection
-        // switches to RDMA mode (RFC 7145 section 5.1). A connection joining a session
-        // follows the session's FirstBurstLength, negotiated on its leading connection, and
-        // the shim may refuse RDMA mode for it (`TargetLoginShim::joins_session`).
-        let iser_end = iser.as_mut().map(|i| {
-            if joins {
-                i.joins_session(session.lock().params().first_burst_length);
+        // switches to RDMA mode (RFC 7145 section 5.1). A connection joining a session takes
+        // the session's mode, FirstBurstLength and unexpected-PDU limit, which the shim was
+        // told at the login's first request, and may refuse RDMA mode for it
+        // (`TargetLoginShim::joins_session`).
+        let iser_end = iser.as_mut().map(|i| i.response(&mut response));
+        let refused = match iser_end {
+            Some(LoginEnd::Failed) => Some(
+                "iSER login refused: the session's FirstBurstLength needs more Sends per \
+                 command than this connection's receive buffers provision",
+            ),
+            _ if joins => refuse_other_mode(&session, iser_end, &mut response),
+            _ => {
+                // The leading connection settles the session's mode (RFC 7145 section
+                // 6.3.1), recorded before the final response gives the initiator the TSIH.
+                let end = iser_end.unwrap_or(LoginEnd::Tcp);
+                if let Some(t) = JoinedSession::of(end, outcome.params.first_burst_length) {
+                    session.set_transport(t);
+                }
+                None
             }
-            i.response(&mut response)
-        });
+        };
         let status = response.status;
         if send_login(&mut outbox, response).await.is_none() {
             logins.failed(LoginFailure::Aborted);
             leave_session(&ctx, &session, id, conn_ref);
             return None;
         }
-        if iser_end == Some(LoginEnd::Failed) {
-            warn!(
-                %peer,
-                class = status.class,
-                detail = status.detail,
-                "iSER login refused: the session's FirstBurstLength needs more Sends per \
-                 command than this connection's receive buffers provision"
-            );
+        if let Some(why) = refused {
+            warn!(%peer, class = status.class, detail = status.detail, "{why}");
             logins.failed(LoginFailure::of(status));
             leave_session(&ctx, &session, id, conn_ref);
             outbox.close().await;
@@ -726,6 +732,33 @@ async fn serve_inner(
     }
     .instrument(span)
     .await
+}
+
+/// A join whose connection would not be in its session's mode, RDMA or TCP (the session's
+/// leading connection settled it: RDMAExtensions is leading-only and session-wide, RFC 7145
+/// section 6.3.1), such as a join through a portal without iSER to a session in RDMA mode,
+/// is refused: the final Login Response says 0x0208, "can't include in session" (RFC 7143
+/// section 11.13.5: the target cannot span the session to this connection). `None` when the
+/// modes agree.
+fn refuse_other_mode(
+    session: &SharedSession,
+    iser_end: Option<LoginEnd>,
+    response: &mut LoginResponse,
+) -> Option<&'static str> {
+    let rdma = matches!(iser_end, Some(LoginEnd::Rdma { .. }));
+    if session.transport().rdma == rdma {
+        return None;
+    }
+    response.status = LoginStatus::CANT_INCLUDE_IN_SESSION;
+    response.transit = false;
+    response.data = bytes::Bytes::new();
+    Some(if rdma {
+        "login refused: the connection would be in iSER's RDMA mode, its session is not \
+         (RDMAExtensions is leading-only, RFC 7145 section 6.3.1)"
+    } else {
+        "login refused: the session is in iSER's RDMA mode and this portal does not serve \
+         iSER (RDMAExtensions is leading-only, RFC 7145 section 6.3.1)"
+    })
 }
 
 /// Why a connection whose login ended in RDMA mode could not switch to it.
@@ -1114,6 +1147,7 @@ async fn login_phase(
     // which would hide from the busy-polling heuristic that the initiator is pipelining.
     let stat_sn = SeqNum(rand::random::<u32>() >> 1);
     let mut login = TargetLogin::new(stat_sn, window);
+    let mut first_request = true;
     let mut env = LoginEnv {
         config,
         sessions: &ctx.sessions,
@@ -1140,7 +1174,16 @@ async fn login_phase(
             debug!(opcode = pdu.opcode(), "non-login PDU during login; closing");
             return Err(LoginFailure::Aborted);
         };
+        let first = std::mem::take(&mut first_request);
         if let Some(iser) = iser.as_deref_mut() {
+            if first && req.tsih != Tsih::NEW_SESSION {
+                // A join takes its session's mode (RFC 7145 section 6.3.1); an unknown TSIH
+                // is refused by the login core (0x020a).
+                let session = ctx.sessions.registry().by_tsih(req.tsih).cloned();
+                if let Some(session) = session {
+                    iser.joins_session(session.transport());
+                }
+            }
             if let Err(why) = iser.request(&mut req) {
                 ctx.iser.errors.fetch_add(1, Ordering::Relaxed);
                 warn!("iSER connection closed: login: {why}");

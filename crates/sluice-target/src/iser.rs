@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use sluice_proto::iser::login::{LoginEnd, TargetLoginShim};
+use sluice_proto::iser::login::{JoinedSession, LoginEnd, TargetLoginShim};
 use sluice_proto::iser::{
     encode_send, IserMessage, MoverStats, TargetDatamover, TargetOp, ISER_VERSION,
 };
@@ -290,10 +290,9 @@ impl IserLogin {
         self.shim.handle_request(req).map_err(|e| e.to_string())
     }
 
-    /// The connection belongs to a session whose FirstBurstLength is `first_burst` (see
-    /// `TargetLoginShim::joins_session`).
-    pub(crate) fn joins_session(&mut self, first_burst: u32) {
-        self.shim.joins_session(first_burst);
+    /// The login joins `session` (see `TargetLoginShim::joins_session`).
+    pub(crate) fn joins_session(&mut self, session: JoinedSession) {
+        self.shim.joins_session(session);
     }
 
     /// A Login Response from the login core, rewritten for the initiator before it is

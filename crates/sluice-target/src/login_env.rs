@@ -8,7 +8,7 @@ use sluice_proto::chap::ChapAlgorithm;
 use sluice_proto::login::{
     ChapCredential, ChapSecrets, LoginStatus, SessionBinding, TargetLoginEnv, TargetLoginPolicy,
 };
-use sluice_proto::params::SessionType;
+use sluice_proto::params::{SessionParams, SessionType};
 use sluice_proto::seq::{SeqNum, Tsih};
 use sluice_proto::target::registry::{Binding, NexusKey};
 use sluice_proto::text::{DigestKind, OperationalOffer as ProtoOffer};
@@ -98,6 +98,12 @@ impl TargetLoginEnv for LoginEnv<'_> {
         let session = self.sessions.registry().by_tsih(tsih).cloned()?;
         let window = session.lock().command_window();
         Some(window)
+    }
+
+    fn session_params(&self, tsih: Tsih) -> Option<SessionParams> {
+        let session = self.sessions.registry().by_tsih(tsih).cloned()?;
+        let params = *session.lock().params();
+        Some(params)
     }
 }
 

@@ -7,8 +7,9 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
+use sluice_proto::iser::login::JoinedSession;
 use sluice_proto::seq::Isid;
 use sluice_proto::target::registry::{SessionRef, SessionRegistry};
 use sluice_proto::target::{CloseReason, ConnId, TargetSession};
@@ -38,6 +39,10 @@ pub(crate) struct SharedSession {
     conns: Mutex<Vec<ConnEntry>>,
     /// Its commands running in the background.
     pub long_running: crate::long_running::LongRunning,
+    /// What its leading connection settled of iSER: whether the session is in RDMA mode,
+    /// which every connection joining it follows (RFC 7145 section 6.3.1: RDMAExtensions is
+    /// leading-only and session-wide).
+    transport: OnceLock<JoinedSession>,
 }
 
 /// Who a session is, beside its core: what [`SharedSession::new`] records.
@@ -83,6 +88,28 @@ impl SharedSession {
             queue_depth: who.queue_depth,
             conns: Mutex::new(Vec::new()),
             long_running: Default::default(),
+            transport: OnceLock::new(),
+        }
+    }
+
+    /// Records what the leading connection's login settled (see [`Self::transport`]); the
+    /// first record stays.
+    pub(crate) fn set_transport(&self, settled: JoinedSession) {
+        let _ = self.transport.set(settled);
+    }
+
+    /// What a connection joining the session takes from it: its mode (RDMA or TCP), its
+    /// FirstBurstLength and the initiator's MaxOutstandingUnexpectedPDUs. Recorded by the
+    /// leading connection before its final Login Response gives the initiator the TSIH a
+    /// join names, so a join always finds it; TCP with the session's FirstBurstLength if not.
+    pub(crate) fn transport(&self) -> JoinedSession {
+        match self.transport.get() {
+            Some(t) => *t,
+            None => JoinedSession {
+                rdma: false,
+                first_burst: self.lock().params().first_burst_length,
+                peer_max_unexpected: 0,
+            },
         }
     }
 

@@ -422,15 +422,7 @@ impl InitiatorSession {
     /// Adds a connection the driver logged in with the session's TSIH.
     pub fn add_connection(&mut self, setup: ConnectionSetup, now: Instant) -> ConnId {
         let mut setup = setup;
-        setup.params = SessionParams {
-            header_digest: setup.params.header_digest,
-            data_digest: setup.params.data_digest,
-            initiator_max_recv_data_segment_length: setup
-                .params
-                .initiator_max_recv_data_segment_length,
-            target_max_recv_data_segment_length: setup.params.target_max_recv_data_segment_length,
-            ..self.params
-        };
+        setup.params = setup.params.joined(&self.params);
         self.window.update(setup.exp_cmd_sn, setup.max_cmd_sn);
         let id = self.insert_connection(setup, now);
         if self.reinstating || self.ended {

@@ -8,11 +8,12 @@ use bytes::Bytes;
 
 use crate::pdu::codes::LoginStatus;
 use crate::pdu::{LoginRequest, LoginResponse};
+use crate::seq::Tsih;
 
 use super::keys::{
     append_pairs, cap_first_burst, cap_max_recv, find_key, initiator_offer,
     iser_operational_offers, take_iser_keys, target_answers, IserKeyError, IserKeys,
-    DEFAULT_RECV_DSL, MAX_UNSOLICITED_SENDS, RDMA_EXTENSIONS,
+    DEFAULT_RECV_DSL, INITIATOR_RECV_DSL, MAX_UNSOLICITED_SENDS, RDMA_EXTENSIONS, TARGET_RECV_DSL,
 };
 
 /// The full feature phase stage number (RFC 7143 section 11.12.3).
@@ -64,6 +65,54 @@ fn end_of(rsp: &LoginResponse) -> Option<bool> {
     (rsp.transit && rsp.nsg == FULL_FEATURE_PHASE && !rsp.cont).then_some(true)
 }
 
+/// What a connection joining a session (MC/S: a login with the session's TSIH) takes from
+/// the session rather than from its own login text. RDMAExtensions is leading-only and
+/// session-wide (RFC 7145 section 6.3.1, "LO", "SW"): the leading connection settles whether
+/// the session is in iSER-assisted mode, every connection of the session is then in that
+/// mode, and a non-leading login does not negotiate the key again (RFC 7143 section 6.2: a
+/// key that does not apply is answered "Irrelevant"). FirstBurstLength (RFC 7143 section
+/// 13.14) and MaxOutstandingUnexpectedPDUs (RFC 7145 section 6.3.4) are leading-only too.
+/// The receive data segment lengths (RFC 7145 sections 6.3.2 and 6.3.3) are declared on each
+/// connection in RDMA mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JoinedSession {
+    /// Whether the session is in iSER-assisted (RDMA) mode.
+    pub rdma: bool,
+    /// The session's FirstBurstLength.
+    pub first_burst: u32,
+    /// The MaxOutstandingUnexpectedPDUs the other side declared on the leading connection
+    /// (0: no limit).
+    pub peer_max_unexpected: u32,
+}
+
+impl JoinedSession {
+    /// What a leading login's end says of its session: RDMA mode with its FirstBurstLength
+    /// and the peer's MaxOutstandingUnexpectedPDUs, or TCP with `first_burst` (the session's
+    /// FirstBurstLength, unused without RDMA mode). `None` for a login that did not end.
+    pub fn of(end: LoginEnd, first_burst: u32) -> Option<Self> {
+        match end {
+            LoginEnd::Rdma {
+                first_burst,
+                peer_max_unexpected,
+                ..
+            } => Some(JoinedSession {
+                rdma: true,
+                first_burst,
+                peer_max_unexpected,
+            }),
+            LoginEnd::Tcp => Some(JoinedSession {
+                rdma: false,
+                first_burst,
+                peer_max_unexpected: 0,
+            }),
+            LoginEnd::Pending | LoginEnd::Failed => None,
+        }
+    }
+}
+
+/// The answer to a leading-only key on a non-leading login (RFC 7143 section 6.2).
+const IRRELEVANT: &str = "Irrelevant";
+
 /// The target's shim.
 #[derive(Debug)]
 pub struct TargetLoginShim {
@@ -76,9 +125,15 @@ pub struct TargetLoginShim {
     core_max_recv: u32,
     max_burst: u32,
     first_burst: FirstBurst,
-    /// The FirstBurstLength of the session this connection joins (see
-    /// [`Self::joins_session`]).
-    session_first_burst: Option<u32>,
+    /// The session this connection joins (see [`Self::joins_session`]).
+    session: Option<JoinedSession>,
+    /// Whether the login is a non-leading one (its requests carry a TSIH): known from its
+    /// first request.
+    non_leading: bool,
+    /// The InitiatorRecvDataSegmentLength a non-leading login declared.
+    join_initiator_recv_dsl: Option<u32>,
+    /// Whether a non-leading login's answers were made.
+    join_answered: bool,
 }
 
 /// RFC 7143 section 13.13: MaxBurstLength's default.
@@ -120,7 +175,10 @@ impl TargetLoginShim {
             core_max_recv: DEFAULT_RECV_DSL,
             max_burst: DEFAULT_MAX_BURST,
             first_burst: FirstBurst(None),
-            session_first_burst: None,
+            session: None,
+            non_leading: false,
+            join_initiator_recv_dsl: None,
+            join_answered: false,
         }
     }
 
@@ -131,18 +189,23 @@ impl TargetLoginShim {
         self
     }
 
-    /// The connection belongs to a session whose FirstBurstLength is `first_burst` (for a
-    /// connection joining a session, negotiated on its leading connection: the key is
-    /// leading-only, RFC 7143 section 13.14). It bounds the unsolicited data of every
-    /// connection of the session (section 13.14: per command, whatever connection carries
-    /// it), so it is what the datamover takes ([`LoginEnd::Rdma`]'s `first_burst`), not the
-    /// default this login's text would leave. In RDMA mode that data arrives in Sends, one
-    /// receive buffer each (RFC 7145 section 7.3.4): a session whose FirstBurstLength needs
-    /// more Sends than this target provisions per command ([`MAX_UNSOLICITED_SENDS`] of
-    /// TargetRecvDataSegmentLength) cannot take the connection in RDMA mode, and the final
-    /// Login Response refuses it (0x0208, "can't include in session").
-    pub fn joins_session(&mut self, first_burst: u32) {
-        self.session_first_burst = Some(first_burst);
+    /// The login (whose requests carry a TSIH) joins `session`; told before its first
+    /// request is handled. The connection takes the session's mode (RFC 7145 section
+    /// 6.3.1): RDMA mode when the session is in it (and this listener serves iSER), TCP
+    /// otherwise, whatever RDMAExtensions the initiator sends, which is answered
+    /// "Irrelevant". Its datamover takes the session's FirstBurstLength and the initiator's
+    /// MaxOutstandingUnexpectedPDUs from the leading connection. The session's
+    /// FirstBurstLength bounds the unsolicited data of every connection (RFC 7143 section
+    /// 13.14), which in RDMA mode arrives in Sends, one receive buffer each (RFC 7145 section
+    /// 7.3.4): a session whose FirstBurstLength needs more Sends than this target provisions
+    /// per command ([`MAX_UNSOLICITED_SENDS`] of TargetRecvDataSegmentLength) cannot take the
+    /// connection, and the final Login Response refuses it (0x0208, "can't include in
+    /// session").
+    ///
+    /// A non-leading login the shim is not told of is taken as joining a session in TCP
+    /// mode; the driver checks the connection's mode against its session's when it joins.
+    pub fn joins_session(&mut self, session: JoinedSession) {
+        self.session = Some(session);
     }
 
     /// The largest FirstBurstLength this target takes over iSER: its unsolicited data in
@@ -152,6 +215,9 @@ impl TargetLoginShim {
     }
 
     fn rdma(&self) -> bool {
+        if self.non_leading {
+            return self.serves_iser && self.session.is_some_and(|s| s.rdma);
+        }
         self.serves_iser
             && self
                 .offer
@@ -167,8 +233,11 @@ impl TargetLoginShim {
             // sluice's initiator never splits them).
             return Ok(());
         }
+        self.non_leading |= req.tsih != Tsih::NEW_SESSION;
         let (keys, rest) = take_iser_keys(&req.data)?;
-        if keys.rdma_extensions.is_some() {
+        if self.non_leading {
+            self.join_keys(&keys, req.csg);
+        } else if keys.rdma_extensions.is_some() {
             self.answers = target_answers(
                 &keys,
                 self.serves_iser,
@@ -187,6 +256,27 @@ impl TargetLoginShim {
         };
         self.first_burst.see(&req.data);
         Ok(())
+    }
+
+    /// The iSER keys of a non-leading login's request: RDMAExtensions and
+    /// MaxOutstandingUnexpectedPDUs are leading-only (RFC 7145 sections 6.3.1 and 6.3.4):
+    /// the first is answered "Irrelevant", the second (declarative) is not answered and the
+    /// session's value stays. InitiatorRecvDataSegmentLength is the connection's own; in RDMA
+    /// mode the target declares its TargetRecvDataSegmentLength on the connection.
+    fn join_keys(&mut self, keys: &IserKeys, csg: u8) {
+        if let Some(n) = keys.initiator_recv_dsl {
+            self.join_initiator_recv_dsl = Some(n);
+        }
+        if keys.rdma_extensions.is_some() {
+            self.answers.push((RDMA_EXTENSIONS, IRRELEVANT.to_owned()));
+        }
+        if !self.join_answered && csg == OPERATIONAL {
+            self.join_answered = true;
+            if self.rdma() {
+                self.answers
+                    .push((TARGET_RECV_DSL, self.target_recv_dsl.to_string()));
+            }
+        }
     }
 
     /// A Login Response from the target's login core, rewritten for the initiator; says
@@ -208,8 +298,9 @@ impl TargetLoginShim {
             rsp.data = append_pairs(&rsp.data, &answers);
         }
         let first_burst = self
-            .session_first_burst
-            .unwrap_or_else(|| self.first_burst.value());
+            .session
+            .filter(|_| self.non_leading)
+            .map_or_else(|| self.first_burst.value(), |s| s.first_burst);
         match end_of(rsp) {
             None => LoginEnd::Pending,
             Some(false) => LoginEnd::Failed,
@@ -220,21 +311,25 @@ impl TargetLoginShim {
                 LoginEnd::Failed
             }
             Some(true) if self.rdma() => LoginEnd::Rdma {
-                initiator_recv_dsl: self
-                    .offer
-                    .as_ref()
-                    .and_then(|o| o.initiator_recv_dsl)
-                    .unwrap_or(DEFAULT_RECV_DSL),
+                initiator_recv_dsl: if self.non_leading {
+                    self.join_initiator_recv_dsl
+                } else {
+                    self.offer.as_ref().and_then(|o| o.initiator_recv_dsl)
+                }
+                .unwrap_or(DEFAULT_RECV_DSL),
                 target_recv_dsl: self.target_recv_dsl,
                 target_core_max_recv: self.core_max_recv,
                 initiator_core_max_recv: self.initiator_max_recv,
                 max_burst: self.max_burst,
                 first_burst,
-                peer_max_unexpected: self
-                    .offer
-                    .as_ref()
-                    .and_then(|o| o.max_outstanding_unexpected)
-                    .unwrap_or(0),
+                peer_max_unexpected: match (self.non_leading, self.session) {
+                    (true, Some(s)) => s.peer_max_unexpected,
+                    _ => self
+                        .offer
+                        .as_ref()
+                        .and_then(|o| o.max_outstanding_unexpected)
+                        .unwrap_or(0),
+                },
             },
             Some(true) => LoginEnd::Tcp,
         }
@@ -252,9 +347,8 @@ pub struct InitiatorLoginShim {
     target_core_max_recv: u32,
     max_burst: u32,
     first_burst: FirstBurst,
-    /// The FirstBurstLength of the session this connection joins (see
-    /// [`Self::joins_session`]).
-    session_first_burst: Option<u32>,
+    /// The session this connection joins (see [`Self::joins_session`]).
+    session: Option<JoinedSession>,
 }
 
 impl InitiatorLoginShim {
@@ -270,7 +364,7 @@ impl InitiatorLoginShim {
             target_core_max_recv: DEFAULT_RECV_DSL,
             max_burst: DEFAULT_MAX_BURST,
             first_burst: FirstBurst(None),
-            session_first_burst: None,
+            session: None,
         }
     }
 
@@ -281,33 +375,49 @@ impl InitiatorLoginShim {
         self
     }
 
-    /// The connection joins a session whose FirstBurstLength, negotiated on its leading
-    /// connection, is `first_burst` (a leading-only key, RFC 7143 section 13.14): the
-    /// session core sends that much unsolicited data on this connection too, so the
-    /// datamover takes it ([`LoginEnd::Rdma`]'s `first_burst`), not the default this
-    /// login's text would leave.
-    pub fn joins_session(&mut self, first_burst: u32) {
-        self.session_first_burst = Some(first_burst);
+    /// The connection joins `session` (a login with its TSIH); told before the first
+    /// request. RDMAExtensions and MaxOutstandingUnexpectedPDUs are leading-only (RFC 7145
+    /// sections 6.3.1 and 6.3.4), so the shim offers neither: the connection is in the
+    /// session's mode, declaring only its InitiatorRecvDataSegmentLength in RDMA mode, and
+    /// its datamover takes the session's FirstBurstLength (RFC 7143 section 13.14: the
+    /// session core sends that much unsolicited data on every connection) and the target's
+    /// MaxOutstandingUnexpectedPDUs from the leading connection.
+    pub fn joins_session(&mut self, session: JoinedSession) {
+        self.session = Some(session);
+    }
+
+    /// Whether the login joins a session (see [`Self::joins_session`]).
+    pub fn joining(&self) -> bool {
+        self.session.is_some()
+    }
+
+    /// Whether the connection may end in RDMA mode: a leading login until the target
+    /// answers, a joining one when its session is in RDMA mode.
+    fn may_be_rdma(&self) -> bool {
+        self.session.is_none_or(|s| s.rdma)
     }
 
     /// A Login Request from the initiator's login core, with iSER's offer added to the
     /// first one of the operational stage (RDMAExtensions is leading-only and operational,
-    /// RFC 7145 section 6.3.1).
+    /// RFC 7145 section 6.3.1; a joining connection's own declaration instead: see
+    /// [`Self::joins_session`]).
     pub fn handle_request(&mut self, req: &mut LoginRequest) {
         if let Some(n) = number(&req.data, "MaxRecvDataSegmentLength") {
             self.core_max_recv = n;
         }
         self.first_burst.see(&req.data);
-        if req.cont {
+        if req.cont || !self.may_be_rdma() {
             return;
         }
         req.data = iser_operational_offers(&req.data);
         if !self.offered && req.csg == OPERATIONAL {
             self.offered = true;
-            req.data = append_pairs(
-                &req.data,
-                &initiator_offer(self.initiator_recv_dsl, self.max_unexpected),
-            );
+            let ours = if self.session.is_some() {
+                vec![(INITIATOR_RECV_DSL, self.initiator_recv_dsl.to_string())]
+            } else {
+                initiator_offer(self.initiator_recv_dsl, self.max_unexpected)
+            };
+            req.data = append_pairs(&req.data, &ours);
         }
     }
 
@@ -315,7 +425,13 @@ impl InitiatorLoginShim {
     pub fn handle_response(&mut self, rsp: &mut LoginResponse) -> Result<LoginEnd, IserKeyError> {
         if !rsp.cont {
             let (keys, rest) = take_iser_keys(&rsp.data)?;
-            if keys.rdma_extensions.is_some() {
+            if self.session.is_some() {
+                // A joining login: an RDMAExtensions answer ("Irrelevant") settles nothing;
+                // the target's receive length is the connection's own.
+                if keys.target_recv_dsl.is_some() {
+                    self.answer = Some(keys);
+                }
+            } else if keys.rdma_extensions.is_some() {
                 self.answer = Some(keys);
             }
             rsp.data = rest;
@@ -330,23 +446,32 @@ impl InitiatorLoginShim {
             self.max_burst = n;
         }
         self.first_burst.see(&rsp.data);
+        let rdma = match (&self.session, &self.answer) {
+            (Some(s), _) => s.rdma,
+            (None, Some(a)) => a.rdma_extensions.as_deref() == Some("Yes"),
+            (None, None) => false,
+        };
         Ok(match end_of(rsp) {
             None => LoginEnd::Pending,
             Some(false) => LoginEnd::Failed,
-            Some(true) => match &self.answer {
-                Some(a) if a.rdma_extensions.as_deref() == Some("Yes") => LoginEnd::Rdma {
+            Some(true) if rdma => {
+                let answer = self.answer.clone().unwrap_or_default();
+                LoginEnd::Rdma {
                     initiator_recv_dsl: self.initiator_recv_dsl,
-                    target_recv_dsl: a.target_recv_dsl.unwrap_or(DEFAULT_RECV_DSL),
+                    target_recv_dsl: answer.target_recv_dsl.unwrap_or(DEFAULT_RECV_DSL),
                     target_core_max_recv: self.target_core_max_recv,
                     initiator_core_max_recv: self.core_max_recv,
                     max_burst: self.max_burst,
                     first_burst: self
-                        .session_first_burst
-                        .unwrap_or_else(|| self.first_burst.value()),
-                    peer_max_unexpected: a.max_outstanding_unexpected.unwrap_or(0),
-                },
-                _ => LoginEnd::Tcp,
-            },
+                        .session
+                        .map_or_else(|| self.first_burst.value(), |s| s.first_burst),
+                    peer_max_unexpected: self.session.map_or_else(
+                        || answer.max_outstanding_unexpected.unwrap_or(0),
+                        |s| s.peer_max_unexpected,
+                    ),
+                }
+            }
+            Some(true) => LoginEnd::Tcp,
         })
     }
 
@@ -358,8 +483,18 @@ impl InitiatorLoginShim {
     /// target's MaxRecvDataSegmentLength, so the shim caps that at this. Before the target
     /// has answered RDMAExtensions the cap is the key's default, 8192: the only length known
     /// to fit if the answer turns out Yes, and a declarative limit the initiator may always
-    /// stay under if it turns out No. After a No (or NotUnderstood) nothing is capped.
+    /// stay under if it turns out No. After a No (or NotUnderstood) nothing is capped; on a
+    /// connection joining a session, nothing in TCP mode, and in RDMA mode the target's
+    /// TargetRecvDataSegmentLength once declared (its default before).
     fn send_cap(&self) -> Option<u32> {
+        if let Some(s) = &self.session {
+            return s.rdma.then(|| {
+                self.answer
+                    .as_ref()
+                    .and_then(|a| a.target_recv_dsl)
+                    .unwrap_or(DEFAULT_RECV_DSL)
+            });
+        }
         match &self.answer {
             None => Some(DEFAULT_RECV_DSL),
             Some(a) if a.rdma_extensions.as_deref() == Some("Yes") => {
@@ -620,24 +755,62 @@ mod tests {
         assert_eq!(tgt.handle_response(&mut rsp), LoginEnd::Tcp);
     }
 
-    /// The login of a connection joining a session (MC/S) negotiates no FirstBurstLength
-    /// (leading-only); both shims run it through the way they run a leading one.
+    const TSIH: Tsih = Tsih(9);
+
+    fn rdma_session(first_burst: u32, peer_max_unexpected: u32) -> JoinedSession {
+        JoinedSession {
+            rdma: true,
+            first_burst,
+            peer_max_unexpected,
+        }
+    }
+
+    const TCP_SESSION: JoinedSession = JoinedSession {
+        rdma: false,
+        first_burst: 262_144,
+        peer_max_unexpected: 0,
+    };
+
+    /// The login of a connection joining a session (MC/S: its requests carry the session's
+    /// TSIH), through both shims; `text` is what the initiator's core sends.
+    fn joining_login_with(
+        ini: &mut InitiatorLoginShim,
+        tgt: &mut TargetLoginShim,
+        text: &'static [u8],
+    ) -> (LoginEnd, LoginEnd, LoginRequest, LoginResponse) {
+        let mut req = request(OPERATIONAL, FULL_FEATURE_PHASE, true, text);
+        req.tsih = TSIH;
+        ini.handle_request(&mut req);
+        let sent = req.clone();
+        tgt.handle_request(&mut req).unwrap();
+        let mut rsp = response(
+            &req,
+            b"HeaderDigest=None\0MaxRecvDataSegmentLength=262144\0",
+        );
+        rsp.tsih = TSIH;
+        let t_end = tgt.handle_response(&mut rsp);
+        let i_end = ini.handle_response(&mut rsp).unwrap();
+        (i_end, t_end, sent, rsp)
+    }
+
     fn joining_login(
         ini: &mut InitiatorLoginShim,
         tgt: &mut TargetLoginShim,
     ) -> (LoginEnd, LoginEnd, LoginResponse) {
-        let mut req = request(
-            OPERATIONAL,
-            FULL_FEATURE_PHASE,
-            true,
+        let (i, t, _, rsp) = joining_login_with(
+            ini,
+            tgt,
             b"HeaderDigest=None\0MaxRecvDataSegmentLength=8192\0",
         );
-        ini.handle_request(&mut req);
-        tgt.handle_request(&mut req).unwrap();
-        let mut rsp = response(&req, b"HeaderDigest=None\0MaxRecvDataSegmentLength=16384\0");
-        let t_end = tgt.handle_response(&mut rsp);
-        let i_end = ini.handle_response(&mut rsp).unwrap();
-        (i_end, t_end, rsp)
+        (i, t, rsp)
+    }
+
+    fn joined(session: JoinedSession) -> (InitiatorLoginShim, TargetLoginShim) {
+        let mut ini = InitiatorLoginShim::new(8192).with_max_unexpected(64);
+        let mut tgt = TargetLoginShim::new(true, 16384).with_max_unexpected(384);
+        ini.joins_session(session);
+        tgt.joins_session(session);
+        (ini, tgt)
     }
 
     fn first_burst_of(end: LoginEnd) -> u32 {
@@ -649,52 +822,163 @@ mod tests {
 
     /// Each datamover takes a write's unsolicited length from FirstBurstLength, so on a
     /// joining connection it must be the session's, not the default 64 KiB the connection's
-    /// own login text leaves: the session's 16 KiB here.
+    /// own login text leaves: the session's 16 KiB here. So too the other side's
+    /// MaxOutstandingUnexpectedPDUs, declared on the leading connection only.
     #[test]
-    fn a_joining_connection_takes_the_sessions_first_burst() {
-        let (i_end, t_end, _) = joining_login(
-            &mut InitiatorLoginShim::new(8192),
-            &mut TargetLoginShim::new(true, 16384),
-        );
-        assert_eq!(
-            (first_burst_of(i_end), first_burst_of(t_end)),
-            (DEFAULT_FIRST_BURST, DEFAULT_FIRST_BURST),
-            "without the session's value: the default"
-        );
-        let mut ini = InitiatorLoginShim::new(8192);
-        let mut tgt = TargetLoginShim::new(true, 16384);
-        ini.joins_session(16384);
-        tgt.joins_session(16384);
+    fn a_joining_connection_takes_the_sessions_first_burst_and_unexpected_limit() {
+        let (mut ini, mut tgt) = joined(rdma_session(16384, 0));
+        ini.joins_session(rdma_session(16384, 384));
+        tgt.joins_session(rdma_session(16384, 64));
         let (i_end, t_end, rsp) = joining_login(&mut ini, &mut tgt);
         assert_eq!(rsp.status, LoginStatus::SUCCESS);
         assert_eq!(
             (first_burst_of(i_end), first_burst_of(t_end)),
             (16384, 16384)
         );
+        assert!(
+            matches!(
+                (i_end, t_end),
+                (
+                    LoginEnd::Rdma {
+                        peer_max_unexpected: 384,
+                        target_recv_dsl: 16384,
+                        ..
+                    },
+                    LoginEnd::Rdma {
+                        peer_max_unexpected: 64,
+                        initiator_recv_dsl: 8192,
+                        ..
+                    }
+                )
+            ),
+            "{i_end:?} {t_end:?}"
+        );
+    }
+
+    /// RDMAExtensions is leading-only (RFC 7145 section 6.3.1): a joining connection does
+    /// not offer it, nor MaxOutstandingUnexpectedPDUs (section 6.3.4), and is in its
+    /// session's mode. In RDMA mode it declares its own receive length, the target its own,
+    /// and the Send caps apply as on a leading connection.
+    #[test]
+    fn a_connection_joining_an_rdma_session_offers_no_leading_only_key_and_is_in_rdma_mode() {
+        let (mut ini, mut tgt) = joined(rdma_session(65536, 0));
+        let (i_end, t_end, sent, rsp) = joining_login_with(
+            &mut ini,
+            &mut tgt,
+            b"HeaderDigest=CRC32C,None\0MaxRecvDataSegmentLength=8192\0",
+        );
+        assert_eq!(find_key(&sent.data, RDMA_EXTENSIONS), None);
+        assert_eq!(find_key(&sent.data, "MaxOutstandingUnexpectedPDUs"), None);
+        assert_eq!(
+            find_key(&sent.data, INITIATOR_RECV_DSL).as_deref(),
+            Some("8192")
+        );
+        assert_eq!(
+            find_key(&sent.data, "HeaderDigest").as_deref(),
+            Some("None"),
+            "no digests in RDMA mode"
+        );
+        assert!(matches!(i_end, LoginEnd::Rdma { .. }), "{i_end:?}");
+        assert!(matches!(t_end, LoginEnd::Rdma { .. }), "{t_end:?}");
+        // The target's core declared 256 KiB; Sends carry 16 KiB.
+        assert_eq!(
+            find_key(&rsp.data, "MaxRecvDataSegmentLength").as_deref(),
+            Some("16384")
+        );
+        assert_eq!(find_key(&rsp.data, TARGET_RECV_DSL), None, "taken off");
+    }
+
+    /// A connection joining a session in TCP mode (its leading connection was not in RDMA
+    /// mode) stays in TCP mode: the initiator offers nothing of iSER and leaves its core's
+    /// text alone; the target's shim, even on a listener that serves iSER, answers an
+    /// RDMAExtensions offer (a peer that sends it anyway) with "Irrelevant" and does not
+    /// switch.
+    #[test]
+    fn a_connection_joining_a_tcp_session_stays_on_tcp() {
+        let (mut ini, mut tgt) = joined(TCP_SESSION);
+        let (i_end, t_end, sent, rsp) = joining_login_with(
+            &mut ini,
+            &mut tgt,
+            b"HeaderDigest=CRC32C,None\0MaxRecvDataSegmentLength=8192\0",
+        );
+        assert_eq!(
+            &sent.data[..],
+            b"HeaderDigest=CRC32C,None\0MaxRecvDataSegmentLength=8192\0",
+            "the core's text as it was"
+        );
+        assert_eq!((i_end, t_end), (LoginEnd::Tcp, LoginEnd::Tcp));
+        assert_eq!(
+            find_key(&rsp.data, "MaxRecvDataSegmentLength").as_deref(),
+            Some("262144"),
+            "nothing capped"
+        );
+
+        // A peer that offers RDMAExtensions on the join anyway (as a leading login would).
+        let mut tgt = TargetLoginShim::new(true, 16384);
+        tgt.joins_session(TCP_SESSION);
+        let mut legacy = InitiatorLoginShim::new(8192);
+        let mut req = request(OPERATIONAL, FULL_FEATURE_PHASE, true, b"");
+        req.tsih = TSIH;
+        legacy.handle_request(&mut req);
+        assert_eq!(find_key(&req.data, RDMA_EXTENSIONS).as_deref(), Some("Yes"));
+        tgt.handle_request(&mut req).unwrap();
+        let mut rsp = response(&req, b"MaxRecvDataSegmentLength=262144\0");
+        assert_eq!(tgt.handle_response(&mut rsp), LoginEnd::Tcp);
+        assert_eq!(
+            find_key(&rsp.data, RDMA_EXTENSIONS).as_deref(),
+            Some("Irrelevant")
+        );
+        assert_eq!(find_key(&rsp.data, TARGET_RECV_DSL), None);
+        assert_eq!(legacy.handle_response(&mut rsp).unwrap(), LoginEnd::Tcp);
+
+        // The same offer on a non-leading login the target's shim was told nothing of: no
+        // switch either (the driver then checks the mode against the session's).
+        let mut tgt = TargetLoginShim::new(true, 16384);
+        let mut req = request(
+            OPERATIONAL,
+            FULL_FEATURE_PHASE,
+            true,
+            b"RDMAExtensions=Yes\0",
+        );
+        req.tsih = TSIH;
+        tgt.handle_request(&mut req).unwrap();
+        let mut rsp = response(&req, b"");
+        assert_eq!(tgt.handle_response(&mut rsp), LoginEnd::Tcp);
     }
 
     /// A session whose FirstBurstLength needs more Sends per command than the target
-    /// provisions receive buffers for (its leading connection was not capped by iSER, or the
-    /// target's receive length shrank since) cannot take a connection in RDMA mode: the
-    /// final Login Response refuses it, and neither side switches.
+    /// provisions receive buffers for (the target's receive length shrank since the leading
+    /// login, say) cannot take a connection in RDMA mode: the final Login Response refuses
+    /// it, and neither side switches.
     #[test]
     fn a_session_with_a_longer_first_burst_than_sends_can_carry_refuses_rdma_mode() {
-        let mut ini = InitiatorLoginShim::new(8192);
-        let mut tgt = TargetLoginShim::new(true, 16384);
-        ini.joins_session(262_144);
-        tgt.joins_session(262_144);
+        let (mut ini, mut tgt) = joined(rdma_session(262_144, 0));
         let (i_end, t_end, rsp) = joining_login(&mut ini, &mut tgt);
         assert_eq!(rsp.status, LoginStatus::CANT_INCLUDE_IN_SESSION);
         assert_eq!((i_end, t_end), (LoginEnd::Failed, LoginEnd::Failed));
         // Exactly the cap still fits: four Sends of 16 KiB.
-        let mut tgt = TargetLoginShim::new(true, 16384);
-        tgt.joins_session(65536);
-        let (_, t_end, _) = joining_login(&mut InitiatorLoginShim::new(8192), &mut tgt);
+        let (mut ini, mut tgt) = joined(rdma_session(65536, 0));
+        let (_, t_end, _) = joining_login(&mut ini, &mut tgt);
         assert_eq!(first_burst_of(t_end), 65536);
-        // Over TCP the target's Sends are not involved.
-        let mut tgt = TargetLoginShim::new(false, 16384);
-        tgt.joins_session(262_144);
-        let (_, t_end, rsp) = joining_login(&mut InitiatorLoginShim::new(8192), &mut tgt);
+        // In TCP mode the target's Sends are not involved.
+        let (mut ini, mut tgt) = joined(TCP_SESSION);
+        let (_, t_end, rsp) = joining_login(&mut ini, &mut tgt);
         assert_eq!((t_end, rsp.status), (LoginEnd::Tcp, LoginStatus::SUCCESS));
+    }
+
+    #[test]
+    fn a_leading_logins_end_says_the_sessions_mode() {
+        let end = LoginEnd::Rdma {
+            initiator_recv_dsl: 8192,
+            target_recv_dsl: 16384,
+            target_core_max_recv: 16384,
+            initiator_core_max_recv: 8192,
+            max_burst: 262_144,
+            first_burst: 32768,
+            peer_max_unexpected: 7,
+        };
+        assert_eq!(JoinedSession::of(end, 65536), Some(rdma_session(32768, 7)));
+        assert_eq!(JoinedSession::of(LoginEnd::Tcp, 262_144), Some(TCP_SESSION));
+        assert_eq!(JoinedSession::of(LoginEnd::Pending, 1), None);
     }
 }

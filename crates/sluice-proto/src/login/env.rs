@@ -143,6 +143,14 @@ pub trait TargetLoginEnv {
         let _ = tsih;
         None
     }
+
+    /// The negotiated parameters of the live session `tsih`, for the outcome of a login that
+    /// adds a connection to it: its leading-only keys are the session's (see
+    /// [`SessionParams::joined`]). `None` (the default) leaves the login's own result.
+    fn session_params(&self, tsih: Tsih) -> Option<SessionParams> {
+        let _ = tsih;
+        None
+    }
 }
 
 /// What a successful login settled; handed to the driver with the final Login Response.

@@ -163,6 +163,8 @@ pub struct InitiatorLogin {
     finished: bool,
     target_alias: Option<String>,
     portal_group_tag: Option<u16>,
+    /// The parameters of the session a non-leading login joins (see [`Self::joining`]).
+    session: Option<SessionParams>,
 }
 
 impl InitiatorLogin {
@@ -187,7 +189,18 @@ impl InitiatorLogin {
             finished: false,
             target_alias: None,
             portal_group_tag: None,
+            session: None,
         }
+    }
+
+    /// The login joins a session (its configuration names the session's TSIH) whose
+    /// parameters are `session`. The keys the login does not negotiate, being leading-only
+    /// (RFC 7143 section 13, "LO"), are the session's in its outcome, not their defaults
+    /// (see [`SessionParams::joined`]): whatever reads a connection's parameters finds
+    /// what holds on it.
+    pub fn joining(mut self, session: SessionParams) -> Self {
+        self.session = Some(session);
+        self
     }
 
     /// The first Login Request.
@@ -461,8 +474,13 @@ impl InitiatorLogin {
         if !tsih_ok {
             return Err(LoginError::Protocol("invalid TSIH in the final response"));
         }
+        let negotiated = self.negotiator.result();
+        let params = match self.session {
+            Some(session) if self.config.tsih != Tsih::NEW_SESSION => negotiated.joined(&session),
+            _ => negotiated,
+        };
         Ok(InitiatorStep::Complete(Box::new(InitiatorOutcome {
-            params: self.negotiator.result(),
+            params,
             session_type: session_type(&self.config),
             tsih: rsp.tsih,
             exp_stat_sn: rsp.stat_sn.next(),

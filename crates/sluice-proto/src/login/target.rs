@@ -264,8 +264,15 @@ impl TargetLogin {
         if transit == Some(Stage::FullFeature) {
             let tsih = env.bind_session(&session.binding)?;
             end.tsih = tsih;
+            let negotiated = session.negotiator.result();
+            let params = match env.session_params(tsih) {
+                Some(joined) if session.binding.tsih != Tsih::NEW_SESSION => {
+                    negotiated.joined(&joined)
+                }
+                _ => negotiated,
+            };
             end.outcome = Some(Box::new(LoginOutcome {
-                params: session.negotiator.result(),
+                params,
                 session_type: session.binding.session_type,
                 initiator_name: session.binding.initiator_name.clone(),
                 initiator_alias: session.initiator_alias.clone(),

@@ -28,6 +28,8 @@ pub(super) struct Env {
     pub bound: Vec<SessionBinding>,
     pub admit: Result<(), LoginStatus>,
     pub bind: Result<Tsih, LoginStatus>,
+    /// The parameters of the session a non-leading login joins.
+    pub session: Option<crate::params::SessionParams>,
 }
 
 impl Env {
@@ -39,6 +41,7 @@ impl Env {
             bound: Vec::new(),
             admit: Ok(()),
             bind: Ok(Tsih(7)),
+            session: None,
         }
     }
 }
@@ -62,6 +65,9 @@ impl TargetLoginEnv for Env {
     fn bind_session(&mut self, binding: &SessionBinding) -> Result<Tsih, LoginStatus> {
         self.bound.push(binding.clone());
         self.bind
+    }
+    fn session_params(&self, _tsih: Tsih) -> Option<crate::params::SessionParams> {
+        self.session
     }
 }
 

@@ -396,15 +396,7 @@ impl TargetSession {
         }
         let mut setup = setup;
         // Session-wide keys are the leading login's; only connection keys come from this one.
-        setup.params = SessionParams {
-            header_digest: setup.params.header_digest,
-            data_digest: setup.params.data_digest,
-            initiator_max_recv_data_segment_length: setup
-                .params
-                .initiator_max_recv_data_segment_length,
-            target_max_recv_data_segment_length: setup.params.target_max_recv_data_segment_length,
-            ..self.params
-        };
+        setup.params = setup.params.joined(&self.params);
         let conn = self.insert_connection(setup, now);
         self.progress(env);
         match replaced {

@@ -40,7 +40,14 @@ fn run(
     cfg: InitiatorConfig,
     env: &mut Env,
 ) -> Result<(InitiatorOutcome, LoginOutcome), InitiatorStep> {
-    let mut ini = InitiatorLogin::new(cfg, Itt(5), SeqNum(1), SeqNum(0));
+    run_login(InitiatorLogin::new(cfg, Itt(5), SeqNum(1), SeqNum(0)), env)
+}
+
+/// [`run`] with the initiator's login made.
+fn run_login(
+    mut ini: InitiatorLogin,
+    env: &mut Env,
+) -> Result<(InitiatorOutcome, LoginOutcome), InitiatorStep> {
     let mut tgt = TargetLogin::new(SeqNum(1000), 16);
     let mut req = ini.start().map_err(InitiatorStep::Failed)?;
     let mut rng_state = 3u8;
@@ -283,4 +290,60 @@ fn an_answer_outside_the_offer_is_named_in_the_error() {
         ),
         other => panic!("{other:?}"),
     }
+}
+
+/// A login that joins a session (MC/S, TSIH set) negotiates the connection-only keys alone:
+/// the leading-only ones are irrelevant on it (RFC 7143 section 13, "LO"). Both outcomes
+/// still carry what holds on the connection, the session's values, not the defaults the
+/// login's own negotiation leaves.
+#[test]
+fn a_joining_logins_outcome_carries_the_sessions_leading_only_keys() {
+    let session = crate::params::SessionParams {
+        max_connections: 2,
+        initial_r2t: false,
+        immediate_data: false,
+        max_burst_length: 1_048_576,
+        first_burst_length: 32768,
+        default_time2wait: 5,
+        max_outstanding_r2t: 4,
+        error_recovery_level: 1,
+        ..crate::params::SessionParams::default()
+    };
+    let offer = OperationalOffer {
+        header_digest: vec![DigestKind::Crc32c],
+        max_recv_data_segment_length: 65536,
+        initial_r2t: false,
+        first_burst_length: 32768,
+        error_recovery_level: 1,
+        ..OperationalOffer::default()
+    };
+    let joining_config = || InitiatorConfig {
+        tsih: Tsih(7),
+        ..config(Some(TARGET), None, offer.clone())
+    };
+    let mut policy = TargetLoginPolicy::default();
+    policy.offer.header_digest = vec![DigestKind::Crc32c, DigestKind::None];
+    policy.offer.error_recovery_level = 1;
+
+    // Without the session's values: the defaults, as before.
+    let mut env = Env::new(policy.clone());
+    let (i, t) = run(joining_config(), &mut env).expect("join");
+    assert_eq!(
+        (i.params.first_burst_length, t.params.error_recovery_level),
+        (65536, 0)
+    );
+
+    let mut env = Env::new(policy);
+    env.session = Some(session);
+    let ini = InitiatorLogin::new(joining_config(), Itt(5), SeqNum(1), SeqNum(0)).joining(session);
+    let (i, t) = run_login(ini, &mut env).expect("join");
+    let want = crate::params::SessionParams {
+        header_digest: true,
+        initiator_max_recv_data_segment_length: 65536,
+        target_max_recv_data_segment_length: t.params.target_max_recv_data_segment_length,
+        ..session
+    };
+    assert_eq!(i.params, want);
+    assert_eq!(t.params, want);
+    assert_eq!(env.bound[0].tsih, Tsih(7));
 }
