@@ -445,6 +445,10 @@ impl ConnectionTask {
                 // sees the link close), then end.
                 return self.drain_iser().await;
             }
+            if self.t.fault_reset_due() {
+                // The fault test hook resets the connection, as over TCP.
+                return Err(self.t.io(std::io::ErrorKind::ConnectionReset.into()));
+            }
             let ev = {
                 let Link::Iser(link) = &mut self.t.link else {
                     return Err(Error::Closed);
@@ -518,8 +522,19 @@ impl ConnectionTask {
         let mut handled = 0;
         while let Some(pdu) = next.take() {
             self.t.note_value_received(&pdu);
-            core.handle_pdu(self.id, pdu, Instant::now());
+            match self.t.fault_received_value(&pdu) {
+                0 => {}
+                1 => core.handle_pdu(self.id, pdu, Instant::now()),
+                _ => {
+                    core.handle_pdu(self.id, pdu.clone(), Instant::now());
+                    core.handle_pdu(self.id, pdu, Instant::now());
+                }
+            }
             handled += 1;
+            if self.t.fault_reset_due() {
+                // The rest waits: the connection resets next (see `run_iser`).
+                break;
+            }
             if handled < crate::iser::LINK_BATCH {
                 if let Link::Iser(link) = &mut self.t.link {
                     next = link.from_mover.try_recv().ok();

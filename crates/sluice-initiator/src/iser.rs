@@ -310,6 +310,7 @@ impl IserLogin {
             from_mover,
             failure,
             blocked: false,
+            duplicate: None,
         })
     }
 }
@@ -378,6 +379,9 @@ pub(crate) struct IserLink {
     pub(crate) failure: IserFailure,
     /// The session core has PDUs for this connection that found `to_mover` full.
     pub(crate) blocked: bool,
+    /// A PDU the fault test hook duplicated, handed to the datamover again when there is
+    /// room (`ConnectOptions::fault_hook`; tests only).
+    pub(crate) duplicate: Option<Pdu>,
 }
 
 /// The driver's queue pair's memory as the datamover sees it: each buffer its own region,

@@ -251,18 +251,45 @@ impl Transport {
             let permit = match link.to_mover.try_reserve() {
                 Ok(p) => p,
                 Err(TrySendError::Full(())) => {
-                    link.blocked = core.has_transmit(conn);
+                    link.blocked = link.duplicate.is_some() || core.has_transmit(conn);
                     return;
                 }
                 // The datamover ended: the receiving side sees the link close.
                 Err(TrySendError::Closed(())) => return,
             };
+            if let Some(again) = link.duplicate.take() {
+                permit.send(again);
+                continue;
+            }
             let Some(pdu) = core.poll_transmit(conn) else {
                 return;
             };
             note_sent(&self.counters, self.trace.as_ref(), &self.portal, &pdu);
+            if let Some(faults) = &mut self.faults {
+                // The test hook on the PDUs the core hands to the datamover (see
+                // `Self::enter_full_feature`).
+                match faults.on_send(&mut frame_of(&pdu)) {
+                    0 => continue,
+                    1 => {}
+                    _ => link.duplicate = Some(pdu.clone()),
+                }
+            }
             permit.send(pdu);
         }
+    }
+
+    /// Over iSER in RDMA mode, how many copies of `pdu`, just handed over by the datamover,
+    /// the core takes: 1, unless the fault test hook drops (0) or duplicates (2) it.
+    pub(crate) fn fault_received_value(&mut self, pdu: &Pdu) -> u8 {
+        match &mut self.faults {
+            None => 1,
+            Some(faults) => faults.on_receive_frame(&mut frame_of(pdu)),
+        }
+    }
+
+    /// Whether the fault test hook resets the connection now.
+    pub(crate) fn fault_reset_due(&self) -> bool {
+        self.faults.as_ref().is_some_and(|f| f.reset_due())
     }
 
     /// Accounts for a PDU the datamover handed over, as [`Self::decode`] does for one
@@ -301,8 +328,25 @@ impl Transport {
             .set_header_resync((params.error_recovery_level >= 1).then_some(Role::Initiator));
         self.framer
             .set_max_data_segment(params.initiator_max_recv_data_segment_length);
-        // Over iSER in RDMA mode PDUs pass as values: there are no frames to fault.
-        let hook = hook.filter(|_| !self.iser_rdma_mode());
+        // Over iSER in RDMA mode PDUs pass to and from the datamover as values: the hook
+        // faults those (`Self::pass_to_mover`, `Self::fault_received_value`), judging each
+        // by its frame. Drops, duplicates and resets apply as over TCP; corruption cannot
+        // (RDMA mode has no digests, RFC 7145 section 5.1, so nothing would notice a
+        // flipped bit): such PDUs are left alone and counted as skipped, as on a TCP
+        // connection without digests.
+        if let Some(h) = hook.filter(|_| self.iser_rdma_mode()) {
+            let corrupts = sluice_fault::Direction::BOTH.iter().any(|d| {
+                let r = h.plan().rules(*d);
+                !(r.corrupt_data.is_zero() && r.corrupt_header.is_zero() && r.ber.is_zero())
+            });
+            if corrupts {
+                tracing::warn!(
+                    portal = %self.portal,
+                    "fault hook: corruption does not apply to an iSER connection in RDMA \
+                     mode (no digests would notice it); drops, duplicates and resets do"
+                );
+            }
+        }
         self.faults = hook.map(|h| {
             Box::new(h.connection(
                 sluice_fault::Sender::Initiator,
@@ -472,6 +516,14 @@ impl Transport {
 }
 
 /// Counts and traces a PDU sent as a value (over iSER in RDMA mode).
+/// A PDU's frame without digests, for the fault test hook to judge in RDMA mode (a copy:
+/// tests only).
+fn frame_of(pdu: &Pdu) -> BytesMut {
+    let mut frame = BytesMut::new();
+    encode(pdu, Digests::NONE, &mut frame);
+    frame
+}
+
 fn note_sent(counters: &Counters, trace: Option<&PduTrace>, portal: &str, pdu: &Pdu) {
     counters.pdu_sent(pdu, value_len(pdu));
     if let Some(trace) = trace {

@@ -631,3 +631,83 @@ async fn a_plain_session_on_the_iser_port_joins_over_tcp() {
     let c = target.iser_counters().status();
     assert_eq!((c.tcp_connections, c.rdma_connections), (2, 0), "{c:?}");
 }
+
+/// The initiator's test fault hook (`ConnectOptions::fault_hook`) applies to its iSER
+/// connections in RDMA mode, on the PDUs its core exchanges with the datamover: here its
+/// resets end each connection after 24 PDUs. At ErrorRecoveryLevel 0 (iSER's) each reset
+/// costs the session; the initiator reinstates it over iSER, and every write reads back.
+/// Before, the hook did not apply in RDMA mode and no connection was ever reset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_initiators_fault_hook_resets_iser_connections_and_no_write_is_lost() {
+    use sluice_scsi::cdb;
+    let (target, portal) = iser_target(IserServeOptions::default()).await;
+    let mut opts = iser_options(IserOptions::default());
+    let plan = sluice_fault::FaultPlan {
+        reset_every: std::num::NonZeroU64::new(24),
+        ..sluice_fault::FaultPlan::default()
+    };
+    opts.fault_hook = Some(Arc::new(sluice_fault::FaultHook::new(plan, 5)));
+    opts.max_reconnects = 1000;
+    opts.reconnect_delay = Some(Duration::from_millis(20));
+    let s = Session::connect(&portal, IQN, opts).await.unwrap();
+    for i in 0..24u64 {
+        let lba = i * 64;
+        let data = pattern(8192, i as u8);
+        let w = until_not_unit_attention(&s, || {
+            sluice_initiator::Command::write(0, &cdb::write16(lba, 16, false), data.clone())
+        })
+        .await;
+        assert!(w.is_good(), "write {i}: {w:?}");
+        let r = until_not_unit_attention(&s, || {
+            sluice_initiator::Command::read(0, &cdb::read16(lba, 16, false), 8192)
+        })
+        .await;
+        assert!(r.is_good() && r.data == data, "read {i}: {r:?}");
+    }
+    let reconnects = s.counters().reconnects;
+    assert!(reconnects >= 2, "the resets cost sessions: {reconnects}");
+    let iser = target.iser_counters().status();
+    assert!(
+        iser.rdma_connections > reconnects,
+        "every session came back in RDMA mode: {iser:?}, {reconnects} reconnects"
+    );
+    s.logout().await.ok();
+}
+
+/// The initiator's hook duplicates every PDU it hands to the datamover in RDMA mode: each
+/// NOP-Out ping reaches the target twice, and the target answers both. Before, the hook did
+/// not apply in RDMA mode and each ping was answered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_initiators_fault_hook_duplicates_what_it_sends_in_rdma_mode() {
+    let (_target, portal) = iser_target(IserServeOptions::default()).await;
+    let mut opts = iser_options(IserOptions::default());
+    let plan = sluice_fault::FaultPlan {
+        to_target: sluice_fault::Rules {
+            duplicate: sluice_fault::Rate::ONE,
+            ..sluice_fault::Rules::default()
+        },
+        ..sluice_fault::FaultPlan::default()
+    };
+    opts.fault_hook = Some(Arc::new(sluice_fault::FaultHook::new(plan, 3)));
+    opts.keepalive_interval = None;
+    let s = Session::connect(&portal, IQN, opts).await.unwrap();
+    for _ in 0..3 {
+        s.ping().await.unwrap();
+    }
+    // NOP-In is opcode 0x20: two answers to each ping.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while s.counters().pdus_received[0x20] < 6 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "NOP-Ins: {}",
+            s.counters().pdus_received[0x20]
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        s.counters().pdus_sent[0x00],
+        3,
+        "the core sent each ping once"
+    );
+    s.logout().await.ok();
+}
