@@ -297,8 +297,9 @@ GB/s), PNG figures and report.md; --resume continues an interrupted run. Example
 const ISER_AFTER_HELP: &str = "\
 Presets: tiny (seconds), quick (a few minutes: 4 KiB to 16 MiB in powers of four, both
 directions), fig2 (reads), fig3 (writes), fig4 (large writes, the study's 94 % claim), full.
-At every size and repetition the three transports run in turn (TCP, raw RDMA, iSER) so that
-a noisy machine biases none of them. The output directory gets results.csv and results.json
+At every size and repetition the runs go in turn (TCP and iSER on a memory LUN that keeps
+the data, raw RDMA, then iSER and TCP on a null LUN that keeps nothing, the study's MEMORYIO
+mode) so that a noisy machine biases none of them. The output directory gets results.csv and results.json
 (one row per run: the negotiated values, commands, bytes, seconds, CPU seconds, PDU and RDMA
 operation counts), PNG figures and report.md; --resume continues an interrupted run. Examples:
   sluice lab iser --preset quick --out iser-quick

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use sluice_lab::iser::{preset, Direction, IserRun, Transport};
+use sluice_lab::iser::{preset, Direction, IserRun, Lun, Transport};
 use sluice_lab::study::table::parse_csv;
 
 fn lab_iser(out: &Path, extra: &[&str]) -> Output {
@@ -36,8 +36,23 @@ fn tiny_iser_study_writes_checked_results_figures_and_report_and_resumes() {
     let plan = preset("tiny").unwrap();
     let got = rows(&out);
     assert_eq!(got.len(), plan.points.len(), "one row per run");
+    for lun in Lun::ALL {
+        for t in [Transport::Tcp, Transport::Iser] {
+            assert!(
+                got.iter()
+                    .any(|r| r.point.transport == t && r.point.lun == Some(lun)),
+                "no {t:?} run on the {lun:?} LUN"
+            );
+        }
+    }
     for r in &got {
         let what = r.key();
+        // iSCSI runs name their LUN, raw runs have none.
+        assert_eq!(
+            r.point.lun.is_none(),
+            r.point.transport == Transport::Raw,
+            "{what}"
+        );
         assert_eq!(r.errors, 0, "{what}");
         assert!(
             r.bytes > 0 && r.seconds > 0.0 && r.mbit_per_s() > 0.0,
@@ -95,7 +110,10 @@ fn tiny_iser_study_writes_checked_results_figures_and_report_and_resumes() {
         "## SCSI READs",
         "## SCSI WRITEs",
         "iSER's share of the provider's raw throughput",
-        "Large writes",
+        "On the memory LUN",
+        "On the null LUN",
+        "Large writes on the memory LUN",
+        "Large writes on the null LUN",
     ] {
         assert!(report.contains(needle), "report lacks {needle}");
     }

@@ -8,7 +8,12 @@
 //! provider (which itself runs over a loopback TCP connection), and the provider's raw RDMA
 //! Write and Read throughput (`sluice_rdma::bench::loopback`) as the ceiling iSER can reach.
 //!
-//! [`plan`] lists a preset's runs (alternating the three transports at each size and
+//! The study's target ran in MEMORYIO mode, which keeps no data; sluice's iSCSI runs are
+//! made on a memory LUN that keeps it (the target stores every write: one more copy than
+//! the raw RDMA Read makes) and on a null LUN, the study's mode, so that both the
+//! transport's share of the ceiling and the store's cost show.
+//!
+//! [`plan`] lists a preset's runs (alternating the transports and LUNs at each size and
 //! repetition, so that a noisy machine biases none of them), [`run`] measures them one
 //! [`IserRun`] row at a time, and [`writeup`] draws the figures and writes the report.
 
@@ -17,5 +22,5 @@ pub mod row;
 pub mod run;
 pub mod writeup;
 
-pub use plan::{preset, Direction, IserPlan, IserPoint, Transport, PRESETS};
+pub use plan::{preset, Direction, IserPlan, IserPoint, Lun, Transport, PRESETS};
 pub use row::IserRun;

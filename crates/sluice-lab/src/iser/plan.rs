@@ -15,7 +15,7 @@ pub enum Transport {
 }
 
 impl Transport {
-    /// Run order at each size: the ceiling between the two it bounds.
+    /// Every transport.
     pub const ALL: [Transport; 3] = [Transport::Tcp, Transport::Raw, Transport::Iser];
 
     /// The name in rows and plots.
@@ -64,11 +64,53 @@ impl Direction {
     }
 }
 
+/// The LUN an iSCSI run reads and writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Lun {
+    /// A memory LUN that keeps what is written: the target stores every write's data.
+    Memory,
+    /// A LUN that discards writes and reads zeros: the study's MEMORYIO mode, in which the
+    /// target "reads into and writes from a primary memory buffer, with no attempt made to
+    /// retain the data", so that what is measured is the transport and not the store.
+    Null,
+}
+
+impl Lun {
+    /// Both, in run order.
+    pub const ALL: [Lun; 2] = [Lun::Memory, Lun::Null];
+
+    /// The name in rows and plots.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Lun::Memory => "memory",
+            Lun::Null => "null",
+        }
+    }
+
+    /// The LUN called `s`.
+    #[must_use]
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|l| l.name() == s)
+    }
+
+    /// Its number on the study's target.
+    #[must_use]
+    pub fn number(self) -> u16 {
+        match self {
+            Lun::Memory => 0,
+            Lun::Null => 1,
+        }
+    }
+}
+
 /// One run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct IserPoint {
     /// How the data moves.
     pub transport: Transport,
+    /// The LUN ([`None`] for [`Transport::Raw`], which has none).
+    pub lun: Option<Lun>,
     /// Which way.
     pub direction: Direction,
     /// Bytes per SCSI command (per RDMA operation for [`Transport::Raw`]).
@@ -83,6 +125,7 @@ impl IserPoint {
     pub fn key(&self) -> String {
         key(
             self.transport.name(),
+            self.lun,
             self.direction.name(),
             self.transfer_bytes,
             self.rep,
@@ -90,8 +133,19 @@ impl IserPoint {
     }
 }
 
-pub(crate) fn key(transport: &str, direction: &str, bytes: u32, rep: u32) -> String {
-    format!("{transport}/{direction}/{bytes}/{rep}")
+/// The memory LUN's runs keep the keys they had before there was a choice of LUN, so that
+/// older results still resume.
+pub(crate) fn key(
+    transport: &str,
+    lun: Option<Lun>,
+    direction: &str,
+    bytes: u32,
+    rep: u32,
+) -> String {
+    match lun {
+        Some(Lun::Null) => format!("{transport}+null/{direction}/{bytes}/{rep}"),
+        Some(Lun::Memory) | None => format!("{transport}/{direction}/{bytes}/{rep}"),
+    }
 }
 
 /// A preset.
@@ -135,20 +189,28 @@ pub const PRESETS: [(&str, &str); 6] = [
     ),
 ];
 
-/// The runs: for each direction, size and repetition, every transport in turn.
+/// The runs: for each direction, size and repetition, every transport in turn, the iSCSI
+/// ones on the memory LUN and then on the null LUN, so that each repetition's raw run sits
+/// between the runs it bounds.
 fn points(directions: &[Direction], sizes: &[u32], reps: u32) -> Vec<IserPoint> {
     let mut out = Vec::new();
     for &direction in directions {
         for &transfer_bytes in sizes {
             for rep in 0..reps {
-                for transport in Transport::ALL {
+                let mut push = |transport, lun| {
                     out.push(IserPoint {
                         transport,
+                        lun,
                         direction,
                         transfer_bytes,
                         rep,
                     });
-                }
+                };
+                push(Transport::Tcp, Some(Lun::Memory));
+                push(Transport::Iser, Some(Lun::Memory));
+                push(Transport::Raw, None);
+                push(Transport::Iser, Some(Lun::Null));
+                push(Transport::Tcp, Some(Lun::Null));
             }
         }
     }
@@ -188,13 +250,26 @@ mod tests {
         for (name, _) in PRESETS {
             let plan = preset(name).unwrap();
             assert_eq!(plan.name, name);
-            assert_eq!(plan.points.len() % 3, 0, "{name}");
-            for triple in plan.points.chunks(3) {
-                let t: Vec<Transport> = triple.iter().map(|p| p.transport).collect();
-                assert_eq!(t, Transport::ALL, "{name}");
-                assert!(triple
+            assert_eq!(plan.points.len() % 5, 0, "{name}");
+            for group in plan.points.chunks(5) {
+                let t: Vec<(Transport, Option<Lun>)> =
+                    group.iter().map(|p| (p.transport, p.lun)).collect();
+                assert_eq!(
+                    t,
+                    [
+                        (Transport::Tcp, Some(Lun::Memory)),
+                        (Transport::Iser, Some(Lun::Memory)),
+                        (Transport::Raw, None),
+                        (Transport::Iser, Some(Lun::Null)),
+                        (Transport::Tcp, Some(Lun::Null)),
+                    ],
+                    "{name}"
+                );
+                assert!(group
                     .iter()
-                    .all(|p| p.transfer_bytes == triple[0].transfer_bytes));
+                    .all(|p| p.transfer_bytes == group[0].transfer_bytes
+                        && p.rep == group[0].rep
+                        && p.direction == group[0].direction));
             }
             let mut keys: Vec<String> = plan.points.iter().map(IserPoint::key).collect();
             keys.sort();

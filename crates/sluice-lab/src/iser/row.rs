@@ -1,7 +1,7 @@
 //! One row of `sluice lab iser`: what was asked, what the login negotiated, what moved and
 //! what it cost.
 
-use super::plan::{key, Direction, IserPoint, Transport};
+use super::plan::{key, Direction, IserPoint, Lun, Transport};
 use crate::study::table::{Cells, Row, Value};
 
 /// One measured run.
@@ -73,6 +73,7 @@ impl IserRun {
         IserRun {
             point: IserPoint {
                 transport: Transport::Tcp,
+                lun: Some(Lun::Memory),
                 direction: Direction::Read,
                 transfer_bytes: 0,
                 rep: 0,
@@ -104,6 +105,10 @@ impl Row for IserRun {
         let u = Value::UInt;
         vec![
             ("transport", Value::Text(self.point.transport.name().into())),
+            (
+                "lun",
+                Value::Text(self.point.lun.map_or("", Lun::name).into()),
+            ),
             ("direction", Value::Text(self.point.direction.name().into())),
             ("transfer_bytes", u(self.point.transfer_bytes.into())),
             ("rep", u(self.point.rep.into())),
@@ -133,10 +138,15 @@ impl Row for IserRun {
     fn from_cells(c: &Cells<'_>) -> Result<Self, String> {
         let transport = c.text("transport")?;
         let direction = c.text("direction")?;
+        let lun = match c.text("lun")? {
+            "" => None,
+            name => Some(Lun::from_name(name).ok_or_else(|| format!("unknown LUN {name}"))?),
+        };
         Ok(IserRun {
             point: IserPoint {
                 transport: Transport::from_name(transport)
                     .ok_or_else(|| format!("unknown transport {transport}"))?,
+                lun,
                 direction: Direction::from_name(direction)
                     .ok_or_else(|| format!("unknown direction {direction}"))?,
                 transfer_bytes: c.small("transfer_bytes")?,
@@ -169,6 +179,7 @@ impl Row for IserRun {
 pub fn row_key(r: &IserRun) -> String {
     key(
         r.point.transport.name(),
+        r.point.lun,
         r.point.direction.name(),
         r.point.transfer_bytes,
         r.point.rep,
@@ -184,6 +195,7 @@ mod tests {
     fn a_row_survives_the_csv() {
         let mut r = IserRun::example();
         r.point.transport = Transport::Iser;
+        r.point.lun = Some(Lun::Null);
         r.point.direction = Direction::Write;
         r.point.transfer_bytes = 1 << 20;
         r.rdma_mode = true;
@@ -196,5 +208,13 @@ mod tests {
         assert_eq!(back, vec![r.clone()]);
         assert_eq!(row_key(&back[0]), r.key());
         assert!((r.mbit_per_s() - 167.772_16).abs() < 1e-3);
+        assert_eq!(r.key(), "iser+null/write/1048576/0");
+        // A raw run has no LUN: an empty cell, read back as none.
+        r.point.transport = Transport::Raw;
+        r.point.lun = None;
+        let text = format!("{}\n{}\n", csv_header(&r), csv_row(&r));
+        let back: Vec<IserRun> = parse_csv(&text).unwrap();
+        assert_eq!(back, vec![r.clone()]);
+        assert_eq!(row_key(&back[0]), "rdma-raw/write/1048576/0");
     }
 }

@@ -1,6 +1,6 @@
 //! Running an iSER plan: one target in this process serving iSCSI over TCP and iSER on the
-//! software provider from one memory LUN, sluice's initiator against each, and the
-//! provider's raw loopback benchmark, run by run.
+//! software provider from a memory LUN and a null LUN, sluice's initiator against each, and
+//! the provider's raw loopback benchmark, run by run.
 //!
 //! CPU is the whole process's (getrusage): the target, the initiator and, for iSER and raw
 //! runs, both ends of the provider all run here, so a run's CPU per byte is what the host
@@ -13,15 +13,15 @@ use std::time::{Duration, Instant};
 
 use sluice_initiator::{ConnectOptions, Session};
 use sluice_rdma::bench::{loopback_for, BenchOp};
-use sluice_target::config::OperationalOffer;
+use sluice_target::config::{Backend, LunDef, OperationalOffer};
 
-use super::plan::{Direction, IserPlan, IserPoint, Transport};
+use super::plan::{Direction, IserPlan, IserPoint, Lun, Transport};
 use super::row::IserRun;
 use crate::lab_target::{memory_target_config, InProcessTarget};
 use crate::{CpuTime, LabError, Progress, RwMode, SizeDist, Workload};
 
 const IQN: &str = "iqn.2026-11.io.sluice:lab-iser";
-/// The memory LUN: room for a full queue of the largest transfer, several times over.
+/// Each LUN: room for a full queue of the largest transfer, several times over.
 const LUN_BYTES: u64 = 256 << 20;
 /// The study's negotiated values (its section 3): 512 KiB for MaxRecvDataSegmentLength,
 /// MaxBurstLength and both iSER RecvDataSegmentLengths, InitialR2T=Yes, ImmediateData=No.
@@ -51,7 +51,8 @@ struct Portals {
     iser: SocketAddr,
 }
 
-/// The study's target: TCP and iSER on the software provider, from one memory LUN.
+/// The study's target: TCP and iSER on the software provider, from a memory LUN
+/// ([`Lun::Memory`], number 0) and a null LUN ([`Lun::Null`], number 1).
 type LabTarget = InProcessTarget<Portals>;
 
 fn start_target() -> Result<LabTarget, LabError> {
@@ -63,7 +64,12 @@ fn start_target() -> Result<LabTarget, LabError> {
         immediate_data: false,
         ..OperationalOffer::default()
     };
-    let config = memory_target_config(IQN, LUN_BYTES, offer);
+    let mut config = memory_target_config(IQN, LUN_BYTES, offer);
+    config.targets[0].luns.push(LunDef::new(
+        Lun::Null.number(),
+        Backend::Null { size: LUN_BYTES },
+        512,
+    ));
     InProcessTarget::start(
         "lab-iser-target",
         config,
@@ -131,18 +137,18 @@ pub fn run(
     Ok(())
 }
 
-/// The study's LUN through `session`, as the load generator drives it.
-fn lun_device(session: &Session) -> crate::Device {
+/// LUN `lun` through `session`, as the load generator drives it.
+fn lun_device(session: &Session, lun: Lun) -> crate::Device {
     crate::Device {
         sessions: vec![session.clone()],
-        luns: vec![0],
+        luns: vec![lun.number()],
         block_size: 512,
         capacity: LUN_BYTES,
         multipath: None,
     }
 }
 
-/// Writes the whole LUN once, over TCP, before anything is measured. A memory LUN commits
+/// Writes the whole memory LUN once, over TCP, before anything is measured. A memory LUN commits
 /// its memory at the first write to each chunk, and the kernel zero-fills every new page
 /// then: measured on a fresh LUN, half of the target's CPU during 16 MiB writes went to
 /// clearing pages (`clear_page_erms`), a cost the raw RDMA runs never pay, and reads of
@@ -161,7 +167,7 @@ async fn prefill(target: &LabTarget) -> Result<(), LabError> {
         .await
         .map_err(|e| fail("login", &e))?;
     let _ = session.test_unit_ready(0).await;
-    let device = lun_device(&session);
+    let device = lun_device(&session, Lun::Memory);
     let workload = Workload {
         rw: RwMode::Write,
         sizes: SizeDist::Fixed(PIECE),
@@ -192,8 +198,9 @@ async fn prefill(target: &LabTarget) -> Result<(), LabError> {
 /// same commands: an operation per burst of at most MaxBurstLength, with as many in flight
 /// as `queue_depth` commands allow (every Data-In burst of a read at once; for a write at
 /// most MaxOutstandingR2T bursts per command, and no more RDMA Reads than the queue pair's
-/// ORD). iSER moved 1 MiB faster than the first shape alone, because it has more, smaller
-/// operations in flight; a ceiling has to be measured in the shape that reaches it.
+/// ORD), and that shape with twice as many in flight. iSER moved 1 MiB faster than the first
+/// shape alone, because it has more, smaller operations in flight; a ceiling has to be
+/// measured in the shape that reaches it.
 fn raw_shapes(p: &IserPoint, plan: &IserPlan) -> Vec<(u32, usize)> {
     let t = p.transfer_bytes.max(1);
     let bursts = t.div_ceil(STUDY_SEGMENT) as usize;
@@ -212,11 +219,19 @@ fn raw_shapes(p: &IserPoint, plan: &IserPlan) -> Vec<(u32, usize)> {
     };
     let whole = (t, plan.queue_depth.max(1));
     let as_iser = (t.min(STUDY_SEGMENT), in_flight.clamp(1, 256));
-    if as_iser == whole {
-        vec![whole]
-    } else {
-        vec![whole, as_iser]
+    // The requester counts an RDMA Write done when the responder's Ack comes back, a round
+    // trip, while iSER's initiator counts a read done when the target's Send that follows
+    // its RDMA Writes arrives, one way: at the same number in flight the raw Writes waited
+    // longer, and iSER's reads of 64 KiB and 16 MiB outran their "ceiling". Twice as many in
+    // flight takes the round trip out of the raw figure.
+    let deeper = (as_iser.0, (as_iser.1 * 2).clamp(1, 256));
+    let mut shapes = vec![whole];
+    for shape in [as_iser, deeper] {
+        if !shapes.contains(&shape) {
+            shapes.push(shape);
+        }
     }
+    shapes
 }
 
 /// Rounds per shape of a raw run.
@@ -311,7 +326,8 @@ async fn measure_iscsi(
         // The first clears the power-on unit attention of the new I_T nexus.
         let _ = session.test_unit_ready(0).await;
         let params = session.params();
-        let device = lun_device(&session);
+        let lun = p.lun.ok_or_else(|| "an iSCSI run needs a LUN".to_owned())?;
+        let device = lun_device(&session, lun);
         let workload = Workload {
             rw: match p.direction {
                 Direction::Read => RwMode::Read,
@@ -397,6 +413,7 @@ mod tests {
     fn point(direction: Direction, transfer_bytes: u32) -> IserPoint {
         IserPoint {
             transport: Transport::Raw,
+            lun: None,
             direction,
             transfer_bytes,
             rep: 0,
@@ -406,29 +423,31 @@ mod tests {
     #[test]
     fn the_raw_provider_is_also_measured_in_the_shape_iser_gives_it() {
         let p = plan();
-        // Up to one burst per command, iSER's shape is the whole transfer.
+        // Up to one burst per command, iSER's shape is the whole transfer; it is also
+        // measured with twice as many in flight.
         assert_eq!(
             raw_shapes(&point(Direction::Write, 64 << 10), &p),
-            [(64 << 10, 4)]
+            [(64 << 10, 4), (64 << 10, 8)]
         );
         assert_eq!(
             raw_shapes(&point(Direction::Read, STUDY_SEGMENT), &p),
-            [(STUDY_SEGMENT, 4)]
+            [(STUDY_SEGMENT, 4), (STUDY_SEGMENT, 8)]
         );
-        // 16 MiB reads: 32 Data-In bursts per command, all at once.
+        // 16 MiB reads: 32 Data-In bursts per command, all at once (and never more than 256
+        // operations in flight).
         assert_eq!(
             raw_shapes(&point(Direction::Read, 16 << 20), &p),
-            [(16 << 20, 4), (STUDY_SEGMENT, 128)]
+            [(16 << 20, 4), (STUDY_SEGMENT, 128), (STUDY_SEGMENT, 256)]
         );
         // 1 MiB writes: two R2Ts per command; 16 MiB writes: MaxOutstandingR2T (8) per
         // command, and never more RDMA Reads than the queue pair's ORD (16).
         assert_eq!(
             raw_shapes(&point(Direction::Write, 1 << 20), &p),
-            [(1 << 20, 4), (STUDY_SEGMENT, 8)]
+            [(1 << 20, 4), (STUDY_SEGMENT, 8), (STUDY_SEGMENT, 16)]
         );
         assert_eq!(
             raw_shapes(&point(Direction::Write, 16 << 20), &p),
-            [(16 << 20, 4), (STUDY_SEGMENT, 16)]
+            [(16 << 20, 4), (STUDY_SEGMENT, 16), (STUDY_SEGMENT, 32)]
         );
     }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::plan::{Direction, Transport};
+use super::plan::{Direction, IserPoint, Lun, Transport};
 use super::row::IserRun;
 use crate::study::plot::{draw, Chart, Series};
 
@@ -46,24 +46,56 @@ fn spread(v: &[f64]) -> (f64, f64, f64) {
     (median, s[0], s[n - 1])
 }
 
-/// Per (transport, size): the spread of one measure over the repetitions without errors.
-type Summary = BTreeMap<(u8, u32), (f64, f64, f64)>;
+/// Per (series, size): the spread of one measure over the repetitions without errors.
+type Summary = BTreeMap<(Kind, u32), (f64, f64, f64)>;
 
-fn order(t: Transport) -> u8 {
-    match t {
-        Transport::Tcp => 0,
-        Transport::Iser => 1,
-        Transport::Raw => 2,
+/// What a row is a run of, for the figures and tables: its transport and, for iSCSI runs,
+/// its LUN.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Tcp(Lun),
+    Iser(Lun),
+    Raw,
+}
+
+fn kind(p: &IserPoint) -> Kind {
+    let lun = p.lun.unwrap_or(Lun::Memory);
+    match p.transport {
+        Transport::Tcp => Kind::Tcp(lun),
+        Transport::Iser => Kind::Iser(lun),
+        Transport::Raw => Kind::Raw,
     }
 }
 
+/// The name of a series in the figures.
+fn kind_name(k: Kind, d: Direction) -> String {
+    let on = |lun: Lun| match lun {
+        Lun::Memory => "memory LUN",
+        Lun::Null => "null LUN",
+    };
+    match k {
+        Kind::Tcp(lun) => format!("iSCSI over TCP, {}", on(lun)),
+        Kind::Iser(lun) => format!("iSER, software RDMA provider, {}", on(lun)),
+        Kind::Raw => raw_name(d).into(),
+    }
+}
+
+/// The series of the throughput and CPU figures, in legend order.
+const KINDS: [Kind; 5] = [
+    Kind::Tcp(Lun::Memory),
+    Kind::Iser(Lun::Memory),
+    Kind::Raw,
+    Kind::Iser(Lun::Null),
+    Kind::Tcp(Lun::Null),
+];
+
 fn summarise(rows: &[IserRun], d: Direction, measure: fn(&IserRun) -> f64) -> Summary {
-    let mut by: BTreeMap<(u8, u32), Vec<f64>> = BTreeMap::new();
+    let mut by: BTreeMap<(Kind, u32), Vec<f64>> = BTreeMap::new();
     for r in rows
         .iter()
         .filter(|r| r.point.direction == d && r.errors == 0 && r.bytes > 0)
     {
-        by.entry((order(r.point.transport), r.point.transfer_bytes))
+        by.entry((kind(&r.point), r.point.transfer_bytes))
             .or_default()
             .push(measure(r));
     }
@@ -78,18 +110,103 @@ fn size_label(b: u32) -> String {
     }
 }
 
-fn series(s: &Summary, t: Transport, name: &str, scale: f64) -> Series {
+fn series(s: &Summary, k: Kind, d: Direction) -> Series {
     let mut out = Series {
-        name: name.into(),
+        name: kind_name(k, d),
         ..Series::default()
     };
-    for (&(tr, size), &(m, lo, hi)) in s {
-        if tr == order(t) {
+    let scale = 1.0;
+    for (&(of, size), &(m, lo, hi)) in s {
+        if of == k {
             out.points.push((f64::from(size), m * scale));
             out.spread.push((f64::from(size), lo * scale, hi * scale));
         }
     }
     out
+}
+
+/// The kinds of run `s` has, in legend order.
+fn present(s: &Summary) -> Vec<Kind> {
+    KINDS
+        .into_iter()
+        .filter(|k| s.keys().any(|(of, _)| of == k))
+        .collect()
+}
+
+fn lun_heading(lun: Lun) -> &'static str {
+    match lun {
+        Lun::Memory => {
+            "On the memory LUN (the target stores every write and reads back what it stored):"
+        }
+        Lun::Null => {
+            "On the null LUN (writes discarded, reads of zeros: the study's MEMORYIO mode):"
+        }
+    }
+}
+
+/// After the share of raw reached on `lun`: whether that is the study's goal.
+fn goal_note(d: Direction, lun: Lun, share: f64) -> &'static str {
+    match (d, lun, share >= STUDY_SHARE) {
+        (Direction::Write, Lun::Null, true) => {
+            ": the study's 94 %, in the study's mode, is reached"
+        }
+        (Direction::Write, Lun::Null, false) => {
+            ": the study's 94 %, in the study's mode, is not reached"
+        }
+        _ => "",
+    }
+}
+
+/// One direction's table for one LUN: throughput, share of raw and CPU per byte by size.
+fn table(md: &mut String, rows: &[IserRun], d: Direction, lun: Lun, tput: &Summary, cpu: &Summary) {
+    let _ = writeln!(
+        md,
+        "| size | TCP Mbit/s | iSER Mbit/s | raw Mbit/s | iSER / TCP | iSER / raw | TCP ns/B \
+         | iSER ns/B | CPU per byte, iSER against TCP |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
+    let paired: BTreeMap<u32, f64> = paired_shares(rows, d, lun)
+        .into_iter()
+        .map(|(size, (m, _, _))| (size, m / 100.0))
+        .collect();
+    let sizes: Vec<u32> = {
+        let mut v: Vec<u32> = tput.keys().map(|k| k.1).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    for &size in &sizes {
+        let get = |s: &Summary, k: Kind| s.get(&(k, size)).map(|v| v.0);
+        let cell = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("-".into(), f);
+        let (t, i, r) = (
+            get(tput, Kind::Tcp(lun)),
+            get(tput, Kind::Iser(lun)),
+            get(tput, Kind::Raw),
+        );
+        let (ct, ci) = (get(cpu, Kind::Tcp(lun)), get(cpu, Kind::Iser(lun)));
+        let ratio = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b.max(1e-9));
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            size_label(size),
+            cell(t, &|v| format!("{v:.0}")),
+            cell(i, &|v| format!("{v:.0}")),
+            cell(r, &|v| format!("{v:.0}")),
+            cell(ratio(i, t), &|v| format!("{v:.2}")),
+            cell(paired.get(&size).copied(), &|v| format!(
+                "{:.0} %",
+                v * 100.0
+            )),
+            cell(ct, &|v| format!("{v:.2}")),
+            cell(ci, &|v| format!("{v:.2}")),
+            cell(ratio(ci, ct), &|v| if v <= 1.0 {
+                format!("{:.0} % saved", (1.0 - v) * 100.0)
+            } else {
+                format!("{v:.1} x")
+            }),
+        );
+    }
+    let _ = writeln!(md);
 }
 
 fn raw_name(d: Direction) -> &'static str {
@@ -148,11 +265,10 @@ pub fn analyse(rows: &[IserRun], ctx: &IserContext, dir: &Path) -> Result<Analys
                 y_label: "payload throughput (Mbit/s)".into(),
                 log2_x: true,
                 log10_y: false,
-                series: vec![
-                    series(&tput, Transport::Tcp, "iSCSI over TCP", 1.0),
-                    series(&tput, Transport::Iser, "iSER, software RDMA provider", 1.0),
-                    series(&tput, Transport::Raw, raw_name(d), 1.0),
-                ],
+                series: present(&tput)
+                    .into_iter()
+                    .map(|k| series(&tput, k, d))
+                    .collect(),
             },
             &dir.join(&name),
         )?;
@@ -168,11 +284,10 @@ pub fn analyse(rows: &[IserRun], ctx: &IserContext, dir: &Path) -> Result<Analys
                 y_label: "CPU time per payload byte (ns/B)".into(),
                 log2_x: true,
                 log10_y: true,
-                series: vec![
-                    series(&cpu, Transport::Tcp, "iSCSI over TCP", 1.0),
-                    series(&cpu, Transport::Iser, "iSER, software RDMA provider", 1.0),
-                    series(&cpu, Transport::Raw, raw_name(d), 1.0),
-                ],
+                series: present(&cpu)
+                    .into_iter()
+                    .map(|k| series(&cpu, k, d))
+                    .collect(),
             },
             &dir.join(&cpu_name),
         )?;
@@ -189,55 +304,18 @@ pub fn analyse(rows: &[IserRun], ctx: &IserContext, dir: &Path) -> Result<Analys
              target's, the initiator's and the provider's together; iSER / raw is the median \
              of each iSER run over the raw run of its repetition).\n"
         );
-        let _ = writeln!(
-            md,
-            "| size | TCP Mbit/s | iSER Mbit/s | raw Mbit/s | iSER / TCP | iSER / raw | TCP ns/B \
-             | iSER ns/B | CPU per byte, iSER against TCP |"
-        );
-        let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
-        let paired: BTreeMap<u32, f64> = paired_shares(rows, d)
-            .into_iter()
-            .map(|(size, (m, _, _))| (size, m / 100.0))
-            .collect();
-        let sizes: Vec<u32> = {
-            let mut v: Vec<u32> = tput.keys().map(|k| k.1).collect();
-            v.sort_unstable();
-            v.dedup();
-            v
-        };
-        for &size in &sizes {
-            let get = |s: &Summary, t: Transport| s.get(&(order(t), size)).map(|v| v.0);
-            let cell = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("-".into(), f);
-            let (t, i, r) = (
-                get(&tput, Transport::Tcp),
-                get(&tput, Transport::Iser),
-                get(&tput, Transport::Raw),
-            );
-            let (ct, ci) = (get(&cpu, Transport::Tcp), get(&cpu, Transport::Iser));
-            let ratio = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b.max(1e-9));
-            let _ = writeln!(
-                md,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                size_label(size),
-                cell(t, &|v| format!("{v:.0}")),
-                cell(i, &|v| format!("{v:.0}")),
-                cell(r, &|v| format!("{v:.0}")),
-                cell(ratio(i, t), &|v| format!("{v:.2}")),
-                cell(paired.get(&size).copied(), &|v| format!(
-                    "{:.0} %",
-                    v * 100.0
-                )),
-                cell(ct, &|v| format!("{v:.2}")),
-                cell(ci, &|v| format!("{v:.2}")),
-                cell(ratio(ci, ct), &|v| if v <= 1.0 {
-                    format!("{:.0} % saved", (1.0 - v) * 100.0)
-                } else {
-                    format!("{v:.1} x")
-                }),
-            );
+        for lun in Lun::ALL {
+            if !tput
+                .keys()
+                .any(|&(k, _)| k == Kind::Iser(lun) || k == Kind::Tcp(lun))
+            {
+                continue;
+            }
+            let _ = writeln!(md, "{}\n", lun_heading(lun));
+            table(&mut md, rows, d, lun, &tput, &cpu);
         }
-        let _ = writeln!(md);
     }
+
     let share = share_chart(rows);
     if !share.series.is_empty() {
         let name = "fig4-iser-share-of-raw.png".to_owned();
@@ -246,30 +324,34 @@ pub fn analyse(rows: &[IserRun], ctx: &IserContext, dir: &Path) -> Result<Analys
         let _ = writeln!(md, "## iSER's share of the provider's raw throughput\n");
         let _ = writeln!(md, "![share]({name})\n");
         for d in [Direction::Write, Direction::Read] {
-            if let Some((share, n)) = large_share(rows, d) {
-                let _ =
-                    writeln!(
-                    md,
-                    "- Large {}s (1 MiB and up, median over {n} sizes, each run against the raw \
-                     run of its repetition): iSER reached {:.0} % of the provider's raw RDMA {} \
-                     throughput; the study's user-space iSER writes \
-                     reached {:.0} % of their link's payload limit{}.",
-                    d.name(),
-                    share * 100.0,
-                    if d == Direction::Read { "Write" } else { "Read" },
-                    STUDY_SHARE * 100.0,
-                    if d == Direction::Write {
-                        if share >= STUDY_SHARE {
-                            ": the goal is met"
+            for lun in Lun::ALL {
+                if let Some((share, n)) = large_share(rows, d, lun) {
+                    let _ = writeln!(
+                        md,
+                        "- Large {}s on the {} LUN (1 MiB and up, median over {n} sizes, each \
+                         run against the raw run of its repetition): iSER reached {:.0} % of \
+                         the provider's raw RDMA {} throughput{}.",
+                        d.name(),
+                        lun.name(),
+                        share * 100.0,
+                        if d == Direction::Read {
+                            "Write"
                         } else {
-                            ": the goal is not met"
-                        }
-                    } else {
-                        ""
-                    }
-                );
+                            "Read"
+                        },
+                        goal_note(d, lun, share),
+                    );
+                }
             }
         }
+        let _ = writeln!(
+            md,
+            "\nThe study's user-space iSER writes reached {:.0} % of their link's payload \
+             limit with its target in MEMORYIO mode, which keeps no data: the null LUN is that \
+             mode here. On the memory LUN the target also stores every byte it fetched, a \
+             copy the raw RDMA Read does not make.",
+            STUDY_SHARE * 100.0
+        );
         let _ = writeln!(md);
     }
     Ok(Analysis {
@@ -290,20 +372,22 @@ fn share_chart(rows: &[IserRun]) -> Chart {
     };
     let mut sizes = Vec::new();
     for d in [Direction::Read, Direction::Write] {
-        let s = paired_shares(rows, d);
-        if s.is_empty() {
-            continue;
+        for lun in Lun::ALL {
+            let s = paired_shares(rows, d, lun);
+            if s.is_empty() {
+                continue;
+            }
+            sizes.extend(s.iter().map(|p| f64::from(p.0)));
+            chart.series.push(Series {
+                name: format!("{}s, {} LUN", d.name(), lun.name()),
+                points: s.iter().map(|&(x, (m, _, _))| (f64::from(x), m)).collect(),
+                spread: s
+                    .iter()
+                    .map(|&(x, (_, lo, hi))| (f64::from(x), lo, hi))
+                    .collect(),
+                ..Series::default()
+            });
         }
-        sizes.extend(s.iter().map(|p| f64::from(p.0)));
-        chart.series.push(Series {
-            name: format!("{}s", d.name()),
-            points: s.iter().map(|&(x, (m, _, _))| (f64::from(x), m)).collect(),
-            spread: s
-                .iter()
-                .map(|&(x, (_, lo, hi))| (f64::from(x), lo, hi))
-                .collect(),
-            ..Series::default()
-        });
     }
     if let (Some(lo), Some(hi)) = (
         sizes.iter().copied().reduce(f64::min),
@@ -323,7 +407,7 @@ fn share_chart(rows: &[IserRun]) -> Chart {
 /// median over the repetitions with both, and its least and greatest. A ratio of medians
 /// taken separately pairs runs made minutes apart, and on a shared machine the raw runs
 /// alone swung by a factor of two between repetitions.
-fn paired_shares(rows: &[IserRun], d: Direction) -> Vec<(u32, (f64, f64, f64))> {
+fn paired_shares(rows: &[IserRun], d: Direction, lun: Lun) -> Vec<(u32, (f64, f64, f64))> {
     let ok = |r: &&IserRun| r.point.direction == d && r.errors == 0 && r.bytes > 0;
     let mut raw: BTreeMap<(u32, u32), f64> = BTreeMap::new();
     for r in rows.iter().filter(ok) {
@@ -333,7 +417,7 @@ fn paired_shares(rows: &[IserRun], d: Direction) -> Vec<(u32, (f64, f64, f64))> 
     }
     let mut by_size: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
     for r in rows.iter().filter(ok) {
-        if r.point.transport != Transport::Iser {
+        if r.point.transport != Transport::Iser || r.point.lun != Some(lun) {
             continue;
         }
         if let Some(&raw) = raw.get(&(r.point.transfer_bytes, r.point.rep)) {
@@ -352,17 +436,17 @@ fn paired_shares(rows: &[IserRun], d: Direction) -> Vec<(u32, (f64, f64, f64))> 
 }
 
 /// (size, median paired share in %) for each size with both.
-fn shares(rows: &[IserRun], d: Direction) -> Vec<(f64, f64)> {
-    paired_shares(rows, d)
+fn shares(rows: &[IserRun], d: Direction, lun: Lun) -> Vec<(f64, f64)> {
+    paired_shares(rows, d, lun)
         .into_iter()
         .map(|(size, (m, _, _))| (f64::from(size), m))
         .collect()
 }
 
-/// The median over sizes of 1 MiB and up of iSER's share of raw, and how many sizes.
+/// The median over sizes of 1 MiB and up of iSER's share of raw on `lun`, and how many sizes.
 #[must_use]
-pub fn large_share(rows: &[IserRun], d: Direction) -> Option<(f64, usize)> {
-    let v: Vec<f64> = shares(rows, d)
+pub fn large_share(rows: &[IserRun], d: Direction, lun: Lun) -> Option<(f64, usize)> {
+    let v: Vec<f64> = shares(rows, d, lun)
         .into_iter()
         .filter(|p| p.0 >= f64::from(1u32 << 20))
         .map(|p| p.1 / 100.0)
@@ -379,6 +463,7 @@ mod tests {
         let mut r = IserRun::example();
         r.point = IserPoint {
             transport: t,
+            lun: (t != Transport::Raw).then_some(Lun::Memory),
             direction: d,
             transfer_bytes: size,
             rep: 0,
@@ -398,10 +483,11 @@ mod tests {
             row(Transport::Raw, w, 1 << 20, 1000.0),
             row(Transport::Iser, w, 1 << 20, 950.0),
         ];
-        let (share, n) = large_share(&rows, w).unwrap();
+        let (share, n) = large_share(&rows, w, Lun::Memory).unwrap();
         assert_eq!(n, 1);
         assert!((share - 0.95).abs() < 1e-3, "{share}");
-        assert!(large_share(&rows, Direction::Read).is_none());
+        assert!(large_share(&rows, Direction::Read, Lun::Memory).is_none());
+        assert!(large_share(&rows, w, Lun::Null).is_none());
     }
 
     #[test]
@@ -425,10 +511,40 @@ mod tests {
             // An iSER run whose raw partner failed is left out.
             at(Transport::Iser, 900.0, 3),
         ];
-        let (share, n) = large_share(&rows, w).unwrap();
+        let (share, n) = large_share(&rows, w, Lun::Memory).unwrap();
         assert_eq!(n, 1);
         assert!((share - 0.5).abs() < 1e-9, "{share}");
-        let (_, (m, lo, hi)) = paired_shares(&rows, w)[0];
+        let (_, (m, lo, hi)) = paired_shares(&rows, w, Lun::Memory)[0];
         assert!((m - 50.0).abs() < 1e-9 && (lo - 50.0).abs() < 1e-9 && (hi - 50.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn both_luns_are_compared_with_the_same_raw_run_but_apart() {
+        let w = Direction::Write;
+        let on = |t, lun, mbit| {
+            let mut r = row(t, w, 4 << 20, mbit);
+            r.point.lun = lun;
+            r
+        };
+        let rows = vec![
+            on(Transport::Iser, Some(Lun::Memory), 800.0),
+            on(Transport::Raw, None, 1000.0),
+            on(Transport::Iser, Some(Lun::Null), 960.0),
+            on(Transport::Tcp, Some(Lun::Null), 500.0),
+        ];
+        let (memory, _) = large_share(&rows, w, Lun::Memory).unwrap();
+        let (null, _) = large_share(&rows, w, Lun::Null).unwrap();
+        assert!((memory - 0.8).abs() < 1e-9 && (null - 0.96).abs() < 1e-9);
+        let dir = std::env::temp_dir().join(format!("sluice-iser-writeup-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let a = analyse(&rows, &IserContext::default(), &dir).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(a.report.contains("On the null LUN"), "{}", a.report);
+        assert!(a.report.contains("96 %"), "{}", a.report);
+        assert!(
+            a.report.contains("in the study's mode, is reached"),
+            "{}",
+            a.report
+        );
     }
 }
