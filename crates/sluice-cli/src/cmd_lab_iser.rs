@@ -72,13 +72,15 @@ pub fn run(args: &IserArgs) -> Result<()> {
         machine: vec![
             machine_line(),
             format!(
-                "The LUN is written whole once before the first run. Each iSCSI run lasts {:.1} s \
-                 after a warm-up of a fifth of that. A raw run measures the provider as long in \
-                 each of two shapes, in two rounds each, alternating: whole transfers, as many at \
-                 a time as commands in flight, and the operations iSER makes of them (one per \
-                 burst of at most MaxBurstLength, as many at a time as iSER has them); the faster \
-                 shape is the ceiling (its operations in flight are its row's queue depth). Its \
-                 responding end has a runtime thread of its own, as the target has.",
+                "The memory LUN is written whole once before the first run; the null LUN keeps \
+                 nothing (the study's MEMORYIO mode). Each iSCSI run lasts {:.1} s after a \
+                 warm-up of a fifth of that. A raw run measures the provider as long in each of \
+                 up to three shapes, in two rounds each, alternating: whole transfers, as many at \
+                 a time as commands in flight, the operations iSER makes of them (one per burst \
+                 of at most MaxBurstLength, as many at a time as iSER has them), and those with \
+                 twice as many in flight; the fastest shape is the ceiling (its operations in \
+                 flight are its row's queue depth). Its responding end has a runtime thread of \
+                 its own, as the target has.",
                 plan.run_time.as_secs_f64(),
             ),
         ],
