@@ -141,21 +141,37 @@ async fn run(
     // page faults inside the measurement (a quarter of the bytes of a round that touches its
     // region four times), and reading never-written memory reads the kernel's one shared zero
     // page, which stays in cache, where an iSCSI payload never does.
+    //
+    // The data's source is registered as an immutable buffer, as iSER's sources are (a read's
+    // data from the LUN, a write's from the application's buffer): an RDMA Write or a Read
+    // Response then slices it into the socket, where a writable region's bytes are copied
+    // out first. With both regions writable the ceiling paid a copy per byte that iSER does
+    // not, and iSER on a LUN that keeps nothing outran it.
     let span_bytes = usize::try_from(span).map_err(|_| io::Error::other("region too large"))?;
-    let local = requester
-        .register_vec(
-            vec![0x5a; span_bytes],
-            Access::LOCAL_WRITE,
-            VaMode::ZeroBased,
-        )
-        .map_err(to_io)?;
-    let remote = responder
-        .register_vec(
-            vec![0xa5; span_bytes],
-            Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
-            VaMode::Based(0x7f00_0000_0000),
-        )
-        .map_err(to_io)?;
+    let sink = |peer: &SoftRdma, fill: u8, access: Access, va: VaMode| {
+        peer.register_vec(vec![fill; span_bytes], access, va)
+            .map_err(to_io)
+    };
+    let source = |peer: &SoftRdma, fill: u8, access: Access, va: VaMode| {
+        peer.register_shared(bytes::Bytes::from(vec![fill; span_bytes]), access, va)
+            .map_err(to_io)
+    };
+    let remote_va = VaMode::Based(0x7f00_0000_0000);
+    let (local, remote) = match op {
+        BenchOp::Write => (
+            source(&requester, 0x5a, Access::NONE, VaMode::ZeroBased)?,
+            sink(
+                &responder,
+                0xa5,
+                Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+                remote_va,
+            )?,
+        ),
+        BenchOp::Read => (
+            sink(&requester, 0x5a, Access::LOCAL_WRITE, VaMode::ZeroBased)?,
+            source(&responder, 0xa5, Access::REMOTE_READ, remote_va)?,
+        ),
+    };
     let messages = match until {
         Until::Bytes(total) => total.div_ceil(u64::from(message_bytes)).max(1),
         Until::Elapsed(_) => u64::MAX,
