@@ -198,12 +198,13 @@ async fn prefill(target: &LabTarget) -> Result<(), LabError> {
 /// same commands: an operation per burst of at most MaxBurstLength, with as many in flight
 /// as `queue_depth` commands allow (every Data-In burst of a read at once; for a write at
 /// most MaxOutstandingR2T bursts per command, and no more RDMA Reads than the queue pair's
-/// ORD), and that shape with twice as many in flight. iSER moved 1 MiB faster than the first
+/// ORD), and that shape with twice as many in flight (RDMA Reads still within the ORD). iSER moved 1 MiB faster than the first
 /// shape alone, because it has more, smaller operations in flight; a ceiling has to be
 /// measured in the shape that reaches it.
 fn raw_shapes(p: &IserPoint, plan: &IserPlan) -> Vec<(u32, usize)> {
     let t = p.transfer_bytes.max(1);
     let bursts = t.div_ceil(STUDY_SEGMENT) as usize;
+    let ord = usize::from(sluice_rdma::QpConfig::default().ord);
     let in_flight = match p.direction {
         Direction::Read => plan.queue_depth * bursts,
         Direction::Write => {
@@ -213,7 +214,6 @@ fn raw_shapes(p: &IserPoint, plan: &IserPlan) -> Vec<(u32, usize)> {
                     .min(ConnectOptions::default().offer.max_outstanding_r2t),
             )
             .max(1);
-            let ord = usize::from(sluice_rdma::QpConfig::default().ord);
             (plan.queue_depth * bursts.min(r2ts)).min(ord)
         }
     };
@@ -223,8 +223,13 @@ fn raw_shapes(p: &IserPoint, plan: &IserPlan) -> Vec<(u32, usize)> {
     // trip, while iSER's initiator counts a read done when the target's Send that follows
     // its RDMA Writes arrives, one way: at the same number in flight the raw Writes waited
     // longer, and iSER's reads of 64 KiB and 16 MiB outran their "ceiling". Twice as many in
-    // flight takes the round trip out of the raw figure.
-    let deeper = (as_iser.0, (as_iser.1 * 2).clamp(1, 256));
+    // flight takes the round trip out of the raw figure. RDMA Reads stay within the queue
+    // pair's ORD, which bounds iSER's (and, at 16, a real RNIC's) as well.
+    let deeper_depth = match p.direction {
+        Direction::Read => as_iser.1 * 2,
+        Direction::Write => (as_iser.1 * 2).min(ord),
+    };
+    let deeper = (as_iser.0, deeper_depth.clamp(1, 256));
     let mut shapes = vec![whole];
     for shape in [as_iser, deeper] {
         if !shapes.contains(&shape) {
@@ -440,14 +445,14 @@ mod tests {
             [(16 << 20, 4), (STUDY_SEGMENT, 128), (STUDY_SEGMENT, 256)]
         );
         // 1 MiB writes: two R2Ts per command; 16 MiB writes: MaxOutstandingR2T (8) per
-        // command, and never more RDMA Reads than the queue pair's ORD (16).
+        // command; never more RDMA Reads than the queue pair's ORD (16), deeper or not.
         assert_eq!(
             raw_shapes(&point(Direction::Write, 1 << 20), &p),
             [(1 << 20, 4), (STUDY_SEGMENT, 8), (STUDY_SEGMENT, 16)]
         );
         assert_eq!(
             raw_shapes(&point(Direction::Write, 16 << 20), &p),
-            [(16 << 20, 4), (STUDY_SEGMENT, 16), (STUDY_SEGMENT, 32)]
+            [(16 << 20, 4), (STUDY_SEGMENT, 16)]
         );
     }
 }
