@@ -408,6 +408,7 @@ impl Reader {
 
     /// Whether the buffer already holds the whole next PDU, so [`next`](Self::next) needs no
     /// read (or fails at once on a malformed header).
+    #[cfg(test)]
     pub(crate) fn has_complete_pdu(&self) -> bool {
         if let Some(rx) = &self.link {
             return self.duplicate.is_some() || !rx.is_empty();
@@ -442,6 +443,34 @@ impl Reader {
         })
     }
 
+    /// The next PDU (or a rejectable error, or why reading ends) when the buffer already
+    /// holds it (in RDMA mode: when the datamover has handed one over); `None` when getting
+    /// it needs a read, which only [`next`](Self::next) does. Lets the connection's loop take
+    /// a batch of buffered commands one after the other without going back to its `select!`
+    /// (and the wake-up, shutdown and timer futures it sets up) for each.
+    pub(crate) fn next_buffered(&mut self) -> Option<Result<Incoming, ReadEnd>> {
+        if let Some(rx) = &mut self.link {
+            return rx.try_recv().ok().map(|pdu| Ok(Incoming::Pdu(pdu)));
+        }
+        self.decode_one()
+    }
+
+    /// Decodes the PDU at the front of the buffer; `None` when it is not all there yet.
+    fn decode_one(&mut self) -> Option<Result<Incoming, ReadEnd>> {
+        let framing = sluice_probe::span(sluice_probe::Stage::Framing);
+        let decoded = self.framer.decode(&mut self.buf);
+        framing.close();
+        match decoded {
+            Ok(Some(pdu)) => {
+                self.decoded += 1;
+                Some(self.unless_peer_gone().map(|()| Incoming::Pdu(pdu)))
+            }
+            Ok(None) => None,
+            Err(e) if e.can_continue() => Some(Ok(Incoming::Reject(e))),
+            Err(e) => Some(Err(ReadEnd::Fatal(e))),
+        }
+    }
+
     /// The next PDU (or a rejectable error), reading from the socket as needed (in RDMA
     /// mode: the next PDU the datamover hands over; `Closed` once it is gone).
     pub(crate) async fn next(&mut self) -> Result<Incoming, ReadEnd> {
@@ -470,18 +499,8 @@ impl Reader {
             }
         }
         loop {
-            let framing = sluice_probe::span(sluice_probe::Stage::Framing);
-            let decoded = self.framer.decode(&mut self.buf);
-            framing.close();
-            match decoded {
-                Ok(Some(pdu)) => {
-                    self.decoded += 1;
-                    self.unless_peer_gone()?;
-                    return Ok(Incoming::Pdu(pdu));
-                }
-                Ok(None) => {}
-                Err(e) if e.can_continue() => return Ok(Incoming::Reject(e)),
-                Err(e) => return Err(ReadEnd::Fatal(e)),
+            if let Some(got) = self.decode_one() {
+                return got;
             }
             let need = self.framer.bytes_needed(&self.buf).max(1);
             if self.decoded > 0 {
@@ -1322,6 +1341,34 @@ mod tests {
         }
         drop(tx);
         assert!(matches!(r.next().await, Err(ReadEnd::Closed)));
+    }
+
+    /// `next_buffered` hands out the PDUs a read already brought in, and never reads: a PDU
+    /// only partly in the buffer waits for `next`.
+    #[tokio::test]
+    async fn buffered_pdus_are_handed_out_without_reading() {
+        use tokio::io::AsyncWriteExt;
+        let (mut client, server) = tokio::io::duplex(4096);
+        let (rd, _wr) = tokio::io::split(server);
+        let mut r = Reader::new(Box::new(rd));
+        let mut nop = [0u8; sluice_proto::pdu::BHS_LEN];
+        nop[0] = 0x40;
+        nop[1] = 0x80;
+        nop[16..20].copy_from_slice(&[0xff; 4]);
+        let mut bytes = nop.repeat(3);
+        bytes.truncate(2 * nop.len() + 20);
+        client.write_all(&bytes).await.unwrap();
+        assert!(r.next_buffered().is_none(), "nothing read yet");
+        assert!(matches!(r.next().await, Ok(Incoming::Pdu(Pdu::NopOut(_)))));
+        assert!(matches!(
+            r.next_buffered(),
+            Some(Ok(Incoming::Pdu(Pdu::NopOut(_))))
+        ));
+        assert!(r.next_buffered().is_none(), "the third is not all there");
+        client.write_all(&nop[20..]).await.unwrap();
+        assert!(r.next_buffered().is_none(), "its rest is not read here");
+        assert!(matches!(r.next().await, Ok(Incoming::Pdu(Pdu::NopOut(_)))));
+        assert!(r.next_buffered().is_none());
     }
 
     /// Reads that fill their room make the next ask for more, up to `READ_MAX`; reads that

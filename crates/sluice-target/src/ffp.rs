@@ -136,6 +136,23 @@ enum Input {
     Deadline,
 }
 
+/// The loop's input for what the reader produced, or why the connection ends.
+fn input_of(read: Result<Incoming, ReadEnd>) -> Result<Input, End> {
+    match read {
+        Ok(Incoming::Pdu(pdu)) => Ok(Input::Pdu(pdu)),
+        Ok(Incoming::Reject(e)) => Ok(Input::FrameError(e)),
+        Err(ReadEnd::Closed) => Err(End::PeerClosed),
+        Err(ReadEnd::Io(e)) => {
+            debug!(error = %e, "read failed");
+            Err(End::Io)
+        }
+        Err(ReadEnd::Fatal(e)) => {
+            warn!(error = %e, "unrecoverable framing error; closing");
+            Err(End::Framing)
+        }
+    }
+}
+
 impl<'a> Connection<'a> {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
@@ -196,18 +213,9 @@ impl<'a> Connection<'a> {
                     Input::Completed(ticket, done)
                 }
                 _ = self.shutdown.changed(), if !self.shutting_down => Input::Shutdown,
-                r = reader.next(), if !self.outbox.congested() => match r {
-                    Ok(Incoming::Pdu(pdu)) => Input::Pdu(pdu),
-                    Ok(Incoming::Reject(e)) => Input::FrameError(e),
-                    Err(ReadEnd::Closed) => return End::PeerClosed,
-                    Err(ReadEnd::Io(e)) => {
-                        debug!(error = %e, "read failed");
-                        return End::Io;
-                    }
-                    Err(ReadEnd::Fatal(e)) => {
-                        warn!(error = %e, "unrecoverable framing error; closing");
-                        return End::Framing;
-                    }
+                r = reader.next(), if !self.outbox.congested() => match input_of(r) {
+                    Ok(input) => input,
+                    Err(end) => return end,
                 },
                 w = self.outbox.write_some(), if self.outbox.has_pending() => {
                     if let Err(e) = w {
@@ -219,52 +227,32 @@ impl<'a> Connection<'a> {
                 () = &mut self.timer, if self.timer_arm.is_armed() => Input::Deadline,
             };
             let now = Instant::now().into_std();
-            {
-                let _probe = sluice_probe::span(sluice_probe::Stage::Protocol);
-                let session = Arc::clone(&self.session);
-                let mut env = self.env();
-                let mut core = session.lock();
-                match input {
-                    Input::Pdu(pdu) => {
-                        trace!(opcode = pdu.opcode(), itt = ?pdu.itt(), "received");
-                        self.counters.received(&pdu);
-                        core.handle_pdu(self.id, pdu, now, &mut env);
-                    }
-                    Input::FrameError(e) => {
-                        debug!(error = %e, "rejecting PDU");
-                        self.counters.frame_error(&e);
-                        core.handle_frame_error(self.id, &e, now, &mut env);
-                    }
-                    Input::Completed(ticket, done) => {
-                        core.handle_completion(ticket, done, &mut env);
-                        // Every other completion that is ready joins this one's answer.
-                        while let Some(Some((ticket, done))) = self.in_flight.next().now_or_never()
-                        {
-                            core.handle_completion(ticket, done, &mut env);
-                        }
-                    }
-                    Input::Wake => {}
-                    Input::Shutdown => {
-                        self.shutting_down = true;
-                        let grace = self.ctx.config().limits.shutdown_grace;
-                        core.request_logout(now, grace);
-                    }
-                    Input::Deadline => {
-                        self.timer_arm.fired();
-                        core.handle_timeout(now, &mut env);
-                    }
+            let mut input = input;
+            loop {
+                self.handle(input, now);
+                if let Err(end) = self.pump().await {
+                    return end;
                 }
-                session.long_running.abort_abandoned(&core);
-            }
-            if let Err(end) = self.pump().await {
-                return end;
-            }
-            // While the next command is already buffered, its answer can join this one's in a
-            // single writev: a batch of commands read at once is answered with one syscall and
-            // one TCP push, not one per command. A large queue goes out at once regardless,
-            // so big reads keep streaming.
-            if reader.has_complete_pdu() && self.outbox.queued_bytes() < WRITE_BATCH_BYTES {
-                continue;
+                // While the next command is already buffered, its answer can join this one's
+                // in a single writev: a batch of commands read at once is answered with one
+                // syscall and one TCP push, not one per command. A large queue goes out at
+                // once regardless, so big reads keep streaming. The buffered commands are
+                // taken here, not through the `select!` above: its wake-up, shutdown and
+                // timer futures (each registering with a `Notify`) would be set up and torn
+                // down again for every command. Those inputs wait until the batch is
+                // answered, at most the commands one read brought in (`now` is when the batch
+                // was read).
+                if self.closing.is_some()
+                    || self.outbox.queued_bytes() >= WRITE_BATCH_BYTES
+                    || self.outbox.reset_due()
+                {
+                    break;
+                }
+                match reader.next_buffered().map(input_of) {
+                    Some(Ok(next)) => input = next,
+                    Some(Err(end)) => return end,
+                    None => break,
+                }
             }
             if let Err(e) = self.outbox.write_now() {
                 debug!(error = %e, "write failed");
@@ -273,79 +261,124 @@ impl<'a> Connection<'a> {
         }
     }
 
+    /// Hands one input to the session's core, at `now`.
+    fn handle(&mut self, input: Input, now: std::time::Instant) {
+        let _probe = sluice_probe::span(sluice_probe::Stage::Protocol);
+        let session = Arc::clone(&self.session);
+        let mut env = self.env();
+        let mut core = session.lock();
+        match input {
+            Input::Pdu(pdu) => {
+                trace!(opcode = pdu.opcode(), itt = ?pdu.itt(), "received");
+                self.counters.received(&pdu);
+                core.handle_pdu(self.id, pdu, now, &mut env);
+            }
+            Input::FrameError(e) => {
+                debug!(error = %e, "rejecting PDU");
+                self.counters.frame_error(&e);
+                core.handle_frame_error(self.id, &e, now, &mut env);
+            }
+            Input::Completed(ticket, done) => {
+                core.handle_completion(ticket, done, &mut env);
+                // Every other completion that is ready joins this one's answer.
+                while let Some(Some((ticket, done))) = self.in_flight.next().now_or_never() {
+                    core.handle_completion(ticket, done, &mut env);
+                }
+            }
+            Input::Wake => {}
+            Input::Shutdown => {
+                self.shutting_down = true;
+                let grace = self.ctx.config().limits.shutdown_grace;
+                core.request_logout(now, grace);
+            }
+            Input::Deadline => {
+                self.timer_arm.fired();
+                core.handle_timeout(now, &mut env);
+            }
+        }
+        session.long_running.abort_abandoned(&core);
+    }
+
     /// Runs the SCSI work the core asked for, then takes this connection's PDUs and events
     /// and wakes the other connections that have some.
     async fn pump(&mut self) -> Result<(), End> {
-        loop {
-            let polling = sluice_probe::span(sluice_probe::Stage::Protocol);
-            let work = self.session.lock().poll_work();
-            polling.close();
-            let Some(mut work) = work else {
-                break;
-            };
-            let slot = match self.target {
-                Some(target) => self.lu_slot(target, work.lun.0),
-                None => None,
-            };
-            let runs_long = sluice_scsi::runs_long(&work.cdb);
-            if let Some(target) = self.target {
-                if !runs_long && slot.is_some_and(|i| self.lu_slots[i].lun.submits) {
-                    match self.plan(target, work, slot) {
-                        Some(back) => work = back,
-                        None => continue,
-                    }
-                }
-                if runs_long || self.runs_off_task(&work, slot) {
-                    let counters = slot.map(|i| Arc::clone(&self.lu_slots[i].counters));
-                    crate::long_running::spawn(
-                        Arc::clone(self.ctx),
-                        Arc::clone(&self.session),
-                        Arc::clone(&target.scsi),
-                        work,
-                        counters,
-                        runs_long,
-                    );
-                    continue;
-                }
-            }
-            let (ticket, lun) = (work.ticket, work.lun);
-            let (completion, aborts) = self.execute(&work, slot);
-            drop(work);
-            if !aborts.is_empty() {
-                abort_other_tasks(self.ctx, &self.session, &aborts, lun, ticket);
-            }
+        // One lock of the core per command run here, taken for its result and kept to ask for
+        // the next command (and, after the last, for this connection's PDUs), rather than
+        // one to ask, one to answer and two more at the end.
+        let session = Arc::clone(&self.session);
+        let mut env = self.env();
+        let polling = sluice_probe::span(sluice_probe::Stage::Protocol);
+        let mut core = session.lock();
+        polling.close();
+        while let Some(work) = core.poll_work() {
+            drop(core);
+            let done = self.run_work(work);
             let _probe = sluice_probe::span(sluice_probe::Stage::Protocol);
-            let session = Arc::clone(&self.session);
-            let mut env = self.env();
-            session
-                .lock()
-                .handle_completion(ticket, completion, &mut env);
+            core = session.lock();
+            if let Some((ticket, completion)) = done {
+                core.handle_completion(ticket, completion, &mut env);
+            }
         }
+        let _probe = sluice_probe::span(sluice_probe::Stage::Protocol);
         let mut cold_reset = false;
-        {
-            let _probe = sluice_probe::span(sluice_probe::Stage::Protocol);
-            let session = Arc::clone(&self.session);
-            let mut core = session.lock();
-            while let Some(pdu) = core.poll_transmit(self.id) {
-                self.counters.sent(&pdu);
-                self.outbox.push(pdu);
+        while let Some(pdu) = core.poll_transmit(self.id) {
+            self.counters.sent(&pdu);
+            self.outbox.push(pdu);
+        }
+        while let Some(event) = core.poll_event(self.id) {
+            match event {
+                Event::Close(reason) => self.closing = Some(reason),
+                Event::ColdReset => cold_reset = true,
             }
-            while let Some(event) = core.poll_event(self.id) {
-                match event {
-                    Event::Close(reason) => self.closing = Some(reason),
-                    Event::ColdReset => cold_reset = true,
-                }
-            }
-            if let Some(at) = self.timer_arm.update(core.poll_timeout()) {
-                self.timer.as_mut().reset(Instant::from_std(at));
-            }
-            self.peer_waits = core.peer_waits(self.id);
+        }
+        if let Some(at) = self.timer_arm.update(core.poll_timeout()) {
+            self.timer.as_mut().reset(Instant::from_std(at));
+        }
+        self.peer_waits = core.peer_waits(self.id);
+        if core.connections().nth(1).is_some() {
+            // Only a session of several connections has others to wake.
             session.wake_others(self.id, &core);
         }
+        drop(core);
         if cold_reset {
             self.close_other_sessions();
         }
         Ok(())
+    }
+
+    /// Runs one command the core asked for: here, returning its result for the core (after
+    /// ending the tasks it aborts elsewhere), or handed off (planned on a submitting LU,
+    /// spawned on the blocking pool), returning `None`. Called without the core's lock.
+    fn run_work(&mut self, mut work: ScsiWork) -> Option<(Ticket, ScsiCompletion)> {
+        let slot = match self.target {
+            Some(target) => self.lu_slot(target, work.lun.0),
+            None => None,
+        };
+        let runs_long = sluice_scsi::runs_long(&work.cdb);
+        if let Some(target) = self.target {
+            if !runs_long && slot.is_some_and(|i| self.lu_slots[i].lun.submits) {
+                work = self.plan(target, work, slot)?;
+            }
+            if runs_long || self.runs_off_task(&work, slot) {
+                let counters = slot.map(|i| Arc::clone(&self.lu_slots[i].counters));
+                crate::long_running::spawn(
+                    Arc::clone(self.ctx),
+                    Arc::clone(&self.session),
+                    Arc::clone(&target.scsi),
+                    work,
+                    counters,
+                    runs_long,
+                );
+                return None;
+            }
+        }
+        let (ticket, lun) = (work.ticket, work.lun);
+        let (completion, aborts) = self.execute(&work, slot);
+        drop(work);
+        if !aborts.is_empty() {
+            abort_other_tasks(self.ctx, &self.session, &aborts, lun, ticket);
+        }
+        Some((ticket, completion))
     }
 
     /// Whether `work` runs on the blocking pool beside the connection rather than on its
