@@ -53,6 +53,12 @@ impl Shared {
         shared
     }
 
+    /// Whether the table exists (some connection asked for a digest): writers then refresh
+    /// the chunks they wrote, reading them back.
+    pub(super) fn has_table(&self) -> bool {
+        self.table.get().is_some()
+    }
+
     /// After bytes `start..end` of the mapping (`mapping` is all of it) were written, under
     /// the stripe lock that covers them: refresh their chunks, if the table exists.
     pub(super) fn written(&self, mapping: &[u8], start: usize, end: usize) {
