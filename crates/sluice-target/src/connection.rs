@@ -450,6 +450,10 @@ impl Reader {
     /// (and the wake-up, shutdown and timer futures it sets up) for each.
     pub(crate) fn next_buffered(&mut self) -> Option<Result<Incoming, ReadEnd>> {
         if let Some(rx) = &mut self.link {
+            // The test hook's faults (and a duplicate it left) are applied by `next` alone.
+            if self.faults.is_some() || self.duplicate.is_some() {
+                return None;
+            }
             return rx.try_recv().ok().map(|pdu| Ok(Incoming::Pdu(pdu)));
         }
         self.decode_one()
