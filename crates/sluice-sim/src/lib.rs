@@ -31,6 +31,9 @@
 //!   and R2TSN count from 0 per task and Data-Out DataSN per sequence; ExpStatSN never
 //!   acknowledges a status not sent (RFC 7143 sections 4.2.2.1-4.2.2.3);
 //! - the target never holds more window slots or out-of-order commands than its depth;
+//! - a connection that joins the session (MC/S, connection recovery) holds the session's
+//!   leading-only keys (RFC 7143 section 13, "LO"): both ends' login outcomes carry them, as
+//!   sluice's drivers make them (`InitiatorLogin::joining`, `TargetLoginEnv::session_params`);
 //! - at the end (after the session logged out) nothing is left: no task, no window slot, no
 //!   request, no session in the target's table.
 //!
@@ -167,6 +170,23 @@ pub struct Summary {
     pub transport: Transport,
     /// What the RDMA connections did (iSER).
     pub iser: IserCounts,
+    /// The connections that joined the session (MC/S and connection recovery), in order.
+    pub joins: Vec<JoinedConnection>,
+}
+
+/// A connection that joined a session (a login with its TSIH, RFC 7143 section 6.3): what
+/// each end's login settled for it, and the session's parameters when it joined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JoinedConnection {
+    /// The connection's CID.
+    pub cid: u16,
+    /// The initiator's login outcome.
+    pub initiator: SessionParams,
+    /// The target's login outcome (`None` if the target's end was not a join of the live
+    /// session).
+    pub target: Option<SessionParams>,
+    /// The initiator session's parameters (the leading login's).
+    pub session: SessionParams,
 }
 
 /// A broken invariant.
@@ -244,6 +264,49 @@ mod tests {
             (a.pdus, a.bytes, a.virtual_ns, a.events),
             (b.pdus, b.bytes, b.virtual_ns, b.events)
         );
+    }
+
+    /// A connection that joins the session (MC/S) holds the session's leading-only keys (RFC
+    /// 7143 section 13, "LO"): both ends' login outcomes carry what the leading login
+    /// negotiated (for seed 11: FirstBurstLength 2530, InitialR2T=No, ImmediateData=No,
+    /// ErrorRecoveryLevel 1), not the defaults a join's own negotiation leaves (65536, Yes,
+    /// Yes, 0), as sluice's initiator and target give them (`InitiatorLogin::joining`,
+    /// `TargetLoginEnv::session_params`).
+    #[test]
+    fn a_joined_connection_carries_the_sessions_leading_only_keys() {
+        let cfg = SimConfig {
+            seed: 11,
+            connections: Some(2),
+            faults: FaultChoice::Off,
+            ..SimConfig::default()
+        };
+        let s = run(cfg).unwrap_or_else(|v| panic!("{v}"));
+        let session = s.params;
+        let lo = |p: &SessionParams| {
+            (
+                p.first_burst_length,
+                p.initial_r2t,
+                p.immediate_data,
+                p.error_recovery_level,
+                p.max_burst_length,
+                p.default_time2wait,
+            )
+        };
+        // The seed's leading login settled values other than the defaults.
+        let (first_burst, initial_r2t, immediate_data, erl, _, _) = lo(&session);
+        assert_eq!(
+            (first_burst, initial_r2t, immediate_data, erl),
+            (2530, false, false, 1)
+        );
+        assert_eq!(s.joins.len(), 1);
+        let join = s.joins[0];
+        assert_eq!(join.cid, 1);
+        assert_eq!(join.session, session);
+        let target = join.target.expect("the target's end joined the session");
+        for params in [join.initiator, target] {
+            assert_eq!(lo(&params), lo(&session));
+            assert_eq!(params, params.joined(&session));
+        }
     }
 
     #[test]

@@ -94,6 +94,8 @@ struct Link {
     i_iser: Option<Box<iser::InitiatorIser>>,
     /// The target's iSER end, once its login is over (iSER runs).
     t_iser: Option<Box<iser::TargetIser>>,
+    /// What the target's login settled, when the connection joined the session.
+    t_joined: Option<SessionParams>,
 }
 
 pub(crate) struct World {
@@ -143,6 +145,8 @@ pub(crate) struct World {
     session_mon: SessionMonitor,
     pdus: u64,
     leading_params: Option<SessionParams>,
+    /// The connections that joined the session, as their logins settled them.
+    joins: Vec<crate::JoinedConnection>,
     /// Totals of the iSER connections that ended (the live ones are added at the end).
     iser_counts: crate::IserCounts,
     /// A deliberate datamover bug, for the tests that show the monitors catch one.
@@ -290,6 +294,7 @@ impl World {
             session_mon: SessionMonitor::default(),
             pdus: 0,
             leading_params: None,
+            joins: Vec::new(),
             iser_counts: crate::IserCounts::default(),
             #[cfg(test)]
             sabotage: iser::Sabotage::None,
@@ -662,6 +667,7 @@ impl World {
             lost_connections: self.lost_connections,
             transport: self.cfg.transport,
             iser,
+            joins: self.joins,
         })
     }
 }

@@ -7,6 +7,7 @@ use bytes::{Bytes, BytesMut};
 use rand::RngCore;
 use rand_chacha::ChaCha8Rng;
 use sluice_proto::login::{LoginStatus, SessionBinding, TargetLoginEnv, TargetLoginPolicy};
+use sluice_proto::params::SessionParams;
 use sluice_proto::pdu::codes::ScsiStatus;
 use sluice_proto::pdu::Cdb;
 use sluice_proto::seq::{Lun, SeqNum, Tsih};
@@ -87,6 +88,8 @@ pub(super) struct LoginEnv<'a> {
     pub(super) rng: &'a mut ChaCha8Rng,
     pub(super) offer: &'a OperationalOffer,
     pub(super) window: Option<(SeqNum, SeqNum)>,
+    /// The live session's TSIH and parameters, for the outcome of a login that joins it.
+    pub(super) session: Option<(Tsih, SessionParams)>,
     pub(super) bound: Option<Binding<()>>,
 }
 
@@ -132,6 +135,14 @@ impl TargetLoginEnv for LoginEnv<'_> {
 
     fn session_command_window(&self, _tsih: Tsih) -> Option<(SeqNum, SeqNum)> {
         self.window
+    }
+
+    /// As sluice's target does: a joining login's outcome carries its session's leading-only
+    /// keys (RFC 7143 section 13, "LO"), not the defaults its own negotiation leaves.
+    fn session_params(&self, tsih: Tsih) -> Option<SessionParams> {
+        self.session
+            .filter(|(live, _)| *live == tsih)
+            .map(|(_, params)| params)
     }
 }
 

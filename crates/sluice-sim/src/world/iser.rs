@@ -140,11 +140,9 @@ impl World {
         // Most seeds' initiators accept Send with Invalidate (RFC 7145 section 5.1.1's
         // private data flag), some do not.
         let send_with_invalidate = !self.cfg.seed.is_multiple_of(4);
-        // FirstBurstLength is the session's (leading-only, RFC 7143 section 13.14).
-        let first_burst = self
-            .tsession
-            .as_ref()
-            .map_or(params.first_burst_length, |s| s.params().first_burst_length);
+        // FirstBurstLength is the session's (leading-only, RFC 7143 section 13.14), which a
+        // joining login's outcome carries.
+        let first_burst = params.first_burst_length;
         self.links[i].t_iser = Some(Box::new(TargetIser {
             rdma,
             mover: TargetDatamover::new(dsl, dsl, send_with_invalidate, first_burst)
@@ -169,14 +167,10 @@ impl World {
         params: &SessionParams,
     ) -> Result<(), Violation> {
         let dsl = params.initiator_max_recv_data_segment_length;
-        // MaxBurstLength is the session's (a leading-only key, RFC 7143 section 13.13): a
-        // connection that joins a session did not negotiate it.
-        let (max_burst, first_burst) = self
-            .isession
-            .as_ref()
-            .map_or((params.max_burst_length, params.first_burst_length), |s| {
-                (s.params().max_burst_length, s.params().first_burst_length)
-            });
+        // MaxBurstLength and FirstBurstLength are the session's (leading-only, RFC 7143
+        // sections 13.13 and 13.14): a connection that joins a session did not negotiate
+        // them, and its login's outcome carries the session's.
+        let (max_burst, first_burst) = (params.max_burst_length, params.first_burst_length);
         let plan = self.faults.rdma_plan(self.cfg.seed, i, 0);
         let rdma = RdmaSide::new(dsl, plan)
             .map_err(|e| self.violation(format!("initiator RDMA setup: {e}")))?;

@@ -8,8 +8,9 @@ use sluice_proto::initiator::{self, InitiatorSession};
 use sluice_proto::login::{
     InitiatorConfig, InitiatorLogin, InitiatorStep, LoginStep, TargetLogin, LOGIN_SEGMENT_MAX,
 };
+use sluice_proto::params::SessionParams;
 use sluice_proto::pdu::Pdu;
-use sluice_proto::seq::{Itt, SeqNum};
+use sluice_proto::seq::{Itt, SeqNum, Tsih};
 use sluice_proto::target::registry::Binding;
 use sluice_proto::target::{self, ScsiWork, TargetSession};
 
@@ -83,6 +84,15 @@ impl World {
             offer: self.i_offer.clone(),
         };
         let mut login = InitiatorLogin::new(config, Itt(u32::from(cid)), cmd_sn, SeqNum(0));
+        // A login with the session's TSIH joins it (MC/S, or connection recovery): as
+        // sluice's initiator does, its outcome takes the session's leading-only keys.
+        if let Some(s) = self
+            .isession
+            .as_ref()
+            .filter(|_| self.tsih != Tsih::NEW_SESSION)
+        {
+            login = login.joining(*s.params());
+        }
         let req = login
             .start()
             .map_err(|e| self.violation(format!("login start: {e}")))?;
@@ -114,6 +124,7 @@ impl World {
             faults: None,
             i_iser: None,
             t_iser: None,
+            t_joined: None,
         };
         let pdu = Pdu::LoginRequest(req);
         let mut out = BytesMut::new();
@@ -129,11 +140,16 @@ impl World {
             return Err(self.violation(format!("target: {} during login", describe(&pdu))));
         };
         let window = self.tsession.as_ref().map(TargetSession::command_window);
+        let session = self
+            .session_ref
+            .zip(self.tsession.as_ref())
+            .map(|(r, s)| (r.tsih, *s.params()));
         let mut env = LoginEnv {
             registry: &mut self.registry,
             rng: &mut self.rng,
             offer: &self.t_offer,
             window,
+            session,
             bound: None,
         };
         let Some(login) = self.links[i].t.login.as_mut() else {
@@ -196,6 +212,10 @@ impl World {
                 let Some(s) = self.tsession.as_mut() else {
                     return Err(self.violation("a connection joined a session the target lost"));
                 };
+                if let Err(e) = check_joined("target", outcome.cid, &outcome.params, s.params()) {
+                    return Err(self.violation(e));
+                }
+                self.links[i].t_joined = Some(outcome.params);
                 let mut env = ScsiEnv { scsi: &self.scsi };
                 let added = s.add_connection(setup, now, &mut env);
                 self.links[i].t.registry = Some(conn);
@@ -211,15 +231,10 @@ impl World {
         link.t
             .framer
             .set_max_data_segment(outcome.params.target_max_recv_data_segment_length);
-        // ErrorRecoveryLevel is the session's (a leading-only key, RFC 7143 section 13.20).
-        let recovering = self
-            .tsession
-            .as_ref()
-            .is_some_and(|s| s.params().error_recovery_level > 0);
-        let erl = self
-            .tsession
-            .as_ref()
-            .map_or(0, |s| s.params().error_recovery_level);
+        // ErrorRecoveryLevel is the session's (a leading-only key, RFC 7143 section 13.20),
+        // which a joining login's outcome carries.
+        let erl = outcome.params.error_recovery_level;
+        let recovering = erl > 0;
         let faults = self.faults.injector(&outcome.params, erl, self.cfg.seed, i);
         if self.cfg.transport == crate::Transport::Iser {
             self.target_to_rdma_mode(i, &outcome.params, erl)?;
@@ -283,12 +298,9 @@ impl World {
         link.i
             .framer
             .set_max_data_segment(outcome.params.initiator_max_recv_data_segment_length);
-        let erl = match self.leading_params {
-            Some(p) if self.isession.is_some() && self.reinstate_link != Some(i) => {
-                p.error_recovery_level
-            }
-            _ => outcome.params.error_recovery_level,
-        };
+        // ErrorRecoveryLevel is the session's (a leading-only key, RFC 7143 section 13.20),
+        // which a joining login's outcome carries.
+        let erl = outcome.params.error_recovery_level;
         self.links[i]
             .i
             .framer
@@ -311,7 +323,19 @@ impl World {
                 self.opened_extra = false;
                 s.reinstate(setup, now)
             }
-            Some(s) => s.add_connection(setup, now),
+            Some(s) => {
+                let session = *s.params();
+                if let Err(e) = check_joined("initiator", setup.cid, &outcome.params, &session) {
+                    return Err(self.violation(e));
+                }
+                self.joins.push(crate::JoinedConnection {
+                    cid: setup.cid,
+                    initiator: outcome.params,
+                    target: self.links[i].t_joined,
+                    session,
+                });
+                s.add_connection(setup, now)
+            }
         };
         self.links[i].i.conn = Some(conn);
         if self.cfg.transport == crate::Transport::Iser {
@@ -326,4 +350,22 @@ impl World {
         }
         Ok(())
     }
+}
+
+/// A connection joining a session negotiates only the connection-only keys; its login's
+/// outcome must still carry what holds on it, the session's value of every leading-only key
+/// (RFC 7143 section 13, "LO"), as `SessionParams::joined` makes it.
+fn check_joined(
+    end: &str,
+    cid: u16,
+    outcome: &SessionParams,
+    session: &SessionParams,
+) -> Result<(), String> {
+    if *outcome == outcome.joined(session) {
+        return Ok(());
+    }
+    Err(format!(
+        "{end}: connection {cid} joined the session with {outcome:?}, not the session's \
+         leading-only keys ({session:?})"
+    ))
 }
