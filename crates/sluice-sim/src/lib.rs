@@ -269,43 +269,48 @@ mod tests {
     /// A connection that joins the session (MC/S) holds the session's leading-only keys (RFC
     /// 7143 section 13, "LO"): both ends' login outcomes carry what the leading login
     /// negotiated (for seed 11: FirstBurstLength 2530, InitialR2T=No, ImmediateData=No,
-    /// ErrorRecoveryLevel 1), not the defaults a join's own negotiation leaves (65536, Yes,
-    /// Yes, 0), as sluice's initiator and target give them (`InitiatorLogin::joining`,
-    /// `TargetLoginEnv::session_params`).
+    /// ErrorRecoveryLevel 1, 0 over iSER), not the defaults a join's own negotiation leaves
+    /// (65536, Yes, Yes, 0), as sluice's initiator and target give them
+    /// (`InitiatorLogin::joining`, `TargetLoginEnv::session_params`). Over iSER the joined
+    /// connection's datamovers are made from that outcome.
     #[test]
     fn a_joined_connection_carries_the_sessions_leading_only_keys() {
-        let cfg = SimConfig {
-            seed: 11,
-            connections: Some(2),
-            faults: FaultChoice::Off,
-            ..SimConfig::default()
-        };
-        let s = run(cfg).unwrap_or_else(|v| panic!("{v}"));
-        let session = s.params;
-        let lo = |p: &SessionParams| {
-            (
-                p.first_burst_length,
-                p.initial_r2t,
-                p.immediate_data,
-                p.error_recovery_level,
-                p.max_burst_length,
-                p.default_time2wait,
-            )
-        };
-        // The seed's leading login settled values other than the defaults.
-        let (first_burst, initial_r2t, immediate_data, erl, _, _) = lo(&session);
-        assert_eq!(
-            (first_burst, initial_r2t, immediate_data, erl),
-            (2530, false, false, 1)
-        );
-        assert_eq!(s.joins.len(), 1);
-        let join = s.joins[0];
-        assert_eq!(join.cid, 1);
-        assert_eq!(join.session, session);
-        let target = join.target.expect("the target's end joined the session");
-        for params in [join.initiator, target] {
-            assert_eq!(lo(&params), lo(&session));
-            assert_eq!(params, params.joined(&session));
+        for (transport, erl) in [(Transport::Tcp, 1), (Transport::Iser, 0)] {
+            let cfg = SimConfig {
+                seed: 11,
+                connections: Some(2),
+                faults: FaultChoice::Off,
+                transport,
+                ..SimConfig::default()
+            };
+            let s = run(cfg).unwrap_or_else(|v| panic!("{v}"));
+            let session = s.params;
+            let lo = |p: &SessionParams| {
+                (
+                    p.first_burst_length,
+                    p.initial_r2t,
+                    p.immediate_data,
+                    p.error_recovery_level,
+                    p.max_burst_length,
+                    p.default_time2wait,
+                )
+            };
+            // The seed's leading login settled values other than the defaults.
+            let (first_burst, initial_r2t, immediate_data, session_erl, _, _) = lo(&session);
+            assert_eq!(
+                (first_burst, initial_r2t, immediate_data, session_erl),
+                (2530, false, false, erl),
+                "{transport:?}"
+            );
+            assert_eq!(s.joins.len(), 1, "{transport:?}");
+            let join = s.joins[0];
+            assert_eq!(join.cid, 1);
+            assert_eq!(join.session, session);
+            let target = join.target.expect("the target's end joined the session");
+            for params in [join.initiator, target] {
+                assert_eq!(lo(&params), lo(&session), "{transport:?}");
+                assert_eq!(params, params.joined(&session), "{transport:?}");
+            }
         }
     }
 
