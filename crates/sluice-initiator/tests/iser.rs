@@ -462,7 +462,6 @@ async fn until_not_unit_attention(
 /// applied in RDMA mode no connection was ever reset.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_targets_fault_hook_resets_iser_connections_and_no_write_is_lost() {
-    use sluice_scsi::cdb;
     let mut config = config();
     let plan = sluice_fault::FaultPlan {
         reset_every: std::num::NonZeroU64::new(24),
@@ -475,33 +474,8 @@ async fn the_targets_fault_hook_resets_iser_connections_and_no_write_is_lost() {
     let t = Arc::clone(&target);
     tokio::spawn(async move { t.serve_iser(listener, IserServeOptions::default()).await });
 
-    let mut opts = iser_options(IserOptions::default());
-    opts.max_reconnects = 1000;
-    opts.reconnect_delay = Some(Duration::from_millis(20));
-    let s = Session::connect(&portal, IQN, opts).await.unwrap();
-    for i in 0..24u64 {
-        // 8 KiB writes (16 blocks) with immediate data, each read back.
-        let lba = i * 64;
-        let data = pattern(8192, i as u8);
-        let w = until_not_unit_attention(&s, || {
-            sluice_initiator::Command::write(0, &cdb::write16(lba, 16, false), data.clone())
-        })
-        .await;
-        assert!(w.is_good(), "write {i}: {w:?}");
-        let r = until_not_unit_attention(&s, || {
-            sluice_initiator::Command::read(0, &cdb::read16(lba, 16, false), 8192)
-        })
-        .await;
-        assert!(r.is_good() && r.data == data, "read {i}: {r:?}");
-    }
-    let reconnects = s.counters().reconnects;
-    assert!(reconnects >= 2, "the resets cost sessions: {reconnects}");
-    let iser = target.iser_counters().status();
-    assert!(
-        iser.rdma_connections > reconnects,
-        "every session came back in RDMA mode: {iser:?}, {reconnects} reconnects"
-    );
-    s.logout().await.ok();
+    let opts = iser_options(IserOptions::default());
+    writes_survive_resets_in_rdma_mode(&target, &portal, opts).await;
 }
 
 /// MC/S over iSER. FirstBurstLength is leading-only (RFC 7143 section 13.14): a connection
@@ -639,7 +613,6 @@ async fn a_plain_session_on_the_iser_port_joins_over_tcp() {
 /// Before, the hook did not apply in RDMA mode and no connection was ever reset.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_initiators_fault_hook_resets_iser_connections_and_no_write_is_lost() {
-    use sluice_scsi::cdb;
     let (target, portal) = iser_target(IserServeOptions::default()).await;
     let mut opts = iser_options(IserOptions::default());
     let plan = sluice_fault::FaultPlan {
@@ -647,31 +620,7 @@ async fn the_initiators_fault_hook_resets_iser_connections_and_no_write_is_lost(
         ..sluice_fault::FaultPlan::default()
     };
     opts.fault_hook = Some(Arc::new(sluice_fault::FaultHook::new(plan, 5)));
-    opts.max_reconnects = 1000;
-    opts.reconnect_delay = Some(Duration::from_millis(20));
-    let s = Session::connect(&portal, IQN, opts).await.unwrap();
-    for i in 0..24u64 {
-        let lba = i * 64;
-        let data = pattern(8192, i as u8);
-        let w = until_not_unit_attention(&s, || {
-            sluice_initiator::Command::write(0, &cdb::write16(lba, 16, false), data.clone())
-        })
-        .await;
-        assert!(w.is_good(), "write {i}: {w:?}");
-        let r = until_not_unit_attention(&s, || {
-            sluice_initiator::Command::read(0, &cdb::read16(lba, 16, false), 8192)
-        })
-        .await;
-        assert!(r.is_good() && r.data == data, "read {i}: {r:?}");
-    }
-    let reconnects = s.counters().reconnects;
-    assert!(reconnects >= 2, "the resets cost sessions: {reconnects}");
-    let iser = target.iser_counters().status();
-    assert!(
-        iser.rdma_connections > reconnects,
-        "every session came back in RDMA mode: {iser:?}, {reconnects} reconnects"
-    );
-    s.logout().await.ok();
+    writes_survive_resets_in_rdma_mode(&target, &portal, opts).await;
 }
 
 /// The initiator's hook duplicates every PDU it hands to the datamover in RDMA mode: each
@@ -708,6 +657,43 @@ async fn the_initiators_fault_hook_duplicates_what_it_sends_in_rdma_mode() {
         s.counters().pdus_sent[0x00],
         3,
         "the core sent each ping once"
+    );
+    s.logout().await.ok();
+}
+
+/// 24 writes of 8 KiB (16 blocks, with immediate data), each read back, on a session whose
+/// connections a fault hook keeps resetting: every write lands, the resets cost at least two
+/// sessions, and every session came back in RDMA mode.
+async fn writes_survive_resets_in_rdma_mode(
+    target: &Target,
+    portal: &str,
+    mut opts: ConnectOptions,
+) {
+    use sluice_scsi::cdb;
+    opts.max_reconnects = 1000;
+    opts.reconnect_delay = Some(Duration::from_millis(20));
+    let s = Session::connect(portal, IQN, opts).await.unwrap();
+    for i in 0..24u64 {
+        // 8 KiB writes (16 blocks) with immediate data, each read back.
+        let lba = i * 64;
+        let data = pattern(8192, i as u8);
+        let w = until_not_unit_attention(&s, || {
+            sluice_initiator::Command::write(0, &cdb::write16(lba, 16, false), data.clone())
+        })
+        .await;
+        assert!(w.is_good(), "write {i}: {w:?}");
+        let r = until_not_unit_attention(&s, || {
+            sluice_initiator::Command::read(0, &cdb::read16(lba, 16, false), 8192)
+        })
+        .await;
+        assert!(r.is_good() && r.data == data, "read {i}: {r:?}");
+    }
+    let reconnects = s.counters().reconnects;
+    assert!(reconnects >= 2, "the resets cost sessions: {reconnects}");
+    let iser = target.iser_counters().status();
+    assert!(
+        iser.rdma_connections > reconnects,
+        "every session came back in RDMA mode: {iser:?}, {reconnects} reconnects"
     );
     s.logout().await.ok();
 }
