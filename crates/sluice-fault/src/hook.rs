@@ -14,7 +14,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::BytesMut;
-use sluice_proto::framing::Digests;
+use sluice_proto::framing::{encode, Digests};
+use sluice_proto::pdu::Pdu;
 
 use crate::cutter::{CutError, FrameCutter};
 use crate::event::FaultCounters;
@@ -122,6 +123,19 @@ impl DriverFaults {
         decision.copies
     }
 
+    /// Faults one PDU a driver hands over as a value rather than as a frame (an iSER
+    /// connection in RDMA mode, to its datamover) and says how many copies of it to pass on:
+    /// 0, 1 or 2. The hook judges the PDU's frame, encoded here without digests: a copy, so
+    /// this is for tests only, and the PDU itself is never changed (corruption cannot apply).
+    pub fn on_send_pdu(&mut self, pdu: &Pdu) -> u8 {
+        self.on_send(&mut frame_of(pdu))
+    }
+
+    /// [`Self::on_send_pdu`] for a PDU the datamover handed to the driver.
+    pub fn on_receive_pdu(&mut self, pdu: &Pdu) -> u8 {
+        self.on_receive_frame(&mut frame_of(pdu))
+    }
+
     /// Faults one whole frame received (in place) and says how many copies of it to take:
     /// 0 (dropped), 1 or 2 (duplicated). For drivers whose PDUs arrive whole; those reading a
     /// byte stream use [`Self::on_receive`].
@@ -180,6 +194,13 @@ impl DriverFaults {
     pub fn counters(&self, direction: Direction) -> &FaultCounters {
         self.injector.counters(direction)
     }
+}
+
+/// A PDU's frame without digests, for the hook to judge.
+fn frame_of(pdu: &Pdu) -> BytesMut {
+    let mut frame = BytesMut::new();
+    encode(pdu, Digests::NONE, &mut frame);
+    frame
 }
 
 #[cfg(test)]

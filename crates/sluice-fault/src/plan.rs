@@ -131,6 +131,11 @@ pub struct Rules {
 }
 
 impl Rules {
+    /// Whether these rules flip bits (data or header corruption, or a bit error rate).
+    pub fn corrupts(&self) -> bool {
+        !(self.corrupt_data.is_zero() && self.corrupt_header.is_zero() && self.ber.is_zero())
+    }
+
     /// Whether these rules change nothing (no fault and no delay).
     pub fn is_pass_through(&self) -> bool {
         self.corrupt_data.is_zero()
@@ -202,6 +207,11 @@ impl FaultPlan {
             Direction::ToTarget => &mut self.to_target,
             Direction::ToInitiator => &mut self.to_initiator,
         }
+    }
+
+    /// Whether the plan flips bits in either direction (see [`Rules::corrupts`]).
+    pub fn corrupts(&self) -> bool {
+        Direction::BOTH.iter().any(|d| self.rules(*d).corrupts())
     }
 
     /// Whether the plan changes nothing.

@@ -268,7 +268,7 @@ impl Transport {
             if let Some(faults) = &mut self.faults {
                 // The test hook on the PDUs the core hands to the datamover (see
                 // `Self::enter_full_feature`).
-                match faults.on_send(&mut frame_of(&pdu)) {
+                match faults.on_send_pdu(&pdu) {
                     0 => continue,
                     1 => {}
                     _ => link.duplicate = Some(pdu.clone()),
@@ -283,7 +283,7 @@ impl Transport {
     pub(crate) fn fault_received_value(&mut self, pdu: &Pdu) -> u8 {
         match &mut self.faults {
             None => 1,
-            Some(faults) => faults.on_receive_frame(&mut frame_of(pdu)),
+            Some(faults) => faults.on_receive_pdu(pdu),
         }
     }
 
@@ -335,11 +335,7 @@ impl Transport {
         // flipped bit): such PDUs are left alone and counted as skipped, as on a TCP
         // connection without digests.
         if let Some(h) = hook.filter(|_| self.iser_rdma_mode()) {
-            let corrupts = sluice_fault::Direction::BOTH.iter().any(|d| {
-                let r = h.plan().rules(*d);
-                !(r.corrupt_data.is_zero() && r.corrupt_header.is_zero() && r.ber.is_zero())
-            });
-            if corrupts {
+            if h.plan().corrupts() {
                 tracing::warn!(
                     portal = %self.portal,
                     "fault hook: corruption does not apply to an iSER connection in RDMA \
@@ -516,14 +512,6 @@ impl Transport {
 }
 
 /// Counts and traces a PDU sent as a value (over iSER in RDMA mode).
-/// A PDU's frame without digests, for the fault test hook to judge in RDMA mode (a copy:
-/// tests only).
-fn frame_of(pdu: &Pdu) -> BytesMut {
-    let mut frame = BytesMut::new();
-    encode(pdu, Digests::NONE, &mut frame);
-    frame
-}
-
 fn note_sent(counters: &Counters, trace: Option<&PduTrace>, portal: &str, pdu: &Pdu) {
     counters.pdu_sent(pdu, value_len(pdu));
     if let Some(trace) = trace {

@@ -875,11 +875,7 @@ fn configure_rdma_faults(
     let Some(hook) = &config.fault_hook else {
         return;
     };
-    let corrupts = sluice_fault::Direction::BOTH.iter().any(|d| {
-        let r = hook.plan().rules(*d);
-        !(r.corrupt_data.is_zero() && r.corrupt_header.is_zero() && r.ber.is_zero())
-    });
-    if corrupts {
+    if hook.plan().corrupts() {
         warn!(
             "fault hook: corruption does not apply to an iSER connection in RDMA mode (no \
              digests would notice it); drops, duplicates and resets do"

@@ -12,9 +12,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use bytes::BytesMut;
 use sluice_fault::DriverFaults;
-use sluice_proto::framing::{encode, Digests};
 use sluice_proto::pdu::Pdu;
 
 /// One connection's hook.
@@ -40,18 +38,13 @@ pub(crate) fn reset_due(f: &SharedFaults) -> bool {
 }
 
 /// RDMA mode: faults one PDU the core hands to the datamover; how many copies of it to pass
-/// on (0, 1 or 2). The hook judges the PDU's frame, encoded here without digests (a copy:
-/// this path is for tests only).
+/// on (0, 1 or 2).
 pub(crate) fn on_send_pdu(f: &SharedFaults, pdu: &Pdu) -> u8 {
-    let mut frame = BytesMut::new();
-    encode(pdu, Digests::NONE, &mut frame);
-    on_send(f, &mut frame)
+    lock(f).on_send_pdu(pdu)
 }
 
 /// RDMA mode: faults one PDU the datamover hands to the core; how many copies of it the core
 /// gets (0, 1 or 2).
 pub(crate) fn on_receive_pdu(f: &SharedFaults, pdu: &Pdu) -> u8 {
-    let mut frame = BytesMut::new();
-    encode(pdu, Digests::NONE, &mut frame);
-    lock(f).on_receive_frame(&mut frame)
+    lock(f).on_receive_pdu(pdu)
 }
