@@ -4,7 +4,7 @@
 //! registered region and a posted receive, as a hostile peer would. Nothing may panic, no
 //! access may leave a region, and memory stays bounded by the payload limit.
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use sluice_rdma::wire::Decoder;
 use sluice_rdma::{Access, Endpoint, QpConfig, RecvWr, Sge, VaMode};
 
@@ -24,6 +24,43 @@ libfuzzer_sys::fuzz_target!(|input: &[u8]| {
         assert_eq!(again, message);
     }
 
+    // In two pieces, so that the decoder's partial-frame path runs too.
+    let mut endpoint = endpoint_with_region(max_payload);
+    let cut = stream.len() / 2;
+    let mut buf = BytesMut::new();
+    for piece in [&stream[..cut], &stream[cut..]] {
+        buf.extend_from_slice(piece);
+        endpoint.handle_bytes(&mut buf);
+        drain(&mut endpoint);
+    }
+
+    // As the driver reads it: in small pieces, a large payload that has not all arrived
+    // read apart from the buffer, straight from the stream.
+    let mut endpoint = endpoint_with_region(max_payload);
+    let mut buf = BytesMut::new();
+    let mut rest = stream;
+    while !rest.is_empty() {
+        let (piece, after) = rest.split_at(rest.len().min(97));
+        rest = after;
+        buf.extend_from_slice(piece);
+        if let Some(frame) = endpoint.handle_bytes_until_large(&mut buf, 32) {
+            let len = frame.payload_len() as usize;
+            let have = buf.len().min(len);
+            let mut payload = buf.split_to(have).to_vec();
+            let (more, after) = rest.split_at((len - have).min(rest.len()));
+            rest = after;
+            payload.extend_from_slice(more);
+            if payload.len() < len {
+                break;
+            }
+            endpoint.handle_payload(frame, Bytes::from(payload));
+        }
+        drain(&mut endpoint);
+    }
+});
+
+/// An endpoint with a registered region and a posted receive.
+fn endpoint_with_region(max_payload: u32) -> Endpoint {
     let mut endpoint = Endpoint::new(QpConfig {
         ird: 2,
         max_payload,
@@ -44,13 +81,10 @@ libfuzzer_sys::fuzz_target!(|input: &[u8]| {
             len: 256,
         },
     });
-    // In two pieces, so that the decoder's partial-frame path runs too.
-    let cut = stream.len() / 2;
-    let mut buf = BytesMut::new();
-    for piece in [&stream[..cut], &stream[cut..]] {
-        buf.extend_from_slice(piece);
-        endpoint.handle_bytes(&mut buf);
-        while endpoint.poll_transmit().is_some() {}
-        while endpoint.poll_completion().is_some() {}
-    }
-});
+    endpoint
+}
+
+fn drain(endpoint: &mut Endpoint) {
+    while endpoint.poll_transmit().is_some() {}
+    while endpoint.poll_completion().is_some() {}
+}

@@ -23,8 +23,8 @@ use sluice_proto::iser::{
 use sluice_proto::params::SessionParams;
 use sluice_proto::pdu::{LoginRequest, LoginResponse, Pdu};
 use sluice_rdma::{
-    Access, BufferPool, FaultPlan, QpConfig, RecvRing, STag, SoftRdma, Stager, VaMode, WcOpcode,
-    WcStatus,
+    Access, BufferPool, Contents, FaultPlan, QpConfig, RecvRing, STag, SoftRdma, Stager, VaMode,
+    WcOpcode, WcStatus,
 };
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -447,9 +447,15 @@ impl Regions for SoftRegions<'_> {
             .wrapping_sub(self.skew)
             .checked_sub(self.rdma.describe_base(stag).ok_or("unknown read buffer")?)
             .ok_or("read buffer offset below its region")?;
-        let bytes = self
-            .pool
-            .share(self.rdma.take(stag).map_err(|e| e.to_string())?);
+        // A buffer one RDMA Write filled whole holds the very buffer the data arrived in.
+        let bytes = match self.rdma.take_contents(stag).map_err(|e| e.to_string())? {
+            Some(Contents::Owned(memory)) => self.pool.share(memory),
+            Some(Contents::Placed { data, spare }) => {
+                self.pool.put(spare);
+                data
+            }
+            None => return Err("a read buffer is registered writable".to_owned()),
+        };
         let start = usize::try_from(offset).map_err(|e| e.to_string())?;
         let end = start
             .checked_add(len as usize)

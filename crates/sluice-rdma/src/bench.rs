@@ -9,6 +9,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::access::{Access, RemoteAddr, Sge, VaMode};
 use crate::driver::SoftRdma;
+use crate::pd::MemoryRegion;
 use crate::qp::QpConfig;
 use crate::work::{SendWr, WcStatus};
 
@@ -148,9 +149,17 @@ async fn run(
     // out first. With both regions writable the ceiling paid a copy per byte that iSER does
     // not, and iSER on a LUN that keeps nothing outran it.
     let span_bytes = usize::try_from(span).map_err(|_| io::Error::other("region too large"))?;
-    let sink = |peer: &SoftRdma, fill: u8, access: Access, va: VaMode| {
-        peer.register_vec(vec![fill; span_bytes], access, va)
-            .map_err(to_io)
+    // The sink is a region per operation in flight, as iSER's are (a read's buffer, an RDMA
+    // Read's sink): an operation that fills its region whole is placed without a copy (the
+    // received buffer becomes the region's contents), one that fills part of a larger
+    // region is copied in. With one region for all, the ceiling paid a copy iSER does not.
+    let sinks = |peer: &SoftRdma, fill: u8, access: Access, va: VaMode| {
+        (0..depth)
+            .map(|_| {
+                peer.register_vec(vec![fill; message_bytes as usize], access, va)
+                    .map_err(to_io)
+            })
+            .collect::<io::Result<Vec<_>>>()
     };
     let source = |peer: &SoftRdma, fill: u8, access: Access, va: VaMode| {
         peer.register_shared(bytes::Bytes::from(vec![fill; span_bytes]), access, va)
@@ -159,8 +168,8 @@ async fn run(
     let remote_va = VaMode::Based(0x7f00_0000_0000);
     let (local, remote) = match op {
         BenchOp::Write => (
-            source(&requester, 0x5a, Access::NONE, VaMode::ZeroBased)?,
-            sink(
+            vec![source(&requester, 0x5a, Access::NONE, VaMode::ZeroBased)?],
+            sinks(
                 &responder,
                 0xa5,
                 Access::LOCAL_WRITE | Access::REMOTE_WRITE,
@@ -168,8 +177,8 @@ async fn run(
             )?,
         ),
         BenchOp::Read => (
-            sink(&requester, 0x5a, Access::LOCAL_WRITE, VaMode::ZeroBased)?,
-            source(&responder, 0xa5, Access::REMOTE_READ, remote_va)?,
+            sinks(&requester, 0x5a, Access::LOCAL_WRITE, VaMode::ZeroBased)?,
+            vec![source(&responder, 0xa5, Access::REMOTE_READ, remote_va)?],
         ),
     };
     let messages = match until {
@@ -181,15 +190,26 @@ async fn run(
         Until::Elapsed(d) => Some(d),
     };
     let wr = |n: u64| {
-        let slot = n % depth as u64 * u64::from(message_bytes);
+        let slot = (n % depth as u64) as usize;
+        // Operation `n`'s place in a side's regions: the source is one region sliced by
+        // slot, the sinks a region per slot (with one operation in flight both are one).
+        let at = |regions: &[MemoryRegion]| match regions {
+            [one] => (
+                one.stag,
+                one.base_va + slot as u64 * u64::from(message_bytes),
+            ),
+            many => (many[slot].stag, many[slot].base_va),
+        };
+        let (local_stag, local_va) = at(&local);
+        let (remote_stag, remote_at) = at(&remote);
         let sge = Sge {
-            stag: local.stag,
-            va: slot,
+            stag: local_stag,
+            va: local_va,
             len: message_bytes,
         };
         let remote = RemoteAddr {
-            stag: remote.stag,
-            va: remote.base_va + slot,
+            stag: remote_stag,
+            va: remote_at,
         };
         match op {
             BenchOp::Write => SendWr::Write {

@@ -13,12 +13,18 @@ use crate::access::{Access, STag, VaMode};
 use crate::endpoint::Endpoint;
 use crate::fault::FaultPlan;
 use crate::pd::{AccessError, MemoryRegion, RegisterError};
+use crate::pool::BufferPool;
 use crate::qp::{PostError, QpConfig, QpState};
 use crate::work::{RecvWr, SendWr, WorkCompletion};
 
-/// Bytes the reader asks the stream for at a time (more when a frame's body is longer: the
-/// decoder reserves room for the whole body once its header is judged).
+/// Bytes the reader asks the stream for at a time (more when a frame's body is longer and
+/// below [`LARGE_PAYLOAD_BYTES`]: the decoder reserves room for the whole body once its
+/// header is judged).
 const READ_CHUNK_BYTES: usize = 64 << 10;
+
+/// Payloads at least this long that have not all arrived are read into a buffer of their
+/// own rather than into the reader's buffer (see `read_loop`).
+const LARGE_PAYLOAD_BYTES: u32 = 64 << 10;
 
 struct Shared {
     endpoint: Mutex<Endpoint>,
@@ -141,6 +147,15 @@ impl SoftRdma {
         self.endpoint().pd.take(stag)
     }
 
+    /// Deregisters a writable region and hands back its memory and contents without a copy
+    /// (contents placed whole from the stream stay in the buffer they arrived in); `None`
+    /// for a shared or gathered region. See [`ProtectionDomain::take_contents`].
+    ///
+    /// [`ProtectionDomain::take_contents`]: crate::ProtectionDomain::take_contents
+    pub fn take_contents(&self, stag: STag) -> Result<Option<crate::Contents>, AccessError> {
+        self.endpoint().pd.take_contents(stag)
+    }
+
     /// Deregisters a region and hands back the memory it owned; a shared or gathered
     /// region's memory stays the caller's (`None`, nothing copied).
     pub fn retire(&self, stag: STag) -> Result<Option<Vec<u8>>, AccessError> {
@@ -259,19 +274,42 @@ async fn read_loop<R: AsyncRead>(reader: R, shared: Arc<Shared>) {
     if shared.go.acquire().await.is_err() {
         return;
     }
+    let payloads = BufferPool::new();
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     loop {
         if buf.capacity() - buf.len() < READ_CHUNK_BYTES / 4 {
             buf.reserve(READ_CHUNK_BYTES);
         }
         // A read error ends the stream just as end-of-file does.
-        let n: usize = reader.read_buf(&mut buf).await.unwrap_or_default();
-        {
+        let mut n: usize = reader.read_buf(&mut buf).await.unwrap_or_default();
+        let large = {
+            let mut endpoint = lock(&shared);
+            if n == 0 {
+                endpoint.handle_transport_lost();
+                None
+            } else {
+                endpoint.handle_bytes_until_large(&mut buf, LARGE_PAYLOAD_BYTES)
+            }
+        };
+        if let Some(frame) = large {
+            // The payload goes straight from the stream into a pooled buffer of its own, which
+            // a whole placement then makes the region's contents (`ProtectionDomain::place`):
+            // the one copy is the kernel's, as a plain socket read's. Left in `buf`, a large
+            // payload grew it by a fresh allocation per frame (page faults, then a copy of
+            // what had arrived) and was copied again into the region.
+            let len = frame.payload_len() as usize;
+            let mut payload = payloads.get(len, false);
+            let have = buf.len().min(len);
+            payload[..have].copy_from_slice(&buf.split_to(have));
+            n = match reader.read_exact(&mut payload[have..]).await {
+                Ok(_) => n,
+                Err(_) => 0,
+            };
             let mut endpoint = lock(&shared);
             if n == 0 {
                 endpoint.handle_transport_lost();
             } else {
-                endpoint.handle_bytes(&mut buf);
+                endpoint.handle_payload(frame, payloads.share(payload));
             }
         }
         shared.completions.notify_one();

@@ -11,7 +11,7 @@ use crate::access::{Access, VaMode};
 use crate::fault::{FaultAction, FaultPlan, FrameKind};
 use crate::pd::{MemoryRegion, ProtectionDomain, RegisterError};
 use crate::qp::{PostError, QpConfig, QpState, QueuePair};
-use crate::wire::Decoder;
+use crate::wire::{Decoder, PendingFrame};
 use crate::work::{RecvWr, SendWr, WorkCompletion};
 
 /// One encoded frame to send: its header (with the message's fixed part), its payload, and
@@ -138,10 +138,34 @@ impl Endpoint {
     /// Decodes and handles every whole message at the front of `buf`. Undecodable bytes stop
     /// the queue pair (the peer gets a Terminate) and everything after them is ignored.
     pub fn handle_bytes(&mut self, buf: &mut BytesMut) {
+        // No payload reaches u32::MAX bytes (the decoder's limit is far below): none is
+        // left to be read apart.
+        let none = self.handle_bytes_until_large(buf, u32::MAX);
+        debug_assert!(none.is_none());
+    }
+
+    /// As [`handle_bytes`](Self::handle_bytes), but stops at a frame whose payload is at
+    /// least `min_payload` bytes and has not all arrived: its header is taken off `buf` and
+    /// returned, for the driver to read the payload into a buffer of its own and hand it to
+    /// [`handle_payload`](Self::handle_payload). (Judged before `buf` is grown for it, so
+    /// the reader's buffer stays small.)
+    pub fn handle_bytes_until_large(
+        &mut self,
+        buf: &mut BytesMut,
+        min_payload: u32,
+    ) -> Option<PendingFrame> {
         while !self.broken {
-            match self.decoder.decode(buf) {
+            let decoded = match self.decoder.take_large_head(buf, min_payload) {
+                Ok(Some(frame)) => return Some(frame),
+                // Its header is in, its fixed part not yet: wait for more without growing
+                // `buf` for the payload.
+                Ok(None) if self.decoder.awaits_large(buf, min_payload) => return None,
+                Ok(None) => self.decoder.decode(buf),
+                Err(e) => Err(e),
+            };
+            match decoded {
                 Ok(Some(msg)) => self.qp.handle_message(&mut self.pd, msg),
-                Ok(None) => return,
+                Ok(None) => return None,
                 Err(_) => {
                     self.broken = true;
                     self.qp.handle_wire_error();
@@ -149,6 +173,22 @@ impl Endpoint {
             }
         }
         buf.clear();
+        None
+    }
+
+    /// The payload of the frame [`handle_bytes_until_large`](Self::handle_bytes_until_large)
+    /// returned, as the driver read it.
+    pub fn handle_payload(&mut self, frame: PendingFrame, payload: Bytes) {
+        if self.broken {
+            return;
+        }
+        match self.decoder.finish(frame, payload) {
+            Ok(msg) => self.qp.handle_message(&mut self.pd, msg),
+            Err(_) => {
+                self.broken = true;
+                self.qp.handle_wire_error();
+            }
+        }
     }
 
     /// The byte stream closed or failed.

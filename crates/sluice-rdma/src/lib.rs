@@ -112,7 +112,7 @@ pub use access::{Access, RemoteAddr, STag, Sge, VaMode};
 pub use driver::SoftRdma;
 pub use endpoint::{Endpoint, Outgoing};
 pub use fault::{FaultAction, FaultPlan, FaultRule, FrameKind};
-pub use pd::{AccessError, MemoryRegion, ProtectionDomain, RegisterError};
+pub use pd::{AccessError, Contents, MemoryRegion, ProtectionDomain, RegisterError};
 pub use pool::BufferPool;
 pub use qp::{PostError, QpConfig, QpState, QueuePair};
 pub use staging::{RecvRing, StageError, Stager};

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use rustc_hash::FxHashMap;
 
 use crate::access::{Access, STag, VaMode};
+pub use memory::Contents;
 use memory::{Gathered, Memory};
 
 /// Largest region one registration may create. Registration allocates the region's memory,
@@ -222,6 +223,17 @@ impl ProtectionDomain {
             .ok_or(AccessError::UnknownStag(stag))
     }
 
+    /// Deregisters a writable region and hands back its memory and contents without a copy
+    /// ([`Contents`]); `Ok(None)` for a shared or gathered region, whose memory is the
+    /// caller's (the region only drops its references to it).
+    pub fn take_contents(&mut self, stag: STag) -> Result<Option<Contents>, AccessError> {
+        self.region(stag)?;
+        self.regions
+            .remove(&stag.index())
+            .map(|r| r.bytes.into_contents())
+            .ok_or(AccessError::UnknownStag(stag))
+    }
+
     /// Removes a region; its STag names nothing afterwards.
     pub fn deregister(&mut self, stag: STag) -> Result<(), AccessError> {
         self.region(stag)?;
@@ -309,6 +321,29 @@ impl ProtectionDomain {
     ) -> Result<(), AccessError> {
         let range = self.check(stag, va, data.len() as u64, need)?;
         writable(self.region_mut(stag)?)?[range].copy_from_slice(data);
+        Ok(())
+    }
+
+    /// As [`write`](Self::write), for data received in a buffer of its own: when it fills
+    /// the whole of a writable region, it becomes the region's contents without a copy (the
+    /// region's own memory is kept for the owner, [`take_contents`](Self::take_contents)).
+    /// Anything else is copied in as `write` does.
+    pub fn place(
+        &mut self,
+        stag: STag,
+        va: u64,
+        data: Bytes,
+        need: Access,
+    ) -> Result<(), AccessError> {
+        let range = self.check(stag, va, data.len() as u64, need)?;
+        let region = self.region_mut(stag)?;
+        if range.start == 0 && range.end == region.bytes.len() && !data.is_empty() {
+            return match region.bytes.place_whole(data) {
+                true => Ok(()),
+                false => Err(AccessError::NoRight(stag)),
+            };
+        }
+        writable(region)?[range].copy_from_slice(&data);
         Ok(())
     }
 
@@ -503,6 +538,105 @@ mod tests {
             pd.register_vec(vec![0; 4], Access::REMOTE_WRITE, VaMode::ZeroBased),
             Err(RegisterError::InvalidAccess)
         );
+    }
+
+    #[test]
+    fn a_placement_that_fills_the_region_becomes_its_contents_without_a_copy() {
+        let mut pd = ProtectionDomain::new();
+        let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+        let mr = pd
+            .register_vec(vec![0; 4], access, VaMode::Based(0x100))
+            .expect("register");
+        let data = Bytes::from(b"abcd".to_vec());
+        pd.place(mr.stag, 0x100, data.clone(), Access::REMOTE_WRITE)
+            .expect("place");
+        assert_eq!(
+            pd.contents(mr.stag, 0x100, 4).expect("contents")[..],
+            *b"abcd"
+        );
+        // Reads slice the very buffer placed.
+        let read = pd
+            .read_bytes(mr.stag, 0x101, 2, Access::REMOTE_READ)
+            .expect("read");
+        assert_eq!(read.as_ptr(), data[1..].as_ptr());
+        // The owner gets that buffer back, and the region's own memory, untouched.
+        match pd.take_contents(mr.stag) {
+            Ok(Some(Contents::Placed { data: back, spare })) => {
+                assert_eq!(back.as_ptr(), data.as_ptr());
+                assert_eq!(spare, vec![0; 4]);
+            }
+            other => panic!("expected placed contents, got {other:?}"),
+        }
+        assert_eq!(
+            pd.take_contents(mr.stag).map(|_| ()),
+            Err(AccessError::UnknownStag(mr.stag))
+        );
+    }
+
+    #[test]
+    fn a_placement_is_checked_and_a_partial_one_is_copied() {
+        let mut pd = ProtectionDomain::new();
+        let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+        let mr = pd
+            .register_vec(vec![0; 4], access, VaMode::ZeroBased)
+            .expect("register");
+        let bytes = |b: &[u8]| Bytes::copy_from_slice(b);
+        // Out of bounds, or without the right: refused, nothing placed.
+        assert!(matches!(
+            pd.place(mr.stag, 1, bytes(b"wxyz"), Access::REMOTE_WRITE),
+            Err(AccessError::OutOfBounds { .. })
+        ));
+        assert_eq!(
+            pd.place(mr.stag, 0, bytes(b"wxyz"), Access::REMOTE_READ),
+            Err(AccessError::NoRight(mr.stag))
+        );
+        pd.place(mr.stag, 1, bytes(b"xy"), Access::REMOTE_WRITE)
+            .expect("partial");
+        assert!(matches!(
+            pd.take_contents(mr.stag),
+            Ok(Some(Contents::Owned(v))) if v == b"\0xy\0"
+        ));
+        // A shared region has no write right to place with.
+        let shared = pd
+            .register_shared(bytes(b"1234"), Access::REMOTE_READ, VaMode::ZeroBased)
+            .expect("register");
+        assert_eq!(
+            pd.place(shared.stag, 0, bytes(b"wxyz"), Access::LOCAL_WRITE),
+            Err(AccessError::NoRight(shared.stag))
+        );
+        assert!(matches!(pd.take_contents(shared.stag), Ok(None)));
+    }
+
+    #[test]
+    fn a_store_into_a_placed_region_copies_its_contents_first() {
+        let mut pd = ProtectionDomain::new();
+        let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+        let mr = pd
+            .register_vec(vec![0; 4], access, VaMode::ZeroBased)
+            .expect("register");
+        let placed = Bytes::from(b"abcd".to_vec());
+        pd.place(mr.stag, 0, placed.clone(), Access::REMOTE_WRITE)
+            .expect("place");
+        pd.write(mr.stag, 2, b"Z", Access::REMOTE_WRITE)
+            .expect("write");
+        pd.fill(mr.stag, 0, b"Y").expect("fill");
+        assert_eq!(&placed[..], b"abcd", "the received buffer never changes");
+        assert_eq!(pd.take(mr.stag), Ok(b"YbZd".to_vec()));
+        // A whole placement over a placed region replaces it; taking the memory copies the
+        // contents into it.
+        let mr = pd
+            .register_vec(vec![0; 2], access, VaMode::ZeroBased)
+            .expect("register");
+        for data in [&b"ab"[..], b"cd"] {
+            pd.place(
+                mr.stag,
+                0,
+                Bytes::copy_from_slice(data),
+                Access::REMOTE_WRITE,
+            )
+            .expect("place");
+        }
+        assert_eq!(pd.retire(mr.stag), Ok(Some(b"cd".to_vec())));
     }
 
     #[test]

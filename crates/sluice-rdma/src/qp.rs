@@ -263,7 +263,7 @@ impl QueuePair {
                 },
             ) => {
                 if self.accept_msn(msn) {
-                    self.handle_write(pd, msn, stag, va, &payload);
+                    self.handle_write(pd, msn, stag, va, payload);
                 }
             }
             (QpState::Ready, Message::ReadRequest { msn, stag, va, len }) => {
@@ -272,7 +272,7 @@ impl QueuePair {
                 }
             }
             (QpState::Ready, Message::ReadResponse { msn, payload }) => {
-                self.handle_read_response(pd, msn, &payload);
+                self.handle_read_response(pd, msn, payload);
             }
             (QpState::Ready, Message::Ack { msn }) => self.handle_ack(pd, msn),
             // A second Connect, a wrong version, or requests before the Connect.

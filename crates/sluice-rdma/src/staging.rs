@@ -13,7 +13,7 @@ use bytes::Bytes;
 
 use crate::access::{Access, RemoteAddr, STag, Sge, VaMode};
 use crate::driver::SoftRdma;
-use crate::pd::{AccessError, RegisterError};
+use crate::pd::{AccessError, Contents, RegisterError};
 use crate::pool::BufferPool;
 use crate::qp::PostError;
 use crate::work::{RecvWr, SendWr, WcOpcode, WorkCompletion};
@@ -263,12 +263,23 @@ impl Stager {
         }
         let staged = self.posted.remove(&wc.wr_id)?;
         let data = match staged.read_len {
-            // The sink region's memory becomes the data: no copy out.
+            // The sink region's memory becomes the data: no copy out. A Response that filled
+            // the sink whole is already the data (placed without a copy); the sink's own
+            // memory goes back to the pool.
             Some(len) if wc.status == crate::work::WcStatus::Success => {
-                rdma.take(staged.stag).map(|mut v| {
-                    v.truncate(len as usize);
-                    Some(self.sinks.share(v))
-                })
+                rdma.take_contents(staged.stag)
+                    .map(|contents| match contents {
+                        Some(Contents::Owned(mut v)) => {
+                            v.truncate(len as usize);
+                            Some(self.sinks.share(v))
+                        }
+                        Some(Contents::Placed { data, spare }) => {
+                            self.sinks.put(spare);
+                            Some(data.slice(..(len as usize).min(data.len())))
+                        }
+                        // Never: a sink is registered writable (`register_vec`).
+                        None => None,
+                    })
             }
             _ => {
                 if let Ok(v) = rdma.take(staged.stag) {
@@ -388,6 +399,35 @@ mod tests {
             }
         }
         assert_eq!(received, msgs, "every message arrives once, in order");
+    }
+
+    /// An RDMA Read's data is the Read Response's own buffer, placed whole into the sink
+    /// (no copy), and the sink's memory goes back to the pool for the next Read.
+    #[tokio::test]
+    async fn a_read_returns_the_placed_response_and_pools_its_sink() {
+        let (a, b) = pair(QpConfig::default()).await;
+        let data: Vec<u8> = (0..=255u8).cycle().take(100_000).collect();
+        let source = b
+            .register_shared(
+                Bytes::from(data.clone()),
+                Access::REMOTE_READ,
+                VaMode::Based(0x10),
+            )
+            .unwrap();
+        let mut stager = Stager::new();
+        for (va, len) in [(0x10, 100_000u32), (0x20, 50)] {
+            let remote = RemoteAddr {
+                stag: source.stag,
+                va,
+            };
+            let wr = stager.read(&a, len, remote).unwrap();
+            let wc = a.next_completion().await;
+            assert_eq!((wc.wr_id, wc.status), (wr, WcStatus::Success));
+            let got = stager.complete(&a, &wc).unwrap().unwrap().unwrap();
+            let start = (va - 0x10) as usize;
+            assert_eq!(&got[..], &data[start..start + len as usize]);
+            assert_eq!(stager.sinks.len(), 1, "the sink's memory is pooled again");
+        }
     }
 
     /// A batch with and without invalidates: each Send invalidates the STag it names (and

@@ -280,39 +280,66 @@ impl Decoder {
     /// are needed. A header is judged as soon as it arrives: a body longer than the limit is
     /// refused before any of it is buffered.
     pub fn decode(&self, buf: &mut BytesMut) -> Result<Option<Message>, WireError> {
-        let Some(header) = buf.first_chunk::<FRAME_HEADER_LEN>() else {
+        let Some(frame) = self.judge(buf)? else {
             return Ok(None);
         };
-        let op = header[0];
-        if header[1..4] != [0, 0, 0] {
-            return Err(WireError::Reserved);
-        }
-        let body_len = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
-        let (fixed, has_payload) = Message::fixed_len(op).ok_or(WireError::UnknownOpcode(op))?;
-        let body = body_len as usize;
-        if body < fixed || (!has_payload && body != fixed) {
-            return Err(WireError::BadLength {
-                opcode: op,
-                len: body_len,
-            });
-        }
-        let payload_len = body_len - fixed as u32;
-        if payload_len > self.max_payload {
-            return Err(WireError::TooLong {
-                len: payload_len,
-                limit: self.max_payload,
-            });
-        }
+        let body = frame.fixed + frame.payload_len as usize;
         if buf.len() < FRAME_HEADER_LEN + body {
             buf.reserve(FRAME_HEADER_LEN + body - buf.len());
             return Ok(None);
         }
-        buf.advance(FRAME_HEADER_LEN);
-        let mut head = [0u8; MAX_FIXED_LEN + 4];
-        head[..fixed].copy_from_slice(&buf[..fixed]);
-        buf.advance(fixed);
-        let payload = buf.split_to(payload_len as usize).freeze();
-        let mut h = &head[..fixed];
+        let frame = Self::take_fixed(buf, frame);
+        let payload = buf.split_to(frame.payload_len as usize).freeze();
+        self.finish(frame, payload).map(Some)
+    }
+
+    /// Takes the header and fixed part of the next frame off `buf` when its payload is at
+    /// least `min_payload` bytes and not all of it is in `buf` yet, so that the caller can
+    /// read the payload into a buffer of its own (straight from the stream: no growing of
+    /// `buf`, no copy) and give it to [`finish`](Self::finish). `Ok(None)` (and `buf`
+    /// untouched) otherwise: [`decode`](Self::decode) takes it.
+    pub fn take_large_head(
+        &self,
+        buf: &mut BytesMut,
+        min_payload: u32,
+    ) -> Result<Option<PendingFrame>, WireError> {
+        let Some(frame) = self.judge(buf)? else {
+            return Ok(None);
+        };
+        let whole = FRAME_HEADER_LEN + frame.fixed + frame.payload_len as usize;
+        if frame.payload_len < min_payload
+            || buf.len() < FRAME_HEADER_LEN + frame.fixed
+            || buf.len() >= whole
+        {
+            return Ok(None);
+        }
+        Ok(Some(Self::take_fixed(buf, frame)))
+    }
+
+    /// Whether the next frame in `buf` has a payload of at least `min_payload` bytes and has
+    /// not all arrived (its header judged valid): a caller reading such payloads apart waits
+    /// for the fixed part without [`decode`](Self::decode) growing `buf` for the payload.
+    pub fn awaits_large(&self, buf: &[u8], min_payload: u32) -> bool {
+        match self.judge(buf) {
+            Ok(Some(frame)) => {
+                frame.payload_len >= min_payload
+                    && buf.len() < FRAME_HEADER_LEN + frame.fixed + frame.payload_len as usize
+            }
+            _ => false,
+        }
+    }
+
+    /// The message of a frame whose header [`take_large_head`](Self::take_large_head) took,
+    /// with its payload (exactly [`PendingFrame::payload_len`] bytes).
+    pub fn finish(&self, frame: PendingFrame, payload: Bytes) -> Result<Message, WireError> {
+        if payload.len() != frame.payload_len as usize {
+            return Err(WireError::BadLength {
+                opcode: frame.op,
+                len: (frame.fixed + payload.len()) as u32,
+            });
+        }
+        let op = frame.op;
+        let mut h = &frame.head[..frame.fixed];
         let msg = match op {
             opcode::CONNECT => {
                 let version = h.get_u8();
@@ -378,7 +405,66 @@ impl Decoder {
                 }
             }
         };
-        Ok(Some(msg))
+        Ok(msg)
+    }
+
+    /// The next frame's header, judged: opcode, reserved bytes, lengths against the limit.
+    /// `Ok(None)` until the eight header bytes are in.
+    fn judge(&self, buf: &[u8]) -> Result<Option<PendingFrame>, WireError> {
+        let Some(header) = buf.first_chunk::<FRAME_HEADER_LEN>() else {
+            return Ok(None);
+        };
+        let op = header[0];
+        if header[1..4] != [0, 0, 0] {
+            return Err(WireError::Reserved);
+        }
+        let body_len = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
+        let (fixed, has_payload) = Message::fixed_len(op).ok_or(WireError::UnknownOpcode(op))?;
+        let body = body_len as usize;
+        if body < fixed || (!has_payload && body != fixed) {
+            return Err(WireError::BadLength {
+                opcode: op,
+                len: body_len,
+            });
+        }
+        let payload_len = body_len - fixed as u32;
+        if payload_len > self.max_payload {
+            return Err(WireError::TooLong {
+                len: payload_len,
+                limit: self.max_payload,
+            });
+        }
+        Ok(Some(PendingFrame {
+            op,
+            head: [0; MAX_FIXED_LEN + 4],
+            fixed,
+            payload_len,
+        }))
+    }
+
+    /// Consumes a judged frame's header and fixed part (all in `buf`) into `frame`.
+    fn take_fixed(buf: &mut BytesMut, mut frame: PendingFrame) -> PendingFrame {
+        buf.advance(FRAME_HEADER_LEN);
+        frame.head[..frame.fixed].copy_from_slice(&buf[..frame.fixed]);
+        buf.advance(frame.fixed);
+        frame
+    }
+}
+
+/// A frame whose header and fixed part were taken off the stream, its payload still to come
+/// ([`Decoder::take_large_head`]).
+#[derive(Clone, Debug)]
+pub struct PendingFrame {
+    op: u8,
+    head: [u8; MAX_FIXED_LEN + 4],
+    fixed: usize,
+    payload_len: u32,
+}
+
+impl PendingFrame {
+    /// The payload's length: bounded by the decoder's limit before this was returned.
+    pub fn payload_len(&self) -> u32 {
+        self.payload_len
     }
 }
 

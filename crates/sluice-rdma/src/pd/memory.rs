@@ -1,7 +1,8 @@
 //! A region's memory, in the three forms a registration can take: allocated for the region or
 //! handed over by the caller (writable), the caller's immutable buffer, or the caller's
-//! immutable buffers gathered in order into one region. Ranges passed here were already
-//! checked against [`Memory::len`] by the protection domain.
+//! immutable buffers gathered in order into one region; and a fourth a writable region takes
+//! when one placement fills it whole: the received buffer itself. Ranges passed here were
+//! already checked against [`Memory::len`] by the protection domain.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -17,6 +18,17 @@ pub(super) enum Memory {
     /// The caller's immutable buffers, one after the other: a read inside one of them
     /// slices it, a read across them copies (as a gather list's pieces are, once).
     Gathered(Gathered),
+    /// A writable region that one placement filled whole ([`Memory::place_whole`]): the
+    /// received buffer stands for its contents, as if the bytes had been read from the
+    /// stream straight into the region (what an RNIC's placement does), and the region's own
+    /// memory waits as `spare`, unchanged, until a store needs it (copy on write) or the
+    /// owner takes it back.
+    Placed {
+        /// The region's contents: `spare.len()` bytes.
+        data: Bytes,
+        /// The region's own memory.
+        spare: Vec<u8>,
+    },
 }
 
 impl Memory {
@@ -25,6 +37,7 @@ impl Memory {
             Memory::Owned(v) => v.len(),
             Memory::Shared(b) => b.len(),
             Memory::Gathered(g) => g.len,
+            Memory::Placed { data, .. } => data.len(),
         }
     }
 
@@ -33,7 +46,7 @@ impl Memory {
     pub(super) fn view(&self, range: Range<usize>) -> Cow<'_, [u8]> {
         match self {
             Memory::Owned(v) => Cow::Borrowed(&v[range]),
-            Memory::Shared(b) => Cow::Borrowed(&b[range]),
+            Memory::Shared(b) | Memory::Placed { data: b, .. } => Cow::Borrowed(&b[range]),
             Memory::Gathered(g) => match g.within_one(&range) {
                 Some((chunk, r)) => Cow::Borrowed(&g.chunks[chunk][r]),
                 None => Cow::Owned(g.copy(range)),
@@ -46,7 +59,7 @@ impl Memory {
     pub(super) fn bytes(&self, range: Range<usize>) -> Bytes {
         match self {
             Memory::Owned(v) => Bytes::copy_from_slice(&v[range]),
-            Memory::Shared(b) => b.slice(range),
+            Memory::Shared(b) | Memory::Placed { data: b, .. } => b.slice(range),
             Memory::Gathered(g) => match g.within_one(&range) {
                 Some((chunk, r)) => g.chunks[chunk].slice(r),
                 None => Bytes::from(g.copy(range)),
@@ -54,32 +67,86 @@ impl Memory {
         }
     }
 
-    /// The memory to store into: only an owned region's; the caller's buffers cannot change.
+    /// The memory to store into: only an owned region's (a placed one's contents are copied
+    /// into its own memory first); the caller's buffers cannot change.
     pub(super) fn writable(&mut self) -> Option<&mut [u8]> {
+        if let Memory::Placed { data, spare } = self {
+            spare.copy_from_slice(data);
+            *self = Memory::Owned(std::mem::take(spare));
+        }
         match self {
             Memory::Owned(v) => Some(v),
-            Memory::Shared(_) | Memory::Gathered(_) => None,
+            Memory::Shared(_) | Memory::Gathered(_) | Memory::Placed { .. } => None,
         }
     }
 
-    /// The memory as one vector: an owned region's as it is, a caller's buffer copied
-    /// unless it was the only reference to a vector.
+    /// Makes `data`, exactly as long as the region, its contents without copying it, if the
+    /// region is writable: `false` (nothing changed) for the caller's immutable buffers.
+    pub(super) fn place_whole(&mut self, data: Bytes) -> bool {
+        debug_assert_eq!(data.len(), self.len());
+        match self {
+            Memory::Owned(v) => {
+                let spare = std::mem::take(v);
+                *self = Memory::Placed { data, spare };
+                true
+            }
+            Memory::Placed { data: old, .. } => {
+                *old = data;
+                true
+            }
+            Memory::Shared(_) | Memory::Gathered(_) => false,
+        }
+    }
+
+    /// The memory as one vector: an owned region's as it is, a placed region's contents
+    /// copied into its own memory, a caller's buffer copied unless it was the only reference
+    /// to a vector.
     pub(super) fn into_vec(self) -> Vec<u8> {
         match self {
             Memory::Owned(v) => v,
+            Memory::Placed { data, mut spare } => {
+                spare.copy_from_slice(&data);
+                spare
+            }
             Memory::Shared(b) => Vec::from(b),
             Memory::Gathered(g) => g.copy(0..g.len),
         }
     }
 
-    /// The memory as one vector if the region owned it; the caller's buffers are only
-    /// dropped (the references the region held).
+    /// The memory as one vector if the region owned it (a placed region's contents copied
+    /// into it); the caller's buffers are only dropped (the references the region held).
     pub(super) fn into_owned(self) -> Option<Vec<u8>> {
         match self {
-            Memory::Owned(v) => Some(v),
+            Memory::Owned(_) | Memory::Placed { .. } => Some(self.into_vec()),
             Memory::Shared(_) | Memory::Gathered(_) => None,
         }
     }
+
+    /// The memory handed back without a copy: an owned region's vector, or a placed
+    /// region's contents with its own memory; `None` for the caller's buffers.
+    pub(super) fn into_contents(self) -> Option<Contents> {
+        match self {
+            Memory::Owned(v) => Some(Contents::Owned(v)),
+            Memory::Placed { data, spare } => Some(Contents::Placed { data, spare }),
+            Memory::Shared(_) | Memory::Gathered(_) => None,
+        }
+    }
+}
+
+/// A writable region's memory as [`ProtectionDomain::take_contents`](super::ProtectionDomain::take_contents)
+/// hands it back, without a copy.
+#[derive(Debug)]
+pub enum Contents {
+    /// The region's own memory, holding its contents.
+    Owned(Vec<u8>),
+    /// The region's contents, placed whole from a received buffer, and the region's own
+    /// memory, unused (its bytes are whatever they were before the placement).
+    Placed {
+        /// The contents.
+        data: Bytes,
+        /// The region's own memory, for reuse.
+        spare: Vec<u8>,
+    },
 }
 
 /// Buffers in order as one run of bytes.

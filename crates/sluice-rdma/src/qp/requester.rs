@@ -14,7 +14,7 @@ impl QueuePair {
         &mut self,
         pd: &mut ProtectionDomain,
         msn: u32,
-        payload: &[u8],
+        payload: Bytes,
     ) {
         let Some(entry) = self
             .in_flight
@@ -31,9 +31,10 @@ impl QueuePair {
             self.protocol_error();
             return;
         }
-        // The sink was checked at post time; it may have been invalidated since.
+        // The sink was checked at post time; it may have been invalidated since. A Response
+        // that fills its sink whole becomes its contents without a copy.
         if pd
-            .write(sge.stag, sge.va, payload, Access::LOCAL_WRITE)
+            .place(sge.stag, sge.va, payload, Access::LOCAL_WRITE)
             .is_err()
         {
             self.enter_error(

@@ -17,11 +17,12 @@ impl QueuePair {
         msn: u32,
         stag: STag,
         va: u64,
-        payload: &Bytes,
+        payload: Bytes,
     ) {
         // RFC 5040 sections 5.1 and 6.4: a tagged buffer is only placed after its STag,
-        // rights and bounds are validated; a failure is a remote access error.
-        match pd.write(stag, va, payload, Access::REMOTE_WRITE) {
+        // rights and bounds are validated; a failure is a remote access error. A Write that
+        // fills its region whole becomes its contents without a copy.
+        match pd.place(stag, va, payload, Access::REMOTE_WRITE) {
             Ok(()) => self.ack(msn),
             Err(_) => self.remote_access_error(msn),
         }
