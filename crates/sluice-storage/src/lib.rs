@@ -47,6 +47,10 @@ use std::io;
 
 use bytes::{Bytes, BytesMut};
 
+/// Zeros for reads handed out without a copy (a memory LUN's chunk never written, any read
+/// of a null LUN up to this long).
+static ZEROS: [u8; 1 << 20] = [0; 1 << 20];
+
 mod file;
 mod memory;
 mod null;

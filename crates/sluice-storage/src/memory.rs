@@ -20,9 +20,6 @@ pub(crate) const CHUNK_BYTES: usize = 1 << 20;
 /// random reads from pinning chunks that writes would then have to copy.
 const SHARED_READ_MIN: usize = 64 * 1024;
 
-/// What a chunk that was never written reads as, for reads handed out without a copy.
-static ZEROS: [u8; CHUNK_BYTES] = [0; CHUNK_BYTES];
-
 /// A written chunk's bytes. Reads handed out without a copy hold a reference; a write to a
 /// chunk that is still referenced so copies it first (copy on write), so such a read keeps
 /// the bytes it was served.
@@ -321,7 +318,8 @@ impl BlockDevice for MemoryDevice {
                 // The Bytes keeps the chunk alive (and so unwritten in place).
                 Some(chunk) => Bytes::from_owner(SharedChunk(Arc::clone(chunk)))
                     .slice(in_chunk..in_chunk + len),
-                None => Bytes::from_static(&ZEROS[..len]),
+                // Never written: it reads as zeros.
+                None => Bytes::from_static(&crate::ZEROS[..len]),
             },
         ))
     }

@@ -1,6 +1,8 @@
 //! A device that stores nothing.
 
-use crate::{check_range, checked_size, BlockDevice, StorageError};
+use bytes::Bytes;
+
+use crate::{check_range, checked_size, BlockDevice, StorageError, ZEROS};
 
 /// Discards writes and reads zeros.
 ///
@@ -51,6 +53,17 @@ impl BlockDevice for NullDevice {
         Ok(())
     }
 
+    /// Every read is zeros, so one static buffer serves them all without a copy (up to
+    /// 1 MiB; longer ones are filled): a null LUN costs its reader no memory pass, as a
+    /// target that keeps no data (a benchmark's, or the MEMORYIO mode of the UNH target) reads
+    /// from one buffer.
+    fn read_shared(&self, offset: u64, len: usize) -> Option<Result<Bytes, StorageError>> {
+        if let Err(e) = check_range(offset, len as u64, self.size_bytes) {
+            return Some(Err(e));
+        }
+        (len <= ZEROS.len()).then(|| Ok(Bytes::from_static(&ZEROS[..len])))
+    }
+
     fn write_at(&self, offset: u64, data: &[u8], _fua: bool) -> Result<(), StorageError> {
         check_range(offset, data.len() as u64, self.size_bytes)
     }
@@ -61,5 +74,24 @@ impl BlockDevice for NullDevice {
 
     fn write_zeroes(&self, offset: u64, len: u64, _fua: bool) -> Result<(), StorageError> {
         check_range(offset, len, self.size_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_are_one_static_buffer_of_zeros_up_to_a_mebibyte_and_checked() {
+        let dev = NullDevice::new(512, 8192);
+        let a = dev.read_shared(4096, 65536).expect("shared").expect("read");
+        let b = dev.read_shared(0, 1 << 20).expect("shared").expect("read");
+        assert!(a.iter().all(|&x| x == 0) && a.len() == 65536);
+        assert_eq!(a.as_ptr(), b.as_ptr(), "the same buffer, not a copy");
+        assert!(
+            dev.read_shared(0, (1 << 20) + 512).is_none(),
+            "longer: filled"
+        );
+        assert!(matches!(dev.read_shared(4 << 20, 1024), Some(Err(_))));
     }
 }
