@@ -253,7 +253,6 @@ impl IserLogin {
     ) -> Result<IserLink, String> {
         let LoginEnd::Rdma {
             initiator_recv_dsl,
-            initiator_core_max_recv,
             max_burst,
             first_burst,
             peer_max_unexpected,
@@ -277,13 +276,8 @@ impl IserLogin {
         rdma.start();
         let mut stager = Stager::new();
         hello(&rdma, &mut receives, &mut stager, &self.opts).await?;
-        let mover = InitiatorDatamover::new(
-            initiator_recv_dsl,
-            initiator_core_max_recv,
-            max_burst,
-            first_burst,
-        )
-        .with_unexpected_limit(peer_max_unexpected);
+        let mover = InitiatorDatamover::new(initiator_recv_dsl, max_burst, first_burst)
+            .with_unexpected_limit(peer_max_unexpected);
         let depth = self.opts.link_depth.clamp(1, MAX_LINK_DEPTH);
         let (to_mover, mut from_core) = mpsc::channel(depth);
         let (to_core, from_mover) = mpsc::channel(depth);
@@ -410,10 +404,12 @@ impl SoftRegions<'_> {
 impl Regions for SoftRegions<'_> {
     fn register(&mut self, len: u32) -> Result<BufferAdvertisement, String> {
         let va = self.next_va(u64::from(len));
-        let memory = self.pool.get(len.max(1) as usize, true);
+        // Registered as zeros without clearing the reused buffer: a read of one burst is
+        // placed whole and never needs it cleared; a partial placement clears it first.
+        let memory = self.pool.get(len.max(1) as usize, false);
         let mr = self
             .rdma
-            .register_vec(
+            .register_cleared(
                 memory,
                 Access::LOCAL_WRITE | Access::REMOTE_WRITE,
                 VaMode::Based(va),

@@ -119,6 +119,19 @@ impl SoftRdma {
         self.endpoint().register_vec(bytes, access, va)
     }
 
+    /// Registers the caller's memory (a reused buffer) as a zero-filled region without
+    /// clearing it first; see [`ProtectionDomain::register_cleared`].
+    ///
+    /// [`ProtectionDomain::register_cleared`]: crate::ProtectionDomain::register_cleared
+    pub fn register_cleared(
+        &self,
+        bytes: Vec<u8>,
+        access: Access,
+        va: VaMode,
+    ) -> Result<MemoryRegion, RegisterError> {
+        self.endpoint().register_cleared(bytes, access, va)
+    }
+
     /// Registers the caller's immutable buffer in place for reading: Sends, RDMA Writes and
     /// the peer's RDMA Reads from it slice it rather than copy it.
     pub fn register_shared(

@@ -87,6 +87,19 @@ impl Endpoint {
         self.pd.register_vec(bytes, access, va)
     }
 
+    /// [`ProtectionDomain::register_cleared`], under the fault plan.
+    pub fn register_cleared(
+        &mut self,
+        bytes: Vec<u8>,
+        access: Access,
+        va: VaMode,
+    ) -> Result<MemoryRegion, RegisterError> {
+        if self.faults.take_registration_failure() {
+            return Err(RegisterError::Injected);
+        }
+        self.pd.register_cleared(bytes, access, va)
+    }
+
     /// Registers the caller's immutable buffer for reading (see
     /// [`ProtectionDomain::register_shared`]), under the same fault plan.
     pub fn register_shared(

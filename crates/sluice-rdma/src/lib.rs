@@ -85,6 +85,17 @@
 //! ([`wire::Decoder`]) refuses unknown opcodes and causes, non-zero reserved bytes, bodies
 //! that do not fit their opcode and payloads over the limit.
 //!
+//! # Placement
+//!
+//! A NIC places tagged data straight into the registered buffer. Here the kernel's copy out of
+//! the socket is the one copy a payload takes: a payload of 64 KiB or more that has not all
+//! arrived is read from the stream into a pooled buffer of its own
+//! ([`Endpoint::handle_bytes_until_large`]), and an RDMA Write or Read Response that fills its
+//! region whole makes that buffer the region's contents ([`ProtectionDomain::place`]; the
+//! region's own memory waits, and a later store copies the contents into it first). The owner
+//! takes the data back without a copy ([`ProtectionDomain::take_contents`]); smaller or
+//! partial placements are copied in.
+//!
 //! # Fault injection
 //!
 //! A [`FaultPlan`] drops, corrupts or delays chosen outbound frames and fails chosen

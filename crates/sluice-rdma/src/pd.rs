@@ -128,6 +128,19 @@ impl ProtectionDomain {
         self.insert(Memory::Owned(bytes), access, va)
     }
 
+    /// Registers `bytes` (a reused buffer, say) as a region of `bytes.len()` zeros without
+    /// clearing it now: every access sees zeros until it is written. It is cleared at the
+    /// first store or view that needs it, and never if one placement fills it whole
+    /// ([`place`](Self::place)), the common fate of an RDMA Write's or Read's target buffer.
+    pub fn register_cleared(
+        &mut self,
+        bytes: Vec<u8>,
+        access: Access,
+        va: VaMode,
+    ) -> Result<MemoryRegion, RegisterError> {
+        self.insert(Memory::Cleared { bytes, valid: 0 }, access, va)
+    }
+
     /// Registers the caller's immutable buffer in place for reading only (a Send's or an
     /// RDMA Write's source, or a buffer the peer RDMA-Reads): local and remote reads of it
     /// share its bytes instead of copying them. Write rights are refused
@@ -320,8 +333,7 @@ impl ProtectionDomain {
         need: Access,
     ) -> Result<(), AccessError> {
         let range = self.check(stag, va, data.len() as u64, need)?;
-        writable(self.region_mut(stag)?)?[range].copy_from_slice(data);
-        Ok(())
+        store(self.region_mut(stag)?, range, data)
     }
 
     /// As [`write`](Self::write), for data received in a buffer of its own: when it fills
@@ -343,8 +355,7 @@ impl ProtectionDomain {
                 false => Err(AccessError::NoRight(stag)),
             };
         }
-        writable(region)?[range].copy_from_slice(&data);
-        Ok(())
+        store(region, range, &data)
     }
 
     /// The owner's own view of its memory (a CPU load, not a verb): bounds are checked, rights
@@ -364,8 +375,7 @@ impl ProtectionDomain {
         let len = data.len() as u64;
         let range =
             region_range(region, va, len).ok_or(AccessError::OutOfBounds { stag, va, len })?;
-        writable(region)?[range].copy_from_slice(data);
-        Ok(())
+        store(region, range, data)
     }
 
     fn region(&self, stag: STag) -> Result<&Region, AccessError> {
@@ -383,10 +393,13 @@ impl ProtectionDomain {
     }
 }
 
-/// A region's memory to store into; the caller's immutable buffers have no write right.
-fn writable(region: &mut Region) -> Result<&mut [u8], AccessError> {
-    let stag = region.stag;
-    region.bytes.writable().ok_or(AccessError::NoRight(stag))
+/// Stores `data` at `range` of a region's memory; the caller's immutable buffers have no
+/// write right.
+fn store(region: &mut Region, range: Range<usize>, data: &[u8]) -> Result<(), AccessError> {
+    match region.bytes.store(range, data) {
+        true => Ok(()),
+        false => Err(AccessError::NoRight(region.stag)),
+    }
 }
 
 /// `[va, va + len)` as a range of the region's bytes, if it lies inside `[base, base + size)`.
@@ -571,6 +584,68 @@ mod tests {
             pd.take_contents(mr.stag).map(|_| ()),
             Err(AccessError::UnknownStag(mr.stag))
         );
+    }
+
+    #[test]
+    fn a_region_registered_cleared_reads_as_zeros_until_written() {
+        let mut pd = ProtectionDomain::new();
+        let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+        let dirty = || vec![0xee; 4];
+        let cleared = |pd: &mut ProtectionDomain| {
+            pd.register_cleared(dirty(), access, VaMode::ZeroBased)
+                .expect("register")
+        };
+        // Every view of it, local or remote, is zeros; so is what its owner takes back.
+        let mr = cleared(&mut pd);
+        assert_eq!(pd.contents(mr.stag, 0, 4).expect("contents")[..], [0; 4]);
+        assert_eq!(pd.read(mr.stag, 1, 3, Access::REMOTE_READ), Ok(vec![0; 3]));
+        assert_eq!(
+            pd.read_bytes(mr.stag, 0, 2, Access::REMOTE_READ).as_deref(),
+            Ok(&[0u8, 0][..])
+        );
+        assert!(matches!(
+            pd.take_contents(mr.stag),
+            Ok(Some(Contents::Owned(v))) if v == [0; 4]
+        ));
+        let mr = cleared(&mut pd);
+        assert_eq!(pd.retire(mr.stag), Ok(Some(vec![0; 4])));
+        // A partial store clears the rest.
+        let mr = cleared(&mut pd);
+        pd.write(mr.stag, 1, b"xy", Access::REMOTE_WRITE)
+            .expect("write");
+        assert_eq!(pd.take(mr.stag), Ok(b"\0xy\0".to_vec()));
+        let mr = cleared(&mut pd);
+        pd.fill(mr.stag, 3, b"z").expect("fill");
+        assert_eq!(pd.take(mr.stag), Ok(b"\0\0\0z".to_vec()));
+        // Stores in order, as a read's bursts arrive, clear nothing; what is not stored yet
+        // still reads as zeros.
+        let mr = cleared(&mut pd);
+        pd.write(mr.stag, 0, b"ab", Access::REMOTE_WRITE)
+            .expect("write");
+        assert_eq!(
+            pd.contents(mr.stag, 0, 4).expect("contents")[..],
+            *b"ab\0\0"
+        );
+        assert_eq!(pd.contents(mr.stag, 1, 1).expect("contents")[..], *b"b");
+        pd.place(mr.stag, 2, Bytes::from_static(b"cd"), Access::REMOTE_WRITE)
+            .expect("place");
+        assert_eq!(pd.take(mr.stag), Ok(b"abcd".to_vec()));
+        // A whole placement never clears it: the buffer comes back as it was.
+        let mr = cleared(&mut pd);
+        pd.place(
+            mr.stag,
+            0,
+            Bytes::from_static(b"abcd"),
+            Access::REMOTE_WRITE,
+        )
+        .expect("place");
+        match pd.take_contents(mr.stag) {
+            Ok(Some(Contents::Placed { data, spare })) => {
+                assert_eq!(&data[..], b"abcd");
+                assert_eq!(spare, dirty(), "not cleared");
+            }
+            other => panic!("expected placed contents, got {other:?}"),
+        }
     }
 
     #[test]

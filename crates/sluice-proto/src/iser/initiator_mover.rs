@@ -111,7 +111,6 @@ pub struct InitiatorMoverStats {
 pub struct InitiatorDatamover {
     tasks: HashMap<Itt, Task>,
     framer: Framer,
-    core_max_recv: u32,
     max_burst: u32,
     first_burst: u32,
     /// StatSN, ExpCmdSN and MaxCmdSN for the datamover's own R2Ts: the last the target
@@ -127,21 +126,14 @@ pub struct InitiatorDatamover {
 }
 
 impl InitiatorDatamover {
-    /// A datamover that receives Sends with data segments up to `initiator_recv_dsl`, hands
-    /// Data-In of up to `core_max_recv` bytes to the core and asks it for at most
-    /// `max_burst` bytes per R2T of its own (the negotiated MaxBurstLength); `first_burst`
-    /// is the negotiated FirstBurstLength (how much of a write whose command has the F bit
-    /// clear travels in Sends).
-    pub fn new(
-        initiator_recv_dsl: u32,
-        core_max_recv: u32,
-        max_burst: u32,
-        first_burst: u32,
-    ) -> Self {
+    /// A datamover that receives Sends with data segments up to `initiator_recv_dsl` and asks
+    /// the core for at most `max_burst` bytes per R2T of its own (the negotiated
+    /// MaxBurstLength); `first_burst` is the negotiated FirstBurstLength (how much of a write
+    /// whose command has the F bit clear travels in Sends).
+    pub fn new(initiator_recv_dsl: u32, max_burst: u32, first_burst: u32) -> Self {
         InitiatorDatamover {
             tasks: HashMap::new(),
             framer: Framer::new(initiator_recv_dsl),
-            core_max_recv: core_max_recv.max(512),
             max_burst: max_burst.max(512),
             first_burst,
             last: (SeqNum::new(0), SeqNum::new(2), SeqNum::new(0)),
@@ -420,8 +412,8 @@ impl InitiatorDatamover {
             }
             Err(e) => return Err(MoverError::Malformed(e.to_string())),
         };
-        let pdu = decode_one(&mut self.framer, rest)?;
-        match &pdu {
+        let mut pdu = decode_one(&mut self.framer, rest)?;
+        match &mut pdu {
             Pdu::ScsiResponse(rsp) => {
                 self.last = (rsp.stat_sn.next(), rsp.exp_cmd_sn, rsp.max_cmd_sn);
                 if let Some(task) = self.tasks.remove(&rsp.itt) {
@@ -435,7 +427,10 @@ impl InitiatorDatamover {
                             .contents(buf, placed)
                             .map_err(MoverError::Malformed)?;
                         self.stats.placed_bytes += u64::from(placed);
-                        self.data_in(rsp.itt, task.lun, rsp, data, out);
+                        // The core counts the Data-In it got against ExpDataSN (RFC 7143
+                        // section 11.4.8); over iSER none crossed the wire (RFC 7145 section
+                        // 7.3.5), and the ones the core gets are this datamover's.
+                        rsp.exp_data_sn = self.data_in(rsp.itt, task.lun, rsp, data, out);
                     }
                     release(regions, &task);
                 }
@@ -454,9 +449,11 @@ impl InitiatorDatamover {
         Ok(())
     }
 
-    /// The read's data as Data-In PDUs of at most the core's MaxRecvDataSegmentLength, the
-    /// F bit closing every MaxBurstLength (RFC 7143 section 11.7.1: a Data-In sequence is
-    /// at most MaxBurstLength), as the core checks them over TCP.
+    /// The read's data as one Data-In PDU (none for no data), returning how many: the
+    /// target placed it all in one buffer, which the core then completes the read with,
+    /// without reassembling it. Data-In sized as over TCP (MaxRecvDataSegmentLength, the F
+    /// bit every MaxBurstLength) made the core copy every byte into a buffer of its own, for
+    /// PDUs that never existed on the wire.
     fn data_in(
         &self,
         itt: Itt,
@@ -464,35 +461,29 @@ impl InitiatorDatamover {
         rsp: &crate::pdu::ScsiResponse,
         data: Bytes,
         out: &mut InitiatorOut,
-    ) {
-        let chunk = self.core_max_recv as usize;
-        let burst = self.max_burst as usize;
-        let mut start = 0usize;
-        let mut data_sn = 0u32;
-        while start < data.len() {
-            let burst_end = (start / burst + 1) * burst;
-            let end = (start + chunk).min(burst_end).min(data.len());
-            out.to_core.push(Pdu::DataIn(DataIn {
-                final_bit: end == burst_end || end == data.len(),
-                ack: false,
-                overflow: false,
-                underflow: false,
-                status_present: false,
-                status: crate::pdu::codes::ScsiStatus::Good,
-                lun,
-                itt,
-                ttt: Ttt::RESERVED,
-                stat_sn: SeqNum::new(0),
-                exp_cmd_sn: rsp.exp_cmd_sn,
-                max_cmd_sn: rsp.max_cmd_sn,
-                data_sn,
-                buffer_offset: u32::try_from(start).unwrap_or(u32::MAX),
-                residual: 0,
-                data: data.slice(start..end),
-            }));
-            data_sn = data_sn.wrapping_add(1);
-            start = end;
+    ) -> u32 {
+        if data.is_empty() {
+            return 0;
         }
+        out.to_core.push(Pdu::DataIn(DataIn {
+            final_bit: true,
+            ack: false,
+            overflow: false,
+            underflow: false,
+            status_present: false,
+            status: crate::pdu::codes::ScsiStatus::Good,
+            lun,
+            itt,
+            ttt: Ttt::RESERVED,
+            stat_sn: SeqNum::new(0),
+            exp_cmd_sn: rsp.exp_cmd_sn,
+            max_cmd_sn: rsp.max_cmd_sn,
+            data_sn: 0,
+            buffer_offset: 0,
+            residual: 0,
+            data,
+        }));
+        1
     }
 
     /// Releases every buffer (the connection ended).

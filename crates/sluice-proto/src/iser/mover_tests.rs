@@ -115,7 +115,7 @@ fn sends(out: &mut InitiatorOut) -> Vec<(IserHeader, Vec<u8>)> {
 #[test]
 fn a_read_is_placed_by_rdma_write_and_handed_to_the_core_as_data_in() {
     let mut regions = FakeRegions::default();
-    let mut ini = InitiatorDatamover::new(8192, 4096, 262_144, 65536);
+    let mut ini = InitiatorDatamover::new(8192, 262_144, 65536);
     let mut tgt = TargetDatamover::new(16384, 65536, true, 65536);
     let mut out = InitiatorOut::default();
     ini.handle_core_pdu(
@@ -194,29 +194,24 @@ fn a_read_is_placed_by_rdma_write_and_handed_to_the_core_as_data_in() {
     assert_eq!(tgt.stats.rdma_writes, 2);
     ini.handle_send(&response.unwrap(), &mut regions, &mut out)
         .unwrap();
-    // The core gets Data-In of at most its 4096 bytes, in order, then the response.
-    let mut got = Vec::new();
-    let n = out.to_core.len();
-    for (i, pdu) in out.to_core.drain(..).enumerate() {
-        match pdu {
-            Pdu::DataIn(d) => {
-                assert_eq!(d.buffer_offset as usize, got.len());
-                assert!(d.data.len() <= 4096);
-                assert_eq!(d.final_bit, i == n - 2);
-                got.extend_from_slice(&d.data);
-            }
-            Pdu::ScsiResponse(_) => assert_eq!(i, n - 1),
-            other => panic!("{other:?}"),
-        }
-    }
-    assert_eq!(got, data.to_vec());
+    // The core gets the whole read in one Data-In (the buffer the target placed it in, for
+    // the core to complete the read with as it is), then the response, whose ExpDataSN
+    // counts that one Data-In rather than the target's two.
+    let got: Vec<Pdu> = out.to_core.drain(..).collect();
+    let [Pdu::DataIn(d), Pdu::ScsiResponse(r)] = &got[..] else {
+        panic!("{got:?}")
+    };
+    assert_eq!((d.buffer_offset, d.data_sn, d.final_bit), (0, 0, true));
+    assert!(!d.status_present);
+    assert_eq!(d.data, data);
+    assert_eq!(r.exp_data_sn, 1);
     assert!(regions.regions.is_empty(), "the read buffer was released");
 }
 
 #[test]
 fn a_write_beyond_its_immediate_data_is_fetched_by_rdma_read() {
     let mut regions = FakeRegions::default();
-    let mut ini = InitiatorDatamover::new(8192, 4096, 8192, 65536);
+    let mut ini = InitiatorDatamover::new(8192, 8192, 65536);
     let mut tgt = TargetDatamover::new(16384, 4096, false, 65536);
     let mut out = InitiatorOut::default();
     let data = pattern(20_000);
@@ -353,7 +348,7 @@ fn commands_without_their_buffers_and_data_for_unknown_tasks_are_errors() {
 #[test]
 fn own_r2ts_count_from_zero_and_move_no_window() {
     let mut regions = FakeRegions::default();
-    let mut ini = InitiatorDatamover::new(8192, 4096, 4096, 65536);
+    let mut ini = InitiatorDatamover::new(8192, 4096, 65536);
     let mut out = InitiatorOut::default();
     ini.handle_core_pdu(
         Pdu::ScsiCommand(command(3, false, 12_288, pattern(4096))),
@@ -411,7 +406,7 @@ fn data_out(itt: u32, ttt: Ttt, offset: u32, data: Bytes, final_bit: bool) -> Da
 fn unsolicited_data_travels_in_sends_and_only_the_rest_by_rdma_read() {
     const FIRST_BURST: u32 = 16_384;
     let mut regions = FakeRegions::default();
-    let mut ini = InitiatorDatamover::new(8192, 4096, 8192, FIRST_BURST);
+    let mut ini = InitiatorDatamover::new(8192, 8192, FIRST_BURST);
     let mut tgt = TargetDatamover::new(16384, 4096, false, FIRST_BURST);
     let mut out = InitiatorOut::default();
     let data = pattern(40_000);
@@ -512,7 +507,7 @@ fn unsolicited_data_travels_in_sends_and_only_the_rest_by_rdma_read() {
 #[test]
 fn a_write_within_the_first_burst_advertises_no_buffer() {
     let mut regions = FakeRegions::default();
-    let mut ini = InitiatorDatamover::new(8192, 4096, 8192, 65536);
+    let mut ini = InitiatorDatamover::new(8192, 8192, 65536);
     let mut tgt = TargetDatamover::new(16384, 4096, false, 65536);
     let mut out = InitiatorOut::default();
     let mut cmd = command(12, false, 8192, pattern(4096));
@@ -595,7 +590,7 @@ fn sent_itts(out: &mut InitiatorOut) -> Vec<u32> {
 fn the_initiator_holds_back_unexpected_pdus_beyond_the_targets_limit() {
     // RFC 7145 section 6.3.4: the target declared room for 2 unexpected PDUs.
     let mut regions = FakeRegions::default();
-    let mut ini = InitiatorDatamover::new(8192, 8192, 262_144, 65536).with_unexpected_limit(2);
+    let mut ini = InitiatorDatamover::new(8192, 262_144, 65536).with_unexpected_limit(2);
     let mut out = InitiatorOut::default();
     for itt in 1..=3 {
         ini.handle_core_pdu(ping(itt), &mut regions, &mut out)
@@ -642,7 +637,7 @@ fn the_initiator_holds_back_unexpected_pdus_beyond_the_targets_limit() {
 #[test]
 fn without_a_limit_nothing_is_held_back() {
     let mut regions = FakeRegions::default();
-    let mut ini = InitiatorDatamover::new(8192, 8192, 262_144, 65536);
+    let mut ini = InitiatorDatamover::new(8192, 262_144, 65536);
     let mut out = InitiatorOut::default();
     for itt in 1..=100 {
         ini.handle_core_pdu(ping(itt), &mut regions, &mut out)
@@ -792,7 +787,7 @@ fn answer_own_r2ts(
 #[test]
 fn a_writes_region_is_the_cores_data_registered_in_place() {
     let mut regions = FakeRegions::default();
-    let mut ini = InitiatorDatamover::new(8192, 4096, 8192, 65536);
+    let mut ini = InitiatorDatamover::new(8192, 8192, 65536);
     let mut out = InitiatorOut::default();
     let data = pattern(20_000);
     ini.handle_core_pdu(
@@ -831,7 +826,7 @@ fn a_writes_region_is_the_cores_data_registered_in_place() {
 #[test]
 fn solicited_data_out_of_order_short_or_unasked_for_is_an_error() {
     let mut regions = FakeRegions::default();
-    let mut ini = InitiatorDatamover::new(8192, 4096, 8192, 65536);
+    let mut ini = InitiatorDatamover::new(8192, 8192, 65536);
     let mut out = InitiatorOut::default();
     let data = pattern(12_288);
     ini.handle_core_pdu(
@@ -881,7 +876,7 @@ fn solicited_data_out_of_order_short_or_unasked_for_is_an_error() {
 #[test]
 fn a_write_ended_while_held_leaves_no_region() {
     let mut regions = FakeRegions::default();
-    let mut ini = InitiatorDatamover::new(8192, 4096, 8192, 65536);
+    let mut ini = InitiatorDatamover::new(8192, 8192, 65536);
     let mut out = InitiatorOut::default();
     let old = pattern(12_288);
     ini.handle_core_pdu(

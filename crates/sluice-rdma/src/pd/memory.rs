@@ -18,6 +18,18 @@ pub(super) enum Memory {
     /// The caller's immutable buffers, one after the other: a read inside one of them
     /// slices it, a read across them copies (as a gather list's pieces are, once).
     Gathered(Gathered),
+    /// A writable region registered as zero-filled over a reused buffer that was not cleared
+    /// ([`ProtectionDomain::register_cleared`](super::ProtectionDomain::register_cleared)):
+    /// `bytes[..valid]` is what was stored, the rest reads as zeros whatever the vector
+    /// holds. Stores in order (each starting at or before `valid`, as a read's bursts
+    /// arrive) clear nothing; one beyond it clears the gap first, and handing the memory
+    /// back clears the tail. A placement that fills the region whole clears nothing at all.
+    Cleared {
+        /// The region's memory.
+        bytes: Vec<u8>,
+        /// How much of it, from the start, holds stored bytes.
+        valid: usize,
+    },
     /// A writable region that one placement filled whole ([`Memory::place_whole`]): the
     /// received buffer stands for its contents, as if the bytes had been read from the
     /// stream straight into the region (what an RNIC's placement does), and the region's own
@@ -34,7 +46,7 @@ pub(super) enum Memory {
 impl Memory {
     pub(super) fn len(&self) -> usize {
         match self {
-            Memory::Owned(v) => v.len(),
+            Memory::Owned(v) | Memory::Cleared { bytes: v, .. } => v.len(),
             Memory::Shared(b) => b.len(),
             Memory::Gathered(g) => g.len,
             Memory::Placed { data, .. } => data.len(),
@@ -46,6 +58,8 @@ impl Memory {
     pub(super) fn view(&self, range: Range<usize>) -> Cow<'_, [u8]> {
         match self {
             Memory::Owned(v) => Cow::Borrowed(&v[range]),
+            Memory::Cleared { bytes, valid } if range.end <= *valid => Cow::Borrowed(&bytes[range]),
+            Memory::Cleared { bytes, valid } => Cow::Owned(cleared_copy(bytes, *valid, range)),
             Memory::Shared(b) | Memory::Placed { data: b, .. } => Cow::Borrowed(&b[range]),
             Memory::Gathered(g) => match g.within_one(&range) {
                 Some((chunk, r)) => Cow::Borrowed(&g.chunks[chunk][r]),
@@ -59,6 +73,7 @@ impl Memory {
     pub(super) fn bytes(&self, range: Range<usize>) -> Bytes {
         match self {
             Memory::Owned(v) => Bytes::copy_from_slice(&v[range]),
+            Memory::Cleared { bytes, valid } => Bytes::from(cleared_copy(bytes, *valid, range)),
             Memory::Shared(b) | Memory::Placed { data: b, .. } => b.slice(range),
             Memory::Gathered(g) => match g.within_one(&range) {
                 Some((chunk, r)) => g.chunks[chunk].slice(r),
@@ -67,17 +82,33 @@ impl Memory {
         }
     }
 
-    /// The memory to store into: only an owned region's (a placed one's contents are copied
-    /// into its own memory first); the caller's buffers cannot change.
-    pub(super) fn writable(&mut self) -> Option<&mut [u8]> {
-        if let Memory::Placed { data, spare } = self {
-            spare.copy_from_slice(data);
+    /// Stores `data` at `range` (as long as it): only into a writable region (a placed one's
+    /// contents are copied into its own memory first, a cleared one's gap before `range` is
+    /// cleared); `false` for the caller's immutable buffers, which cannot change.
+    pub(super) fn store(&mut self, range: Range<usize>, data: &[u8]) -> bool {
+        if let Memory::Placed {
+            data: placed,
+            spare,
+        } = self
+        {
+            spare.copy_from_slice(placed);
             *self = Memory::Owned(std::mem::take(spare));
         }
         match self {
-            Memory::Owned(v) => Some(v),
-            Memory::Shared(_) | Memory::Gathered(_) | Memory::Placed { .. } => None,
+            Memory::Owned(v) => v[range].copy_from_slice(data),
+            Memory::Cleared { bytes, valid } => {
+                if range.start > *valid {
+                    bytes[*valid..range.start].fill(0);
+                }
+                *valid = (*valid).max(range.end);
+                bytes[range].copy_from_slice(data);
+                if *valid == bytes.len() {
+                    *self = Memory::Owned(std::mem::take(bytes));
+                }
+            }
+            Memory::Shared(_) | Memory::Gathered(_) | Memory::Placed { .. } => return false,
         }
+        true
     }
 
     /// Makes `data`, exactly as long as the region, its contents without copying it, if the
@@ -85,7 +116,7 @@ impl Memory {
     pub(super) fn place_whole(&mut self, data: Bytes) -> bool {
         debug_assert_eq!(data.len(), self.len());
         match self {
-            Memory::Owned(v) => {
+            Memory::Owned(v) | Memory::Cleared { bytes: v, .. } => {
                 let spare = std::mem::take(v);
                 *self = Memory::Placed { data, spare };
                 true
@@ -104,6 +135,10 @@ impl Memory {
     pub(super) fn into_vec(self) -> Vec<u8> {
         match self {
             Memory::Owned(v) => v,
+            Memory::Cleared { mut bytes, valid } => {
+                bytes[valid..].fill(0);
+                bytes
+            }
             Memory::Placed { data, mut spare } => {
                 spare.copy_from_slice(&data);
                 spare
@@ -117,7 +152,9 @@ impl Memory {
     /// into it); the caller's buffers are only dropped (the references the region held).
     pub(super) fn into_owned(self) -> Option<Vec<u8>> {
         match self {
-            Memory::Owned(_) | Memory::Placed { .. } => Some(self.into_vec()),
+            Memory::Owned(_) | Memory::Cleared { .. } | Memory::Placed { .. } => {
+                Some(self.into_vec())
+            }
             Memory::Shared(_) | Memory::Gathered(_) => None,
         }
     }
@@ -126,11 +163,22 @@ impl Memory {
     /// region's contents with its own memory; `None` for the caller's buffers.
     pub(super) fn into_contents(self) -> Option<Contents> {
         match self {
-            Memory::Owned(v) => Some(Contents::Owned(v)),
+            Memory::Owned(_) | Memory::Cleared { .. } => Some(Contents::Owned(self.into_vec())),
             Memory::Placed { data, spare } => Some(Contents::Placed { data, spare }),
             Memory::Shared(_) | Memory::Gathered(_) => None,
         }
     }
+}
+
+/// `range` of a cleared region's memory whose first `valid` bytes were stored: those as they
+/// are, zeros after.
+fn cleared_copy(bytes: &[u8], valid: usize, range: Range<usize>) -> Vec<u8> {
+    let mut out = vec![0; range.len()];
+    let stored = range.start..range.end.min(valid);
+    if !stored.is_empty() {
+        out[..stored.len()].copy_from_slice(&bytes[stored]);
+    }
+    out
 }
 
 /// A writable region's memory as [`ProtectionDomain::take_contents`](super::ProtectionDomain::take_contents)
@@ -271,7 +319,7 @@ mod tests {
     #[test]
     fn gathered_memory_is_not_writable_nor_handed_back_as_owned() {
         let mut memory = gathered();
-        assert!(memory.writable().is_none());
+        assert!(!memory.store(0..1, b"x"));
         assert!(gathered().into_owned().is_none());
         let empty = Memory::Gathered(Gathered::new(Vec::new()));
         assert_eq!(empty.len(), 0);

@@ -180,7 +180,7 @@ impl World {
         });
         self.links[i].i_iser = Some(Box::new(InitiatorIser {
             rdma,
-            mover: InitiatorDatamover::new(dsl, dsl, max_burst, first_burst)
+            mover: InitiatorDatamover::new(dsl, max_burst, first_burst)
                 .with_unexpected_limit(unexpected_limit(self.cfg.seed)),
             buffers,
             out: InitiatorOut::default(),
