@@ -55,7 +55,7 @@ impl Regions for Small {
 
 libfuzzer_sys::fuzz_target!(|input: &[u8]| {
     let mut target = TargetDatamover::new(16384, 8192, true, 65536);
-    let mut initiator = InitiatorDatamover::new(8192, 8192, 65536, 65536);
+    let mut initiator = InitiatorDatamover::new(8192, 65536, 65536);
     let mut regions = Small::default();
     let mut out = InitiatorOut::default();
     // Sends are cut at 0xff bytes, so one input holds several.
