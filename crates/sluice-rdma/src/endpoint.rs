@@ -67,10 +67,7 @@ impl Endpoint {
         access: Access,
         va: VaMode,
     ) -> Result<MemoryRegion, RegisterError> {
-        if self.faults.take_registration_failure() {
-            return Err(RegisterError::Injected);
-        }
-        self.pd.register(len, access, va)
+        self.registering(|pd| pd.register(len, access, va))
     }
 
     /// Registers the caller's memory in place (see [`ProtectionDomain::register_vec`]),
@@ -81,10 +78,7 @@ impl Endpoint {
         access: Access,
         va: VaMode,
     ) -> Result<MemoryRegion, RegisterError> {
-        if self.faults.take_registration_failure() {
-            return Err(RegisterError::Injected);
-        }
-        self.pd.register_vec(bytes, access, va)
+        self.registering(|pd| pd.register_vec(bytes, access, va))
     }
 
     /// [`ProtectionDomain::register_cleared`], under the fault plan.
@@ -94,10 +88,7 @@ impl Endpoint {
         access: Access,
         va: VaMode,
     ) -> Result<MemoryRegion, RegisterError> {
-        if self.faults.take_registration_failure() {
-            return Err(RegisterError::Injected);
-        }
-        self.pd.register_cleared(bytes, access, va)
+        self.registering(|pd| pd.register_cleared(bytes, access, va))
     }
 
     /// Registers the caller's immutable buffer for reading (see
@@ -108,10 +99,7 @@ impl Endpoint {
         access: Access,
         va: VaMode,
     ) -> Result<MemoryRegion, RegisterError> {
-        if self.faults.take_registration_failure() {
-            return Err(RegisterError::Injected);
-        }
-        self.pd.register_shared(bytes, access, va)
+        self.registering(|pd| pd.register_shared(bytes, access, va))
     }
 
     /// Registers the caller's immutable buffers, in order, as one region for reading (see
@@ -122,10 +110,18 @@ impl Endpoint {
         access: Access,
         va: VaMode,
     ) -> Result<MemoryRegion, RegisterError> {
+        self.registering(|pd| pd.register_gathered(chunks, access, va))
+    }
+
+    /// A registration, unless the fault plan fails it.
+    fn registering(
+        &mut self,
+        register: impl FnOnce(&mut ProtectionDomain) -> Result<MemoryRegion, RegisterError>,
+    ) -> Result<MemoryRegion, RegisterError> {
         if self.faults.take_registration_failure() {
             return Err(RegisterError::Injected);
         }
-        self.pd.register_gathered(chunks, access, va)
+        register(&mut self.pd)
     }
 
     /// The queue pair's state.
