@@ -310,6 +310,9 @@ async fn read_loop<R: AsyncRead>(reader: R, shared: Arc<Shared>) {
             // the one copy is the kernel's, as a plain socket read's. Left in `buf`, a large
             // payload grew it by a fresh allocation per frame (page faults, then a copy of
             // what had arrived) and was copied again into the region.
+            // What the frames before it completed need not wait for the payload.
+            shared.completions.notify_one();
+            shared.transmit.notify_one();
             let len = frame.payload_len() as usize;
             let mut payload = payloads.get(len, false);
             let have = buf.len().min(len);
