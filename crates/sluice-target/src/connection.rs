@@ -1270,6 +1270,15 @@ mod tests {
         Reader::new(Box::new(rd))
     }
 
+    /// A NOP-Out header: immediate, no data, ITT 0xffffffff.
+    fn nop_out() -> [u8; sluice_proto::pdu::BHS_LEN] {
+        let mut nop = [0u8; sluice_proto::pdu::BHS_LEN];
+        nop[0] = 0x40;
+        nop[1] = 0x80;
+        nop[16..20].copy_from_slice(&[0xff; 4]);
+        nop
+    }
+
     /// A PDU read before the initiator's FIN is handed out as usual; one handed out after the
     /// reader stalled, with the FIN already there, ends the connection instead (what a
     /// resumed target must not execute: see `crate::peer_gone`).
@@ -1285,10 +1294,7 @@ mod tests {
             .expect("tokio stream")
             .into_split();
         // Two NOP-Outs (immediate, no data), then the initiator closes its half.
-        let mut nop = [0u8; sluice_proto::pdu::BHS_LEN];
-        nop[0] = 0x40;
-        nop[1] = 0x80;
-        nop[16..20].copy_from_slice(&[0xff; 4]);
+        let nop = nop_out();
         client.write_all(&nop).expect("first NOP-Out");
         client.write_all(&nop).expect("second NOP-Out");
         client.shutdown(std::net::Shutdown::Write).expect("FIN");
@@ -1315,10 +1321,7 @@ mod tests {
         let (mut client, server) = tokio::io::duplex(4096);
         let (rd, _wr) = tokio::io::split(server);
         let mut r = Reader::new(Box::new(rd));
-        let mut nop = [0u8; sluice_proto::pdu::BHS_LEN];
-        nop[0] = 0x40;
-        nop[1] = 0x80;
-        nop[16..20].copy_from_slice(&[0xff; 4]);
+        let nop = nop_out();
         let mut bytes = nop.to_vec();
         bytes.extend_from_slice(b"ten bytes!");
         client.write_all(&bytes).await.unwrap();
@@ -1351,10 +1354,7 @@ mod tests {
         let (mut client, server) = tokio::io::duplex(4096);
         let (rd, _wr) = tokio::io::split(server);
         let mut r = Reader::new(Box::new(rd));
-        let mut nop = [0u8; sluice_proto::pdu::BHS_LEN];
-        nop[0] = 0x40;
-        nop[1] = 0x80;
-        nop[16..20].copy_from_slice(&[0xff; 4]);
+        let nop = nop_out();
         let mut bytes = nop.repeat(3);
         bytes.truncate(2 * nop.len() + 20);
         client.write_all(&bytes).await.unwrap();
