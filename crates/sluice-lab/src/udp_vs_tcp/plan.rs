@@ -41,7 +41,10 @@ impl Scale {
 
     fn time_cap(self) -> Duration {
         match self {
-            Scale::Tiny => Duration::from_secs(5),
+            // Generous: the test suite asserts that every command completes, and at 2 % loss
+            // a 256 KiB read with a 1 s retry period often waits out two retries (a run
+            // measured 1.3-2.3 s per command, so four commands overran a 5 s cap).
+            Scale::Tiny => Duration::from_secs(30),
             Scale::Quick => Duration::from_secs(8),
             Scale::Full => Duration::from_secs(30),
         }
