@@ -43,6 +43,20 @@ use crate::sessions::SharedSession;
 /// (see the end of `Connection::run`); above it they are written at once.
 const WRITE_BATCH_BYTES: usize = 64 * 1024;
 
+/// Most buffered commands answered in one write (see the end of `Connection::run`).
+///
+/// Answering a whole read's worth of commands at once locks a pipelining initiator into
+/// step with us: it sends its queue depth of commands, waits while we answer all of them,
+/// then we wait while it takes every answer and sends the next lot, so each side idles
+/// while the other works. Answering every eighth command lets it take the first answers and
+/// send new commands while we work on the rest. Measured with `sluice bench` against
+/// `sluice target --threads 1`, one core each (2-vCPU Xeon guest, 4 KiB random I/O at queue
+/// depth 32): reads 220K to 350K IOPS, writes 160K to 340K, and the target's core went from
+/// 55-77 % busy to 97 %. Four commands cost more syscalls than they win (300K writes);
+/// sixteen left queue depth 32 in step again. Depth 16 gained 20 %, depth 64 and 128
+/// lost 3 %, depth 1 and 8 moved within noise.
+const WRITE_BATCH_COMMANDS: usize = 8;
+
 /// Room given to the recycled Data-In buffer when a read up to this size finds too little
 /// spare capacity in it (see `execute`).
 const DATA_IN_REFILL: usize = 64 * 1024;
@@ -228,8 +242,10 @@ impl<'a> Connection<'a> {
             };
             let now = Instant::now().into_std();
             let mut input = input;
+            let mut batched = 0;
             loop {
                 self.handle(input, now);
+                batched += 1;
                 if let Err(end) = self.pump().await {
                     return end;
                 }
@@ -241,8 +257,10 @@ impl<'a> Connection<'a> {
                 // timer futures (each registering with a `Notify`) would be set up and torn
                 // down again for every command. Those inputs wait until the batch is
                 // answered, at most the commands one read brought in (`now` is when the batch
-                // was read).
+                // was read). A batch ends at WRITE_BATCH_COMMANDS, so that a pipelining
+                // initiator works on the first answers while we work on the rest.
                 if self.closing.is_some()
+                    || batched >= WRITE_BATCH_COMMANDS
                     || self.outbox.queued_bytes() >= WRITE_BATCH_BYTES
                     || self.outbox.reset_due()
                 {

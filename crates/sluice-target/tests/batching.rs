@@ -1,6 +1,6 @@
-//! Answers to a batch of commands that arrived together leave in one write, not one write per
-//! command (the 4 KiB QD 32 read path: one writev and one TCP push per batch), while large
-//! answers are still written as they are produced.
+//! Answers to a batch of commands that arrived together leave in few writes, not one write
+//! per command (the 4 KiB QD 32 read path: one writev and one TCP push per eight commands),
+//! while large answers are still written as they are produced.
 
 mod support;
 
@@ -123,5 +123,21 @@ async fn writes_that_arrived_together_are_read_in_large_pieces_and_answered_toge
     assert!(
         used <= 5,
         "32 writes that arrived together were answered in {used} writes"
+    );
+}
+
+#[tokio::test]
+async fn a_long_batch_is_answered_in_pieces_so_the_initiator_overlaps_with_us() {
+    let h = Harness::new(config());
+    let (mut p, writes) = counted_connection(&h).await;
+    let before = writes.load(Ordering::Relaxed);
+    // 32 reads of 512 bytes, sent at once: about 18 KiB of answers, far under the byte
+    // threshold, so only the eight-command limit splits them. One write for all 32 would keep
+    // a pipelining initiator waiting for the last answer before it sends anything more.
+    p.read_batch(0, 32, 1).await;
+    let used = writes.load(Ordering::Relaxed) - before;
+    assert!(
+        (4..=8).contains(&used),
+        "32 small answers took {used} writes (eight commands a write would be 4)"
     );
 }
