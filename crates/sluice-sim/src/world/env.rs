@@ -133,8 +133,13 @@ impl TargetLoginEnv for LoginEnv<'_> {
         Ok(tsih)
     }
 
-    fn session_command_window(&self, _tsih: Tsih) -> Option<(SeqNum, SeqNum)> {
-        self.window
+    /// As sluice's target does: only the live session `tsih` has a window; a login naming
+    /// any other TSIH (one that ended, or was reinstated away) gets none and is refused at
+    /// binding.
+    fn session_command_window(&self, tsih: Tsih) -> Option<(SeqNum, SeqNum)> {
+        self.session
+            .filter(|(live, _)| *live == tsih)
+            .and(self.window)
     }
 
     /// As sluice's target does: a joining login's outcome carries its session's leading-only

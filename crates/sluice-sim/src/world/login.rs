@@ -320,6 +320,8 @@ impl World {
                 // what the old one had outstanding.
                 self.reinstate_link = None;
                 self.tsih = outcome.tsih;
+                // The new session's own negotiation settles its leading-only keys.
+                self.leading_params = Some(outcome.params);
                 self.opened_extra = false;
                 s.reinstate(setup, now)
             }
