@@ -116,12 +116,13 @@ async fn writes_that_arrived_together_are_read_in_large_pieces_and_answered_toge
     let before = writes.load(Ordering::Relaxed);
     // 32 writes of 4 KiB as immediate data, sent at once: 32 PDUs of 4,144 bytes, about
     // 130 KiB. Once a read fills its room the next asks for 64 KiB, then 128 KiB, so the
-    // batch is read in a few pieces and each piece's answers leave in one write. Reads sized
-    // only for the next PDU took one PDU each here: 32 answers, 32 writes.
+    // batch is read in a few pieces and each piece's answers leave in one write per eight
+    // commands (four to six writes, by where the pieces end). Reads sized only for the next
+    // PDU took one PDU each here: 32 answers, 32 writes.
     p.write_batch(0, 32, 8).await;
     let used = writes.load(Ordering::Relaxed) - before;
     assert!(
-        used <= 5,
+        used <= 8,
         "32 writes that arrived together were answered in {used} writes"
     );
 }
