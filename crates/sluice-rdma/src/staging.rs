@@ -281,8 +281,11 @@ impl Stager {
                         None => None,
                     })
             }
+            // Retired, not taken: an RDMA Write's source is the caller's buffer (often a
+            // LUN's memory or shared zeros), and taking it back as a vector would copy every
+            // byte just to drop them. A failed Read's sink is ours, back to the pool as is.
             _ => {
-                if let Ok(v) = rdma.take(staged.stag) {
+                if let Ok(Some(v)) = rdma.retire(staged.stag) {
                     if staged.read_len.is_some() {
                         self.sinks.put(v);
                     }
