@@ -48,8 +48,10 @@ use std::io;
 use bytes::{Bytes, BytesMut};
 
 /// Zeros for reads handed out without a copy (a memory LUN's chunk never written, any read
-/// of a null LUN up to this long).
-static ZEROS: [u8; 1 << 20] = [0; 1 << 20];
+/// of a null LUN). As long as the longest transfer the SCSI layer accepts (32 MiB): the array
+/// is in `.bss`, so it costs no file size, and pages that are only read map the kernel's one
+/// zero page, so it costs no memory either.
+static ZEROS: [u8; 32 << 20] = [0; 32 << 20];
 
 mod file;
 mod memory;

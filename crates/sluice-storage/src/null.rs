@@ -54,9 +54,9 @@ impl BlockDevice for NullDevice {
     }
 
     /// Every read is zeros, so one static buffer serves them all without a copy (up to
-    /// 1 MiB; longer ones are filled): a null LUN costs its reader no memory pass, as a
-    /// target that keeps no data (a benchmark's, or the MEMORYIO mode of the UNH target) reads
-    /// from one buffer.
+    /// 32 MiB, the SCSI layer's longest transfer; longer ones are filled): a null LUN costs its
+    /// reader no memory pass, as a target that keeps no data (a benchmark's, or the MEMORYIO
+    /// mode of the UNH target) reads from one buffer.
     fn read_shared(&self, offset: u64, len: usize) -> Option<Result<Bytes, StorageError>> {
         if let Err(e) = check_range(offset, len as u64, self.size_bytes) {
             return Some(Err(e));
@@ -82,16 +82,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_are_one_static_buffer_of_zeros_up_to_a_mebibyte_and_checked() {
-        let dev = NullDevice::new(512, 8192);
+    fn reads_are_one_static_buffer_of_zeros_up_to_the_longest_transfer_and_checked() {
+        let dev = NullDevice::new(512, (64 << 20) / 512);
         let a = dev.read_shared(4096, 65536).expect("shared").expect("read");
-        let b = dev.read_shared(0, 1 << 20).expect("shared").expect("read");
+        let b = dev.read_shared(0, 32 << 20).expect("shared").expect("read");
         assert!(a.iter().all(|&x| x == 0) && a.len() == 65536);
+        assert!(b.iter().all(|&x| x == 0) && b.len() == 32 << 20);
         assert_eq!(a.as_ptr(), b.as_ptr(), "the same buffer, not a copy");
         assert!(
-            dev.read_shared(0, (1 << 20) + 512).is_none(),
+            dev.read_shared(0, (32 << 20) + 512).is_none(),
             "longer: filled"
         );
-        assert!(matches!(dev.read_shared(4 << 20, 1024), Some(Err(_))));
+        assert!(matches!(dev.read_shared(64 << 20, 1024), Some(Err(_))));
     }
 }
