@@ -155,7 +155,8 @@ impl SoftRdma {
         self.endpoint().register_gathered(chunks, access, va)
     }
 
-    /// Deregisters a region and hands its memory back (no copy).
+    /// Deregisters a region and hands its memory back as one vector (a copy unless the
+    /// region owned it; see [`ProtectionDomain::take`](crate::ProtectionDomain::take)).
     pub fn take(&self, stag: STag) -> Result<Vec<u8>, AccessError> {
         self.endpoint().pd.take(stag)
     }

@@ -215,8 +215,11 @@ impl ProtectionDomain {
         })
     }
 
-    /// Deregisters a region and hands its memory back to the owner (no copy): the STag
-    /// names nothing afterwards, as after [`deregister`](Self::deregister).
+    /// Deregisters a region and hands its memory back to the owner as one vector: the STag
+    /// names nothing afterwards, as after [`deregister`](Self::deregister). A region that
+    /// owns its vector gives it back as it is; any other (a caller's shared or gathered
+    /// buffers, contents placed from the stream) is copied into one, so a caller that only
+    /// wants the region gone uses [`retire`](Self::retire).
     pub fn take(&mut self, stag: STag) -> Result<Vec<u8>, AccessError> {
         self.region(stag)?;
         self.regions
