@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -314,14 +314,25 @@ async fn read_loop<R: AsyncRead>(reader: R, shared: Arc<Shared>) {
             // What the frames before it completed need not wait for the payload.
             shared.completions.notify_one();
             shared.transmit.notify_one();
+            // It is read into the buffer's spare capacity. Zeroed first (as `read_exact`
+            // needs), every payload the pool could not supply cost a memset: 10 % of the
+            // samples of 16 MiB iSCSI writes over iSER, whose four commands in flight keep
+            // 64 MiB of Read Responses until each command's data is complete, twice what the
+            // pool keeps.
             let len = frame.payload_len() as usize;
-            let mut payload = payloads.get(len, false);
+            let mut payload = payloads.get_empty(len);
             let have = buf.len().min(len);
-            payload[..have].copy_from_slice(&buf.split_to(have));
-            n = match reader.read_exact(&mut payload[have..]).await {
-                Ok(_) => n,
-                Err(_) => 0,
-            };
+            payload.extend_from_slice(&buf.split_to(have));
+            while payload.len() < len {
+                let room = len - payload.len();
+                match reader.read_buf(&mut (&mut payload).limit(room)).await {
+                    Ok(0) | Err(_) => {
+                        n = 0;
+                        break;
+                    }
+                    Ok(_) => {}
+                }
+            }
             let mut endpoint = lock(&shared);
             if n == 0 {
                 endpoint.handle_transport_lost();

@@ -37,20 +37,34 @@ impl BufferPool {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// An empty buffer with room for at least `len` bytes, for a caller that fills it by
+    /// appending (a socket read into its spare capacity): nothing is cleared, neither a
+    /// reused buffer nor a fresh one, whose allocation is then not written twice.
+    pub fn get_empty(&self, len: usize) -> Vec<u8> {
+        match self.take_fitting(len) {
+            Some(mut b) => {
+                b.clear();
+                b
+            }
+            None => Vec::with_capacity(len),
+        }
+    }
+
+    fn take_fitting(&self, len: usize) -> Option<Vec<u8>> {
+        let mut free = self.free();
+        let found = free.buffers.iter().position(|b| b.capacity() >= len);
+        found.map(|i| {
+            let b = free.buffers.swap_remove(i);
+            free.bytes -= b.capacity();
+            b
+        })
+    }
+
     /// A buffer of `len` bytes. With `zeroed`, every byte is 0; without, a reused buffer
     /// keeps what its last user left in it, so only memory the caller will overwrite whole
     /// (an RDMA Read's sink: a Read completes only with every byte placed) is taken that way.
     pub fn get(&self, len: usize, zeroed: bool) -> Vec<u8> {
-        let reused = {
-            let mut free = self.free();
-            let found = free.buffers.iter().position(|b| b.capacity() >= len);
-            found.map(|i| {
-                let b = free.buffers.swap_remove(i);
-                free.bytes -= b.capacity();
-                b
-            })
-        };
-        match reused {
+        match self.take_fitting(len) {
             Some(mut b) => {
                 if zeroed {
                     b.clear();
@@ -139,6 +153,20 @@ mod tests {
         assert!(b.iter().all(|&x| x == 0), "no buffer fits: a fresh one");
         let b = pool.get(32, false);
         assert_eq!(b.len(), 32);
+    }
+
+    #[test]
+    fn empty_buffers_have_the_room_asked_and_reuse_what_fits() {
+        let pool = BufferPool::new();
+        let fresh = pool.get_empty(100);
+        assert!(fresh.is_empty() && fresh.capacity() >= 100);
+        pool.put(vec![7; 64]);
+        let reused = pool.get_empty(48);
+        assert!(reused.is_empty() && reused.capacity() >= 64);
+        assert!(pool.is_empty(), "the fitting buffer was taken");
+        pool.put(vec![7; 16]);
+        assert!(pool.get_empty(48).capacity() >= 48, "too small to reuse");
+        assert_eq!(pool.len(), 1);
     }
 
     #[test]

@@ -156,6 +156,69 @@ async fn a_closed_peer_is_transport_lost_and_flushes_everything() {
 }
 
 #[tokio::test]
+async fn a_stream_ending_inside_a_large_payload_is_transport_lost() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // `a` writes 1 MiB into `b`'s region, but only the first 200 KiB of its byte stream
+    // reach `b`: the payload is read straight into a buffer of its own, and a stream that
+    // ends inside it must end the queue pair, not leave the reader waiting or place a part.
+    let (x, relay_in) = tokio::io::duplex(8 << 10);
+    let (relay_out, y) = tokio::io::duplex(8 << 10);
+    let a = SoftRdma::spawn(x, QpConfig::default());
+    let b = SoftRdma::spawn(y, QpConfig::default());
+    tokio::spawn(async move {
+        let (mut from_a, mut to_a) = tokio::io::split(relay_in);
+        let (mut from_b, mut to_b) = tokio::io::split(relay_out);
+        // `b`'s side of the handshake passes whole.
+        let back = tokio::spawn(async move {
+            let _ = tokio::io::copy(&mut from_b, &mut to_a).await;
+        });
+        let mut chunk = vec![0; 4096];
+        let mut left = 200usize << 10;
+        while left > 0 {
+            let n = from_a.read(&mut chunk[..left.min(4096)]).await.unwrap_or(0);
+            if n == 0 || to_b.write_all(&chunk[..n]).await.is_err() {
+                break;
+            }
+            left -= n;
+        }
+        // Dropping both directions closes `b`'s stream mid-payload.
+        back.abort();
+    });
+    let local = a
+        .register(1 << 20, Access::LOCAL_WRITE, VaMode::ZeroBased)
+        .expect("local");
+    a.fill(local.stag, 0, &vec![0xab; 1 << 20]).expect("fill");
+    let region = b
+        .register(1 << 20, rw(), VaMode::Based(0x4000_0000))
+        .expect("region");
+    a.post_send(SendWr::Write {
+        wr_id: 1,
+        sge: Sge {
+            stag: local.stag,
+            va: 0,
+            len: 1 << 20,
+        },
+        remote: RemoteAddr {
+            stag: region.stag,
+            va: region.base_va,
+        },
+    })
+    .expect("write");
+    let wc = next(&b).await;
+    assert_eq!(
+        (wc.opcode, wc.status),
+        (WcOpcode::AsyncError, WcStatus::TransportLost)
+    );
+    assert!(
+        b.contents(region.stag, region.base_va, 1 << 20)
+            .expect("contents")
+            .iter()
+            .all(|&x| x == 0),
+        "nothing of the cut payload was placed"
+    );
+}
+
+#[tokio::test]
 async fn a_delayed_frame_arrives_late_and_intact() {
     let (x, y) = tokio::io::duplex(8 << 10);
     let delay = Duration::from_millis(200);
