@@ -314,6 +314,32 @@ async fn read_loop<R: AsyncRead>(reader: R, shared: Arc<Shared>) {
             // What the frames before it completed need not wait for the payload.
             shared.completions.notify_one();
             shared.transmit.notify_one();
+            // An RDMA Write into part of a region (a burst of a larger read buffer) is read
+            // straight into the region's memory at its offset; stored from a buffer of its
+            // own instead, every byte was copied once more (15 % of the samples of 1 MiB
+            // iSER reads, on the initiator).
+            let lent = lock(&shared).lend_for(&frame);
+            if let Some(mut lent) = lent {
+                let target = lent.target();
+                let have = buf.len().min(target.len());
+                target[..have].copy_from_slice(&buf.split_to(have));
+                let read = reader.read_exact(&mut target[have..]).await;
+                let mut endpoint = lock(&shared);
+                if read.is_ok() {
+                    endpoint.handle_lent_payload(frame, lent);
+                } else {
+                    endpoint.return_lent(lent);
+                    endpoint.handle_transport_lost();
+                    n = 0;
+                }
+                drop(endpoint);
+                shared.completions.notify_one();
+                shared.transmit.notify_one();
+                if n == 0 {
+                    return;
+                }
+                continue;
+            }
             // It is read into the buffer's spare capacity. Zeroed first (as `read_exact`
             // needs), every payload the pool could not supply cost a memset: 10 % of the
             // samples of 16 MiB iSCSI writes over iSER, whose four commands in flight keep

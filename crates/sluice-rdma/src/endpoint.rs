@@ -9,7 +9,7 @@ use bytes::{Bytes, BytesMut};
 
 use crate::access::{Access, VaMode};
 use crate::fault::{FaultAction, FaultPlan, FrameKind};
-use crate::pd::{MemoryRegion, ProtectionDomain, RegisterError};
+use crate::pd::{Lent, MemoryRegion, ProtectionDomain, RegisterError};
 use crate::qp::{PostError, QpConfig, QpState, QueuePair};
 use crate::wire::{Decoder, PendingFrame};
 use crate::work::{RecvWr, SendWr, WorkCompletion};
@@ -198,6 +198,34 @@ impl Endpoint {
                 self.qp.handle_wire_error();
             }
         }
+    }
+
+    /// For an RDMA Write the queue pair takes next, whose payload falls inside a writable
+    /// region of its own memory without filling it whole (one 512 KiB burst of a larger
+    /// read buffer, say): the region's memory, lent for the driver to read the payload
+    /// straight into (RFC 5040 section 4.2's direct placement), after the checks the
+    /// placement would get (STag, rights, bounds: section 6.4). `None` means the payload is
+    /// read into a buffer of its own and handed to [`handle_payload`](Self::handle_payload).
+    pub(crate) fn lend_for(&mut self, frame: &PendingFrame) -> Option<Lent> {
+        let (msn, stag, va) = frame.tagged_write()?;
+        if self.broken || !self.qp.expects_write(msn) {
+            return None;
+        }
+        let len = u64::from(frame.payload_len());
+        self.pd.lend(stag, va, len, Access::REMOTE_WRITE)
+    }
+
+    /// The frame [`lend_for`](Self::lend_for) lent memory for, its payload read in.
+    pub(crate) fn handle_lent_payload(&mut self, frame: PendingFrame, lent: Lent) {
+        let placed = self.pd.give_back(lent);
+        if let Some((msn, _, _)) = frame.tagged_write() {
+            self.qp.handle_placed_write(msn, placed);
+        }
+    }
+
+    /// Memory lent by [`lend_for`](Self::lend_for) whose payload never arrived.
+    pub(crate) fn return_lent(&mut self, lent: Lent) {
+        self.pd.give_back(lent);
     }
 
     /// The byte stream closed or failed.

@@ -11,7 +11,7 @@ use rustc_hash::FxHashMap;
 
 use crate::access::{Access, STag, VaMode};
 pub use memory::Contents;
-use memory::{Gathered, Memory};
+use memory::{Gathered, LentMemory, Memory};
 
 /// Largest region one registration may create. Registration allocates the region's memory,
 /// so the bound keeps a caller's typo from asking for the machine.
@@ -361,6 +361,37 @@ impl ProtectionDomain {
         store(region, range, &data)
     }
 
+    /// Lends a region's memory out for a tagged placement of `len` bytes at `va` that will
+    /// be read from the stream straight into it: the access passes the same checks as
+    /// [`place`](Self::place) first. `None` if it does not (the placement then takes the
+    /// ordinary path, which reports the error), if it would fill the region whole (placed
+    /// without a copy anyway), or if the memory is not the region's own.
+    pub(crate) fn lend(&mut self, stag: STag, va: u64, len: u64, need: Access) -> Option<Lent> {
+        let range = self.check(stag, va, len, need).ok()?;
+        let region = self.region_mut(stag).ok()?;
+        if range.is_empty() || (range.start == 0 && range.end == region.bytes.len()) {
+            return None;
+        }
+        let memory = region.bytes.lend(range.clone())?;
+        Some(Lent {
+            stag,
+            range,
+            memory,
+        })
+    }
+
+    /// Takes back memory lent by [`lend`](Self::lend), its placement read in (or cut
+    /// short: then the range holds what arrived, as a buffer does after a failed
+    /// placement). `false` if the region was deregistered or invalidated meanwhile, which
+    /// refuses the placement as it would have refused it later; the memory is dropped with
+    /// a deregistered region, and an invalidated one keeps it for its owner.
+    pub(crate) fn give_back(&mut self, lent: Lent) -> bool {
+        let Ok(region) = self.region_mut(lent.stag) else {
+            return false;
+        };
+        region.bytes.restore(lent.memory) && region.valid
+    }
+
     /// The owner's own view of its memory (a CPU load, not a verb): bounds are checked, rights
     /// and validity are not. Borrowed, except a range spanning a gathered region's chunks,
     /// which is copied.
@@ -398,6 +429,21 @@ impl ProtectionDomain {
 
 /// Stores `data` at `range` of a region's memory; the caller's immutable buffers have no
 /// write right.
+/// A region's memory out for one placement read straight from the stream
+/// ([`ProtectionDomain::lend`]).
+pub(crate) struct Lent {
+    stag: STag,
+    range: Range<usize>,
+    memory: LentMemory,
+}
+
+impl Lent {
+    /// Where the placement's bytes go.
+    pub(crate) fn target(&mut self) -> &mut [u8] {
+        &mut self.memory.bytes[self.range.clone()]
+    }
+}
+
 fn store(region: &mut Region, range: Range<usize>, data: &[u8]) -> Result<(), AccessError> {
     match region.bytes.store(range, data) {
         true => Ok(()),
@@ -869,5 +915,97 @@ mod tests {
             pd.retire(owned.stag),
             Err(AccessError::UnknownStag(owned.stag))
         );
+    }
+
+    fn rw() -> Access {
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE
+    }
+
+    #[test]
+    fn lent_memory_takes_a_partial_placement_in_place() {
+        let (mut pd, mr) = pd_with(8, rw(), VaMode::Based(0x1000));
+        let mut lent = pd
+            .lend(mr.stag, 0x1002, 4, Access::REMOTE_WRITE)
+            .expect("lent");
+        assert_eq!(lent.target().len(), 4);
+        // While it is out, the owner sees zeros and cannot store.
+        assert_eq!(
+            pd.fill(mr.stag, 0x1000, &[9]),
+            Err(AccessError::NoRight(mr.stag))
+        );
+        assert_eq!(
+            pd.contents(mr.stag, 0x1000, 8).expect("contents").as_ref(),
+            &[0; 8]
+        );
+        lent.target().copy_from_slice(b"abcd");
+        assert!(pd.give_back(lent));
+        assert_eq!(
+            pd.contents(mr.stag, 0x1000, 8).expect("contents").as_ref(),
+            b"\0\0abcd\0\0"
+        );
+    }
+
+    #[test]
+    fn only_checked_partial_placements_into_own_memory_are_lent() {
+        let (mut pd, mr) = pd_with(8, rw(), VaMode::ZeroBased);
+        let w = Access::REMOTE_WRITE;
+        assert!(
+            pd.lend(mr.stag, 0, 8, w).is_none(),
+            "whole: placed as received"
+        );
+        assert!(pd.lend(mr.stag, 4, 8, w).is_none(), "out of bounds");
+        assert!(
+            pd.lend(mr.stag, 0, 4, Access::REMOTE_READ).is_none(),
+            "no right"
+        );
+        let shared = pd
+            .register_shared(
+                Bytes::from_static(b"abcdefgh"),
+                Access::NONE,
+                VaMode::ZeroBased,
+            )
+            .expect("shared");
+        assert!(
+            pd.lend(shared.stag, 0, 4, Access::NONE).is_none(),
+            "not its memory"
+        );
+        pd.invalidate(mr.stag).expect("invalidate");
+        assert!(pd.lend(mr.stag, 0, 4, w).is_none(), "invalidated");
+    }
+
+    #[test]
+    fn a_region_gone_while_lent_refuses_the_placement() {
+        let (mut pd, mr) = pd_with(8, rw(), VaMode::ZeroBased);
+        let lent = pd.lend(mr.stag, 0, 4, Access::REMOTE_WRITE).expect("lent");
+        pd.deregister(mr.stag).expect("deregister");
+        assert!(!pd.give_back(lent));
+        let (mut pd, mr) = pd_with(8, rw(), VaMode::ZeroBased);
+        let mut lent = pd.lend(mr.stag, 0, 4, Access::REMOTE_WRITE).expect("lent");
+        lent.target().copy_from_slice(b"abcd");
+        pd.invalidate(mr.stag).expect("invalidate");
+        assert!(
+            !pd.give_back(lent),
+            "refused, but the owner keeps its memory"
+        );
+        assert_eq!(pd.take(mr.stag), Ok(b"abcd\0\0\0\0".to_vec()));
+    }
+
+    #[test]
+    fn a_cleared_region_lent_past_what_it_holds_reads_zeros_in_the_gap() {
+        let mut pd = ProtectionDomain::new();
+        let mr = pd
+            .register_cleared(vec![7; 8], rw(), VaMode::ZeroBased)
+            .expect("cleared");
+        let mut lent = pd.lend(mr.stag, 4, 2, Access::REMOTE_WRITE).expect("lent");
+        lent.target().copy_from_slice(b"ab");
+        assert!(pd.give_back(lent));
+        assert_eq!(
+            pd.contents(mr.stag, 0, 8).expect("contents").as_ref(),
+            b"\0\0\0\0ab\0\0"
+        );
+        let mut lent = pd.lend(mr.stag, 6, 2, Access::REMOTE_WRITE).expect("lent");
+        lent.target().copy_from_slice(b"cd");
+        assert!(pd.give_back(lent));
+        assert_eq!(pd.take(mr.stag), Ok(b"\0\0\0\0abcd".to_vec()));
     }
 }

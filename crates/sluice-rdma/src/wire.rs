@@ -466,6 +466,16 @@ impl PendingFrame {
     pub fn payload_len(&self) -> u32 {
         self.payload_len
     }
+
+    /// For an RDMA Write, its MSN, STag and tagged offset: where its payload goes, known
+    /// before the payload is read.
+    pub fn tagged_write(&self) -> Option<(u32, STag, u64)> {
+        if self.op != opcode::WRITE {
+            return None;
+        }
+        let mut h = &self.head[..self.fixed];
+        Some((h.get_u32(), STag(h.get_u32()), h.get_u64()))
+    }
 }
 
 #[cfg(test)]

@@ -156,6 +156,45 @@ async fn a_closed_peer_is_transport_lost_and_flushes_everything() {
 }
 
 #[tokio::test]
+async fn writes_into_parts_of_a_region_land_at_their_offsets() {
+    // Two 512 KiB RDMA Writes into the halves of a 1 MiB region (a read of two bursts), and
+    // a small one into its middle: each is read from the stream straight into the region.
+    let (a, b) = pair();
+    let data: Vec<u8> = (0..1u32 << 20).map(|i| (i % 253) as u8).collect();
+    let local = a
+        .register(1 << 20, Access::LOCAL_WRITE, VaMode::ZeroBased)
+        .expect("local");
+    a.fill(local.stag, 0, &data).expect("fill");
+    let region = b
+        .register_cleared(vec![0xee; 1 << 20], rw(), VaMode::Based(0x7000_0000))
+        .expect("region");
+    let halves = [(1, 512 << 10, 512 << 10), (2, 0, 512 << 10), (3, 4096, 100)];
+    for (wr_id, offset, len) in halves {
+        a.post_send(SendWr::Write {
+            wr_id,
+            sge: Sge {
+                stag: local.stag,
+                va: offset,
+                len,
+            },
+            remote: RemoteAddr {
+                stag: region.stag,
+                va: region.base_va + offset,
+            },
+        })
+        .expect("write");
+    }
+    for wr_id in [1, 2, 3] {
+        let wc = next(&a).await;
+        assert_eq!((wc.wr_id, wc.status), (wr_id, WcStatus::Success));
+    }
+    assert_eq!(
+        b.contents(region.stag, region.base_va, 1 << 20).expect("c"),
+        data
+    );
+}
+
+#[tokio::test]
 async fn a_stream_ending_inside_a_large_payload_is_transport_lost() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     // `a` writes 1 MiB into `b`'s region, but only the first 200 KiB of its byte stream

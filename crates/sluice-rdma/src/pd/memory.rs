@@ -1,8 +1,9 @@
 //! A region's memory, in the three forms a registration can take: allocated for the region or
 //! handed over by the caller (writable), the caller's immutable buffer, or the caller's
-//! immutable buffers gathered in order into one region; and a fourth a writable region takes
-//! when one placement fills it whole: the received buffer itself. Ranges passed here were
-//! already checked against [`Memory::len`] by the protection domain.
+//! immutable buffers gathered in order into one region; a fourth a writable region takes
+//! when one placement fills it whole: the received buffer itself; and a fifth while its
+//! memory is out for a placement read straight from the stream into part of it. Ranges
+//! passed here were already checked against [`Memory::len`] by the protection domain.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -41,6 +42,23 @@ pub(super) enum Memory {
         /// The region's own memory.
         spare: Vec<u8>,
     },
+    /// A writable region whose memory is out for a placement being read from the stream
+    /// straight into it ([`Memory::lend`]), `len` bytes: the owner sees zeros meanwhile, as
+    /// verbs leave a buffer undefined while data is placed into it, and stores fail.
+    Lent {
+        /// The region's length.
+        len: usize,
+    },
+}
+
+/// A writable region's memory, out for one placement ([`Memory::lend`]): what comes back
+/// with [`Memory::restore`].
+pub(super) struct LentMemory {
+    /// The region's memory, the placement's range already cleared of anything stale.
+    pub(super) bytes: Vec<u8>,
+    /// For a region registered cleared, how much of it holds stored bytes once the
+    /// placement is in; `None` for an owned one.
+    pub(super) valid: Option<usize>,
 }
 
 impl Memory {
@@ -50,6 +68,7 @@ impl Memory {
             Memory::Shared(b) => b.len(),
             Memory::Gathered(g) => g.len,
             Memory::Placed { data, .. } => data.len(),
+            Memory::Lent { len } => *len,
         }
     }
 
@@ -65,6 +84,7 @@ impl Memory {
                 Some((chunk, r)) => Cow::Borrowed(&g.chunks[chunk][r]),
                 None => Cow::Owned(g.copy(range)),
             },
+            Memory::Lent { .. } => Cow::Owned(vec![0; range.len()]),
         }
     }
 
@@ -79,6 +99,7 @@ impl Memory {
                 Some((chunk, r)) => g.chunks[chunk].slice(r),
                 None => Bytes::from(g.copy(range)),
             },
+            Memory::Lent { .. } => Bytes::from(vec![0; range.len()]),
         }
     }
 
@@ -106,9 +127,57 @@ impl Memory {
                     *self = Memory::Owned(std::mem::take(bytes));
                 }
             }
-            Memory::Shared(_) | Memory::Gathered(_) | Memory::Placed { .. } => return false,
+            Memory::Shared(_)
+            | Memory::Gathered(_)
+            | Memory::Placed { .. }
+            | Memory::Lent { .. } => return false,
         }
         true
+    }
+
+    /// Lends the memory out for a placement of `range` read from the stream straight into
+    /// it (no buffer in between, no copy after): an owned or cleared region's (a cleared
+    /// one's gap before `range` is cleared first, as [`store`](Self::store) would);
+    /// `None` for any other form, whose placements take the other paths.
+    pub(super) fn lend(&mut self, range: Range<usize>) -> Option<LentMemory> {
+        let lent = match self {
+            Memory::Owned(v) => LentMemory {
+                bytes: std::mem::take(v),
+                valid: None,
+            },
+            Memory::Cleared { bytes, valid } => {
+                if range.start > *valid {
+                    bytes[*valid..range.start].fill(0);
+                }
+                LentMemory {
+                    valid: Some((*valid).max(range.end)),
+                    bytes: std::mem::take(bytes),
+                }
+            }
+            _ => return None,
+        };
+        *self = Memory::Lent {
+            len: lent.bytes.len(),
+        };
+        Some(lent)
+    }
+
+    /// Takes back memory lent by [`lend`](Self::lend); `false` (the memory dropped) if this
+    /// region has not lent any of that length.
+    pub(super) fn restore(&mut self, lent: LentMemory) -> bool {
+        match self {
+            Memory::Lent { len } if *len == lent.bytes.len() => {
+                *self = match lent.valid {
+                    Some(valid) if valid < lent.bytes.len() => Memory::Cleared {
+                        bytes: lent.bytes,
+                        valid,
+                    },
+                    _ => Memory::Owned(lent.bytes),
+                };
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Makes `data`, exactly as long as the region, its contents without copying it, if the
@@ -125,7 +194,7 @@ impl Memory {
                 *old = data;
                 true
             }
-            Memory::Shared(_) | Memory::Gathered(_) => false,
+            Memory::Shared(_) | Memory::Gathered(_) | Memory::Lent { .. } => false,
         }
     }
 
@@ -145,6 +214,7 @@ impl Memory {
             }
             Memory::Shared(b) => Vec::from(b),
             Memory::Gathered(g) => g.copy(0..g.len),
+            Memory::Lent { len } => vec![0; len],
         }
     }
 
@@ -155,7 +225,8 @@ impl Memory {
             Memory::Owned(_) | Memory::Cleared { .. } | Memory::Placed { .. } => {
                 Some(self.into_vec())
             }
-            Memory::Shared(_) | Memory::Gathered(_) => None,
+            // The memory is out; it is dropped when it comes back to no region.
+            Memory::Shared(_) | Memory::Gathered(_) | Memory::Lent { .. } => None,
         }
     }
 
@@ -165,6 +236,7 @@ impl Memory {
         match self {
             Memory::Owned(_) | Memory::Cleared { .. } => Some(Contents::Owned(self.into_vec())),
             Memory::Placed { data, spare } => Some(Contents::Placed { data, spare }),
+            Memory::Lent { len } => Some(Contents::Owned(vec![0; len])),
             Memory::Shared(_) | Memory::Gathered(_) => None,
         }
     }

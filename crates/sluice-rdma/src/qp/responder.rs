@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use super::{Blame, QueuePair};
+use super::{Blame, QpState, QueuePair};
 use crate::access::{Access, STag};
 use crate::pd::ProtectionDomain;
 use crate::wire::{Message, TerminateCause};
@@ -25,6 +25,26 @@ impl QueuePair {
         match pd.place(stag, va, payload, Access::REMOTE_WRITE) {
             Ok(()) => self.ack(msn),
             Err(_) => self.remote_access_error(msn),
+        }
+    }
+
+    /// Whether an RDMA Write with this MSN, arriving now, would be taken in order: then its
+    /// payload may be placed as it is read ([`handle_placed_write`](Self::handle_placed_write)).
+    pub(crate) fn expects_write(&self, msn: u32) -> bool {
+        self.state == QpState::Ready && msn == self.expected_msn
+    }
+
+    /// An RDMA Write whose payload was read straight into its region, after
+    /// [`expects_write`](Self::expects_write) and the protection domain's checks passed:
+    /// acknowledged, or a remote access error if the region went away meanwhile
+    /// (`placed` false).
+    pub(crate) fn handle_placed_write(&mut self, msn: u32, placed: bool) {
+        if self.state != QpState::Ready || !self.accept_msn(msn) {
+            return;
+        }
+        match placed {
+            true => self.ack(msn),
+            false => self.remote_access_error(msn),
         }
     }
 
