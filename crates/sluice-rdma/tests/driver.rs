@@ -17,6 +17,28 @@ fn pair() -> (SoftRdma, SoftRdma) {
     )
 }
 
+/// An RDMA Write of `len` bytes at `offset` in `local` to the same offset in `remote`.
+fn write_at(
+    wr_id: u64,
+    local: &MemoryRegion,
+    remote: &MemoryRegion,
+    offset: u64,
+    len: u32,
+) -> SendWr {
+    SendWr::Write {
+        wr_id,
+        sge: Sge {
+            stag: local.stag,
+            va: local.base_va + offset,
+            len,
+        },
+        remote: RemoteAddr {
+            stag: remote.stag,
+            va: remote.base_va + offset,
+        },
+    }
+}
+
 async fn next(ep: &SoftRdma) -> WorkCompletion {
     tokio::time::timeout(Duration::from_secs(10), ep.next_completion())
         .await
@@ -48,19 +70,8 @@ async fn write_read_and_send_over_a_duplex_stream() {
     .expect("recv");
 
     // A 1 MiB RDMA Write (larger than the duplex buffer: the stream is really streamed).
-    a.post_send(SendWr::Write {
-        wr_id: 1,
-        sge: Sge {
-            stag: local.stag,
-            va: 0,
-            len: 1 << 20,
-        },
-        remote: RemoteAddr {
-            stag: region.stag,
-            va: region.base_va,
-        },
-    })
-    .expect("write");
+    a.post_send(write_at(1, &local, &region, 0, 1 << 20))
+        .expect("write");
     let wc = next(&a).await;
     assert_eq!(
         (wc.wr_id, wc.status, wc.byte_len),
@@ -170,19 +181,8 @@ async fn writes_into_parts_of_a_region_land_at_their_offsets() {
         .expect("region");
     let halves = [(1, 512 << 10, 512 << 10), (2, 0, 512 << 10), (3, 4096, 100)];
     for (wr_id, offset, len) in halves {
-        a.post_send(SendWr::Write {
-            wr_id,
-            sge: Sge {
-                stag: local.stag,
-                va: offset,
-                len,
-            },
-            remote: RemoteAddr {
-                stag: region.stag,
-                va: region.base_va + offset,
-            },
-        })
-        .expect("write");
+        a.post_send(write_at(wr_id, &local, &region, offset, len))
+            .expect("write");
     }
     for wr_id in [1, 2, 3] {
         let wc = next(&a).await;
@@ -230,19 +230,8 @@ async fn a_stream_ending_inside_a_large_payload_is_transport_lost() {
     let region = b
         .register(1 << 20, rw(), VaMode::Based(0x4000_0000))
         .expect("region");
-    a.post_send(SendWr::Write {
-        wr_id: 1,
-        sge: Sge {
-            stag: local.stag,
-            va: 0,
-            len: 1 << 20,
-        },
-        remote: RemoteAddr {
-            stag: region.stag,
-            va: region.base_va,
-        },
-    })
-    .expect("write");
+    a.post_send(write_at(1, &local, &region, 0, 1 << 20))
+        .expect("write");
     let wc = next(&b).await;
     assert_eq!(
         (wc.opcode, wc.status),
@@ -273,19 +262,8 @@ async fn a_delayed_frame_arrives_late_and_intact() {
     a.fill(local.stag, 0, b"sixteen bytes!!!").expect("fill");
     let region = b.register(16, rw(), VaMode::ZeroBased).expect("region");
     let start = Instant::now();
-    a.post_send(SendWr::Write {
-        wr_id: 1,
-        sge: Sge {
-            stag: local.stag,
-            va: 0,
-            len: 16,
-        },
-        remote: RemoteAddr {
-            stag: region.stag,
-            va: 0,
-        },
-    })
-    .expect("write");
+    a.post_send(write_at(1, &local, &region, 0, 16))
+        .expect("write");
     assert_eq!(next(&a).await.status, WcStatus::Success);
     assert!(start.elapsed() >= delay, "the frame was held back");
     assert_eq!(
