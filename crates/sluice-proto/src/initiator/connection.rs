@@ -139,6 +139,11 @@ impl Connection {
         }
     }
 
+    /// It is closing because it (or its session) logged out.
+    pub(super) fn logged_out(&self) -> bool {
+        self.state == ConnState::Closing && self.close_reason == Some(super::CloseReason::Logout)
+    }
+
     /// Under recovery: a status PDU numbered `sn` arrived. Statuses skipped before it are
     /// asked for with a Status SNACK (returned as `(BegRun, RunLength)`, section 7.9); one
     /// seen before is a duplicate.

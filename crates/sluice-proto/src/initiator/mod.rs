@@ -522,9 +522,14 @@ impl InitiatorSession {
         self.conns.iter().map(|c| c.id)
     }
 
-    /// Counters of each connection still in the session.
+    /// Counters of each connection still in the session. A connection whose logout completed
+    /// has left it (RFC 7143 section 11.15), even while its transport is still being closed.
     pub fn connection_stats(&self) -> Vec<ConnectionStats> {
-        self.conns.iter().map(|c| c.stats).collect()
+        self.conns
+            .iter()
+            .filter(|c| !c.logged_out())
+            .map(|c| c.stats)
+            .collect()
     }
 
     /// Commands on the wire.

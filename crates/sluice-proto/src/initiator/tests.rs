@@ -504,6 +504,9 @@ fn logging_out_one_connection_drains_it_and_the_others_go_on() {
     r.send(0, logout_response(l.itt, LogoutResponseCode::Closed, sn));
     assert!(r.completions().contains(&Completion::Logout(id, Ok(()))));
     assert_eq!(r.events(), [Event::Close(r.ids[0], CloseReason::Logout)]);
+    // Logged out: no longer listed, though its transport is still being closed.
+    let cids: Vec<u16> = r.s.connection_stats().iter().map(|c| c.cid).collect();
+    assert_eq!(cids, [1]);
     r.s.handle_connection_closed(r.ids[0], r.now);
     assert_eq!(r.s.live_connections().count(), 1);
     assert!(r.events().is_empty(), "no recovery after a logout");
