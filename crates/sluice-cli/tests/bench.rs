@@ -303,3 +303,30 @@ fn a_connection_logged_out_mid_run_while_the_others_finish() {
     let last = conns.iter().find(|c| c.0 == 2).map_or(0, |c| c.1);
     assert!(conns.iter().filter(|c| c.0 != 2).all(|c| c.1 > last), "{r}");
 }
+
+/// Large reads and writes at once: both ends hold more than 8 MiB waiting to be written (the
+/// target's Data-In of a 16 MiB read, the initiator's data of 16 MiB writes). The target stops
+/// reading while that much of its own output waits; the initiator must go on reading, or each
+/// waits for the other (it did: five runs in six hung). A hang fails at the command deadline.
+#[test]
+fn large_reads_and_writes_at_once_do_not_stall_the_connection() {
+    let t = TargetProcess::start(&["--memory", "64M"]);
+    let r = bench_json(&[
+        &t.url,
+        "--rw",
+        "randrw",
+        "--bs",
+        "16M",
+        "--qd",
+        "4",
+        "--count",
+        "24",
+        "--verify",
+        "--command-timeout",
+        "30",
+    ]);
+    consistent(&r);
+    assert!(u(&r["ios"]) >= 24, "{r}");
+    assert!(u(&r["read"]["ios"]) > 0 && u(&r["write"]["ios"]) > 0, "{r}");
+    assert_eq!(u(&r["verify"]["errors"]), 0, "{r}");
+}

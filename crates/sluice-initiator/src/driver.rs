@@ -32,11 +32,12 @@ use crate::transport::{Link, Transport};
 
 /// Bytes asked of the socket per read.
 const READ_CHUNK: usize = 256 * 1024;
+/// How long a closing connection may take to send what was queued last (see
+/// `ConnectionTask::before_close`).
+const CLOSE_FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// Completed bytes after which a connection task yields to its callers (see
 /// `completed_since_yield`): once per large command, once per many small ones.
 const YIELD_AFTER_BYTES: u64 = 256 * 1024;
-/// Stop reading while this many bytes wait to be written (backpressure towards the core).
-const SEND_HIGH_WATER: usize = 8 << 20;
 
 /// Where a finished request's result goes.
 pub(crate) enum Waiter {
@@ -341,7 +342,7 @@ impl ConnectionTask {
             }
             if self.close.load(Ordering::Acquire) {
                 // Send what the core queued last (a Logout Response's answer, say), then end.
-                return self.t.flush().await;
+                return self.before_close(|t| t.t.flush()).await;
             }
             if self.t.faults.as_ref().is_some_and(|f| f.reset_due()) {
                 // The fault test hook resets the connection once what it passed is out.
@@ -380,7 +381,6 @@ impl ConnectionTask {
                     };
                     rbuf.reserve(READ_CHUNK.max(rest));
                 }
-                let reading = out.len() < SEND_HIGH_WATER;
                 // Every read and write is a span in a cost-probes build (a newtype that
                 // only forwards otherwise).
                 let mut rd = sluice_probe::ProbedIo(&mut rd);
@@ -389,7 +389,12 @@ impl ConnectionTask {
                     biased;
                     () = self.wake.notified() => Ev::Wake,
                     w = out.write_some(&mut wr), if want_write => Ev::Wrote(w),
-                    r = read_some(&mut rd, rbuf, limit, place), if reading => Ev::Read(r),
+                    // Reading goes on however much waits to be written: a target that stops
+                    // reading while its own answers wait (as sluice's does above 8 MiB) would
+                    // otherwise wait for us forever while we wait for it (mixed 16 MiB reads
+                    // and writes did). What reading adds to the queue is bounded without it:
+                    // Data-Out only for writes already in flight, whose data the callers hold.
+                    r = read_some(&mut rd, rbuf, limit, place) => Ev::Read(r),
                     () = timer.as_mut(), if arm.is_armed() => Ev::Timer,
                 }
             };
@@ -443,7 +448,7 @@ impl ConnectionTask {
             if self.close.load(Ordering::Acquire) {
                 // Hand over what the core queued last (the datamover sends it before it
                 // sees the link close), then end.
-                return self.drain_iser().await;
+                return self.before_close(Self::drain_iser).await;
             }
             if self.t.fault_reset_due() {
                 // The fault test hook resets the connection, as over TCP.
@@ -488,6 +493,27 @@ impl ConnectionTask {
 
     /// The core closed this iSER connection: waits for room for what it still has for the
     /// datamover. PDUs arriving meanwhile are dropped (the connection is over for the core).
+    /// Runs `last` (what sends the core's last PDUs) for at most [`CLOSE_FLUSH_LIMIT`]. The
+    /// close may be because the peer stopped taking anything in (a command's deadline
+    /// passed with its data stuck behind a full socket): waiting for it to read would keep the
+    /// connection, and the session's recovery, waiting for ever.
+    async fn before_close<'a, F>(
+        &'a mut self,
+        last: impl FnOnce(&'a mut Self) -> F,
+    ) -> Result<(), Error>
+    where
+        F: std::future::Future<Output = Result<(), Error>> + 'a,
+    {
+        let res = tokio::time::timeout(CLOSE_FLUSH_LIMIT, last(self)).await;
+        res.unwrap_or_else(|_| {
+            tracing::debug!(
+                limit = ?CLOSE_FLUSH_LIMIT,
+                "closing without sending the rest: the peer took nothing in"
+            );
+            Ok(())
+        })
+    }
+
     async fn drain_iser(&mut self) -> Result<(), Error> {
         loop {
             let Link::Iser(link) = &mut self.t.link else {

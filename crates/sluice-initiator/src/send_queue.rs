@@ -64,6 +64,7 @@ impl SendQueue {
     }
 
     /// Bytes waiting to be written.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.len
     }

@@ -116,3 +116,93 @@ async fn nop_in_answered_tmf_and_ping() {
     s.logout().await.unwrap();
     assert!(traced.load(std::sync::atomic::Ordering::Relaxed) > 6);
 }
+
+/// A TCP relay to `upstream` whose first connection stops passing on what the initiator
+/// sends once `stall` is set (a peer that has stopped reading); later connections relay
+/// normally. Returns the relay's address.
+async fn stalling_relay(
+    upstream: std::net::SocketAddr,
+    stall: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut first = true;
+        while let Ok((down, _)) = listener.accept().await {
+            let up = tokio::net::TcpStream::connect(upstream).await.unwrap();
+            let stall = first.then(|| std::sync::Arc::clone(&stall));
+            first = false;
+            let (mut from_initiator, mut to_initiator) = down.into_split();
+            let (mut from_target, mut to_target) = up.into_split();
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut from_target, &mut to_initiator).await;
+            });
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 << 10];
+                loop {
+                    let n = match from_initiator.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    if stall
+                        .as_ref()
+                        .is_some_and(|s| s.load(std::sync::atomic::Ordering::Acquire))
+                    {
+                        // Hold both sockets open and read nothing more.
+                        let _keep = (from_initiator, to_target);
+                        std::future::pending::<()>().await;
+                        return;
+                    }
+                    if to_target.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A target that stops reading while a large write's data is queued: the write fails at its
+/// deadline, and the connection then closes for session recovery without waiting for ever to
+/// send what is still queued (it did wait: the session was stuck for good), so the session
+/// is reinstated and serves again.
+#[tokio::test]
+async fn a_peer_that_stops_reading_does_not_hold_the_session_for_ever() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    let t = TestTarget::start(config());
+    let stall = Arc::new(AtomicBool::new(false));
+    let relay = stalling_relay(t.addr, Arc::clone(&stall)).await;
+    let mut opts = ConnectOptions::default();
+    opts.recovery.command_timeout = Some(Duration::from_secs(1));
+    let s = Session::connect(&relay.to_string(), IQN, opts)
+        .await
+        .unwrap();
+    let before = pattern(4096, 1);
+    s.write(0, 0, before.clone(), 512).await.unwrap();
+
+    stall.store(true, Ordering::Release);
+    // More than the socket buffers on the way hold (FirstBurstLength lets it all go
+    // unsolicited): most of it stays queued in the initiator.
+    let err = s
+        .write(0, 0, pattern(16 << 20, 2), 512)
+        .await
+        .expect_err("nothing reaches the target");
+    assert!(err.to_string().contains("timeout"), "{err}");
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let back = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, s.read(0, 0, 8, 512)).await {
+            Ok(Ok(b)) => break b,
+            Ok(Err(e)) => assert!(Instant::now() < deadline, "no recovery in 60 s: {e}"),
+            Err(_) => panic!("no recovery in 60 s: a read never ended"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(back, before, "the stuck write never reached the LU");
+    let _ = s.logout().await;
+}
