@@ -81,6 +81,9 @@ impl<W: WriteHalf + ?Sized> WriteHalf for Box<W> {
 /// Above this many queued bytes the connection stops reading until the peer catches up.
 pub(crate) const MAX_QUEUED_BYTES: usize = 8 << 20;
 
+/// How long a closing connection may take to send what is still queued ([`Outbox::close`]).
+const CLOSE_FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Most buffers handed to one `writev` (Linux IOV_MAX is 1024).
 const MAX_IOVECS: usize = 64;
 
@@ -362,10 +365,19 @@ impl Outbox {
     }
 
     /// Writes what is queued, then shuts the sending side down (in RDMA mode: closes the
-    /// channel, which tells the datamover the connection task is done).
+    /// channel, which tells the datamover the connection task is done). A peer that reads
+    /// nothing gets [`CLOSE_FLUSH_LIMIT`] to take it, not for ever: the connection's task and
+    /// what it holds would otherwise outlive it with no end.
     pub(crate) async fn close(&mut self) {
-        if self.flush().await.is_ok() {
-            let _ = self.wr.shutdown().await;
+        match tokio::time::timeout(CLOSE_FLUSH_LIMIT, self.flush()).await {
+            Ok(Ok(())) => {
+                let _ = self.wr.shutdown().await;
+            }
+            Ok(Err(_)) => {}
+            Err(_) => tracing::debug!(
+                queued = self.queued_bytes,
+                "closing without sending the rest: the peer took nothing in"
+            ),
         }
         self.link = None;
     }
@@ -573,6 +585,19 @@ mod tests {
             drop(outbox);
             assert_eq!(reader.await.unwrap(), &want[..], "digests {digests:?}");
         }
+    }
+
+    /// A peer that reads nothing does not keep a closing connection for ever: what the pipe
+    /// cannot take is given up after the limit.
+    #[tokio::test(start_paused = true)]
+    async fn closing_gives_a_peer_that_reads_nothing_a_time_limit() {
+        let (client, _server_never_read) = tokio::io::duplex(4096);
+        let mut outbox = Outbox::new(Box::new(client));
+        outbox.push(data_in(1 << 20));
+        let started = tokio::time::Instant::now();
+        outbox.close().await;
+        assert_eq!(started.elapsed(), CLOSE_FLUSH_LIMIT);
+        assert!(outbox.has_pending(), "the rest was given up, not sent");
     }
 
     /// A loopback TCP connection: the outbox's writer, and the peer's socket.
