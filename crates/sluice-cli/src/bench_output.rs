@@ -83,6 +83,7 @@ pub fn report_json(w: &Workload, r: &Report) -> Value {
         "write": direction_json(&r.write, r),
         "latency_us": latency_json(&r.latency),
         "errors": r.errors,
+        "busy_retries": r.busy_retries,
         "first_error": r.first_error,
         "verify": r.verify.as_ref().map(|v| json!({
             "checked": v.checked,
@@ -267,6 +268,12 @@ pub fn print_text(w: &Workload, r: &Report) {
         r.mb_per_s(),
         r.errors
     );
+    if r.busy_retries > 0 {
+        outln!(
+            "  busy:  {} commands sent again after BUSY or TASK SET FULL (the target could not take them then)",
+            r.busy_retries
+        );
+    }
     for (name, d) in [("read", &r.read), ("write", &r.write)] {
         if d.ios > 0 {
             let s = r.elapsed.as_secs_f64().max(1e-9);

@@ -47,10 +47,13 @@ fn consistent(r: &Value) {
     assert_eq!(u(&r["errors"]), 0, "{r}");
     let ios = u(&r["ios"]);
     assert_eq!(ios, u(&r["read"]["ios"]) + u(&r["write"]["ios"]));
-    assert_eq!(u(&r["pdus"]["commands"]), ios, "every I/O is one command");
+    // Every I/O is one command, and one more each time it was sent again after BUSY or TASK
+    // SET FULL.
+    let sent = ios + u(&r["busy_retries"]);
+    assert_eq!(u(&r["pdus"]["commands"]), sent, "every I/O is one command");
     assert_eq!(
         u(&r["pdus"]["scsi_command"]),
-        ios,
+        sent,
         "one SCSI Command PDU each"
     );
     assert_eq!(u(&r["latency_us"]["count"]), ios);
@@ -328,5 +331,40 @@ fn large_reads_and_writes_at_once_do_not_stall_the_connection() {
     consistent(&r);
     assert!(u(&r["ios"]) >= 24, "{r}");
     assert!(u(&r["read"]["ios"]) > 0 && u(&r["write"]["ios"]) > 0, "{r}");
+    assert_eq!(u(&r["verify"]["errors"]), 0, "{r}");
+}
+
+/// A target that buffers at most 1 MiB of write data per connection answers TASK SET FULL to
+/// the writes beyond it (with InitialR2T=Yes each write waits for its R2Ts, so eight 512 KiB
+/// writes at once are 4 MiB to buffer); the bench sends them again after a pause, as operating system
+/// initiators do, and every write lands (verified), the retries counted.
+#[test]
+fn writes_answered_task_set_full_are_sent_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("target.toml");
+    std::fs::write(
+        &cfg,
+        "listen = [\"127.0.0.1:0\"]\n[limits]\nmax_outstanding_bytes_per_connection = \"1M\"\n\
+         [session]\ninitial_r2t = true\nimmediate_data = false\n\
+         [[target]]\niqn = \"iqn.2026-11.io.sluice:busy\"\nacl = \"open\"\n\
+         [[target.lun]]\nbackend = \"memory\"\nsize = \"16M\"\n",
+    )
+    .unwrap();
+    let log = std::fs::File::create(dir.path().join("target.log")).unwrap();
+    let t = TargetProcess::with_config(&cfg, "warn", log);
+    let r = bench_json(&[
+        &t.url,
+        "--rw",
+        "randwrite",
+        "--bs",
+        "512k",
+        "--qd",
+        "8",
+        "--count",
+        "64",
+        "--verify",
+    ]);
+    consistent(&r);
+    assert!(u(&r["busy_retries"]) > 0, "{r}");
     assert_eq!(u(&r["verify"]["errors"]), 0, "{r}");
 }

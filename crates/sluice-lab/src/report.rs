@@ -53,6 +53,9 @@ pub struct Report {
     pub latency: LatencySummary,
     /// Commands that failed (transport error or non-GOOD status).
     pub errors: u64,
+    /// Commands sent again after the target answered BUSY or TASK SET FULL (it could not
+    /// take them then); not failures unless the retries ran out.
+    pub busy_retries: u64,
     /// The first failure, described.
     pub first_error: Option<String>,
     /// Verification results, with `--verify`.

@@ -321,6 +321,7 @@ fn merge(results: Vec<WorkerResult>, latencies: &[Arc<Mutex<Latencies>>], verify
         r.read.bytes += x.read_bytes;
         r.write.bytes += x.write_bytes;
         r.errors += x.errors;
+        r.busy_retries += x.busy_retries;
         r.first_error = r.first_error.or(x.first_error);
         v.checked += x.verified;
         v.bytes += x.verified_bytes;

@@ -12,6 +12,7 @@ use rand::rngs::SmallRng;
 use rand::Rng;
 use sluice_initiator::multipath::Multipath;
 use sluice_initiator::{Command, CommandOutcome, Error, Session};
+use sluice_proto::pdu::codes::ScsiStatus;
 use sluice_scsi::{cdb, SenseKey};
 
 use crate::arrival::Arrival;
@@ -25,6 +26,11 @@ use crate::workload::RwMode;
 
 /// Times a command answered with a unit attention is sent again.
 const UNIT_ATTENTION_RETRIES: u32 = 3;
+/// Times a command answered BUSY or TASK SET FULL is sent again, and the pauses before
+/// (doubling from the first up to the most): some 10 s in all before it counts as failed.
+const BUSY_RETRIES: u32 = 110;
+const BUSY_FIRST_PAUSE: Duration = Duration::from_millis(1);
+const BUSY_MAX_PAUSE: Duration = Duration::from_millis(100);
 
 /// What a worker sends its commands through: one session, or a multipath device that picks
 /// a path per command and fails over.
@@ -87,6 +93,8 @@ pub(crate) struct WorkerResult {
     pub read_bytes: u64,
     pub write_bytes: u64,
     pub errors: u64,
+    /// Commands sent again after BUSY or TASK SET FULL.
+    pub busy_retries: u64,
     pub first_error: Option<String>,
     pub verified: u64,
     pub verified_bytes: u64,
@@ -163,6 +171,7 @@ impl Worker {
                 read_bytes: 0,
                 write_bytes: 0,
                 errors: 0,
+                busy_retries: 0,
                 first_error: None,
                 verified: 0,
                 verified_bytes: 0,
@@ -286,6 +295,21 @@ impl Worker {
             if !ua {
                 break;
             }
+            result = self.session.execute(cmd()).await;
+        }
+        // BUSY and TASK SET FULL say the target cannot take the command now (SAM-5 5.3: a
+        // target bounding its buffered write data answers TASK SET FULL): sent again after a
+        // pause that doubles, as operating system initiators requeue it, for a while.
+        let mut pause = BUSY_FIRST_PAUSE;
+        for _ in 0..BUSY_RETRIES {
+            let busy = matches!(&result, Ok(out)
+                if matches!(out.status, ScsiStatus::Busy | ScsiStatus::TaskSetFull));
+            if !busy {
+                break;
+            }
+            self.out.busy_retries += 1;
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(BUSY_MAX_PAUSE);
             result = self.session.execute(cmd()).await;
         }
         let what = if write { "WRITE(16)" } else { "READ(16)" };
