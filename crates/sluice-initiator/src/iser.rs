@@ -110,7 +110,11 @@ pub(crate) struct IserFailure(Arc<Mutex<Option<String>>>);
 
 impl IserFailure {
     fn set(&self, why: String) {
-        tracing::warn!("iSER: {why}");
+        // At debug level, as a TCP connection's loss is: the driver reports it as the
+        // connection's error, and at the end of a session of several connections the
+        // target's close reaches the others' datamovers before their driver ends them,
+        // which is no failure.
+        tracing::debug!("iSER: {why}");
         if let Ok(mut s) = self.0.lock() {
             s.get_or_insert(why);
         }
