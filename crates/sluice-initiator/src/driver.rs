@@ -491,8 +491,6 @@ impl ConnectionTask {
         }
     }
 
-    /// The core closed this iSER connection: waits for room for what it still has for the
-    /// datamover. PDUs arriving meanwhile are dropped (the connection is over for the core).
     /// Runs `last` (what sends the core's last PDUs) for at most [`CLOSE_FLUSH_LIMIT`]. The
     /// close may be because the peer stopped taking anything in (a command's deadline
     /// passed with its data stuck behind a full socket): waiting for it to read would keep the
@@ -514,6 +512,8 @@ impl ConnectionTask {
         })
     }
 
+    /// The core closed this iSER connection: waits for room for what it still has for the
+    /// datamover. PDUs arriving meanwhile are dropped (the connection is over for the core).
     async fn drain_iser(&mut self) -> Result<(), Error> {
         loop {
             let Link::Iser(link) = &mut self.t.link else {
