@@ -6,12 +6,13 @@
 //! and Rejects (sections 7.3, 7.8).
 
 use smallvec::SmallVec;
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::connection::{ConnState, StatusArrival};
 use super::requests::{nop_out, Request};
 use super::task::snack;
-use super::{CloseReason, ConnId, Failure, InitiatorSession};
+use super::{CloseReason, Completion, ConnId, Failure, InitiatorSession};
 use crate::framing::FrameError;
 use crate::pdu::codes::{RejectReason, SnackType, TmfFunction};
 use crate::pdu::{opcode, Pdu, Reject, BHS_LEN};
@@ -81,6 +82,7 @@ impl InitiatorSession {
     pub(super) fn arm_recovery(&mut self, now: Instant) {
         let watching = self.recovering() || self.config.recovery.command_timeout.is_some();
         let busy = !self.tasks.is_empty()
+            || !self.waiting.is_empty()
             || !self.request_wire.is_empty()
             || self.conns.iter().any(|c| c.status_gap_open());
         // Commands waiting for a window nothing in flight will open are watched at any level.
@@ -567,6 +569,23 @@ impl InitiatorSession {
             self.release_held_status(conn, held);
             self.finish_task(t, Err(Failure::Timeout));
             self.abort_quietly(conn, itt, cmd_sn, lun);
+        }
+        // Commands not sent yet (waiting for the window, for a connection, or for the
+        // session's reinstatement) have the same deadline: the target never saw them, so
+        // there is nothing to abort.
+        if self
+            .waiting
+            .iter()
+            .any(|q| now.saturating_duration_since(q.submitted) >= limit)
+        {
+            let (late, on_time): (VecDeque<_>, _) = std::mem::take(&mut self.waiting)
+                .into_iter()
+                .partition(|q| now.saturating_duration_since(q.submitted) >= limit);
+            self.waiting = on_time;
+            for q in late {
+                self.completions
+                    .push_back(Completion::Command(q.id, Err(Failure::Timeout)));
+            }
         }
     }
 

@@ -952,3 +952,28 @@ fn unanswered_keepalive_pings_neither_pile_up_nor_hold_a_logout_back() {
         "{pdus:?}"
     );
 }
+
+#[test]
+fn a_command_still_waiting_for_the_window_fails_at_its_deadline_too() {
+    let mut r = Rig::new(1, Policy::RoundRobin);
+    // The window admits CmdSN 1 to 8: the ninth command waits for room.
+    let sent: Vec<TaskId> = (0..8).map(|_| r.s.submit(read(0, 512), r.now)).collect();
+    let waiting = r.s.submit(read(0, 512), r.now);
+    assert_eq!(commands(&r.drain(0)).len(), 8);
+    assert_eq!(r.s.waiting(), 1);
+    let limit = RecoveryConfig::default().command_timeout.unwrap();
+    r.s.handle_timeout(r.now + limit);
+    let done = r.completions();
+    for id in sent.iter().chain([&waiting]) {
+        assert!(
+            done.iter()
+                .any(|c| matches!(c, Completion::Command(i, Err(Failure::Timeout)) if i == id)),
+            "{id:?} did not time out: {done:?}"
+        );
+    }
+    assert_eq!(r.s.waiting(), 0);
+    assert!(
+        commands(&r.drain(0)).is_empty(),
+        "the waiting one never goes out"
+    );
+}
