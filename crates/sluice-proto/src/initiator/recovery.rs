@@ -6,7 +6,6 @@
 //! and Rejects (sections 7.3, 7.8).
 
 use smallvec::SmallVec;
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::connection::{ConnState, StatusArrival};
@@ -573,20 +572,14 @@ impl InitiatorSession {
         // Commands not sent yet (waiting for the window, for a connection, or for the
         // session's reinstatement) have the same deadline: the target never saw them, so
         // there is nothing to abort.
-        if self
-            .waiting
-            .iter()
-            .any(|q| now.saturating_duration_since(q.submitted) >= limit)
-        {
-            let (late, on_time): (VecDeque<_>, _) = std::mem::take(&mut self.waiting)
-                .into_iter()
-                .partition(|q| now.saturating_duration_since(q.submitted) >= limit);
-            self.waiting = on_time;
-            for q in late {
-                self.completions
-                    .push_back(Completion::Command(q.id, Err(Failure::Timeout)));
+        let completions = &mut self.completions;
+        self.waiting.retain(|q| {
+            let late = now.saturating_duration_since(q.submitted) >= limit;
+            if late {
+                completions.push_back(Completion::Command(q.id, Err(Failure::Timeout)));
             }
-        }
+            !late
+        });
     }
 
     /// Ends task `itt` with `failure` and tells the target to end it too, with an ABORT TASK
