@@ -23,6 +23,10 @@ pub fn run(args: &IserArgs) -> Result<()> {
         )
     })?;
     let (files, mut rows) = StudyDir::open::<IserRun>(&args.out, args.resume, args.report_only)?;
+    // The run's target and initiator share this process: its heap behaves as
+    // `sluice target`'s does.
+    sluice_lab::keep_freed_buffers();
+    sluice_lab::use_one_heap();
     let mut failures = 0usize;
     if !args.report_only {
         let done: HashSet<String> = rows.iter().map(IserRun::key).collect();

@@ -517,6 +517,11 @@ pub fn run(args: &TargetArgs, matches: &ArgMatches) -> anyhow::Result<()> {
     };
     let iser = args.iser.then_some(args.iser_port);
     sluice_target::set_busy_poll_always(args.busy_poll);
+    // Large payloads reuse freed heap memory instead of faulting in fresh pages per command;
+    // the heap goes back to the kernel when the target falls idle.
+    sluice_lab::keep_freed_buffers();
+    sluice_lab::use_one_heap();
+    sluice_lab::return_freed_buffers_when_idle().context("starting the idle trim thread")?;
     serve(config, args.threads, service, udp, iser)
 }
 
