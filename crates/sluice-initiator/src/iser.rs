@@ -132,15 +132,12 @@ impl IserFailure {
 /// with RDMA Reads from the buffer the command advertised (RFC 7145 section 7.3), and the
 /// datamover asks the core for it with R2Ts of its own. Only immediate and unsolicited data
 /// travel in Sends, bounded by TargetRecvDataSegmentLength (section 6.3.2), which the core
-/// sees as the target's MaxRecvDataSegmentLength. When the session sends neither
-/// (ImmediateData=No, InitialR2T=Yes), that bound limits nothing on the wire, and the core
-/// may hand the datamover each burst as one Data-Out PDU instead of one per 16 KiB.
+/// sees as the target's MaxRecvDataSegmentLength; solicited data is not cut by it, so each
+/// burst reaches the datamover as one slice of the write data, and the target's RDMA Reads
+/// are answered from it without a copy (cut into 8 KiB Data-Outs, a 512 KiB RDMA Read
+/// spanned 64 of them and was answered from a copy).
 pub(crate) fn rdma_mode_params(params: &mut SessionParams) {
-    if !params.immediate_data && params.initial_r2t {
-        params.target_max_recv_data_segment_length = params
-            .target_max_recv_data_segment_length
-            .max(params.max_burst_length);
-    }
+    params.solicited_data_by_rdma = true;
 }
 
 /// What the datamovers of one session counted, live (each connection keeps its own slot up to

@@ -38,6 +38,12 @@ pub struct SessionParams {
     pub data_sequence_in_order: bool,
     /// ErrorRecoveryLevel (section 13.20), default 0.
     pub error_recovery_level: u8,
+    /// Not a key: set when the connection runs in RDMA mode (iSER), where the Data-Out
+    /// answering an R2T never travels in PDUs (the target fetches it with RDMA Reads, RFC 7145
+    /// section 7.3), so the target's MaxRecvDataSegmentLength (there TargetRecvDataSegmentLength,
+    /// which bounds only immediate and unsolicited data) does not cut it: the initiator core
+    /// hands each solicited sequence to the datamover as one Data-Out. A connection's own.
+    pub solicited_data_by_rdma: bool,
 }
 
 impl Default for SessionParams {
@@ -58,6 +64,7 @@ impl Default for SessionParams {
             data_pdu_in_order: true,
             data_sequence_in_order: true,
             error_recovery_level: 0,
+            solicited_data_by_rdma: false,
         }
     }
 }
@@ -78,6 +85,7 @@ impl SessionParams {
             data_digest: self.data_digest,
             initiator_max_recv_data_segment_length: self.initiator_max_recv_data_segment_length,
             target_max_recv_data_segment_length: self.target_max_recv_data_segment_length,
+            solicited_data_by_rdma: self.solicited_data_by_rdma,
             ..*session
         }
     }
@@ -125,12 +133,14 @@ mod tests {
             data_pdu_in_order: false,
             data_sequence_in_order: false,
             error_recovery_level: 2,
+            solicited_data_by_rdma: false,
         };
         let own = SessionParams {
             header_digest: true,
             data_digest: true,
             initiator_max_recv_data_segment_length: 4096,
             target_max_recv_data_segment_length: 16384,
+            solicited_data_by_rdma: true,
             ..SessionParams::default()
         };
         assert_eq!(
@@ -140,6 +150,7 @@ mod tests {
                 data_digest: true,
                 initiator_max_recv_data_segment_length: 4096,
                 target_max_recv_data_segment_length: 16384,
+                solicited_data_by_rdma: true,
                 ..session
             }
         );

@@ -11,7 +11,9 @@ pub struct IserRun {
     pub point: IserPoint,
     /// Commands (RDMA operations) in flight.
     pub queue_depth: u32,
-    /// Negotiated MaxRecvDataSegmentLength in the run's data direction (0 for raw runs).
+    /// Negotiated MaxRecvDataSegmentLength in the run's data direction (0 for raw runs); in
+    /// RDMA mode the iSER key that replaces it, Initiator- or TargetRecvDataSegmentLength,
+    /// which bounds only Sends (data moved by RDMA is not cut to it).
     pub mrdsl: u32,
     /// Negotiated MaxBurstLength (0 for raw runs).
     pub max_burst: u32,

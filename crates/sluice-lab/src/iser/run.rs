@@ -23,8 +23,9 @@ use crate::{CpuTime, LabError, Progress, RwMode, SizeDist, Workload};
 const IQN: &str = "iqn.2026-11.io.sluice:lab-iser";
 /// Each LUN: room for a full queue of the largest transfer, several times over.
 const LUN_BYTES: u64 = 256 << 20;
-/// The study's negotiated values (its section 3): 512 KiB for MaxRecvDataSegmentLength,
-/// MaxBurstLength and both iSER RecvDataSegmentLengths, InitialR2T=Yes, ImmediateData=No.
+/// The study's negotiated values (its section 3): 512 KiB for MaxRecvDataSegmentLength and
+/// MaxBurstLength, InitialR2T=Yes, ImmediateData=No. Over iSER the data segment lengths are
+/// the RDMA-mode keys each side declares (sluice's target: 16 KiB), which bound only Sends.
 pub const STUDY_SEGMENT: u32 = 512 << 10;
 
 /// What [`run`] reports as it goes.

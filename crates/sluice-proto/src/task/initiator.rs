@@ -144,6 +144,7 @@ impl InitiatorWrite {
     pub fn reassigned(&mut self, params: &SessionParams) {
         self.params.target_max_recv_data_segment_length =
             params.target_max_recv_data_segment_length;
+        self.params.solicited_data_by_rdma = params.solicited_data_by_rdma;
         self.missing_r2ts.clear();
         self.r2t_snacks.clear();
         self.r2t_sn_unknown = true;
@@ -258,6 +259,18 @@ impl InitiatorWrite {
         self.counters
     }
 
+    /// The longest Data-Out of a sequence: section 13.12, the target's
+    /// MaxRecvDataSegmentLength; over iSER, solicited data (answering an R2T) is fetched by
+    /// RDMA Read and never framed, so it goes to the datamover as one Data-Out, whose payload
+    /// stays one slice of the write data (RFC 7145 section 7.3).
+    fn max_segment_len(&self, ttt: Ttt) -> u32 {
+        if self.params.solicited_data_by_rdma && ttt != Ttt::RESERVED {
+            u32::MAX
+        } else {
+            self.params.target_max_recv_data_segment_length.max(1)
+        }
+    }
+
     fn sequence(&self, ttt: Ttt, offset: u32, end: u32) -> DataOutSequence {
         DataOutSequence {
             itt: self.itt,
@@ -267,8 +280,7 @@ impl InitiatorWrite {
             base_offset: offset,
             sent: 0,
             data_sn: 0,
-            // Section 13.12: the target's MaxRecvDataSegmentLength bounds each Data-Out.
-            max_segment_len: self.params.target_max_recv_data_segment_length.max(1),
+            max_segment_len: self.max_segment_len(ttt),
         }
     }
 }

@@ -110,6 +110,35 @@ fn write_plan_follows_the_negotiated_keys() {
     assert_eq!(w.handle_response(&rsp), Err(TaskError::Inconsistent));
 }
 
+/// Over iSER (RFC 7145 section 7.3) an R2T's data is fetched by RDMA Read, never framed:
+/// it is one Data-Out, one slice of the caller's buffer, while immediate and unsolicited data,
+/// which do travel in Sends, stay cut to the target's MaxRecvDataSegmentLength.
+#[test]
+fn solicited_data_by_rdma_answers_an_r2t_with_one_slice() {
+    let p = SessionParams {
+        solicited_data_by_rdma: true,
+        ..params()
+    };
+    let data = Bytes::from(vec![2u8; 20_000]);
+    let mut w = InitiatorWrite::new(Itt(1), Lun::from_number(3), data.clone(), &p);
+    assert_eq!(w.immediate_data().len(), 1024);
+    let unsolicited: Vec<DataOut> = w.unsolicited().collect();
+    assert_eq!(unsolicited.len(), 3);
+    assert!(unsolicited.iter().all(|d| d.data.len() == 1024));
+    let answer: Vec<DataOut> = w.handle_r2t(&r2t(0, 4096, 8192)).unwrap().collect();
+    assert_eq!(answer.len(), 1);
+    assert!(answer[0].final_bit);
+    assert_eq!(
+        (answer[0].buffer_offset, answer[0].data.len()),
+        (4096, 8192)
+    );
+    assert_eq!(
+        answer[0].data.as_ptr(),
+        data[4096..].as_ptr(),
+        "a slice, not a copy"
+    );
+}
+
 #[test]
 fn initial_r2t_without_immediate_data_sends_nothing_unsolicited() {
     let p = SessionParams {

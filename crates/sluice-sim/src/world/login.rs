@@ -265,7 +265,7 @@ impl World {
         };
         let rng = &mut self.rng;
         let step = login.handle_response(&rsp, &mut |buf: &mut [u8]| rng.fill_bytes(buf));
-        let outcome = match step {
+        let mut outcome = match step {
             InitiatorStep::Send(req) => {
                 let pdu = Pdu::LoginRequest(req);
                 let mut out = BytesMut::new();
@@ -281,6 +281,11 @@ impl World {
                 )))
             }
         };
+        if self.cfg.transport == crate::Transport::Iser {
+            // As sluice's initiator driver runs a connection in RDMA mode: solicited data
+            // goes to the datamover one burst at a time, never cut for the wire.
+            outcome.params.solicited_data_by_rdma = true;
+        }
         let link = &mut self.links[i];
         let setup = initiator::ConnectionSetup {
             cid: link.cid,
