@@ -100,7 +100,7 @@ impl Reader<'_> {
     }
 
     /// Operational values as a login could have settled them (RFC 7143 section 13 ranges),
-    /// every ErrorRecoveryLevel.
+    /// every ErrorRecoveryLevel, over TCP or in RDMA mode.
     pub fn params(&mut self) -> SessionParams {
         let flags = self.byte();
         let error_recovery_level = self.byte() % 3;
@@ -122,6 +122,8 @@ impl Reader<'_> {
             data_pdu_in_order: flags & 0x40 == 0,
             data_sequence_in_order: flags & 0x80 == 0,
             error_recovery_level,
+            // An initiator connection in RDMA mode (iSER) answers R2Ts with one Data-Out.
+            solicited_data_by_rdma: self.byte() & 1 != 0,
         }
     }
 
