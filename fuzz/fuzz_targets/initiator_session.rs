@@ -687,7 +687,16 @@ impl Fuzz<'_> {
             brief(pdu)
         );
         let params = self.params_of(id);
-        round_trip(pdu, &params, params.target_max_recv_data_segment_length);
+        // In RDMA mode a Data-Out answering an R2T goes to the datamover, never onto the wire
+        // (RFC 7145 section 7.3): one per R2T, bounded by the R2T's length and so by
+        // MaxBurstLength (the core refuses longer R2Ts), not by MaxRecvDataSegmentLength.
+        let peer_max_segment = match pdu {
+            Pdu::DataOut(d) if params.solicited_data_by_rdma && d.ttt != Ttt::RESERVED => params
+                .max_burst_length
+                .max(params.target_max_recv_data_segment_length),
+            _ => params.target_max_recv_data_segment_length,
+        };
+        round_trip(pdu, &params, peer_max_segment);
         let Some(c) = self.conns.iter_mut().find(|c| c.id == id) else {
             panic!("a PDU on a connection that never was");
         };
