@@ -38,9 +38,10 @@ pub fn keep_freed_buffers() {
 /// [`return_freed_buffers`] can give back whole. glibc trims a thread arena's top only as a
 /// free crosses the trim threshold, which [`keep_freed_buffers`] raised past a thread heap's
 /// 64 MiB: after a burst of 16 MiB I/O and a trim, an idle target's RSS was 32 to 131 MB
-/// with per-thread arenas, 28 MB with one heap. One heap costs the data path nothing measurable (it allocates little, and
-/// per-thread caches serve small allocations without the arena lock): 4 KiB reads and
-/// writes at QD 32 moved the same with and without it, 16 MiB writes 5 to 25 % more.
+/// with per-thread arenas, 28 MB with one heap. One heap costs the data path nothing
+/// measurable (it allocates little, and per-thread caches serve small allocations without
+/// the arena lock): 4 KiB reads and writes at QD 32 moved the same with and without it,
+/// 16 MiB writes 5 to 25 % more.
 /// Call once, before the process's threads start allocating.
 pub fn use_one_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

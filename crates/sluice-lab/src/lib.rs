@@ -16,7 +16,8 @@
 //! Module map: `size_dist` (command sizes), `arrival` (inter-arrival times), `region`
 //! (addresses), `trace` (SPC trace files), `pattern` (verify data), `workload` (the spec),
 //! `latency` (histograms), `progress` (live counters), `pdus` (PDU counts), `cpu`
-//! (getrusage), `alloc` (allocator policy: freed buffers kept while busy, returned when idle), `worker` (one in-flight slot), `runner` (the run), `report`, `error`;
+//! (getrusage), `alloc` (allocator policy: freed buffers kept while busy, returned when
+//! idle), `worker` (one in-flight slot), `runner` (the run), `report`, `error`;
 //! `crc` (the CRC32C algorithms of the fast-path study and their timing); `crc_alias` (the
 //! simulation study's CRC and TCP checksum aliasing: Markov model, reduced model, measurement); `pdu_cost` (the fast-path study's per-PDU cost split of
 //! sluice's own data path); `study` (what
@@ -27,8 +28,8 @@
 //! without datagram loss, for two TransferContext timeouts); `iser` (the iSER study: iSCSI over
 //! TCP against iSER on the software RDMA provider and the provider's raw throughput).
 
-// `unsafe` only in `alloc` (mallopt, malloc_trim), `cpu` (getrusage, sysconf), `link` (TUN ioctl, setns,
-// poll/read/write on TUN devices, geteuid), `crc/sse42` (the SSE4.2 `crc32`
+// `unsafe` only in `alloc` (mallopt, malloc_trim), `cpu` (getrusage, sysconf), `link` (TUN
+// ioctl, setns, poll/read/write on TUN devices, geteuid), `crc/sse42` (the SSE4.2 `crc32`
 // instruction) and `crc/timing` (RDTSC), each block with a SAFETY comment.
 #![deny(unsafe_code)]
 
