@@ -70,6 +70,11 @@ impl TargetSessionEnv for Env {
         lun.number().is_some_and(|n| n < 2)
     }
 
+    /// LUN 1 keeps nothing written (a null LUN): its writes drop their data as it arrives.
+    fn keeps_data_out(&self, lun: Lun, _cdb: &Cdb) -> bool {
+        lun.number() != Some(1)
+    }
+
     fn reset(&mut self, _kind: ResetKind) {}
 
     fn commands_cleared(&mut self, _lun: Lun) {}

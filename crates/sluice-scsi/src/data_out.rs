@@ -18,7 +18,15 @@ pub enum DataOut<'a> {
     Contiguous(&'a [u8]),
     /// Back-to-back pieces (e.g. the data segments of several Data-Out PDUs, in offset order).
     Segments(&'a [Bytes]),
+    /// This many bytes arrived and were dropped as they came, because the command's LU keeps
+    /// nothing written ([`ScsiTarget::keeps_data_out`](crate::ScsiTarget::keeps_data_out)
+    /// said so). They read as zeros; [`ScsiTarget::execute_with`](crate::ScsiTarget::execute_with)
+    /// refuses them for any command that reads its Data-Out.
+    Unkept(usize),
 }
+
+/// What [`DataOut::Unkept`] reads as: zeros, handed out in pieces of this buffer.
+static UNKEPT: [u8; 1 << 20] = [0; 1 << 20];
 
 impl Default for DataOut<'_> {
     fn default() -> Self {
@@ -44,6 +52,7 @@ impl<'a> DataOut<'a> {
         match self {
             DataOut::Contiguous(d) => d.len(),
             DataOut::Segments(s) => s.iter().map(Bytes::len).sum(),
+            DataOut::Unkept(n) => *n,
         }
     }
 
@@ -57,6 +66,10 @@ impl<'a> DataOut<'a> {
     pub fn contiguous(&self, len: usize) -> Cow<'a, [u8]> {
         match *self {
             DataOut::Contiguous(d) => Cow::Borrowed(&d[..d.len().min(len)]),
+            DataOut::Unkept(n) if n.min(len) <= UNKEPT.len() => {
+                Cow::Borrowed(&UNKEPT[..n.min(len)])
+            }
+            DataOut::Unkept(n) => Cow::Owned(vec![0; n.min(len)]),
             DataOut::Segments([]) => Cow::Borrowed(&[]),
             DataOut::Segments([first, ..]) if first.len() >= len => Cow::Borrowed(&first[..len]),
             DataOut::Segments(segments) => {
@@ -87,6 +100,14 @@ impl<'a> DataOut<'a> {
         match *self {
             DataOut::Contiguous(d) => push(d),
             DataOut::Segments(segments) => segments.iter().for_each(|s| push(s)),
+            DataOut::Unkept(n) => {
+                let mut zeros = n.min(len);
+                while zeros > 0 {
+                    let piece = zeros.min(UNKEPT.len());
+                    push(&UNKEPT[..piece]);
+                    zeros -= piece;
+                }
+            }
         }
         out
     }
@@ -115,6 +136,17 @@ mod tests {
         assert_eq!(&*d.contiguous(100), b"abcdefgh");
         assert_eq!(&*DataOut::from(&b"xyz"[..]).contiguous(2), b"xy");
         assert!(DataOut::default().is_empty());
+    }
+
+    #[test]
+    fn unkept_data_reads_as_zeros_of_its_length() {
+        let d = DataOut::Unkept(3 << 20);
+        assert_eq!(d.len(), 3 << 20);
+        let slices = d.slices(2 << 20 | 5);
+        assert_eq!(slices.iter().map(|s| s.len()).sum::<usize>(), 2 << 20 | 5);
+        assert!(slices.iter().all(|s| s.iter().all(|&b| b == 0)));
+        assert!(matches!(d.contiguous(10), Cow::Borrowed(z) if z == [0; 10]));
+        assert_eq!(d.contiguous(usize::MAX).len(), 3 << 20);
     }
 
     #[test]

@@ -172,6 +172,26 @@ impl ScsiTarget {
         }
     }
 
+    /// Whether executing this command reads its Data-Out. Only a WRITE(6/10/12/16) to a LU
+    /// whose device keeps nothing written ([`BlockDevice::keeps_writes`]) and runs on the
+    /// synchronous path does not: its transport may drop the data as it arrives and deliver
+    /// [`DataOut::Unkept`] of the same length (a null LUN then holds no write data while a
+    /// large write waits for the rest of it).
+    ///
+    /// [`BlockDevice::keeps_writes`]: sluice_storage::BlockDevice::keeps_writes
+    pub fn keeps_data_out(&self, lun: u64, cdb: &[u8]) -> bool {
+        if !matches!(
+            u8_at(cdb, 0),
+            oc::WRITE_6 | oc::WRITE_10 | oc::WRITE_12 | oc::WRITE_16
+        ) {
+            return true;
+        }
+        match self.resolve(lun) {
+            Resolved::Lu(lu) => lu.device().keeps_writes() || lu.device().submits(),
+            Resolved::Wlun | Resolved::Missing => true,
+        }
+    }
+
     /// What the command will move, judged from the CDB alone (for residuals and sizing).
     ///
     /// Block-based commands addressed to a LUN that does not exist report
@@ -333,6 +353,16 @@ impl ScsiTarget {
         let cdb = call.cdb;
         data_in.clear();
         *shared = None;
+        if matches!(call.data_out, DataOut::Unkept(_)) && self.keeps_data_out(lun, cdb) {
+            // Dropped data for a command that reads it: the LU changed since the transport
+            // asked (removed and added again), or a transport bug. Never write zeros in its
+            // place; the initiator may retry an aborted command.
+            return CommandResult::check_condition(sense::SenseData::new(
+                sense::SenseKey::ABORTED_COMMAND,
+                0x44,
+                0x00,
+            ));
+        }
         // The LUN inventory is only read by REPORT LUNS, but handed to every command: keep it
         // on the stack for the usual few LUNs (no allocation per command).
         let mut small = [0u16; 16];

@@ -258,3 +258,61 @@ mod never_panics {
         }
     }
 }
+
+/// Runs `cdb` with Data-Out dropped on arrival (`DataOut::Unkept`) on `t`'s LU.
+fn run_unkept(t: &Harness, cdb: &[u8], len: usize) -> CommandResult {
+    let delivery = Delivery {
+        data_out: DataOut::Unkept(len),
+        data_out_len: Some(len as u64),
+        abort: None,
+    };
+    let (mut din, mut shared) = (BytesMut::new(), None);
+    t.target
+        .execute_with(t.nexus, t.lun, cdb, delivery, &mut din, &mut shared)
+}
+
+#[test]
+fn only_writes_to_a_device_that_keeps_nothing_may_drop_their_data() {
+    let null = {
+        let mut cfg = config(Arc::new(VecDevice::new(512, 0)), false);
+        cfg.device = Arc::new(sluice_storage::NullDevice::new(512, 1024));
+        let lu = Arc::new(LogicalUnit::new(cfg));
+        Harness {
+            target: Arc::new(ScsiTarget::new(vec![(0, lu)])),
+            dev: Arc::new(VecDevice::new(512, 0)),
+            nexus: 1,
+            lun: 0,
+        }
+    };
+    assert_eq!(null.run(&[0; 6], &[]).0.sense.unwrap().asc, 0x29);
+    let write = cdb::write10(8, 4, false);
+    assert!(!null.target.keeps_data_out(0, &write));
+    assert!(!null.target.keeps_data_out(0, &cdb::write16(8, 4, false)));
+    // Commands that read their Data-Out, a missing LUN, and a device that keeps writes.
+    let mut write_verify = write;
+    write_verify[0] = 0x2E;
+    assert!(null.target.keeps_data_out(0, &write_verify));
+    assert!(null.target.keeps_data_out(encode_lun(3), &write));
+    let vec = Harness::new(512, 1024);
+    assert!(vec.target.keeps_data_out(0, &write));
+
+    // The null LU takes the dropped data as a write of its length, range checks included.
+    assert_eq!(run_unkept(&null, &write, 2048), CommandResult::good());
+    let past_end = cdb::write10(1022, 4, false);
+    assert_eq!(
+        run_unkept(&null, &past_end, 2048).sense.map(|s| s.asc),
+        Some(0x21)
+    );
+    // A LU that keeps writes never writes zeros for dropped data: the command is aborted
+    // and the device untouched.
+    vec.dev.data.lock().unwrap()[4096..6144].fill(0xAB);
+    let r = run_unkept(&vec, &write, 2048);
+    let sense = r.sense.expect("CHECK CONDITION");
+    assert_eq!(
+        (sense.key, sense.asc, sense.ascq),
+        (crate::SenseKey::ABORTED_COMMAND, 0x44, 0)
+    );
+    assert!(vec.dev.data.lock().unwrap()[4096..6144]
+        .iter()
+        .all(|&b| b == 0xAB));
+}

@@ -315,6 +315,14 @@ pub trait BlockDevice: Send + Sync + std::fmt::Debug {
     fn atomic_writes(&self) -> bool {
         false
     }
+
+    /// Whether what is written is kept. `false` for a device that discards every write (the
+    /// null device): a transport may then drop a WRITE's data as it arrives, rather than hold
+    /// it until the command runs, and hand the device a write of the same length. The
+    /// default is `true`.
+    fn keeps_writes(&self) -> bool {
+        true
+    }
 }
 
 /// Whether backing store is allocated to a range (SBC-4 4.7.1: mapped or deallocated).

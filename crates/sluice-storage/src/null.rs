@@ -75,6 +75,14 @@ impl BlockDevice for NullDevice {
     fn write_zeroes(&self, offset: u64, len: u64, _fua: bool) -> Result<(), StorageError> {
         check_range(offset, len, self.size_bytes)
     }
+
+    /// Nothing written is kept, so a transport need not hold a write's data until the
+    /// command runs: with it, a null LUN fetches a write into no memory of its own, as a
+    /// target that keeps no data (the MEMORYIO mode of the UNH target) reads every write
+    /// into one buffer.
+    fn keeps_writes(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

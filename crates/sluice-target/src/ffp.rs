@@ -374,7 +374,12 @@ impl<'a> Connection<'a> {
         };
         let runs_long = sluice_scsi::runs_long(&work.cdb);
         if let Some(target) = self.target {
-            if !runs_long && slot.is_some_and(|i| self.lu_slots[i].lun.submits) {
+            // Data dropped on arrival is for the synchronous path, which checks it is
+            // still right for the LU; a planned write would need the bytes.
+            if !runs_long
+                && work.data_out.unkept().is_none()
+                && slot.is_some_and(|i| self.lu_slots[i].lun.submits)
+            {
                 work = self.plan(target, work, slot)?;
             }
             if runs_long || self.runs_off_task(&work, slot) {
@@ -611,7 +616,10 @@ pub(crate) fn run(
 ) -> ((ScsiCompletion, Vec<u64>), BytesMut) {
     let mut shared = None;
     let delivery = Delivery {
-        data_out: DataOut::Segments(work.data_out.segments()),
+        data_out: match work.data_out.unkept() {
+            Some(n) => DataOut::Unkept(n),
+            None => DataOut::Segments(work.data_out.segments()),
+        },
         data_out_len: Some(u64::from(work.data_out_len)),
         abort,
     };
@@ -682,6 +690,12 @@ impl TargetSessionEnv for DriverEnv<'_> {
             sluice_scsi::Transfer::ToDevice(n) => DataTransfer::ToDevice(n),
             sluice_scsi::Transfer::FromDevice(n) => DataTransfer::FromDevice(n),
         }
+    }
+
+    fn keeps_data_out(&self, lun: Lun, cdb: &Cdb) -> bool {
+        self.target
+            .get()
+            .is_none_or(|t| t.scsi.keeps_data_out(lun.0, cdb))
     }
 
     fn lun_exists(&self, lun: Lun) -> bool {

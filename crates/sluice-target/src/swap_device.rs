@@ -239,6 +239,10 @@ impl BlockDevice for SwapDevice {
     fn atomic_writes(&self) -> bool {
         self.read().device().atomic_writes()
     }
+
+    fn keeps_writes(&self) -> bool {
+        self.read().device().keeps_writes()
+    }
 }
 
 #[cfg(test)]

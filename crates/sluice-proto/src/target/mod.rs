@@ -114,6 +114,15 @@ pub trait TargetSessionEnv {
     /// CLEARED BY ISCSI PROTOCOL EVENT (47h/7Fh) as a unit attention to this I_T_L nexus
     /// (RFC 7143 section 11.14.5).
     fn commands_cleared(&mut self, lun: Lun);
+
+    /// Whether the SCSI layer reads this command's Data-Out. `false` lets the session drop
+    /// a write's data as it arrives instead of holding it until the command runs (a WRITE to
+    /// a device that keeps nothing); the command then runs with
+    /// [`WriteData::unkept`](crate::task::target_write::WriteData::unkept). Asked only of writes that wait
+    /// for data after their command PDU. The default is `true`.
+    fn keeps_data_out(&self, _lun: Lun, _cdb: &Cdb) -> bool {
+        true
+    }
 }
 
 /// Limits and policy of one session, fixed when it is created.

@@ -222,7 +222,14 @@ impl TargetSession {
         }
         let params = c.params;
         match TargetWrite::new(&cmd, &params, wanted, &mut self.ttts) {
-            Ok((write, progress)) => {
+            Ok((mut write, progress)) => {
+                // A write that waits for more data holds what arrived until it runs; one whose
+                // data the SCSI layer will not read need not hold it at all.
+                if !matches!(progress, WriteProgress::Complete(_))
+                    && !env.keeps_data_out(cmd.lun, &cmd.cdb)
+                {
+                    write.discard_data();
+                }
                 if let Some(c) = self.find_mut(conn) {
                     c.write_bytes += reserve;
                 }

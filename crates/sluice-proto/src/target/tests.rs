@@ -24,6 +24,8 @@ struct Env {
     resets: Vec<ResetKind>,
     /// LUNs told "commands cleared by iSCSI protocol event".
     cleared: Vec<Lun>,
+    /// Whether LUN 0 keeps what is written (`false`: a null LUN).
+    keeps_nothing: bool,
 }
 
 impl TargetSessionEnv for Env {
@@ -39,6 +41,10 @@ impl TargetSessionEnv for Env {
 
     fn lun_exists(&self, lun: Lun) -> bool {
         lun == Lun(0)
+    }
+
+    fn keeps_data_out(&self, _lun: Lun, _cdb: &Cdb) -> bool {
+        !self.keeps_nothing
     }
 
     fn reset(&mut self, kind: ResetKind) {
@@ -842,6 +848,30 @@ fn work_carries_the_data_out_length_the_initiator_announced() {
     assert_eq!(works[0].data_in_len, 0);
     r.send(1, read(2, 2, 1));
     assert_eq!(r.works()[0].data_out_len, 0);
+}
+
+#[test]
+fn a_write_to_a_lun_that_keeps_nothing_runs_with_its_length_only() {
+    let mut r = Rig::new(&[1]);
+    r.env.keeps_nothing = true;
+    r.send(1, write(1, 1, 2));
+    let Some(Pdu::R2t(r2t)) = r.drain(1).pop() else {
+        panic!("no R2T")
+    };
+    r.send(1, data_out(1, r2t.ttt, 0, 2 * BLOCK as usize, true));
+    let works = r.works();
+    assert_eq!(works[0].data_out.unkept(), Some(2 * BLOCK as usize));
+    assert!(works[0].data_out.segments().is_empty());
+    // A LUN that keeps what it is written gets the bytes.
+    r.env.keeps_nothing = false;
+    r.send(1, write(2, 2, 2));
+    let Some(Pdu::R2t(r2t)) = r.drain(1).pop() else {
+        panic!("no R2T")
+    };
+    r.send(1, data_out(2, r2t.ttt, 0, 2 * BLOCK as usize, true));
+    let works = r.works();
+    assert_eq!(works[0].data_out.unkept(), None);
+    assert_eq!(works[0].data_out.len(), 2 * BLOCK as usize);
 }
 
 #[test]

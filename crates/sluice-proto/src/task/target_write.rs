@@ -50,10 +50,13 @@ pub enum WriteProgress {
 }
 
 /// The data of a completed write, in offset order: the data segments as they arrived when
-/// they came in order, otherwise one gathered buffer.
+/// they came in order, otherwise one gathered buffer; or, for a write whose device keeps
+/// nothing ([`TargetWrite::discard_data`]), only how many bytes arrived.
 #[derive(Clone, Default)]
 pub struct WriteData {
     segments: Segments,
+    /// Bytes that arrived and were dropped on arrival (then `segments` is empty).
+    unkept: usize,
 }
 
 /// Data segments of one write, the first few inline: most writes arrive in one to four
@@ -61,24 +64,34 @@ pub struct WriteData {
 type Segments = SmallVec<[Bytes; 4]>;
 
 impl WriteData {
-    /// The pieces, back to back from offset 0; none is empty.
+    /// The pieces, back to back from offset 0; none is empty. Empty when the data was not
+    /// kept ([`unkept`](Self::unkept)).
     pub fn segments(&self) -> &[Bytes] {
         &self.segments
     }
 
-    /// Total bytes.
+    /// How many bytes arrived and were dropped as they came, when the write's data was not
+    /// kept ([`TargetWrite::discard_data`]); `None` when [`segments`](Self::segments) hold
+    /// the data.
+    pub fn unkept(&self) -> Option<usize> {
+        (self.unkept > 0).then_some(self.unkept)
+    }
+
+    /// Total bytes, kept or not.
     pub fn len(&self) -> usize {
-        self.segments.iter().map(Bytes::len).sum()
+        self.unkept + self.segments.iter().map(Bytes::len).sum::<usize>()
     }
 
     /// Whether there are no bytes.
     pub fn is_empty(&self) -> bool {
-        self.segments.is_empty()
+        self.segments.is_empty() && self.unkept == 0
     }
 
-    /// All bytes as one buffer: no copy when there is at most one segment.
+    /// All bytes as one buffer: no copy when there is at most one segment. Data that was not
+    /// kept reads as zeros.
     pub fn to_bytes(&self) -> Bytes {
         match &self.segments[..] {
+            [] if self.unkept > 0 => Bytes::from(vec![0; self.unkept]),
             [] => Bytes::new(),
             [one] => one.clone(),
             many => Bytes::from(many.concat()),
@@ -90,6 +103,7 @@ impl PartialEq for WriteData {
     /// Equal when the bytes are, however they are split.
     fn eq(&self, other: &Self) -> bool {
         self.len() == other.len()
+            && self.unkept == other.unkept
             && self
                 .segments
                 .iter()
@@ -104,9 +118,10 @@ impl std::fmt::Debug for WriteData {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "WriteData({} bytes in {} segments)",
+            "WriteData({} bytes in {} segments, {} not kept)",
             self.len(),
-            self.segments.len()
+            self.segments.len(),
+            self.unkept
         )
     }
 }
@@ -118,7 +133,10 @@ impl From<&[u8]> for WriteData {
         } else {
             smallvec![Bytes::copy_from_slice(data)]
         };
-        Self { segments }
+        Self {
+            segments,
+            unkept: 0,
+        }
     }
 }
 
@@ -186,6 +204,8 @@ pub struct TargetWrite {
     segments_len: usize,
     /// Out-of-order data, once any arrived: everything gathered here (`segments` is empty).
     gathered: Option<BytesMut>,
+    /// Whether data is kept as it arrives (`false` after [`Self::discard_data`]).
+    keep_data: bool,
     unsolicited: Option<Burst>,
     /// Outstanding R2T bursts in offset order (section 13.17: at most MaxOutstandingR2T).
     bursts: Vec<Burst>,
@@ -227,6 +247,7 @@ impl TargetWrite {
             segments: Segments::new(),
             segments_len: 0,
             gathered: None,
+            keep_data: true,
             unsolicited: None,
             bursts: Vec::new(),
             next_r2t_offset: 0,
@@ -505,6 +526,12 @@ impl TargetWrite {
     /// Every byte the SCSI layer wants arrived: the data, in offset order.
     fn complete(&mut self) -> WriteProgress {
         self.done = true;
+        if !self.keep_data {
+            return WriteProgress::Complete(WriteData {
+                segments: Segments::new(),
+                unkept: self.collect_len as usize,
+            });
+        }
         let segments = match self.gathered.take() {
             Some(mut buf) => {
                 // Every byte up to collect_len has arrived, so this only trims.
@@ -513,7 +540,22 @@ impl TargetWrite {
             }
             None => std::mem::take(&mut self.segments),
         };
-        WriteProgress::Complete(WriteData { segments })
+        WriteProgress::Complete(WriteData {
+            segments,
+            unkept: 0,
+        })
+    }
+
+    /// Stops keeping this write's data: what arrived so far is dropped now, and every later
+    /// Data-Out as it is checked and counted, so the write holds no memory while it waits
+    /// for the rest. Its completion then carries only the length
+    /// ([`WriteData::unkept`]). For a device that keeps nothing it is given (a null LUN), as
+    /// the transport decides before the data comes; sequencing, bursts, R2Ts and recovery
+    /// are unchanged.
+    pub fn discard_data(&mut self) {
+        self.keep_data = false;
+        self.segments = Segments::new();
+        self.gathered = None;
     }
 
     /// An R2T for `len` bytes at `offset` (a new sequence or a recovery one), its burst now
@@ -548,6 +590,9 @@ impl TargetWrite {
     /// from then on, zero-filling a gap that later data will cover. Pieces shorter than
     /// [`ZERO_COPY_MIN`] are copied unless `keep_small` (the write completes with this data).
     fn copy_in(&mut self, offset: u32, data: &Bytes, keep_small: bool) {
+        if !self.keep_data {
+            return;
+        }
         let start = offset as usize;
         let end = (start + data.len()).min(self.collect_len as usize);
         if start >= end {

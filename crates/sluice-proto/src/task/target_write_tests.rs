@@ -576,3 +576,60 @@ fn small_immediate_data_is_kept_only_when_it_completes_the_write() {
     );
     assert_eq!(got.to_bytes(), all);
 }
+
+#[test]
+fn discarded_data_is_dropped_as_it_arrives_and_completes_as_its_length() {
+    // Pieces of ZERO_COPY_MIN and more, in order: kept as they arrived unless discarded.
+    let piece = ZERO_COPY_MIN as u32;
+    let p = SessionParams {
+        immediate_data: true,
+        initial_r2t: true,
+        first_burst_length: piece,
+        max_burst_length: 2 * piece,
+        target_max_recv_data_segment_length: piece,
+        ..params()
+    };
+    let edtl = 5 * piece;
+    let mut ttts = SequentialTtts::default();
+    let immediate = pattern(piece as usize);
+    let (mut task, first) =
+        TargetWrite::new(&command(edtl, immediate.clone(), true), &p, edtl, &mut ttts).unwrap();
+    task.discard_data();
+    assert!(immediate.is_unique(), "the immediate data is still held");
+    let mut pending = r2ts(first);
+    let mut done = WriteProgress::Waiting;
+    while let Some(r2t) = pending.pop() {
+        let end = r2t.buffer_offset + r2t.desired_data_transfer_length;
+        for (sn, offset) in (r2t.buffer_offset..end).step_by(piece as usize).enumerate() {
+            let data = pattern(piece.min(end - offset) as usize);
+            let pdu = data_out(
+                r2t.ttt,
+                sn as u32,
+                offset,
+                data.clone(),
+                offset + piece >= end,
+            );
+            done = task.handle_data_out(&pdu, &mut ttts).unwrap();
+            drop(pdu);
+            assert!(data.is_unique(), "Data-Out at {offset} is still held");
+            if let WriteProgress::NeedR2ts(more) = &done {
+                pending.extend(more.iter().cloned());
+            }
+        }
+    }
+    let WriteProgress::Complete(got) = done else {
+        panic!("expected completion, got {done:?}");
+    };
+    assert_eq!(got.unkept(), Some(edtl as usize));
+    assert_eq!(got.len(), edtl as usize);
+    assert!(got.segments().is_empty());
+    assert_eq!(got.to_bytes(), Bytes::from(vec![0u8; edtl as usize]));
+    // The same write kept: segments of its data, no length "not kept".
+    let (kept, first) =
+        TargetWrite::new(&command(edtl, immediate.clone(), true), &p, edtl, &mut ttts).unwrap();
+    assert!(
+        !immediate.is_unique(),
+        "kept data should be held (the test proves nothing)"
+    );
+    drop((kept, first));
+}
