@@ -29,7 +29,10 @@ pub(crate) fn execute(scsi: &ScsiTarget, work: &ScsiWork) -> ScsiCompletion {
         NEXUS,
         work.lun.0,
         &work.cdb,
-        DataOut::Segments(work.data_out.segments()),
+        match work.data_out.unkept() {
+            Some(n) => DataOut::Unkept(n),
+            None => DataOut::Segments(work.data_out.segments()),
+        },
         &mut buf,
         &mut shared,
     );
@@ -52,6 +55,10 @@ impl TargetSessionEnv for ScsiEnv<'_> {
             Transfer::ToDevice(n) => DataTransfer::ToDevice(n),
             Transfer::FromDevice(n) => DataTransfer::FromDevice(n),
         }
+    }
+
+    fn keeps_data_out(&self, lun: Lun, cdb: &Cdb) -> bool {
+        self.scsi.keeps_data_out(lun.0, cdb)
     }
 
     fn lun_exists(&self, lun: Lun) -> bool {
