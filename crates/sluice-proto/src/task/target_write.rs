@@ -547,11 +547,11 @@ impl TargetWrite {
     }
 
     /// Stops keeping this write's data: what arrived so far is dropped now, and every later
-    /// Data-Out as it is checked and counted, so the write holds no memory while it waits
-    /// for the rest. Its completion then carries only the length
-    /// ([`WriteData::unkept`]). For a device that keeps nothing it is given (a null LUN), as
-    /// the transport decides before the data comes; sequencing, bursts, R2Ts and recovery
-    /// are unchanged.
+    /// Data-Out as soon as it is checked and counted, so the write holds no memory while it
+    /// waits for the rest. Its completion then carries only the length
+    /// ([`WriteData::unkept`]). The session calls it when the SCSI layer will not read the
+    /// data (a WRITE to a LU that keeps nothing, such as a null LUN); sequence numbers,
+    /// bursts, R2Ts and recovery are unchanged.
     pub fn discard_data(&mut self) {
         self.keep_data = false;
         self.segments = Segments::new();

@@ -624,7 +624,7 @@ fn discarded_data_is_dropped_as_it_arrives_and_completes_as_its_length() {
     assert_eq!(got.len(), edtl as usize);
     assert!(got.segments().is_empty());
     assert_eq!(got.to_bytes(), Bytes::from(vec![0u8; edtl as usize]));
-    // The same write kept: segments of its data, no length "not kept".
+    // Control: without `discard_data` the same write holds its immediate data.
     let (kept, first) =
         TargetWrite::new(&command(edtl, immediate.clone(), true), &p, edtl, &mut ttts).unwrap();
     assert!(
