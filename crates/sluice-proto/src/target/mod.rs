@@ -118,8 +118,9 @@ pub trait TargetSessionEnv {
     /// Whether the SCSI layer reads this command's Data-Out. `false` lets the session drop
     /// a write's data as it arrives instead of holding it until the command runs (a WRITE to
     /// a device that keeps nothing); the command then runs with
-    /// [`WriteData::unkept`](crate::task::target_write::WriteData::unkept). Asked only of
-    /// writes that wait for data after their command PDU. The default is `true`.
+    /// [`WriteData::unkept`](crate::task::target_write::WriteData::unkept), and such a write
+    /// counts nothing against the connection's buffered write bytes. Asked only of writes
+    /// that wait for data after their command PDU. The default is `true`.
     fn keeps_data_out(&self, _lun: Lun, _cdb: &Cdb) -> bool {
         true
     }

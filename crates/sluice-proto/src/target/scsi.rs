@@ -206,7 +206,12 @@ impl TargetSession {
             // initiator announced and discard it, so the stream stays in step.
             _ => info.edtl,
         };
-        let reserve = wanted.min(info.edtl) as usize;
+        let collect = wanted.min(info.edtl) as usize;
+        // A write that waits for data after its command PDU holds what arrives until it runs,
+        // unless the SCSI layer will not read it: then it holds, and reserves, nothing.
+        let waits = !cmd.final_bit || cmd.data.len() < collect;
+        let keeps = !waits || env.keeps_data_out(cmd.lun, &cmd.cdb);
+        let reserve = if keeps { collect } else { 0 };
         let limit = self.config.max_write_bytes_per_connection;
         let Some(c) = self.find_mut(conn) else {
             self.release_slot(task.slot.take());
@@ -223,11 +228,7 @@ impl TargetSession {
         let params = c.params;
         match TargetWrite::new(&cmd, &params, wanted, &mut self.ttts) {
             Ok((mut write, progress)) => {
-                // A write that waits for more data holds what arrived until it runs; one whose
-                // data the SCSI layer will not read need not hold it at all.
-                if !matches!(progress, WriteProgress::Complete(_))
-                    && !env.keeps_data_out(cmd.lun, &cmd.cdb)
-                {
+                if !keeps {
                     write.discard_data();
                 }
                 if let Some(c) = self.find_mut(conn) {

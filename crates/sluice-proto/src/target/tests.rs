@@ -875,6 +875,28 @@ fn a_write_to_a_lun_that_keeps_nothing_runs_with_its_length_only() {
 }
 
 #[test]
+fn writes_that_keep_nothing_count_nothing_against_the_buffered_write_limit() {
+    // The rig buffers at most 1 MiB of write data per connection: a second 1 MiB write
+    // waiting for its data gets TASK SET FULL, unless neither holds any.
+    for keeps_nothing in [false, true] {
+        let mut r = Rig::new(&[1]);
+        r.env.keeps_nothing = keeps_nothing;
+        r.send(1, write(1, 1, 2048));
+        r.send(1, write(2, 2, 2048));
+        let out = r.drain(1);
+        let r2ts = out.iter().filter(|p| matches!(p, Pdu::R2t(_))).count();
+        let full = out
+            .iter()
+            .filter(
+                |p| matches!(p, Pdu::ScsiResponse(rsp) if rsp.status == ScsiStatus::TaskSetFull),
+            )
+            .count();
+        let expected = if keeps_nothing { (2, 0) } else { (1, 1) };
+        assert_eq!((r2ts, full), expected, "keeps_nothing {keeps_nothing}");
+    }
+}
+
+#[test]
 fn tasks_aborted_by_another_nexus_end_without_status() {
     let mut r = Rig::new(&[1]);
     // Two reads the SCSI layer runs, a write waiting for its data.
