@@ -276,8 +276,7 @@ impl TargetWrite {
             if imm_len > params.first_burst_length {
                 return Err(TaskError::IncorrectUnsolicitedAmount);
             }
-            // All the data in the command PDU: the write completes now (no pinning to fear).
-            let complete = cmd.final_bit && imm_len >= collect_len;
+            let complete = Self::completes_with_command(cmd, collect_len);
             task.copy_in(0, &cmd.data, complete);
             task.counters.immediate_bytes = imm_len;
         }
@@ -302,6 +301,13 @@ impl TargetWrite {
         task.next_r2t_offset = unsolicited_end;
         let progress = task.progress(ttts);
         Ok((task, progress))
+    }
+
+    /// Whether the command PDU alone carries all the data the write will collect
+    /// (`collect_len` bytes): F=1 and enough immediate data. Such a write completes as it
+    /// arrives and waits for no Data-Out (no pinning to fear).
+    pub fn completes_with_command(cmd: &ScsiCommand, collect_len: u32) -> bool {
+        cmd.final_bit && cmd.data.len() >= collect_len as usize
     }
 
     /// Takes in one Data-Out PDU for this task and says what to do next.
