@@ -209,8 +209,8 @@ impl TargetSession {
         let collect = wanted.min(info.edtl);
         // A write that waits for data after its command PDU holds what arrives until it runs,
         // unless the SCSI layer will not read it: then it holds, and reserves, nothing.
-        let waits = !TargetWrite::completes_with_command(&cmd, collect);
-        let keeps = !waits || env.keeps_data_out(cmd.lun, &cmd.cdb);
+        let keeps = TargetWrite::completes_with_command(&cmd, collect)
+            || env.keeps_data_out(cmd.lun, &cmd.cdb);
         let reserve = if keeps { collect as usize } else { 0 };
         let limit = self.config.max_write_bytes_per_connection;
         let Some(c) = self.find_mut(conn) else {
