@@ -29,13 +29,14 @@
 //!
 //! The same contract tests (`conformance.rs`) run against every backend.
 //!
-//! `unsafe` is denied crate-wide and allowed in exactly three places, each block justified by a
+//! `unsafe` is denied crate-wide and allowed in exactly four places, each block justified by a
 //! `// SAFETY:` comment: the shared, 2 MiB-aligned `mmap` of RAM-backed files
 //! (`file/mapping.rs`, which lets reads hand out the page-cache bytes without copying and writes
-//! copy straight into them), asking the kernel to back that mapping with huge pages
+//! copy straight into them), the SSE2 streaming stores with which writes copy into that mapping
+//! and into memory LUNs' chunks (`streaming.rs`), asking the kernel to back that mapping with huge pages
 //! (`file/huge_pages.rs`: `MADV_COLLAPSE`, and `setpriority` for the thread that does it) and
 //! `pread` into a buffer's spare capacity (`file.rs`: no zero-fill before a read); with the
-//! `rbd` feature, a fourth: the calls into librados and librbd (`rbd/librbd.rs` and its child
+//! `rbd` feature, a fifth: the calls into librados and librbd (`rbd/librbd.rs` and its child
 //! `rbd/librbd/aio.rs`: handles owned and freed once, buffers borrowed, or owned by the
 //! callback's side, until librbd's completion callback ran; `rbd/rados.rs`: the shared gateway
 //! object, its watch context boxed until the watch is gone). The `O_DIRECT`
@@ -58,6 +59,7 @@ mod memory;
 mod null;
 mod rbd;
 mod state_file;
+mod streaming;
 mod submit;
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
 
+use crate::streaming;
 use crate::{check_range, checked_size, BlockDevice, Extent, Provisioning, StorageError};
 
 /// Bytes per chunk: the unit in which memory is committed and locked.
@@ -202,8 +203,13 @@ impl MemoryDevice {
             zeroed_chunk(len)
         });
         let _probe = sluice_probe::span(sluice_probe::Stage::Copy);
-        // Copies the chunk only if a read handed out without a copy still holds it.
-        Arc::make_mut(arc)[in_chunk..in_chunk + data.len()].copy_from_slice(data);
+        // Copies the chunk only if a read handed out without a copy still holds it. Streaming
+        // stores, as for mapped files: the chunk's lines are mostly not cached, and an
+        // ordinary copy would read each one from memory before overwriting it.
+        streaming::copy_into(
+            &mut Arc::make_mut(arc)[in_chunk..in_chunk + data.len()],
+            data,
+        );
     }
 
     fn zero_piece(&self, index: usize, in_chunk: usize, len: usize) {
