@@ -33,14 +33,15 @@
 //! `// SAFETY:` comment: the shared, 2 MiB-aligned `mmap` of RAM-backed files
 //! (`file/mapping.rs`, which lets reads hand out the page-cache bytes without copying and writes
 //! copy straight into them), the SSE2 streaming stores with which writes copy into that mapping
-//! and into memory LUNs' chunks (`streaming.rs`), asking the kernel to back that mapping with huge pages
-//! (`file/huge_pages.rs`: `MADV_COLLAPSE`, and `setpriority` for the thread that does it) and
-//! `pread` into a buffer's spare capacity (`file.rs`: no zero-fill before a read); with the
-//! `rbd` feature, a fifth: the calls into librados and librbd (`rbd/librbd.rs` and its child
-//! `rbd/librbd/aio.rs`: handles owned and freed once, buffers borrowed, or owned by the
-//! callback's side, until librbd's completion callback ran; `rbd/rados.rs`: the shared gateway
-//! object, its watch context boxed until the watch is gone). The `O_DIRECT`
-//! bounce buffer needs none (it is aligned by slicing a slightly larger `Vec`).
+//! and into memory LUNs' chunks (`streaming.rs`), asking the kernel to back that mapping with
+//! huge pages (`file/huge_pages.rs`: `MADV_COLLAPSE`, and `setpriority` for the thread that
+//! does it) and `pread` into a buffer's spare capacity (`file.rs`: no zero-fill before a
+//! read); with the `rbd` feature, a fifth: the calls into librados and librbd
+//! (`rbd/librbd.rs` and its child `rbd/librbd/aio.rs`: handles owned and freed once, buffers
+//! borrowed, or owned by the callback's side, until librbd's completion callback ran;
+//! `rbd/rados.rs`: the shared gateway object, its watch context boxed until the watch is
+//! gone). The `O_DIRECT` bounce buffer needs none (it is aligned by slicing a slightly larger
+//! `Vec`).
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 

@@ -83,7 +83,8 @@ unsafe fn stream_lines(dst: *mut u8, src: &[u8]) {
         }
     }
     // Streaming stores are weakly ordered: fence them before the caller publishes the
-    // write (by releasing its stripe lock and answering the command).
+    // write (by releasing its lock, a mapping's stripe or a memory chunk's, and answering
+    // the command).
     // SAFETY: SSE is part of x86-64.
     unsafe { _mm_sfence() };
 }
